@@ -1,0 +1,147 @@
+//! Ping-pong benchmark: one-way latency and streaming bandwidth between
+//! ranks 0 and 1, for message sizes 0 B … 4 MiB.
+//!
+//! Method (the same as `benches/c/pingpong.c`, so both are comparable):
+//! * latency: rank 0 sends, rank 1 answers with the same size; one-way
+//!   latency is half the mean round trip;
+//! * bandwidth: rank 0 posts a window of 64 nonblocking sends, rank 1 a
+//!   window of 64 receives, then rank 1 answers with an empty message; the
+//!   bytes of the window divided by the time per window.
+//!
+//! ```text
+//! vpml run -n 2 target/release/examples/pingpong [--json] [--max BYTES]
+//! ```
+//! Extra ranks idle (asleep) until the end.
+
+use std::time::Instant;
+
+use vpml::{Completed, Request};
+
+const WINDOW: usize = 64;
+
+fn sizes(max: usize) -> Vec<usize> {
+    let mut v = vec![0];
+    let mut s = 1;
+    while s <= max {
+        v.push(s);
+        s *= 2;
+    }
+    v
+}
+
+fn latency_iters(size: usize) -> usize {
+    if size <= 4096 {
+        20_000
+    } else {
+        (200_000_000 / size).clamp(50, 20_000)
+    }
+}
+
+fn bandwidth_reps(size: usize) -> usize {
+    (512 * 1024 * 1024 / (WINDOW * size.max(1))).clamp(5, 200)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let json = args.iter().any(|a| a == "--json");
+    let max = args
+        .iter()
+        .position(|a| a == "--max")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse::<usize>())
+        .transpose()?
+        .unwrap_or(4 << 20);
+    let world = vpml::init()?;
+    let (rank, size) = (world.rank(), world.size());
+    if size < 2 {
+        eprintln!(
+            "pingpong needs at least 2 ranks: vpml run -n 2 {}",
+            std::env::args().next().unwrap_or_default()
+        );
+        std::process::exit(2);
+    }
+    if rank >= 2 {
+        let mut done = [0u8; 0];
+        world.recv(0, 99, &mut done)?;
+        return Ok(());
+    }
+    let peer = 1 - rank;
+    if rank == 0 && !json {
+        println!(
+            "# vpml ping-pong, {size} ranks, single-copy large messages: {}",
+            world.single_copy()
+        );
+        println!(
+            "{:>10} {:>14} {:>16}",
+            "bytes", "latency(us)", "bandwidth(MB/s)"
+        );
+    }
+    let mut buf = vec![0u8; max];
+    let mut window: Vec<Vec<u8>> = (0..WINDOW).map(|_| Vec::with_capacity(max)).collect();
+    for s in sizes(max) {
+        // Latency.
+        let iters = latency_iters(s);
+        let warm = iters / 10 + 1;
+        let mut t0 = Instant::now();
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = Instant::now();
+            }
+            if rank == 0 {
+                world.send(peer, 1, &buf[..s])?;
+                world.recv(peer, 1, &mut buf[..s])?;
+            } else {
+                world.recv(peer, 1, &mut buf[..s])?;
+                world.send(peer, 1, &buf[..s])?;
+            }
+        }
+        let lat_us = t0.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64);
+
+        // Bandwidth.
+        let reps = bandwidth_reps(s);
+        for b in &mut window {
+            b.resize(s, 1);
+        }
+        let mut ack = [0u8; 0];
+        let mut t0 = Instant::now();
+        for r in 0..reps + 1 {
+            if r == 1 {
+                t0 = Instant::now();
+            }
+            let mut reqs: Vec<Option<Request<Vec<u8>>>> = Vec::with_capacity(WINDOW);
+            for b in window.drain(..) {
+                reqs.push(Some(if rank == 0 {
+                    world.isend(peer, 2, b)?
+                } else {
+                    world.irecv(peer, 2, b)?
+                }));
+            }
+            for Completed { buf, .. } in vpml::wait_all(&mut reqs)? {
+                window.push(buf);
+            }
+            if rank == 0 {
+                world.recv(peer, 3, &mut ack)?;
+            } else {
+                world.send(peer, 3, &ack)?;
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let mbs = (s * WINDOW * reps) as f64 / secs / 1e6;
+        if rank == 0 {
+            if json {
+                println!(
+                    "{{\"impl\":\"vpml\",\"bytes\":{s},\"latency_us\":{lat_us:.4},\"bandwidth_mbs\":{mbs:.1}}}"
+                );
+            } else {
+                println!("{s:>10} {lat_us:>14.3} {mbs:>16.1}");
+            }
+        }
+    }
+    if rank == 0 {
+        for r in 2..size {
+            world.send(r, 99, &[0u8; 0])?;
+        }
+    }
+    world.finalize()?;
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! # vpml-launcher — `vpml run`
+//!
+//! Starts the N rank processes of a job on this host and watches them:
+//!
+//! 1. creates one shared-memory mailbox (memfd) per rank, which every rank
+//!    inherits — nothing is ever created under `/dev/shm`, so nothing can be
+//!    left behind, however the job ends;
+//! 2. serves the bootstrap key/value exchange ([`vpml_pml::bootstrap`]) on
+//!    loopback, guarded by a random job token;
+//! 3. spawns the ranks with `PR_SET_PDEATHSIG`, so a killed launcher takes
+//!    its ranks along, and optionally binds each to a core;
+//! 4. forwards their output line by line (`--tag-output` prefixes the rank);
+//! 5. ends the job at the first failure (non-zero exit, signal, or exit
+//!    without finalize), on `abort`, on Ctrl-C/SIGTERM (forwarded to the
+//!    ranks) or at `--timeout`, and exits with the first failure's status.
+
+mod kv;
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use vpml_pml::bootstrap::env;
+
+/// Exit code when `--timeout` ends the job (as `timeout(1)`).
+pub const TIMEOUT_EXIT: u8 = 124;
+/// How long ranks get between SIGTERM and SIGKILL when the job is stopped.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// Options of `vpml run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Number of ranks to start.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub ranks: usize,
+    /// Prefix every output line with the rank that printed it.
+    #[arg(long)]
+    pub tag_output: bool,
+    /// Stop the job after this many seconds (exit code 124).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Pin each rank to one core: `core`, `none`, or `auto` (pin when
+    /// there are no more ranks than cores).
+    #[arg(long, value_name = "POLICY", default_value = "auto")]
+    pub bind_to: BindPolicy,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Core binding policy.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindPolicy {
+    /// Bind when ranks ≤ cores.
+    Auto,
+    /// Bind rank i to core i mod cores.
+    Core,
+    /// Do not bind.
+    None,
+}
+
+/// What the launcher's threads report to its main loop.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Exited {
+        rank: usize,
+        status: ExitStatus,
+    },
+    Finalized {
+        rank: usize,
+    },
+    Abort {
+        rank: usize,
+        code: i32,
+        message: String,
+    },
+    Signal(i32),
+}
+
+/// Run a job; the process exit code is the job's.
+pub fn run(args: RunArgs) -> ExitCode {
+    match run_job(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(msg) => {
+            eprintln!("vpml run: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_job(args: &RunArgs) -> Result<u8, String> {
+    if args.ranks == 0 {
+        return Err("-n must be at least 1".into());
+    }
+    if let Some(t) = args.timeout
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(format!(
+            "--timeout must be a positive number of seconds, not {t}"
+        ));
+    }
+    let (program, rest) = args.command.split_first().ok_or("no program given")?;
+    let program = resolve_program(program)?;
+    raise_fd_limit();
+
+    let job_id = hex(&random_bytes::<8>()?);
+    let token = hex(&random_bytes::<16>()?);
+    let (tx, rx) = unbounded();
+    let kv_addr = kv::start(args.ranks, token.clone(), tx.clone())
+        .map_err(|e| format!("cannot start the key/value service on loopback: {e}"))?;
+    let mailboxes: Vec<OwnedFd> = (0..args.ranks)
+        .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot create shared memory for {} ranks: {e}", args.ranks))?;
+    let fds: Vec<String> = mailboxes
+        .iter()
+        .map(|f| f.as_raw_fd().to_string())
+        .collect();
+    let fds = fds.join(",");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bind = match args.bind_to {
+        BindPolicy::Auto => args.ranks <= cores,
+        BindPolicy::Core => true,
+        BindPolicy::None => false,
+    };
+    let signals = watch_signals(tx.clone())?;
+
+    let launcher_pid = std::process::id();
+    let mut pids = Vec::with_capacity(args.ranks);
+    let mut forwarders = Vec::new();
+    for rank in 0..args.ranks {
+        let mut cmd = Command::new(&program);
+        cmd.args(rest)
+            .env(env::JOB_ID, &job_id)
+            .env(env::RANK, rank.to_string())
+            .env(env::SIZE, args.ranks.to_string())
+            .env(env::KV_ADDR, &kv_addr)
+            .env(env::TOKEN, &token)
+            .env(env::MAILBOX_FDS, &fds)
+            .env(env::LOCAL_SIZE, args.ranks.to_string())
+            .env(env::HOST_CORES, cores.to_string())
+            .stdin(if rank == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let core = bind.then_some(rank % cores);
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only makes async-signal-safe system calls.
+        unsafe {
+            cmd.pre_exec(move || child_setup(launcher_pid, core));
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                stop_all(&pids, libc::SIGKILL);
+                return Err(format!(
+                    "cannot start rank {rank} ({}): {e}",
+                    program.display()
+                ));
+            }
+        };
+        pids.push(child.id() as i32);
+        let prefix = args.tag_output.then(|| format!("[{rank}] "));
+        if let Some(out) = child.stdout.take() {
+            forwarders.push(forward(out, prefix.clone(), false));
+        }
+        if let Some(err) = child.stderr.take() {
+            forwarders.push(forward(err, prefix, true));
+        }
+        watch_exit(rank, child, tx.clone());
+    }
+    drop(tx);
+    let code = supervise(args, &pids, &rx);
+    drop(mailboxes);
+    for f in forwarders {
+        let _ = f.join();
+    }
+    signals.close();
+    Ok(code)
+}
+
+/// The main loop: returns the job's exit code once every rank has exited.
+fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
+    let n = pids.len();
+    let mut finalized = vec![false; n];
+    let mut exited = vec![false; n];
+    let mut remaining = n;
+    let mut failure: Option<u8> = None;
+    let mut kill_at: Option<Instant> = None;
+    let deadline = args
+        .timeout
+        .map(|t| Instant::now() + Duration::from_secs_f64(t));
+    let live = |exited: &[bool]| -> Vec<i32> {
+        pids.iter()
+            .zip(exited)
+            .filter(|(_, e)| !**e)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    let fail = |failure: &mut Option<u8>,
+                kill_at: &mut Option<Instant>,
+                code: u8,
+                msg: String,
+                exited: &[bool]| {
+        if failure.is_none() {
+            eprintln!("vpml run: {msg}");
+            *failure = Some(code);
+            stop_all(&live(exited), libc::SIGTERM);
+            *kill_at = Some(Instant::now() + TERM_GRACE);
+        }
+    };
+    while remaining > 0 {
+        let wake = [deadline, kill_at].into_iter().flatten().min();
+        let ev = match wake {
+            Some(t) => match rx.recv_deadline(t) {
+                Ok(ev) => Some(ev),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            },
+            None => match rx.recv() {
+                Ok(ev) => Some(ev),
+                Err(_) => break,
+            },
+        };
+        let now = Instant::now();
+        match ev {
+            None => {
+                if kill_at.is_some_and(|t| now >= t) {
+                    stop_all(&live(&exited), libc::SIGKILL);
+                    kill_at = None;
+                }
+                if deadline.is_some_and(|t| now >= t) && failure.is_none() {
+                    eprintln!(
+                        "vpml run: job timed out after {} s; stopping {} rank(s)",
+                        args.timeout.unwrap_or_default(),
+                        live(&exited).len()
+                    );
+                    failure = Some(TIMEOUT_EXIT);
+                    stop_all(&live(&exited), libc::SIGKILL);
+                }
+            }
+            Some(Event::Finalized { rank }) => finalized[rank] = true,
+            Some(Event::Exited { rank, status }) => {
+                exited[rank] = true;
+                remaining -= 1;
+                if let Some(sig) = status.signal() {
+                    fail(
+                        &mut failure,
+                        &mut kill_at,
+                        128 + sig as u8,
+                        format!(
+                            "rank {rank} was killed by signal {sig} ({})",
+                            signal_name(sig)
+                        ),
+                        &exited,
+                    );
+                } else if let Some(code) = status.code().filter(|c| *c != 0) {
+                    fail(
+                        &mut failure,
+                        &mut kill_at,
+                        code as u8,
+                        format!("rank {rank} exited with status {code}"),
+                        &exited,
+                    );
+                } else if !finalized[rank] {
+                    fail(
+                        &mut failure,
+                        &mut kill_at,
+                        1,
+                        format!(
+                            "rank {rank} exited without finalizing (status 0, but vpml was not finalized)"
+                        ),
+                        &exited,
+                    );
+                }
+            }
+            Some(Event::Abort {
+                rank,
+                code,
+                message,
+            }) => {
+                let code = if code == 0 { 1 } else { code as u8 };
+                fail(
+                    &mut failure,
+                    &mut kill_at,
+                    code,
+                    format!("rank {rank} aborted the job (code {code}): {message}"),
+                    &exited,
+                );
+            }
+            Some(Event::Signal(sig)) => {
+                let targets = live(&exited);
+                if failure.is_none() {
+                    eprintln!(
+                        "vpml run: received {}; forwarding it to {} rank(s)",
+                        signal_name(sig),
+                        targets.len()
+                    );
+                    failure = Some(128 + sig as u8);
+                    stop_all(&targets, sig);
+                    kill_at = Some(now + TERM_GRACE);
+                } else {
+                    stop_all(&targets, libc::SIGKILL);
+                }
+            }
+        }
+    }
+    failure.unwrap_or(0)
+}
+
+fn stop_all(pids: &[i32], sig: i32) {
+    for &pid in pids {
+        // SAFETY: plain syscall; the pid belongs to a child we have not reaped.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Runs in the child between fork and exec.
+fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Result<()> {
+    // SAFETY: prctl/getppid/sched_setaffinity are async-signal-safe and get
+    // valid arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The launcher may have died before prctl took effect.
+        if libc::getppid() as u32 != launcher_pid {
+            return Err(std::io::Error::other("launcher exited during start-up"));
+        }
+        if let Some(core) = core {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(core, &mut set);
+            // Binding is an optimisation: ignore failure (e.g. restricted cpusets).
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    Ok(())
+}
+
+fn watch_exit(rank: usize, mut child: Child, tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        let status = match child.wait() {
+            Ok(s) => s,
+            Err(_) => ExitStatus::from_raw(1 << 8),
+        };
+        let _ = tx.send(Event::Exited { rank, status });
+    });
+}
+
+fn forward(
+    stream: impl Read + Send + 'static,
+    prefix: Option<String>,
+    is_err: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let mut out: Box<dyn Write> = if is_err {
+                Box::new(std::io::stderr().lock())
+            } else {
+                Box::new(std::io::stdout().lock())
+            };
+            if let Some(p) = &prefix {
+                let _ = out.write_all(p.as_bytes());
+            }
+            let _ = out.write_all(&line);
+            if !line.ends_with(b"\n") {
+                let _ = out.write_all(b"\n");
+            }
+            let _ = out.flush();
+        }
+    })
+}
+
+fn watch_signals(tx: Sender<Event>) -> Result<signal_hook::iterator::Handle, String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let handle = signals.handle();
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            if tx.send(Event::Signal(sig)).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(handle)
+}
+
+/// Find the program like a shell would, with a clear error if it is missing.
+fn resolve_program(program: &OsString) -> Result<PathBuf, String> {
+    let p = Path::new(program);
+    let is_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if p.components().count() > 1 || p.is_absolute() {
+        if is_exec(p) {
+            return Ok(p.to_path_buf());
+        }
+        if p.exists() {
+            return Err(format!("{} is not an executable file", p.display()));
+        }
+        return Err(format!("program not found: {}", p.display()));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let cand = dir.join(p);
+        if is_exec(&cand) {
+            return Ok(cand);
+        }
+    }
+    Err(format!("program not found: {} (not in PATH)", p.display()))
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer; raising the soft limit to the hard one is always allowed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| format!("no randomness for the job token: {e}"))?;
+    Ok(b)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}

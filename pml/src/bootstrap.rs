@@ -1,0 +1,205 @@
+//! How a rank learns about its job: environment variables set by `vpml run`
+//! and a small key/value service hosted by the launcher.
+//!
+//! # Wire protocol (version 1)
+//!
+//! One TCP connection per rank to `VPML_KV_ADDR` (loopback). Requests and
+//! replies are single text lines (`\n`-terminated, at most 64 KiB; keys
+//! and values are free of spaces and newlines):
+//!
+//! | request | reply | meaning |
+//! |---|---|---|
+//! | `HELLO 1 <token> <rank>` | `OK` / `ERR <reason>` | first line; wrong token or rank closes the connection |
+//! | `PUT <key> <value>` | `OK` | publish a value |
+//! | `GET <key>` | `VAL <value>` / `NONE` | read a value |
+//! | `FENCE` | `OK` | returns once every rank has sent `FENCE` (values put before are visible) |
+//! | `FINALIZE` | `OK` | the rank finished cleanly; it may exit |
+//! | `ABORT <code> <message>` | `OK` | stop the whole job with exit code `<code>` |
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+
+use crate::error::{Error, Result};
+
+/// Environment variables `vpml run` sets for every rank.
+pub mod env {
+    /// Job id (hex).
+    pub const JOB_ID: &str = "VPML_JOB_ID";
+    /// This rank in the world.
+    pub const RANK: &str = "VPML_RANK";
+    /// Number of ranks in the world.
+    pub const SIZE: &str = "VPML_SIZE";
+    /// Address of the launcher's key/value service.
+    pub const KV_ADDR: &str = "VPML_KV_ADDR";
+    /// The job's secret token (hex).
+    pub const TOKEN: &str = "VPML_TOKEN";
+    /// Comma-separated inherited descriptors of every rank's mailbox, by rank.
+    pub const MAILBOX_FDS: &str = "VPML_MAILBOX_FDS";
+    /// Number of ranks sharing this host.
+    pub const LOCAL_SIZE: &str = "VPML_LOCAL_SIZE";
+    /// Number of cores of this host available to the job.
+    pub const HOST_CORES: &str = "VPML_HOST_CORES";
+}
+
+/// Version of the key/value protocol.
+pub const KV_PROTOCOL_VERSION: u32 = 1;
+
+/// Longest line either side accepts.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Everything a rank reads from its environment.
+#[derive(Clone, Debug)]
+pub struct JobEnv {
+    /// Job id.
+    pub job_id: String,
+    /// This rank.
+    pub rank: usize,
+    /// World size.
+    pub size: usize,
+    /// Key/value service address.
+    pub kv_addr: String,
+    /// Secret token.
+    pub token: String,
+    /// Mailbox descriptors, by rank.
+    pub mailbox_fds: Vec<i32>,
+    /// Ranks on this host.
+    pub local_size: usize,
+    /// Cores on this host.
+    pub host_cores: usize,
+}
+
+fn var(name: &str) -> Result<String> {
+    std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))
+}
+
+fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| Error::Bootstrap(format!("{name}={value:?} is not a valid number")))
+}
+
+impl JobEnv {
+    /// Read the job environment; `Ok(None)` if this process was not started
+    /// by `vpml run` (then it runs as a single-rank job).
+    pub fn from_env() -> Result<Option<JobEnv>> {
+        if std::env::var_os(env::RANK).is_none() {
+            return Ok(None);
+        }
+        let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
+        let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
+        if size == 0 || rank >= size {
+            return Err(Error::Bootstrap(format!(
+                "rank {rank} is not inside a job of {size} ranks"
+            )));
+        }
+        let fds = var(env::MAILBOX_FDS)?;
+        let mailbox_fds = fds
+            .split(',')
+            .map(|f| parse::<i32>(env::MAILBOX_FDS, f))
+            .collect::<Result<Vec<_>>>()?;
+        if mailbox_fds.len() != size {
+            return Err(Error::Bootstrap(format!(
+                "{} lists {} descriptors for {size} ranks",
+                env::MAILBOX_FDS,
+                mailbox_fds.len()
+            )));
+        }
+        Ok(Some(JobEnv {
+            job_id: var(env::JOB_ID)?,
+            rank,
+            size,
+            kv_addr: var(env::KV_ADDR)?,
+            token: var(env::TOKEN)?,
+            mailbox_fds,
+            local_size: parse(env::LOCAL_SIZE, &var(env::LOCAL_SIZE)?)?,
+            host_cores: parse(env::HOST_CORES, &var(env::HOST_CORES)?)?,
+        }))
+    }
+}
+
+/// A rank's connection to the launcher's key/value service.
+pub struct KvClient {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl KvClient {
+    /// Connect and introduce this rank.
+    pub fn connect(addr: &str, token: &str, rank: usize) -> Result<KvClient> {
+        let stream = TcpStream::connect(addr)
+            .map_err(|e| Error::LauncherLost(format!("connecting to {addr}: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let writer = stream
+            .try_clone()
+            .map_err(|e| Error::LauncherLost(e.to_string()))?;
+        let mut c = KvClient {
+            reader: BufReader::new(stream),
+            writer,
+        };
+        c.expect_ok(&format!("HELLO {KV_PROTOCOL_VERSION} {token} {rank}"))?;
+        Ok(c)
+    }
+
+    fn request(&mut self, line: &str) -> Result<String> {
+        let lost = |e: std::io::Error| Error::LauncherLost(e.to_string());
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(lost)?;
+        let mut reply = String::new();
+        let n = (&mut self.reader)
+            .take(MAX_LINE as u64)
+            .read_line(&mut reply)
+            .map_err(lost)?;
+        if n == 0 {
+            return Err(Error::LauncherLost("connection closed".into()));
+        }
+        Ok(reply.trim_end().to_string())
+    }
+
+    fn expect_ok(&mut self, line: &str) -> Result<()> {
+        let reply = self.request(line)?;
+        if reply == "OK" {
+            Ok(())
+        } else {
+            Err(Error::Bootstrap(format!("launcher answered {reply:?}")))
+        }
+    }
+
+    /// Publish `value` under `key`.
+    pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        self.expect_ok(&format!("PUT {key} {value}"))
+    }
+
+    /// Read the value under `key`, if any.
+    pub fn get(&mut self, key: &str) -> Result<Option<String>> {
+        let reply = self.request(&format!("GET {key}"))?;
+        if reply == "NONE" {
+            return Ok(None);
+        }
+        match reply.strip_prefix("VAL ") {
+            Some(v) => Ok(Some(v.to_string())),
+            None => Err(Error::Bootstrap(format!("launcher answered {reply:?}"))),
+        }
+    }
+
+    /// Wait until every rank reached the fence.
+    pub fn fence(&mut self) -> Result<()> {
+        self.expect_ok("FENCE")
+    }
+
+    /// Report a clean end.
+    pub fn finalize(&mut self) -> Result<()> {
+        self.expect_ok("FINALIZE")
+    }
+
+    /// Ask the launcher to stop the job with `code`.
+    pub fn abort(&mut self, code: i32, message: &str) -> Result<()> {
+        let msg: String = message
+            .chars()
+            .map(|c| if c == '\n' { ' ' } else { c })
+            .take(1000)
+            .collect();
+        self.expect_ok(&format!("ABORT {code} {msg}"))
+    }
+}

@@ -1,0 +1,1127 @@
+//! The engine of one rank: request table, matching, progress and idling.
+//!
+//! Everything here runs on the thread that calls vpml; progress happens only
+//! inside API calls. The engine knows nothing of message logging: it numbers
+//! every channel's messages (`send_seq`, `recv_seq`) and reports the
+//! sequence number of each completed receive in its [`Status`], which is
+//! what a protocol layer needs to name messages.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::time::Duration;
+
+use crate::bootstrap::{JobEnv, KvClient};
+use crate::error::{Error, Result};
+use crate::matching::{Envelope, MatchQueues, RecvSpec};
+use crate::shm::futex;
+use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
+use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
+use crate::status::Status;
+
+/// Messages up to this size travel inside the ring.
+pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
+/// Fragment size of the pipelined path used when single-copy reads are not allowed.
+const FRAGMENT: usize = 32 * 1024;
+/// Longest sleep on the doorbell before looking around again.
+const SLEEP_SLICE: Duration = Duration::from_millis(200);
+
+/// Identifies an entry of the request table; the generation makes stale
+/// handles detectable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReqId {
+    idx: u32,
+    generation: u32,
+}
+
+impl ReqId {
+    fn token(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.idx)
+    }
+    fn from_token(t: u64) -> ReqId {
+        ReqId {
+            idx: t as u32,
+            generation: (t >> 32) as u32,
+        }
+    }
+}
+
+/// A byte range owned by a request (or by a blocked caller) while an
+/// operation is in flight.
+#[derive(Clone, Copy)]
+struct RawBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl RawBytes {
+    /// # Safety
+    /// The range must be valid for reads for as long as the engine uses it
+    /// (see `Slot::buf`).
+    unsafe fn as_slice<'a>(self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    /// # Safety
+    /// As `as_slice`, and valid for writes with no other live reference.
+    unsafe fn as_mut_slice<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SlotKind {
+    Send,
+    Recv,
+}
+
+/// One entry of the request table.
+struct Slot {
+    generation: u32,
+    in_use: bool,
+    done: bool,
+    /// The user dropped its handle: free the slot when the operation ends.
+    detached: bool,
+    kind: SlotKind,
+    /// The user's buffer. Invariant: while `in_use && !done` the memory
+    /// stays valid and untouched by anyone but the engine, because the
+    /// owning handle keeps the buffer private (or, once detached,
+    /// `keepalive` owns it, or a blocking caller waits for completion).
+    buf: RawBytes,
+    keepalive: Option<Box<dyn std::any::Any>>,
+    status: Option<Status>,
+}
+
+/// An unexpected message waiting for its receive.
+enum Unexpected {
+    /// The bytes, already copied out of the ring; `sync` holds the sender's
+    /// token when it waits for a match acknowledgement.
+    Eager { data: Vec<u8>, sync: Option<u64> },
+    /// A large message still in the sender's memory.
+    Rendezvous { addr: u64, token: u64 },
+    /// A synchronous send to self, waiting in the sender's own buffer.
+    SelfSync { data: RawBytes, token: u64 },
+}
+
+/// Frames waiting for space in a peer's ring, in channel order.
+enum Outgoing {
+    /// One frame; `complete` names a send to finish once it is written.
+    Frame {
+        hdr: FrameHeader,
+        data: RawBytes,
+        complete: Option<ReqId>,
+    },
+    /// A large message sent as fragments (no single-copy path available).
+    Fragments {
+        hdr: FrameHeader,
+        data: RawBytes,
+        offset: usize,
+        complete: Option<ReqId>,
+    },
+}
+
+/// A fragmented message being reassembled.
+struct Partial {
+    env: Envelope,
+    data: Vec<u8>,
+    sync: Option<u64>,
+}
+
+/// Shared-memory channel state for one peer.
+struct Peer {
+    writer: RingWriter,
+    reader: RingReader,
+    pending: VecDeque<Outgoing>,
+    partial: Option<Partial>,
+}
+
+/// Idle policy: spin, then yield, then sleep on the doorbell.
+struct IdlePolicy {
+    spin: u32,
+    yields: u32,
+}
+
+/// Counters printed with `--stats` later and handy in tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineStats {
+    /// Application messages sent.
+    pub messages_sent: u64,
+    /// Application payload bytes sent.
+    pub bytes_sent: u64,
+    /// Application messages received.
+    pub messages_received: u64,
+    /// Times this rank slept on its doorbell.
+    pub sleeps: u64,
+}
+
+/// All per-rank state except the shared-memory channels (split so frames can
+/// be read from a channel while the rest is updated).
+struct Core {
+    rank: usize,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    matching: MatchQueues<ReqId, Unexpected>,
+    recv_seq: Vec<u64>,
+    /// Control frames to send after the current batch: (peer, header).
+    control_out: Vec<(usize, FrameHeader)>,
+    pids: Vec<i32>,
+    stats: EngineStats,
+}
+
+/// The engine of one rank.
+pub(crate) struct Engine {
+    core: Core,
+    size: usize,
+    peers: Vec<Option<Peer>>,
+    send_seq: Vec<u64>,
+    own: Option<Mailbox>,
+    /// Kept mapped for the peers' rings and doorbells.
+    mailboxes: Vec<Option<Mailbox>>,
+    single_copy: bool,
+    idle: IdlePolicy,
+    kv: Option<KvClient>,
+    finalized: bool,
+    job_id: String,
+}
+
+impl Engine {
+    /// A single-rank engine (the program was not started by `vpml run`).
+    pub(crate) fn singleton() -> Engine {
+        Engine {
+            core: Core::new(0, 1),
+            size: 1,
+            peers: vec![None],
+            send_seq: vec![0],
+            own: None,
+            mailboxes: vec![None],
+            single_copy: false,
+            idle: IdlePolicy {
+                spin: 64,
+                yields: 0,
+            },
+            kv: None,
+            finalized: false,
+            job_id: "singleton".into(),
+        }
+    }
+
+    /// Join the job described by `env`: map every mailbox, publish our pid,
+    /// wait for every rank, then open the channels.
+    pub(crate) fn join(env: &JobEnv) -> Result<Engine> {
+        let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank)?;
+        let mut mailboxes = Vec::with_capacity(env.size);
+        for &fd in &env.mailbox_fds {
+            mailboxes.push(Some(Mailbox::map(fd, env.size)?));
+        }
+        for &fd in &env.mailbox_fds {
+            // SAFETY: the descriptors were inherited for us alone; the
+            // mappings stay valid after close.
+            unsafe { libc::close(fd) };
+        }
+        let own = mailboxes[env.rank].take();
+        let own = own.ok_or_else(|| Error::Bootstrap("own mailbox missing".into()))?;
+        own.pid().store(std::process::id(), Ordering::Release);
+        kv.fence()?;
+
+        let single_copy = single_copy_works();
+        let mut peers = Vec::with_capacity(env.size);
+        let mut pids = vec![0; env.size];
+        for (p, mb) in mailboxes.iter().enumerate() {
+            let Some(mb) = mb else {
+                peers.push(None);
+                continue;
+            };
+            pids[p] = mb.pid().load(Ordering::Acquire) as i32;
+            // SAFETY: ring `env.rank` of peer p's mailbox is written only by
+            // us and ring `p` of ours is read only by us; both mappings live
+            // as long as the engine (fields `own` and `mailboxes`).
+            let (writer, reader) = unsafe {
+                (
+                    RingWriter::new(mb.ring(env.rank), RING_CAPACITY),
+                    RingReader::new(own.ring(p), RING_CAPACITY),
+                )
+            };
+            peers.push(Some(Peer {
+                writer,
+                reader,
+                pending: VecDeque::new(),
+                partial: None,
+            }));
+        }
+        let oversubscribed = env.local_size > env.host_cores.max(1);
+        let idle = if oversubscribed {
+            IdlePolicy {
+                spin: 200,
+                yields: 200,
+            }
+        } else {
+            IdlePolicy {
+                spin: 200_000,
+                yields: 0,
+            }
+        };
+        tracing::debug!(rank = env.rank, size = env.size, single_copy, "joined job");
+        let mut core = Core::new(env.rank, env.size);
+        core.pids = pids;
+        Ok(Engine {
+            core,
+            size: env.size,
+            peers,
+            send_seq: vec![0; env.size],
+            own: Some(own),
+            mailboxes,
+            single_copy,
+            idle,
+            kv: Some(kv),
+            finalized: false,
+            job_id: env.job_id.clone(),
+        })
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.core.rank
+    }
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+    pub(crate) fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    pub(crate) fn stats(&self) -> EngineStats {
+        self.core.stats
+    }
+    /// Whether large messages use the single-copy path.
+    pub(crate) fn single_copy(&self) -> bool {
+        self.single_copy
+    }
+
+    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank < self.size {
+            Ok(())
+        } else {
+            Err(Error::InvalidRank {
+                rank: i64::try_from(rank).unwrap_or(-1),
+                size: self.size,
+            })
+        }
+    }
+
+    // ----------------------------------------------------------------- sends
+
+    /// Blocking-send fast path: write a small message straight into the
+    /// ring. Returns false (nothing done) if the caller must take the
+    /// general path.
+    pub(crate) fn try_send_now(&mut self, dest: usize, tag: i32, ctx: u32, data: &[u8]) -> bool {
+        if data.len() > EAGER_LIMIT || dest == self.core.rank {
+            return false;
+        }
+        let Some(peer) = self.peers[dest].as_mut() else {
+            return false;
+        };
+        if !peer.pending.is_empty() {
+            return false;
+        }
+        let seq = self.send_seq[dest] + 1;
+        let hdr = eager_header(tag, ctx, seq, data.len());
+        if !peer.writer.try_write(&hdr, data) {
+            return false;
+        }
+        self.send_seq[dest] = seq;
+        self.core.stats.messages_sent += 1;
+        self.core.stats.bytes_sent += data.len() as u64;
+        self.ring_doorbell(dest);
+        true
+    }
+
+    /// Start a send of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` stays valid and unmodified until the returned request
+    /// completes (the caller owns it through a request handle or blocks).
+    pub(crate) unsafe fn start_send(
+        &mut self,
+        dest: usize,
+        tag: i32,
+        ctx: u32,
+        ptr: *const u8,
+        len: usize,
+        sync: bool,
+    ) -> Result<ReqId> {
+        let data = RawBytes {
+            ptr: ptr as *mut u8,
+            len,
+        };
+        let id = self.core.alloc(SlotKind::Send, data);
+        self.send_seq[dest] += 1;
+        let seq = self.send_seq[dest];
+        self.core.stats.messages_sent += 1;
+        self.core.stats.bytes_sent += len as u64;
+        let me = self.core.rank;
+        if dest == me {
+            let env = Envelope {
+                source: me,
+                tag,
+                context: ctx,
+                seq,
+                len,
+            };
+            self.core.set_status(id, Status::new(dest, tag, len, seq));
+            if sync {
+                self.core.deliver_self_sync(env, data, id.token())?;
+            } else {
+                // SAFETY: caller contract; the bytes are copied right away.
+                let bytes = unsafe { data.as_slice() };
+                self.core.deliver_eager(env, bytes, None)?;
+                self.core.complete(id);
+            }
+            self.flush_control();
+            return Ok(id);
+        }
+        self.core.set_status(id, Status::new(dest, tag, len, seq));
+        let item = if len <= EAGER_LIMIT {
+            let mut hdr = eager_header(tag, ctx, seq, len);
+            if sync {
+                hdr.flags |= flags::SYNC;
+                hdr.aux1 = id.token();
+            }
+            Outgoing::Frame {
+                hdr,
+                data,
+                complete: (!sync).then_some(id),
+            }
+        } else if self.single_copy {
+            let mut hdr = FrameHeader::new(kind::RTS);
+            hdr.tag = tag;
+            hdr.context = ctx;
+            hdr.seq = seq;
+            hdr.msg_len = len as u64;
+            hdr.aux0 = ptr as u64;
+            hdr.aux1 = id.token();
+            Outgoing::Frame {
+                hdr,
+                data: RawBytes {
+                    ptr: std::ptr::null_mut(),
+                    len: 0,
+                },
+                complete: None,
+            }
+        } else {
+            let mut hdr = FrameHeader::new(kind::FRAG);
+            hdr.tag = tag;
+            hdr.context = ctx;
+            hdr.seq = seq;
+            hdr.msg_len = len as u64;
+            if sync {
+                hdr.flags |= flags::SYNC;
+                hdr.aux1 = id.token();
+            }
+            Outgoing::Fragments {
+                hdr,
+                data,
+                offset: 0,
+                complete: (!sync).then_some(id),
+            }
+        };
+        let peer = self.peer_mut(dest)?;
+        peer.pending.push_back(item);
+        self.push_pending(dest);
+        Ok(id)
+    }
+
+    fn peer_mut(&mut self, p: usize) -> Result<&mut Peer> {
+        self.peers
+            .get_mut(p)
+            .and_then(Option::as_mut)
+            .ok_or(Error::InvalidRank {
+                rank: p as i64,
+                size: self.size,
+            })
+    }
+
+    /// Write as many queued frames to `dest` as fit. Returns true if any was written.
+    fn push_pending(&mut self, dest: usize) -> bool {
+        let Some(peer) = self.peers[dest].as_mut() else {
+            return false;
+        };
+        let mut wrote = false;
+        while let Some(item) = peer.pending.front_mut() {
+            match item {
+                Outgoing::Frame {
+                    hdr,
+                    data,
+                    complete,
+                } => {
+                    // SAFETY: `data` belongs to an active send (start_send contract).
+                    let bytes = unsafe { data.as_slice() };
+                    if !peer.writer.try_write(hdr, bytes) {
+                        peer.writer.announce_waiting(bytes.len());
+                        break;
+                    }
+                    wrote = true;
+                    if let Some(id) = complete.take() {
+                        self.core.complete(id);
+                    }
+                    peer.pending.pop_front();
+                }
+                Outgoing::Fragments {
+                    hdr,
+                    data,
+                    offset,
+                    complete,
+                } => {
+                    let mut finished = false;
+                    loop {
+                        let chunk = (data.len - *offset).min(FRAGMENT);
+                        let mut h = *hdr;
+                        h.aux0 = chunk as u64;
+                        if *offset == 0 {
+                            h.flags |= flags::FIRST;
+                        }
+                        // SAFETY: as above; offset + chunk <= len.
+                        let bytes = unsafe {
+                            RawBytes {
+                                ptr: data.ptr.add(*offset),
+                                len: chunk,
+                            }
+                            .as_slice()
+                        };
+                        if !peer.writer.try_write(&h, bytes) {
+                            peer.writer.announce_waiting(chunk);
+                            break;
+                        }
+                        wrote = true;
+                        *offset += chunk;
+                        if *offset == data.len {
+                            finished = true;
+                            break;
+                        }
+                    }
+                    if !finished {
+                        break;
+                    }
+                    if let Some(id) = complete.take() {
+                        self.core.complete(id);
+                    }
+                    peer.pending.pop_front();
+                }
+            }
+        }
+        if wrote {
+            self.ring_doorbell(dest);
+        }
+        wrote
+    }
+
+    /// Wake `dest` if it sleeps on its doorbell.
+    fn ring_doorbell(&self, dest: usize) {
+        if let Some(mb) = self.mailboxes[dest].as_ref() {
+            ring(mb.doorbell());
+        }
+    }
+
+    /// Queue the control frames produced while handling arrivals.
+    fn flush_control(&mut self) {
+        let out = std::mem::take(&mut self.core.control_out);
+        for (p, hdr) in out {
+            if p == self.core.rank {
+                // Acknowledgements to ourselves complete the send directly.
+                self.core.complete(ReqId::from_token(hdr.aux1));
+                continue;
+            }
+            if let Some(peer) = self.peers[p].as_mut() {
+                peer.pending.push_back(Outgoing::Frame {
+                    hdr,
+                    data: RawBytes {
+                        ptr: std::ptr::null_mut(),
+                        len: 0,
+                    },
+                    complete: None,
+                });
+            }
+            self.push_pending(p);
+        }
+    }
+
+    // -------------------------------------------------------------- receives
+
+    /// Post a receive into `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` stays valid, writable and otherwise untouched until the
+    /// returned request completes.
+    pub(crate) unsafe fn start_recv(
+        &mut self,
+        spec: RecvSpec,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<ReqId> {
+        let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
+        if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
+            self.core.finish_unexpected(id, env, u)?;
+            self.flush_control();
+        } else {
+            self.core.matching.post(spec, id);
+        }
+        Ok(id)
+    }
+
+    /// Cancel a posted receive. True if it was cancelled (it had not matched).
+    pub(crate) fn cancel(&mut self, id: ReqId) -> bool {
+        let Some(slot) = self.core.slot(id) else {
+            return false;
+        };
+        if slot.kind != SlotKind::Recv || slot.done {
+            return false;
+        }
+        if !self.core.matching.remove_posted(&id) {
+            return false;
+        }
+        let mut st = Status::new(0, 0, 0, 0);
+        st.cancelled = true;
+        self.core.set_status(id, st);
+        self.core.complete(id);
+        true
+    }
+
+    /// Look for a matching message without receiving it.
+    pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
+        if let Some(st) = self.peek(spec) {
+            return Ok(Some(st));
+        }
+        self.progress()?;
+        Ok(self.peek(spec))
+    }
+
+    fn peek(&self, spec: &RecvSpec) -> Option<Status> {
+        self.core
+            .matching
+            .peek_unexpected(spec)
+            .map(|(env, _)| Status::new(env.source, env.tag, env.len, env.seq))
+    }
+
+    /// Block until a matching message is available; return its status.
+    pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
+        let mut found = None;
+        self.wait_until(|e| {
+            found = e.peek(spec);
+            found.is_some()
+        })?;
+        found.ok_or(Error::RequestState("probe ended without a message"))
+    }
+
+    // ----------------------------------------------------------- completions
+
+    pub(crate) fn is_done(&self, id: ReqId) -> bool {
+        self.core.slot(id).is_some_and(|s| s.done)
+    }
+
+    /// Take the status of a completed request and free its slot.
+    pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {
+        let slot = self
+            .core
+            .slot_mut(id)
+            .ok_or(Error::RequestState("stale request handle"))?;
+        if !slot.done {
+            return Err(Error::RequestState("request is not complete"));
+        }
+        let st = slot
+            .status
+            .take()
+            .ok_or(Error::RequestState("status already taken"))?;
+        self.core.free_slot(id);
+        Ok(st)
+    }
+
+    /// The user dropped an active request: keep `keepalive` (the buffer)
+    /// until the operation completes, then free everything.
+    pub(crate) fn detach(&mut self, id: ReqId, keepalive: Option<Box<dyn std::any::Any>>) {
+        let Some(slot) = self.core.slot_mut(id) else {
+            return;
+        };
+        if slot.done {
+            self.core.free_slot(id);
+        } else {
+            slot.detached = true;
+            slot.keepalive = keepalive;
+        }
+    }
+
+    /// Wait for one request.
+    pub(crate) fn wait(&mut self, id: ReqId) -> Result<()> {
+        self.wait_until(|e| e.is_done(id))
+    }
+
+    /// Progress until `done` holds, idling politely.
+    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Engine) -> bool) -> Result<()> {
+        let mut idle: u32 = 0;
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            if self.progress()? {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < self.idle.spin {
+                std::hint::spin_loop();
+            } else if idle < self.idle.spin + self.idle.yields {
+                std::thread::yield_now();
+            } else {
+                self.sleep();
+                // After a wake-up, spin only briefly before sleeping again.
+                idle = self.idle.spin.saturating_sub(1000).max(self.idle.spin / 2);
+            }
+        }
+    }
+
+    /// Sleep on the doorbell unless something is already waiting.
+    fn sleep(&mut self) {
+        self.core.stats.sleeps += 1;
+        let Some(own) = self.own.as_ref() else {
+            // A single rank waiting for itself can never be woken.
+            std::thread::sleep(SLEEP_SLICE);
+            return;
+        };
+        let bell = own.doorbell();
+        bell.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let ready = self.peers.iter().flatten().any(|p| p.reader.has_frame());
+        if !ready {
+            futex::wait(bell, 1, SLEEP_SLICE);
+        }
+        bell.store(0, Ordering::Relaxed);
+    }
+
+    /// One pass over every channel. Returns true if anything happened.
+    pub(crate) fn progress(&mut self) -> Result<bool> {
+        let mut any = false;
+        for p in 0..self.peers.len() {
+            let Some(peer) = self.peers[p].as_mut() else {
+                continue;
+            };
+            let mut frames = 0;
+            loop {
+                let hdr = match peer.reader.peek() {
+                    Ok(Some(h)) => h,
+                    Ok(None) => break,
+                    Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
+                };
+                self.core.handle_frame(p, peer, &hdr)?;
+                peer.reader.consume(&hdr);
+                frames += 1;
+                if frames >= 64 {
+                    break;
+                }
+            }
+            if frames > 0 {
+                any = true;
+                if peer.reader.publish()
+                    && let Some(mb) = self.mailboxes[p].as_ref()
+                {
+                    ring(mb.doorbell());
+                }
+            }
+            if !self.peers[p].as_ref().is_none_or(|q| q.pending.is_empty()) {
+                any |= self.push_pending(p);
+            }
+        }
+        if !self.core.control_out.is_empty() {
+            self.flush_control();
+            any = true;
+        }
+        Ok(any)
+    }
+
+    // -------------------------------------------------------------- shutdown
+
+    /// Complete every outgoing operation, then tell the launcher we are done.
+    pub(crate) fn finalize(&mut self) -> Result<()> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        self.wait_until(|e| {
+            e.peers.iter().flatten().all(|p| p.pending.is_empty())
+                && e.core
+                    .slots
+                    .iter()
+                    .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
+        })?;
+        if let Some(kv) = self.kv.as_mut() {
+            kv.finalize()?;
+        }
+        Ok(())
+    }
+
+    /// Ask the launcher to stop the job.
+    pub(crate) fn abort(&mut self, code: i32, message: &str) {
+        if let Some(kv) = self.kv.as_mut()
+            && let Err(e) = kv.abort(code, message)
+        {
+            tracing::warn!("abort could not reach the launcher: {e}");
+        }
+    }
+}
+
+fn ring(bell: &AtomicU32) {
+    fence(Ordering::SeqCst);
+    if bell.load(Ordering::Relaxed) != 0 {
+        bell.store(0, Ordering::Relaxed);
+        futex::wake(bell);
+    }
+}
+
+fn eager_header(tag: i32, ctx: u32, seq: u64, len: usize) -> FrameHeader {
+    let mut hdr = FrameHeader::new(kind::EAGER);
+    hdr.tag = tag;
+    hdr.context = ctx;
+    hdr.seq = seq;
+    hdr.msg_len = len as u64;
+    hdr
+}
+
+/// Can this process read another's memory with `process_vm_readv`?
+/// (Container seccomp profiles often forbid it.) Tested on ourselves.
+fn single_copy_works() -> bool {
+    if std::env::var_os("VPML_SHM_NO_SINGLE_COPY").is_some() {
+        return false;
+    }
+    let src = [7u8; 8];
+    let mut dst = [0u8; 8];
+    read_remote(std::process::id() as i32, src.as_ptr() as u64, &mut dst).is_ok() && dst == src
+}
+
+/// Copy `dst.len()` bytes from address `addr` of process `pid`.
+fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0usize;
+    while done < dst.len() {
+        let local = libc::iovec {
+            // SAFETY: in bounds of `dst`.
+            iov_base: unsafe { dst.as_mut_ptr().add(done) } as *mut libc::c_void,
+            iov_len: dst.len() - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize + done) as *mut libc::c_void,
+            iov_len: dst.len() - done,
+        };
+        // SAFETY: `local` describes writable memory we own; the kernel
+        // validates the remote range and fails with EFAULT if it is bad.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "remote read returned no data",
+            ));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+impl Core {
+    fn new(rank: usize, size: usize) -> Core {
+        Core {
+            rank,
+            slots: Vec::new(),
+            free: Vec::new(),
+            matching: MatchQueues::new(),
+            recv_seq: vec![0; size],
+            control_out: Vec::new(),
+            pids: vec![0; size],
+            stats: EngineStats::default(),
+        }
+    }
+
+    fn alloc(&mut self, kind: SlotKind, buf: RawBytes) -> ReqId {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    in_use: false,
+                    done: false,
+                    detached: false,
+                    kind,
+                    buf,
+                    keepalive: None,
+                    status: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[idx as usize];
+        s.generation = s.generation.wrapping_add(1);
+        s.in_use = true;
+        s.done = false;
+        s.detached = false;
+        s.kind = kind;
+        s.buf = buf;
+        s.keepalive = None;
+        s.status = None;
+        ReqId {
+            idx,
+            generation: s.generation,
+        }
+    }
+
+    fn slot(&self, id: ReqId) -> Option<&Slot> {
+        self.slots
+            .get(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+    }
+
+    fn slot_mut(&mut self, id: ReqId) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+    }
+
+    fn free_slot(&mut self, id: ReqId) {
+        if let Some(s) = self.slot_mut(id) {
+            s.in_use = false;
+            s.keepalive = None;
+            s.status = None;
+            self.free.push(id.idx);
+        }
+    }
+
+    fn set_status(&mut self, id: ReqId, st: Status) {
+        if let Some(s) = self.slot_mut(id) {
+            s.status = Some(st);
+        }
+    }
+
+    fn complete(&mut self, id: ReqId) {
+        let Some(s) = self.slot_mut(id) else {
+            return;
+        };
+        s.done = true;
+        if s.detached {
+            self.free_slot(id);
+        }
+    }
+
+    /// Copy `data` into receive `id` and complete it (truncating if needed).
+    fn fill(&mut self, id: ReqId, env: &Envelope, data: &[u8]) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        let n = data.len().min(slot.buf.len);
+        // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
+        unsafe { slot.buf.as_mut_slice()[..n].copy_from_slice(&data[..n]) };
+        let buf_len = slot.buf.len;
+        let st = self.recv_status(env, buf_len);
+        self.set_status(id, st);
+        self.complete(id);
+    }
+
+    fn recv_status(&mut self, env: &Envelope, buf_len: usize) -> Status {
+        self.stats.messages_received += 1;
+        let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
+        if env.len > buf_len {
+            st.error = Some(Error::Truncated {
+                source_rank: env.source,
+                tag: env.tag,
+                message_len: env.len,
+                buffer_len: buf_len,
+            });
+        }
+        st
+    }
+
+    /// Check and advance the channel sequence number of `source`.
+    fn accept_seq(&mut self, source: usize, seq: u64) -> Result<()> {
+        let expected = self.recv_seq[source] + 1;
+        if seq != expected {
+            return Err(Error::CorruptFrame {
+                peer: source,
+                reason: format!("sequence number {seq}, expected {expected}"),
+            });
+        }
+        self.recv_seq[source] = seq;
+        Ok(())
+    }
+
+    /// A complete small message arrived (or was sent to self).
+    fn deliver_eager(&mut self, env: Envelope, data: &[u8], sync: Option<u64>) -> Result<()> {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            self.fill(id, &env, data);
+            if let Some(token) = sync {
+                self.ack(env.source, kind::SYNC_ACK, token);
+            }
+        } else {
+            self.matching.push_unexpected(
+                env,
+                Unexpected::Eager {
+                    data: data.to_vec(),
+                    sync,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A reassembled message: like `deliver_eager` but the bytes are owned.
+    fn deliver_owned(&mut self, env: Envelope, data: Vec<u8>, sync: Option<u64>) {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            self.fill(id, &env, &data);
+            if let Some(token) = sync {
+                self.ack(env.source, kind::SYNC_ACK, token);
+            }
+        } else {
+            self.matching
+                .push_unexpected(env, Unexpected::Eager { data, sync });
+        }
+    }
+
+    fn deliver_self_sync(&mut self, env: Envelope, data: RawBytes, token: u64) -> Result<()> {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            // SAFETY: the sender's buffer is live until its send completes,
+            // which happens right here.
+            let bytes = unsafe { data.as_slice() };
+            self.fill(id, &env, bytes);
+            self.ack(self.rank, kind::SYNC_ACK, token);
+        } else {
+            self.matching
+                .push_unexpected(env, Unexpected::SelfSync { data, token });
+        }
+        Ok(())
+    }
+
+    fn ack(&mut self, to: usize, k: u8, token: u64) {
+        let mut hdr = FrameHeader::new(k);
+        hdr.aux1 = token;
+        self.control_out.push((to, hdr));
+    }
+
+    /// Read a rendezvous message out of the sender's memory into receive `id`.
+    fn pull(&mut self, id: ReqId, env: &Envelope, addr: u64, token: u64) -> Result<()> {
+        let Some(slot) = self.slot_mut(id) else {
+            return Ok(());
+        };
+        let n = env.len.min(slot.buf.len);
+        // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
+        let dst = unsafe { &mut slot.buf.as_mut_slice()[..n] };
+        let buf_len = slot.buf.len;
+        read_remote(self.pids[env.source], addr, dst).map_err(|source| Error::RemoteRead {
+            peer: env.source,
+            len: n,
+            source,
+        })?;
+        let st = self.recv_status(env, buf_len);
+        self.set_status(id, st);
+        self.complete(id);
+        self.ack(env.source, kind::FIN, token);
+        Ok(())
+    }
+
+    /// A receive matched an unexpected message.
+    fn finish_unexpected(&mut self, id: ReqId, env: Envelope, u: Unexpected) -> Result<()> {
+        match u {
+            Unexpected::Eager { data, sync } => {
+                self.fill(id, &env, &data);
+                if let Some(token) = sync {
+                    self.ack(env.source, kind::SYNC_ACK, token);
+                }
+            }
+            Unexpected::Rendezvous { addr, token } => self.pull(id, &env, addr, token)?,
+            Unexpected::SelfSync { data, token } => {
+                // SAFETY: the blocked or request-owned sender buffer is live
+                // until the acknowledgement below completes its send.
+                let bytes = unsafe { data.as_slice() };
+                self.fill(id, &env, bytes);
+                self.ack(self.rank, kind::SYNC_ACK, token);
+            }
+        }
+        Ok(())
+    }
+
+    /// Handle one frame from peer `p`.
+    fn handle_frame(&mut self, p: usize, peer: &mut Peer, hdr: &FrameHeader) -> Result<()> {
+        let corrupt = |reason: String| Error::CorruptFrame { peer: p, reason };
+        let env = Envelope {
+            source: p,
+            tag: hdr.tag,
+            context: hdr.context,
+            seq: hdr.seq,
+            len: usize::try_from(hdr.msg_len).map_err(|_| corrupt("length overflow".into()))?,
+        };
+        match hdr.kind {
+            kind::EAGER => {
+                self.accept_seq(p, hdr.seq)?;
+                let data = peer.reader.payload(hdr, env.len).map_err(corrupt)?;
+                let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux1);
+                self.deliver_eager(env, data, sync)?;
+            }
+            kind::RTS => {
+                self.accept_seq(p, hdr.seq)?;
+                if let Some(id) = self.matching.match_arrival(&env) {
+                    self.pull(id, &env, hdr.aux0, hdr.aux1)?;
+                } else {
+                    self.matching.push_unexpected(
+                        env,
+                        Unexpected::Rendezvous {
+                            addr: hdr.aux0,
+                            token: hdr.aux1,
+                        },
+                    );
+                }
+            }
+            kind::FIN | kind::SYNC_ACK => {
+                let id = ReqId::from_token(hdr.aux1);
+                match self.slot(id) {
+                    Some(s) if s.kind == SlotKind::Send && !s.done => self.complete(id),
+                    _ => return Err(corrupt(format!("acknowledgement for unknown send {id:?}"))),
+                }
+            }
+            kind::FRAG => {
+                let chunk = usize::try_from(hdr.aux0).map_err(|_| corrupt("bad chunk".into()))?;
+                let bytes = peer.reader.payload(hdr, chunk).map_err(corrupt)?;
+                if hdr.flags & flags::FIRST != 0 {
+                    if peer.partial.is_some() {
+                        return Err(corrupt(
+                            "new fragmented message before the last ended".into(),
+                        ));
+                    }
+                    let mut data = Vec::new();
+                    data.try_reserve_exact(env.len).map_err(|_| {
+                        corrupt(format!("cannot allocate {} bytes for a message", env.len))
+                    })?;
+                    let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux1);
+                    peer.partial = Some(Partial { env, data, sync });
+                }
+                let Some(part) = peer.partial.as_mut() else {
+                    return Err(corrupt("fragment without a first fragment".into()));
+                };
+                if part.data.len() + bytes.len() > part.env.len {
+                    return Err(corrupt("fragments exceed the message length".into()));
+                }
+                part.data.extend_from_slice(bytes);
+                if part.data.len() == part.env.len
+                    && let Some(part) = peer.partial.take()
+                {
+                    self.accept_seq(p, part.env.seq)?;
+                    self.deliver_owned(part.env, part.data, part.sync);
+                }
+            }
+            other => return Err(corrupt(format!("unknown frame kind {other}"))),
+        }
+        Ok(())
+    }
+}
+
+const _: () = assert!(EAGER_LIMIT <= RING_CAPACITY / 4 - 64 && FRAGMENT <= RING_CAPACITY / 4 - 64);

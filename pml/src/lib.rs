@@ -1,0 +1,133 @@
+//! # vpml-pml — the point-to-point engine of vpml
+//!
+//! This crate is the "PML" layer of vpml: a complete MPI-style
+//! point-to-point engine that knows nothing of fault tolerance. Layers, top
+//! to bottom:
+//!
+//! * **API** — [`World`]/[`Comm`] (send family, receive family, probes,
+//!   persistent requests), [`Request`], and the wait/test family in
+//!   [`request`].
+//! * **Engine** — one per process: the request table, MPI matching
+//!   ([`matching`]: posted and unexpected queues, non-overtaking per
+//!   channel), channel sequence numbers (1, 2, 3, … per ordered pair of
+//!   ranks, reported by [`Status::sequence`]), and progress, which happens
+//!   only inside API calls. An idle rank spins briefly, then sleeps on a
+//!   doorbell, so a rank blocked in `recv` costs ~0 CPU.
+//! * **Transport** — [`shm`]: per-pair single-producer/single-consumer
+//!   rings in shared memory, eager for small messages and single-copy
+//!   rendezvous for large ones.
+//!
+//! Processes are started by `vpml run`, which sets the environment described
+//! in [`bootstrap`]. A program started any other way is a one-rank job, which
+//! is what the examples in this documentation are.
+//!
+//! ```
+//! let world = vpml::init()?;
+//! let (rank, size) = (world.rank(), world.size());
+//! // Pass a token around the ring of ranks.
+//! let next = (rank + 1) % size;
+//! let prev = (rank + size - 1) % size;
+//! let mut token = [0u64];
+//! if rank == 0 {
+//!     world.send(next, 0, &[42u64])?;
+//!     world.recv(prev, 0, &mut token)?;
+//! } else {
+//!     world.recv(prev, 0, &mut token)?;
+//!     world.send(next, 0, &token)?;
+//! }
+//! assert_eq!(token, [42]);
+//! # Ok::<(), vpml::Error>(())
+//! ```
+
+pub mod bootstrap;
+pub mod buffer;
+mod comm;
+mod engine;
+pub mod error;
+pub mod matching;
+pub mod request;
+pub mod shm;
+mod status;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use buffer::{Buffer, Pod};
+pub use comm::Comm;
+pub use engine::EngineStats;
+pub use error::{Error, Result};
+pub use matching::{ANY_SOURCE, ANY_TAG, Source};
+pub use request::{
+    Completed, Persistent, Request, RequestSlot, start_all, test, test_all, test_any, test_some,
+    wait, wait_all, wait_any, wait_some,
+};
+pub use status::Status;
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The world communicator of a running job, returned by [`init`].
+///
+/// Dereferences to [`Comm`]. Dropping it (or calling [`World::finalize`])
+/// completes outstanding sends and tells the launcher this rank ended
+/// cleanly; a rank that exits without doing so is reported as failed.
+pub struct World {
+    comm: Comm,
+    done: bool,
+}
+
+/// Start this process's part of the job: join the ranks started by
+/// `vpml run`, or become a one-rank job when started on its own.
+/// Call it once per process.
+pub fn init() -> Result<World> {
+    if INITIALIZED.swap(true, Ordering::SeqCst) {
+        return Err(Error::RequestState("vpml::init called twice"));
+    }
+    let engine = match bootstrap::JobEnv::from_env()? {
+        Some(env) => engine::Engine::join(&env)?,
+        None => engine::Engine::singleton(),
+    };
+    Ok(World {
+        comm: Comm {
+            engine: Rc::new(RefCell::new(engine)),
+            context: 0,
+        },
+        done: false,
+    })
+}
+
+impl World {
+    /// Finish cleanly, reporting any error (dropping the world does the
+    /// same but can only log errors).
+    pub fn finalize(mut self) -> Result<()> {
+        self.done = true;
+        self.comm.engine.borrow_mut().finalize()
+    }
+
+    /// A handle to the world communicator that can be cloned and stored.
+    pub fn comm(&self) -> &Comm {
+        &self.comm
+    }
+}
+
+impl std::ops::Deref for World {
+    type Target = Comm;
+    fn deref(&self) -> &Comm {
+        &self.comm
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if self.done || std::thread::panicking() {
+            return;
+        }
+        let result = match self.comm.engine.try_borrow_mut() {
+            Ok(mut e) => e.finalize(),
+            Err(_) => return,
+        };
+        if let Err(e) = result {
+            eprintln!("vpml: finalize failed on rank {}: {e}", self.comm.rank());
+        }
+    }
+}

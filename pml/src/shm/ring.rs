@@ -1,0 +1,411 @@
+//! Single-producer/single-consumer frame ring in shared memory.
+//!
+//! Layout of one ring: a 128-byte control block (the reader's `head` on the
+//! first cache line, the writer's `writer_waiting` flag on the second), then
+//! `cap` bytes of frames. Positions are absolute byte counts that only grow;
+//! `position % cap` is the offset in the data area. Every frame starts on a
+//! 64-byte boundary with a [`FrameHeader`] whose first word, the *stamp*, is
+//! `position + 1` and is stored last (release). The reader polls the stamp
+//! at its head: one cache line carries both the "ready" signal and a small
+//! message.
+//!
+//! Invariant that makes stale data harmless: the 8 bytes at the writer's
+//! tail are always zero. Before publishing a frame the writer zeroes the
+//! stamp slot of the *next* frame (which is why one spare line of free space
+//! is always kept), so a reader never mistakes old payload bytes for a stamp.
+//! A frame that does not fit before the end of the data area is preceded by a
+//! `SKIP` frame covering the rest of the lap.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+/// Frames start on this boundary.
+pub(crate) const FRAME_ALIGN: usize = 64;
+/// Bytes reserved for the header at the start of each frame.
+pub(crate) const HEADER_LEN: usize = 64;
+/// Bytes of the control block in front of the data area.
+pub(crate) const RING_CONTROL: usize = 128;
+
+/// Kinds of frames.
+pub(crate) mod kind {
+    /// A whole message in the frame.
+    pub const EAGER: u8 = 1;
+    /// Ready to send: the receiver copies `msg_len` bytes from address `aux0` of the sender.
+    pub const RTS: u8 = 2;
+    /// Rendezvous finished: the send identified by `aux1` may complete.
+    pub const FIN: u8 = 3;
+    /// A synchronous send identified by `aux1` was matched.
+    pub const SYNC_ACK: u8 = 4;
+    /// One fragment of a large message (`aux0` = bytes in this frame); the
+    /// header fields of the first fragment describe the whole message.
+    pub const FRAG: u8 = 5;
+    /// Padding to the end of the lap.
+    pub const SKIP: u8 = 6;
+}
+
+/// Header flags.
+pub(crate) mod flags {
+    /// The sender waits for a `SYNC_ACK` (synchronous send), token in `aux1`.
+    pub const SYNC: u8 = 1;
+    /// First fragment of a fragmented message.
+    pub const FIRST: u8 = 2;
+}
+
+/// The fixed header of every frame.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct FrameHeader {
+    stamp: u64,
+    /// Bytes this frame occupies in the ring (header, payload, padding).
+    pub frame_len: u32,
+    /// One of [`kind`].
+    pub kind: u8,
+    /// Bits of [`flags`].
+    pub flags: u8,
+    _pad: u16,
+    /// Communicator context id.
+    pub context: u32,
+    /// Message tag.
+    pub tag: i32,
+    /// Channel sequence number.
+    pub seq: u64,
+    /// Length of the whole message.
+    pub msg_len: u64,
+    /// Kind-specific (RTS: sender address; FRAG: bytes in this frame).
+    pub aux0: u64,
+    /// Kind-specific (sender's request token for SYNC/RTS/FIN/SYNC_ACK).
+    pub aux1: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<FrameHeader>() <= HEADER_LEN);
+
+impl FrameHeader {
+    /// A header of the given kind with everything else zero.
+    pub(crate) fn new(kind: u8) -> Self {
+        FrameHeader {
+            kind,
+            ..Default::default()
+        }
+    }
+}
+
+fn frame_size(payload: usize) -> u64 {
+    (HEADER_LEN + payload).next_multiple_of(FRAME_ALIGN) as u64
+}
+
+#[repr(C)]
+struct RingControl {
+    head: AtomicU64,
+    _pad: [u8; 56],
+    writer_waiting: AtomicU32,
+}
+
+/// The writing end of a ring (one per process and ring).
+pub(crate) struct RingWriter {
+    ctrl: *const RingControl,
+    data: *mut u8,
+    cap: u64,
+    tail: u64,
+    head_cache: u64,
+}
+
+impl RingWriter {
+    /// # Safety
+    ///
+    /// `base` points to `RING_CONTROL + cap` bytes of zero-initialised (or
+    /// previously used by this protocol) shared memory, 64-byte aligned,
+    /// that stay mapped while the writer lives; `cap` is a multiple of 64;
+    /// no other writer exists for this ring.
+    pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> Self {
+        debug_assert!(cap.is_multiple_of(FRAME_ALIGN) && (base as usize).is_multiple_of(64));
+        RingWriter {
+            ctrl: base as *const RingControl,
+            // SAFETY: the data area follows the control block inside the mapping.
+            data: unsafe { base.add(RING_CONTROL) },
+            cap: cap as u64,
+            tail: 0,
+            head_cache: 0,
+        }
+    }
+
+    fn ctrl(&self) -> &RingControl {
+        // SAFETY: `ctrl` points into a live mapping (constructor contract)
+        // and RingControl only holds atomics.
+        unsafe { &*self.ctrl }
+    }
+
+    /// Free bytes, refreshing the reader's head if `needed` does not fit.
+    fn has_space(&mut self, needed: u64) -> bool {
+        // One spare line keeps the zero slot at the tail inside free space.
+        let needed = needed + FRAME_ALIGN as u64;
+        if self.cap - (self.tail - self.head_cache) >= needed {
+            return true;
+        }
+        self.head_cache = self.ctrl().head.load(Ordering::Acquire);
+        self.cap - (self.tail - self.head_cache) >= needed
+    }
+
+    /// Write header fields (all but the stamp) and payload at `self.tail`,
+    /// zero the next stamp slot, then publish the stamp.
+    ///
+    /// Caller guarantees that `frame` bytes plus one line are free and that
+    /// the frame does not cross the end of the data area.
+    fn put(&mut self, hdr: &FrameHeader, payload: &[u8], frame: u64) {
+        let off = (self.tail % self.cap) as usize;
+        let mut h = *hdr;
+        h.frame_len = frame as u32;
+        let next = ((self.tail + frame) % self.cap) as usize;
+        // SAFETY: [off, off+frame) and the 8 bytes at `next` lie in the data
+        // area (caller contract) and in free space, which the reader does not
+        // touch until the stamp below is published. Unaligned access is not
+        // possible: offsets are multiples of 64.
+        unsafe {
+            let dst = self.data.add(off);
+            std::ptr::copy_nonoverlapping(
+                (&h as *const FrameHeader as *const u8).add(8),
+                dst.add(8),
+                std::mem::size_of::<FrameHeader>() - 8,
+            );
+            if !payload.is_empty() {
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(HEADER_LEN), payload.len());
+            }
+            (*(self.data.add(next) as *const AtomicU64)).store(0, Ordering::Relaxed);
+            (*(dst as *const AtomicU64)).store(self.tail + 1, Ordering::Release);
+        }
+        self.tail += frame;
+    }
+
+    /// Append one frame. Returns false, writing nothing, if the ring is full.
+    /// `payload.len()` must not exceed a quarter of the ring minus one header.
+    pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
+        let frame = frame_size(payload.len());
+        let to_end = self.cap - self.tail % self.cap;
+        if !self.has_space(self.needed(payload.len())) {
+            return false;
+        }
+        if frame > to_end {
+            self.put(&FrameHeader::new(kind::SKIP), &[], to_end);
+        }
+        self.put(hdr, payload, frame);
+        true
+    }
+
+    /// Tell the reader that this writer waits for space, then check again.
+    /// Returns true if space for a frame of `payload` bytes is now free.
+    pub(crate) fn announce_waiting(&mut self, payload: usize) -> bool {
+        self.ctrl().writer_waiting.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.has_space(self.needed(payload))
+    }
+
+    /// Bytes a frame with `payload` bytes takes at the current tail,
+    /// including the SKIP frame in front of it if it must wrap.
+    fn needed(&self, payload: usize) -> u64 {
+        let frame = frame_size(payload);
+        let to_end = self.cap - self.tail % self.cap;
+        if frame > to_end {
+            to_end + frame
+        } else {
+            frame
+        }
+    }
+}
+
+/// The reading end of a ring.
+pub(crate) struct RingReader {
+    ctrl: *const RingControl,
+    data: *const u8,
+    cap: u64,
+    head: u64,
+    published: u64,
+}
+
+/// Why a frame in a ring cannot be trusted.
+pub(crate) type FrameError = String;
+
+impl RingReader {
+    /// # Safety
+    ///
+    /// Same as [`RingWriter::new`]; no other reader exists for this ring.
+    pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> Self {
+        RingReader {
+            ctrl: base as *const RingControl,
+            // SAFETY: the data area follows the control block inside the mapping.
+            data: unsafe { base.add(RING_CONTROL) },
+            cap: cap as u64,
+            head: 0,
+            published: 0,
+        }
+    }
+
+    fn ctrl(&self) -> &RingControl {
+        // SAFETY: see RingWriter::ctrl.
+        unsafe { &*self.ctrl }
+    }
+
+    /// True if a frame (possibly a SKIP) is ready.
+    pub(crate) fn has_frame(&self) -> bool {
+        let off = (self.head % self.cap) as usize;
+        // SAFETY: `off` is a 64-aligned offset inside the data area.
+        let stamp = unsafe { (*(self.data.add(off) as *const AtomicU64)).load(Ordering::Acquire) };
+        stamp == self.head + 1
+    }
+
+    /// The next frame's header, skipping padding; `Ok(None)` if none is ready.
+    pub(crate) fn peek(&mut self) -> Result<Option<FrameHeader>, FrameError> {
+        loop {
+            if !self.has_frame() {
+                return Ok(None);
+            }
+            let off = self.head % self.cap;
+            // SAFETY: the acquire load in has_frame saw the writer's release
+            // of this stamp, so the header bytes are complete; the writer does
+            // not touch them until we move `head` past them.
+            let hdr: FrameHeader =
+                unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
+            let len = u64::from(hdr.frame_len);
+            if len < FRAME_ALIGN as u64
+                || !len.is_multiple_of(FRAME_ALIGN as u64)
+                || len > self.cap - off
+            {
+                return Err(format!(
+                    "frame length {len} at ring offset {off} is out of bounds"
+                ));
+            }
+            if hdr.kind == kind::SKIP {
+                self.head += len;
+                continue;
+            }
+            return Ok(Some(hdr));
+        }
+    }
+
+    /// The first `len` payload bytes of the current frame (validated by the
+    /// caller against `frame_len`).
+    pub(crate) fn payload(&self, hdr: &FrameHeader, len: usize) -> Result<&[u8], FrameError> {
+        if HEADER_LEN + len > hdr.frame_len as usize {
+            return Err(format!(
+                "payload of {len} bytes does not fit a {}-byte frame",
+                hdr.frame_len
+            ));
+        }
+        let off = (self.head % self.cap) as usize + HEADER_LEN;
+        // SAFETY: the bytes lie inside the current frame (checked above and
+        // in peek), which the writer leaves alone until `consume`.
+        Ok(unsafe { std::slice::from_raw_parts(self.data.add(off), len) })
+    }
+
+    /// Release the current frame.
+    pub(crate) fn consume(&mut self, hdr: &FrameHeader) {
+        self.head += u64::from(hdr.frame_len);
+    }
+
+    /// Publish the head to the writer (after a batch of `consume`s) and
+    /// report whether the writer asked to be woken for space.
+    pub(crate) fn publish(&mut self) -> bool {
+        if self.published == self.head {
+            return false;
+        }
+        self.published = self.head;
+        let ctrl = self.ctrl();
+        ctrl.head.store(self.head, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if ctrl.writer_waiting.load(Ordering::Relaxed) != 0 {
+            ctrl.writer_waiting.store(0, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Mem(Vec<u64>);
+    impl Mem {
+        fn new(cap: usize) -> Self {
+            // +8 words so the base can be 64-byte aligned.
+            Mem(vec![0u64; (RING_CONTROL + cap) / 8 + 8])
+        }
+        fn base(&mut self) -> *mut u8 {
+            let p = self.0.as_mut_ptr() as *mut u8;
+            // SAFETY: offset < 64 stays inside the allocation's slack.
+            unsafe { p.add(p.align_offset(64)) }
+        }
+    }
+
+    fn eager(seq: u64) -> FrameHeader {
+        let mut h = FrameHeader::new(kind::EAGER);
+        h.seq = seq;
+        h
+    }
+
+    #[test]
+    fn frames_come_out_in_order_across_many_laps() {
+        let cap = 1024;
+        let mut mem = Mem::new(cap);
+        let base = mem.base();
+        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
+        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let mut next_read = 0u64;
+        for seq in 0..2000u64 {
+            let payload = vec![seq as u8; (seq as usize * 7) % 150];
+            while !w.try_write(&eager(seq), &payload) {
+                let h = r.peek().unwrap().unwrap();
+                assert_eq!(h.seq, next_read);
+                let want = vec![next_read as u8; (next_read as usize * 7) % 150];
+                assert_eq!(r.payload(&h, want.len()).unwrap(), &want[..]);
+                r.consume(&h);
+                r.publish();
+                next_read += 1;
+            }
+        }
+        while let Some(h) = r.peek().unwrap() {
+            assert_eq!(h.seq, next_read);
+            r.consume(&h);
+            next_read += 1;
+        }
+        assert_eq!(next_read, 2000);
+    }
+
+    #[test]
+    fn stale_payload_bytes_are_never_taken_for_a_stamp() {
+        // Fill the ring with payloads made of every plausible stamp value,
+        // then check the reader stops exactly where the writer stopped.
+        let cap = 512;
+        let mut mem = Mem::new(cap);
+        let base = mem.base();
+        // SAFETY: as above.
+        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let poison: Vec<u8> = (0..40u64)
+            .flat_map(|i| (i * 64 + 1).to_le_bytes())
+            .collect();
+        let mut written = 0;
+        let mut read = 0;
+        for _ in 0..50 {
+            while w.try_write(&eager(written), &poison[..100]) {
+                written += 1;
+            }
+            while let Some(h) = r.peek().unwrap() {
+                assert_eq!(h.seq, read);
+                r.consume(&h);
+                read += 1;
+            }
+            r.publish();
+            assert_eq!(read, written);
+        }
+    }
+
+    #[test]
+    fn corrupt_frame_length_is_an_error() {
+        let cap = 512;
+        let mut mem = Mem::new(cap);
+        let base = mem.base();
+        // SAFETY: as above.
+        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        assert!(w.try_write(&eager(0), &[1, 2, 3]));
+        // SAFETY: overwrite frame_len (offset 8 of the first frame) in place.
+        unsafe { *(base.add(RING_CONTROL + 8) as *mut u32) = 4096 };
+        assert!(r.peek().is_err());
+    }
+}

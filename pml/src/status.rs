@@ -1,0 +1,79 @@
+//! The outcome of a completed operation.
+
+use crate::error::Error;
+
+/// What a completed receive (or send) reports: source, tag, byte count and
+/// an optional error (truncation, cancellation).
+#[derive(Debug)]
+pub struct Status {
+    pub(crate) source: usize,
+    pub(crate) tag: i32,
+    pub(crate) len: usize,
+    pub(crate) error: Option<Error>,
+    pub(crate) cancelled: bool,
+    pub(crate) seq: u64,
+}
+
+impl Status {
+    pub(crate) fn new(source: usize, tag: i32, len: usize, seq: u64) -> Self {
+        Status {
+            source,
+            tag,
+            len,
+            error: None,
+            cancelled: false,
+            seq,
+        }
+    }
+
+    /// Rank the message came from (for a send: the rank it went to).
+    pub fn source(&self) -> usize {
+        self.source
+    }
+    /// Tag of the message.
+    pub fn tag(&self) -> i32 {
+        self.tag
+    }
+    /// Number of bytes received (for a truncated message, the bytes stored).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True if no bytes were received.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Number of whole elements of `T` received, or an error if the byte
+    /// count is not a multiple of `size_of::<T>()`.
+    pub fn count<T>(&self) -> Result<usize, Error> {
+        let size = std::mem::size_of::<T>().max(1);
+        if self.len % size == 0 {
+            Ok(self.len / size)
+        } else {
+            Err(Error::PartialElement {
+                bytes: self.len,
+                elem_size: size,
+            })
+        }
+    }
+    /// The error of this operation, if it failed (e.g. truncation).
+    pub fn error(&self) -> Option<&Error> {
+        self.error.as_ref()
+    }
+    /// True if the operation was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+    /// The channel sequence number of the message (1, 2, 3, … per ordered
+    /// pair of ranks; 0 for self-messages and cancelled requests). Message
+    /// logging protocols use it to name messages.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+    /// `Ok(self)` if the operation succeeded, otherwise its error.
+    pub fn into_result(mut self) -> Result<Status, Error> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(self),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The `vpml` command: `vpml run` and friends.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// vpml: MPI-style message passing for Rust that survives crashes.
+#[derive(Parser)]
+#[command(name = "vpml", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program as a job of N ranks on this host.
+    Run(vpml_launcher::RunArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VPML_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => vpml_launcher::run(args),
+    }
+}

@@ -1,0 +1,16 @@
+//! # vpml — message passing that survives crashes
+//!
+//! vpml is an MPI-style message-passing runtime for Rust whose
+//! point-to-point layer can be wrapped, at run time, by a fault-tolerance
+//! protocol. This facade is what applications use:
+//!
+//! ```
+//! let world = vpml::init()?;
+//! println!("rank {} of {}", world.rank(), world.size());
+//! # Ok::<(), vpml::Error>(())
+//! ```
+//!
+//! Start a job with `vpml run -n 4 ./my-program`. See the engine crate
+//! ([`vpml_pml`]) for the design of the layers.
+
+pub use vpml_pml::*;
