@@ -1,0 +1,59 @@
+//! Helpers shared by the integration tests: run real jobs through the real
+//! `vpml` binary and the `scenarios` rank program.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// The `vpml` command built for this test run.
+pub fn vpml() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vpml"))
+}
+
+/// An example program of this package (built by `cargo test` with the tests).
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> -> target/<profile>/examples/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build --examples` (cargo test does)",
+        path.display()
+    );
+    path
+}
+
+/// Jobs of one test binary run one at a time: the machine has 2 cores and
+/// every job already oversubscribes it.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `vpml run -n N --timeout 300 <extra> scenarios <name>`.
+pub fn scenario(n: usize, name: &str, extra: &[&str], envs: &[(&str, &str)]) -> Output {
+    let _guard = serial();
+    let mut cmd = Command::new(vpml());
+    cmd.args(["run", "-n", &n.to_string(), "--timeout", "300"])
+        .args(extra)
+        .arg(example("scenarios"))
+        .arg(name);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run vpml")
+}
+
+/// Assert that a scenario printed `ok NAME` and exited 0; show its output otherwise.
+pub fn assert_ok(out: &Output, name: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == format!("ok {name}")),
+        "scenario {name} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
