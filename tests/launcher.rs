@@ -15,12 +15,20 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 fn vpml_run(args: &[&str]) -> std::process::Output {
-    Command::new(vpml()).arg("run").args(args).output().expect("run vpml")
+    Command::new(vpml())
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("run vpml")
 }
 
 fn shm_entries() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -78,23 +86,38 @@ fn bad_rank_count_is_refused() {
     let prog = prog.to_str().unwrap();
     let out = vpml_run(&["-n", "0", prog, "hello"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("vpml run: -n must be at least 1"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: -n must be at least 1"),
+        "{}",
+        stderr(&out)
+    );
     let out = vpml_run(&["-n", "many", prog, "hello"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("invalid value 'many'"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid value 'many'"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn missing_program_is_named() {
     let out = vpml_run(&["-n", "2", "/no/such/dir/prog"]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stderr(&out).trim(), "vpml run: program not found: /no/such/dir/prog");
+    assert_eq!(
+        stderr(&out).trim(),
+        "vpml run: program not found: /no/such/dir/prog"
+    );
     let out = vpml_run(&["-n", "2", "no-such-program-vpml-test"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("program not found: no-such-program-vpml-test (not in PATH)"));
     let not_exec = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let out = vpml_run(&["-n", "2", not_exec]);
-    assert!(stderr(&out).contains("is not an executable file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not an executable file"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -102,7 +125,11 @@ fn a_killed_rank_stops_the_job_with_its_signal() {
     let before = shm_entries();
     let out = scenario(3, "crash", &[], &[]);
     assert_eq!(out.status.code(), Some(128 + 9));
-    assert!(stderr(&out).contains("vpml run: rank 1 was killed by signal 9 (SIGKILL)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: rank 1 was killed by signal 9 (SIGKILL)"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(shm_entries(), before, "the job left files in /dev/shm");
 }
 
@@ -110,21 +137,33 @@ fn a_killed_rank_stops_the_job_with_its_signal() {
 fn a_failing_rank_exit_status_is_the_job_status() {
     let out = scenario(3, "exit-code", &[], &[]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("vpml run: rank 1 exited with status 3"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: rank 1 exited with status 3"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn exiting_without_finalize_is_a_failure() {
     let out = scenario(2, "no-finalize", &[], &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("vpml run: rank 1 exited without finalizing"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: rank 1 exited without finalizing"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn abort_stops_the_job_with_its_code() {
     let out = scenario(3, "abort", &[], &[]);
     assert_eq!(out.status.code(), Some(7));
-    assert!(stderr(&out).contains("vpml run: rank 1 aborted the job (code 7)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: rank 1 aborted the job (code 7)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -134,12 +173,18 @@ fn tag_output_prefixes_each_line_with_its_rank() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     for r in 0..3 {
         let want = format!("[{r}] hello from rank {r} of 3");
-        assert!(stdout.lines().any(|l| l == want), "missing {want:?} in:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "missing {want:?} in:\n{stdout}"
+        );
     }
     // Without the option, lines are forwarded untouched.
     let out = scenario(2, "hello", &[], &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.lines().any(|l| l == "hello from rank 1 of 2"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l == "hello from rank 1 of 2"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -152,9 +197,17 @@ fn timeout_stops_a_hung_job() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(124));
-    assert!(stderr(&out).contains("vpml run: job timed out after 1 s"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("vpml run: job timed out after 1 s"),
+        "{}",
+        stderr(&out)
+    );
     let bad = vpml_run(&["-n", "2", "--timeout", "-4", "true"]);
-    assert!(stderr(&bad).contains("--timeout must be a positive number"), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--timeout must be a positive number"),
+        "{}",
+        stderr(&bad)
+    );
 }
 
 #[test]

@@ -13,7 +13,10 @@ fn run_ok(n: usize, name: &str) {
 /// fragments through the rings (what happens where the kernel forbids
 /// cross-process reads).
 fn run_ok_fragments(n: usize, name: &str) {
-    assert_ok(&scenario(n, name, &[], &[("VPML_SHM_NO_SINGLE_COPY", "1")]), name);
+    assert_ok(
+        &scenario(n, name, &[], &[("VPML_SHM_NO_SINGLE_COPY", "1")]),
+        name,
+    );
 }
 
 #[test]

@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     for (int w = 0; w < WINDOW; w++) { window[w] = malloc(max > 0 ? max : 1); memset(window[w], 1, max); }
     memset(buf, 0, max);
     MPI_Request reqs[WINDOW];
+    MPI_Status stats[WINDOW];
     for (long s = 0; s <= max; s = s ? s * 2 : 1) {
         long iters = latency_iters(s), warm = iters / 10 + 1;
         double t0 = MPI_Wtime();
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
                 if (rank == 0) MPI_Isend(window[w], s, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &reqs[w]);
                 else MPI_Irecv(window[w], s, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &reqs[w]);
             }
-            MPI_Waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+            MPI_Waitall(WINDOW, reqs, stats);
             if (rank == 0) MPI_Recv(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             else MPI_Send(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
         }

@@ -7,8 +7,9 @@
 //! borrow checker rejects it at compile time.
 //!
 //! ```compile_fail
+//! # use vpml_pml as vpml;
 //! let world = vpml::init().unwrap();
-//! let buf = vec![0u8; 4];
+//! let mut buf = vec![0u8; 4];
 //! let req = world.irecv(0, 0, buf).unwrap();
 //! buf[0] = 1; // error: `buf` was moved into the request
 //! ```

@@ -109,6 +109,7 @@ impl Comm {
     /// (small messages are buffered; large ones wait for the receiver).
     ///
     /// ```
+    /// # use vpml_pml as vpml;
     /// let world = vpml::init()?;
     /// if world.size() == 1 {
     ///     world.send(0, 7, &[1.5f64, 2.5])?; // to ourselves
@@ -116,7 +117,7 @@ impl Comm {
     ///     let st = world.recv(0, 7, &mut buf)?;
     ///     assert_eq!((buf, st.tag()), ([1.5, 2.5], 7));
     /// }
-    /// # Ok::<(), vpml::Error>(())
+    /// # Ok::<(), vpml_pml::Error>(())
     /// ```
     pub fn send<T: Pod>(&self, dest: usize, tag: i32, data: &[T]) -> Result<()> {
         self.blocking_send(dest, tag, bytemuck::cast_slice(data), Mode::Standard)
@@ -208,6 +209,7 @@ impl Comm {
     /// Start sending `buf`; the request gives it back when done.
     ///
     /// ```
+    /// # use vpml_pml as vpml;
     /// let world = vpml::init()?;
     /// let me = world.rank();
     /// let r = world.irecv(me, 0, vec![0u32; 3])?;
@@ -216,7 +218,7 @@ impl Comm {
     /// let got = r.wait()?;
     /// assert_eq!(got.buf, sent.buf);
     /// assert_eq!(got.status.count::<u32>()?, 3);
-    /// # Ok::<(), vpml::Error>(())
+    /// # Ok::<(), vpml_pml::Error>(())
     /// ```
     pub fn isend<B: Buffer>(&self, dest: usize, tag: i32, buf: B) -> Result<Request<B>> {
         self.start_isend(dest, tag, buf, Mode::Standard)

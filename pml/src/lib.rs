@@ -22,6 +22,7 @@
 //! is what the examples in this documentation are.
 //!
 //! ```
+//! # use vpml_pml as vpml;
 //! let world = vpml::init()?;
 //! let (rank, size) = (world.rank(), world.size());
 //! // Pass a token around the ring of ranks.
@@ -36,7 +37,7 @@
 //!     world.send(next, 0, &token)?;
 //! }
 //! assert_eq!(token, [42]);
-//! # Ok::<(), vpml::Error>(())
+//! # Ok::<(), vpml_pml::Error>(())
 //! ```
 
 pub mod bootstrap;

@@ -81,12 +81,15 @@ impl RecvSpec {
     }
 }
 
+/// Unexpected messages of one (context, source), each with its arrival number.
+type SourceQueue<U> = VecDeque<(u64, Envelope, U)>;
+
 /// Posted receives (payload `P`, e.g. a request id) and unexpected messages
 /// (payload `U`, e.g. the message bytes).
 #[derive(Debug)]
 pub struct MatchQueues<P, U> {
     posted: VecDeque<(RecvSpec, P)>,
-    unexpected: BTreeMap<(u32, usize), VecDeque<(u64, Envelope, U)>>,
+    unexpected: BTreeMap<(u32, usize), SourceQueue<U>>,
     arrivals: u64,
     unexpected_len: usize,
 }
@@ -137,7 +140,7 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
     }
 
     fn find_unexpected(&self, spec: &RecvSpec) -> Option<((u32, usize), usize)> {
-        let first_in = |q: &VecDeque<(u64, Envelope, U)>| {
+        let first_in = |q: &SourceQueue<U>| {
             q.iter()
                 .enumerate()
                 .find(|(_, (_, e, _))| spec.tag.is_none_or(|t| t == e.tag))

@@ -46,7 +46,7 @@ impl Status {
     /// count is not a multiple of `size_of::<T>()`.
     pub fn count<T>(&self) -> Result<usize, Error> {
         let size = std::mem::size_of::<T>().max(1);
-        if self.len % size == 0 {
+        if self.len.is_multiple_of(size) {
             Ok(self.len / size)
         } else {
             Err(Error::PartialElement {

@@ -123,11 +123,19 @@ fn order(w: &Comm) -> R {
         for i in 0..300u64 {
             let st = w.recv(1, ANY_TAG, &mut buf)?;
             let got = u64::from_le_bytes(buf[..8].try_into()?);
-            check(got == i, || format!("message {got} arrived in place of {i}"))?;
-            check(st.tag() == (i % 4) as i32, || format!("tag {} for message {i}", st.tag()))?;
+            check(got == i, || {
+                format!("message {got} arrived in place of {i}")
+            })?;
+            check(st.tag() == (i % 4) as i32, || {
+                format!("tag {} for message {i}", st.tag())
+            })?;
             let len = sizes[i as usize % sizes.len()].max(8);
-            check(st.len() == len, || format!("length {} for message {i}", st.len()))?;
-            check(buf[8..len] == pattern(i, len)[8..], || format!("payload of {i} differs"))?;
+            check(st.len() == len, || {
+                format!("length {} for message {i}", st.len())
+            })?;
+            check(buf[8..len] == pattern(i, len)[8..], || {
+                format!("payload of {i} differs")
+            })?;
         }
         // All tag-11 messages first, then the tag-10 ones: each stream in order.
         for tag in [11, 10] {
@@ -135,7 +143,9 @@ fn order(w: &Comm) -> R {
                 let mut v = [0u64];
                 w.recv(1, tag, &mut v)?;
                 let want = 2 * k + (tag - 10) as u64;
-                check(v[0] == want, || format!("tag {tag}: got {} want {want}", v[0]))?;
+                check(v[0] == want, || {
+                    format!("tag {tag}: got {} want {want}", v[0])
+                })?;
             }
         }
     }
@@ -156,10 +166,23 @@ fn any_source(w: &Comm) -> R {
     for _ in 0..per * (w.size() as u64 - 1) {
         let mut m = [0u64; 2];
         let st = w.recv(ANY_SOURCE, ANY_TAG, &mut m)?;
-        check(st.source() as u64 == m[0], || format!("status source {} for a message from {}", st.source(), m[0]))?;
-        check(st.tag() as u64 == m[0], || format!("status tag {}", st.tag()))?;
-        check(m[1] == next[st.source()], || format!("from {}: {} before {}", st.source(), m[1], next[st.source()]))?;
-        check(st.sequence() == m[1] + 1, || format!("channel sequence {} for message {}", st.sequence(), m[1]))?;
+        check(st.source() as u64 == m[0], || {
+            format!("status source {} for a message from {}", st.source(), m[0])
+        })?;
+        check(st.tag() as u64 == m[0], || {
+            format!("status tag {}", st.tag())
+        })?;
+        check(m[1] == next[st.source()], || {
+            format!(
+                "from {}: {} before {}",
+                st.source(),
+                m[1],
+                next[st.source()]
+            )
+        })?;
+        check(st.sequence() == m[1] + 1, || {
+            format!("channel sequence {} for message {}", st.sequence(), m[1])
+        })?;
         next[st.source()] += 1;
     }
     // Nonblocking ANY_SOURCE too.
@@ -169,10 +192,15 @@ fn any_source(w: &Comm) -> R {
     let mut reqs: Vec<Option<Request<Vec<u64>>>> = (1..w.size())
         .map(|_| w.irecv(ANY_SOURCE, 2, vec![0u64; 1]).map(Some))
         .collect::<Result<_, _>>()?;
-    let mut seen: Vec<u64> = vpml::wait_all(&mut reqs)?.into_iter().map(|c| c.buf[0]).collect();
+    let mut seen: Vec<u64> = vpml::wait_all(&mut reqs)?
+        .into_iter()
+        .map(|c| c.buf[0])
+        .collect();
     seen.sort();
     let want: Vec<u64> = (1..w.size() as u64).collect();
-    check(seen == want, || format!("nonblocking ANY_SOURCE got {seen:?}"))?;
+    check(seen == want, || {
+        format!("nonblocking ANY_SOURCE got {seen:?}")
+    })?;
     Ok(())
 }
 
@@ -198,7 +226,9 @@ fn probe(w: &Comm) -> R {
         w.recv(0, 9, &mut done)?;
         return Ok(());
     }
-    check(w.iprobe(ANY_SOURCE, 77)?.is_none(), || "iprobe found a message on an unused tag".into())?;
+    check(w.iprobe(ANY_SOURCE, 77)?.is_none(), || {
+        "iprobe found a message on an unused tag".into()
+    })?;
     let mut got = vec![0usize; w.size()];
     for k in 0..20 * (w.size() - 1) {
         let st = if k % 2 == 0 {
@@ -212,14 +242,17 @@ fn probe(w: &Comm) -> R {
         };
         let mut buf = vec![0u8; st.len()];
         let st2 = w.recv(st.source(), st.tag(), &mut buf)?;
-        check(st2.source() == st.source() && st2.tag() == st.tag() && st2.len() == st.len(), || {
-            format!("probed {st:?}, received {st2:?}")
-        })?;
+        check(
+            st2.source() == st.source() && st2.tag() == st.tag() && st2.len() == st.len(),
+            || format!("probed {st:?}, received {st2:?}"),
+        )?;
         let i = got[st.source()];
         let len = 1 + (i * 37 + st.source() * 1000) % 30_000;
         let mut want = pattern((st.source() * 100 + i) as u64, len);
         want[0] = st.source() as u8;
-        check(buf == want, || format!("payload {i} from {} differs", st.source()))?;
+        check(buf == want, || {
+            format!("payload {i} from {} differs", st.source())
+        })?;
         got[st.source()] += 1;
     }
     for r in 1..w.size() {
@@ -266,38 +299,61 @@ fn wait_test_family(w: &Comm) -> R {
     let n = k * (w.size() - 1);
     let expect = |idx: usize, c: &Completed<Vec<u32>>| -> R {
         let (r, i) = (1 + idx / k, idx % k);
-        check(c.buf[0] as usize == r * 1000 + i, || format!("request {idx} got {}", c.buf[0]))
+        check(c.buf[0] as usize == r * 1000 + i, || {
+            format!("request {idx} got {}", c.buf[0])
+        })
     };
 
     // wait_some: everything already done comes back in one call.
     let mut reqs = post()?;
-    check(vpml::test_some(&mut reqs)?.is_empty(), || "test_some completed a receive before any send".into())?;
+    check(vpml::test_some(&mut reqs)?.is_empty(), || {
+        "test_some completed a receive before any send".into()
+    })?;
     arrived(0)?;
     let done = vpml::wait_some(&mut reqs)?;
-    check(done.len() == n, || format!("wait_some reported {} of {n} completed requests", done.len()))?;
+    check(done.len() == n, || {
+        format!(
+            "wait_some reported {} of {n} completed requests",
+            done.len()
+        )
+    })?;
     for (idx, c) in &done {
         expect(*idx, c)?;
     }
-    check(reqs.iter().all(Option::is_none), || "completed slots must become None".into())?;
-    check(vpml::wait_some(&mut reqs)?.is_empty(), || "wait_some on no active request".into())?;
-    check(vpml::wait_any(&mut reqs)?.is_none(), || "wait_any on no active request".into())?;
+    check(reqs.iter().all(Option::is_none), || {
+        "completed slots must become None".into()
+    })?;
+    check(vpml::wait_some(&mut reqs)?.is_empty(), || {
+        "wait_some on no active request".into()
+    })?;
+    check(vpml::wait_any(&mut reqs)?.is_none(), || {
+        "wait_any on no active request".into()
+    })?;
 
     // test_some the same way.
     let mut reqs = post()?;
     arrived(1)?;
     let done = vpml::test_some(&mut reqs)?;
-    check(done.len() == n, || format!("test_some reported {} of {n}", done.len()))?;
+    check(done.len() == n, || {
+        format!("test_some reported {} of {n}", done.len())
+    })?;
     for (idx, c) in &done {
         expect(*idx, c)?;
     }
 
     // test_all, test_any, wait_any, test, wait on a third round.
     let mut reqs = post()?;
-    check(vpml::test_all(&mut reqs)?.is_none(), || "test_all before any message".into())?;
-    check(vpml::test_any(&mut reqs)?.is_none(), || "test_any before any message".into())?;
+    check(vpml::test_all(&mut reqs)?.is_none(), || {
+        "test_all before any message".into()
+    })?;
+    check(vpml::test_any(&mut reqs)?.is_none(), || {
+        "test_any before any message".into()
+    })?;
     arrived(2)?;
     let (first, c) = vpml::wait_any(&mut reqs)?.ok_or("wait_any returned nothing")?;
-    check(first == 0, || format!("wait_any picked {first}, the lowest done index is 0"))?;
+    check(first == 0, || {
+        format!("wait_any picked {first}, the lowest done index is 0")
+    })?;
     expect(first, &c)?;
     let (second, c) = vpml::test_any(&mut reqs)?.ok_or("test_any returned nothing")?;
     check(second == 1, || format!("test_any picked {second}"))?;
@@ -306,9 +362,13 @@ fn wait_test_family(w: &Comm) -> R {
     expect(2, &c)?;
     let c = vpml::wait(&mut reqs[3])?.ok_or("wait of an active request")?;
     expect(3, &c)?;
-    check(vpml::wait(&mut reqs[3])?.is_none(), || "wait on an empty slot".into())?;
+    check(vpml::wait(&mut reqs[3])?.is_none(), || {
+        "wait on an empty slot".into()
+    })?;
     let rest = vpml::test_all(&mut reqs)?.ok_or("test_all after all arrived")?;
-    check(rest.len() == n - 4, || format!("test_all returned {}", rest.len()))?;
+    check(rest.len() == n - 4, || {
+        format!("test_all returned {}", rest.len())
+    })?;
     Ok(())
 }
 
@@ -324,21 +384,44 @@ fn truncate(w: &Comm) -> R {
     }
     let mut small = [0u8; 10];
     match w.recv(1, 1, &mut small) {
-        Err(Error::Truncated { message_len: 100, buffer_len: 10, source_rank: 1, tag: 1 }) => {}
+        Err(Error::Truncated {
+            message_len: 100,
+            buffer_len: 10,
+            source_rank: 1,
+            tag: 1,
+        }) => {}
         other => return Err(format!("expected a truncation error, got {other:?}").into()),
     }
-    check(small[..] == pattern(1, 100)[..10], || "truncated prefix differs".into())?;
-    let c = w.irecv(1, 2, vec![0u8; 50])?.wait()?;
-    check(matches!(c.status.error(), Some(Error::Truncated { .. })), || format!("status {:?}", c.status))?;
-    check(c.buf[..] == pattern(2, 100)[..50], || "nonblocking truncated prefix differs".into())?;
-    let mut mid = vec![0u8; 1000];
-    check(matches!(w.recv(1, 3, &mut mid), Err(Error::Truncated { message_len: 300_000, .. })), || {
-        "large truncated message".into()
+    check(small[..] == pattern(1, 100)[..10], || {
+        "truncated prefix differs".into()
     })?;
-    check(mid[..] == pattern(3, 300_000)[..1000], || "large truncated prefix differs".into())?;
+    let c = w.irecv(1, 2, vec![0u8; 50])?.wait()?;
+    check(
+        matches!(c.status.error(), Some(Error::Truncated { .. })),
+        || format!("status {:?}", c.status),
+    )?;
+    check(c.buf[..] == pattern(2, 100)[..50], || {
+        "nonblocking truncated prefix differs".into()
+    })?;
+    let mut mid = vec![0u8; 1000];
+    check(
+        matches!(
+            w.recv(1, 3, &mut mid),
+            Err(Error::Truncated {
+                message_len: 300_000,
+                ..
+            })
+        ),
+        || "large truncated message".into(),
+    )?;
+    check(mid[..] == pattern(3, 300_000)[..1000], || {
+        "large truncated prefix differs".into()
+    })?;
     // A byte count that is not a whole number of elements.
     let st = w.recv(1, 4, &mut [0u8; 4])?;
-    check(st.count::<u32>().is_err() && st.count::<u8>()? == 3, || "count of a partial element".into())?;
+    check(st.count::<u32>().is_err() && st.count::<u8>()? == 3, || {
+        "count of a partial element".into()
+    })?;
     Ok(())
 }
 
@@ -354,14 +437,22 @@ fn persistent(w: &Comm) -> R {
             big.buffer_mut().ok_or("inactive buffer")?.fill(i as u8);
             let mut both = [p, big];
             vpml::start_all(&mut both)?;
-            check(both[0].buffer().is_none(), || "buffer reachable while active".into())?;
-            check(both[0].start().is_err(), || "starting an active request must fail".into())?;
+            check(both[0].buffer().is_none(), || {
+                "buffer reachable while active".into()
+            })?;
+            check(both[0].start().is_err(), || {
+                "starting an active request must fail".into()
+            })?;
             let sts = vpml::wait_all(&mut both)?;
-            check(sts.len() == 2 && sts[0].source() == 1, || format!("send statuses {sts:?}"))?;
+            check(sts.len() == 2 && sts[0].source() == 1, || {
+                format!("send statuses {sts:?}")
+            })?;
             [p, big] = both;
         }
         let got = p.into_buffer()?;
-        check(got == vec![(rounds - 1) as u8; 32], || "buffer after the last use".into())?;
+        check(got == vec![(rounds - 1) as u8; 32], || {
+            "buffer after the last use".into()
+        })?;
     } else if w.rank() == 1 {
         let mut p: Persistent<Vec<u8>> = w.recv_init(0, 5, vec![0u8; 32])?;
         let mut big = w.recv_init(0, 6, vec![0u8; 100_000])?;
@@ -370,16 +461,24 @@ fn persistent(w: &Comm) -> R {
             big.start()?;
             let st: Status = p.wait()?;
             check(st.len() == 32, || format!("length {}", st.len()))?;
-            check(p.buffer() == Some(&vec![i as u8; 32]), || format!("round {i}: {:?}", p.buffer()))?;
+            check(p.buffer() == Some(&vec![i as u8; 32]), || {
+                format!("round {i}: {:?}", p.buffer())
+            })?;
             let mut one = [big];
             let (idx, st) = loop {
                 if let Some(x) = vpml::test_any(&mut one)? {
                     break x;
                 }
             };
-            check(idx == 0 && st.len() == 100_000, || "large persistent receive".into())?;
+            check(idx == 0 && st.len() == 100_000, || {
+                "large persistent receive".into()
+            })?;
             [big] = one;
-            check(big.buffer().is_some_and(|b| b.iter().all(|&x| x == i as u8)), || "large payload".into())?;
+            check(
+                big.buffer()
+                    .is_some_and(|b| b.iter().all(|&x| x == i as u8)),
+                || "large payload".into(),
+            )?;
         }
     }
     Ok(())
@@ -433,29 +532,46 @@ fn cancel(w: &Comm) -> R {
     let never = w.irecv(1, 1, vec![0u32; 1])?;
     check(never.cancel(), || "cancel of a pending receive".into())?;
     let c = never.wait()?;
-    check(c.status.is_cancelled(), || "status must say cancelled".into())?;
+    check(c.status.is_cancelled(), || {
+        "status must say cancelled".into()
+    })?;
     // A matched receive cannot be cancelled: the tag-5 message comes after
     // the tag-2 one, so once it is in, the receive below has matched.
     let got = w.irecv(1, 2, vec![0u32; 1])?;
     w.recv(1, 5, &mut [0u8])?;
-    check(!got.cancel(), || "cancel of a matched receive succeeded".into())?;
+    check(!got.cancel(), || {
+        "cancel of a matched receive succeeded".into()
+    })?;
     let c = got.wait()?;
-    check(!c.status.is_cancelled() && c.buf == [42], || format!("matched receive: {:?}", c.buf))?;
+    check(!c.status.is_cancelled() && c.buf == [42], || {
+        format!("matched receive: {:?}", c.buf)
+    })?;
     // A cancelled persistent receive can be started again.
     let mut p = w.recv_init(1, 4, vec![0u32; 1])?;
     p.start()?;
     check(p.cancel(), || "cancel of a persistent receive".into())?;
-    check(p.wait()?.is_cancelled(), || "persistent cancelled status".into())?;
+    check(p.wait()?.is_cancelled(), || {
+        "persistent cancelled status".into()
+    })?;
     w.send(1, 3, &[0u8])?;
     p.start()?;
-    check(!p.wait()?.is_cancelled() && p.buffer() == Some(&vec![43]), || "reused after cancel".into())?;
+    check(
+        !p.wait()?.is_cancelled() && p.buffer() == Some(&vec![43]),
+        || "reused after cancel".into(),
+    )?;
     Ok(())
 }
 
 /// Large messages in both directions, expected and unexpected, around the
 /// eager limit and far above it (rendezvous or fragments).
 fn large(w: &Comm) -> R {
-    let sizes = [16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, (1 << 20) + 3, 64 << 20];
+    let sizes = [
+        16 * 1024 - 1,
+        16 * 1024,
+        16 * 1024 + 1,
+        (1 << 20) + 3,
+        64 << 20,
+    ];
     let peer = 1 - w.rank();
     if w.rank() > 1 {
         return Ok(());
@@ -478,10 +594,15 @@ fn large(w: &Comm) -> R {
             big.wait()?;
         } else {
             w.recv(1, 2000 + tag, &mut [0u8])?;
-            check(w.iprobe(1, 1000 + tag)?.is_some_and(|st| st.len() == len), || "probe of a large unexpected message".into())?;
+            check(
+                w.iprobe(1, 1000 + tag)?.is_some_and(|st| st.len() == len),
+                || "probe of a large unexpected message".into(),
+            )?;
             let mut buf = vec![0u8; len];
             let st = w.recv(ANY_SOURCE, 1000 + tag, &mut buf)?;
-            check(st.len() == len && buf == theirs, || format!("unexpected {len}-byte message differs"))?;
+            check(st.len() == len && buf == theirs, || {
+                format!("unexpected {len}-byte message differs")
+            })?;
         }
     }
     Ok(())
@@ -502,7 +623,9 @@ fn huge(w: &Comm) -> R {
         let st = w.recv(1, 0, &mut m)?;
         check(st.len() == len, || format!("received {} bytes", st.len()))?;
         for (i, chunk) in m.chunks(4096).enumerate() {
-            check(chunk[0] == i as u8 && chunk[4095] == (i >> 8) as u8, || format!("page {i} differs"))?;
+            check(chunk[0] == i as u8 && chunk[4095] == (i >> 8) as u8, || {
+                format!("page {i} differs")
+            })?;
         }
     }
     Ok(())
@@ -516,7 +639,9 @@ fn self_messages(w: &Comm) -> R {
         w.send(me, 1, &data)?;
         let mut buf = vec![0u8; len];
         let st = w.recv(me, 1, &mut buf)?;
-        check(buf == data && st.source() == me, || format!("self message of {len} bytes"))?;
+        check(buf == data && st.source() == me, || {
+            format!("self message of {len} bytes")
+        })?;
         let r = w.irecv(ANY_SOURCE, 2, vec![0u8; len])?;
         let s = w.issend(me, 2, data.clone())?;
         let got = r.wait()?;
@@ -529,7 +654,10 @@ fn self_messages(w: &Comm) -> R {
 /// Every rank exchanges with every other, many rounds (oversubscription test).
 fn alltoall(w: &Comm) -> R {
     let (me, n) = (w.rank(), w.size());
-    let rounds: u64 = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let rounds: u64 = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     for round in 0..rounds {
         let mut reqs: Vec<Option<Request<Vec<u64>>>> = Vec::with_capacity(2 * n);
         for p in (0..n).filter(|&p| p != me) {
@@ -541,7 +669,9 @@ fn alltoall(w: &Comm) -> R {
         let out = vpml::wait_all(&mut reqs)?;
         for (k, c) in out.iter().take(n - 1).enumerate() {
             let p = if k < me { k } else { k + 1 };
-            check(c.buf[..] == [round, p as u64], || format!("round {round}: from {p} got {:?}", c.buf))?;
+            check(c.buf[..] == [round, p as u64], || {
+                format!("round {round}: from {p} got {:?}", c.buf)
+            })?;
         }
     }
     Ok(())
@@ -565,7 +695,9 @@ fn idle_cpu(w: &Comm) -> R {
         let mut used = [0f64];
         w.recv(1, 2, &mut used)?;
         println!("cpu used while blocked: {:.3} s", used[0]);
-        check(used[0] < 0.2, || format!("a blocked rank used {:.3} s of CPU in 2 s", used[0]))?;
+        check(used[0] < 0.2, || {
+            format!("a blocked rank used {:.3} s of CPU in 2 s", used[0])
+        })?;
     } else if w.rank() == 1 {
         w.send(0, 0, &[0u8])?;
         let before = cpu_seconds();
@@ -579,12 +711,32 @@ fn idle_cpu(w: &Comm) -> R {
 /// Bad arguments are error values, not panics.
 fn invalid(w: &Comm) -> R {
     let n = w.size();
-    check(matches!(w.send(n, 0, &[1u8]), Err(Error::InvalidRank { .. })), || "send to a rank outside".into())?;
-    check(matches!(w.send(0, -3, &[1u8]), Err(Error::InvalidTag(-3))), || "negative tag".into())?;
-    check(matches!(w.recv(n + 5, 0, &mut [0u8]), Err(Error::InvalidRank { .. })), || "recv from outside".into())?;
-    check(matches!(w.recv(-7, 0, &mut [0u8]), Err(Error::InvalidRank { .. })), || "recv from -7".into())?;
-    check(matches!(w.iprobe(ANY_SOURCE, -5), Err(Error::InvalidTag(-5))), || "probe tag".into())?;
-    check(matches!(w.isend(0, ANY_TAG, vec![0u8]), Err(Error::InvalidTag(_))), || "ANY_TAG is not a send tag".into())?;
-    check(matches!(vpml::init(), Err(Error::RequestState(_))), || "second init".into())?;
+    check(
+        matches!(w.send(n, 0, &[1u8]), Err(Error::InvalidRank { .. })),
+        || "send to a rank outside".into(),
+    )?;
+    check(
+        matches!(w.send(0, -3, &[1u8]), Err(Error::InvalidTag(-3))),
+        || "negative tag".into(),
+    )?;
+    check(
+        matches!(w.recv(n + 5, 0, &mut [0u8]), Err(Error::InvalidRank { .. })),
+        || "recv from outside".into(),
+    )?;
+    check(
+        matches!(w.recv(-7, 0, &mut [0u8]), Err(Error::InvalidRank { .. })),
+        || "recv from -7".into(),
+    )?;
+    check(
+        matches!(w.iprobe(ANY_SOURCE, -5), Err(Error::InvalidTag(-5))),
+        || "probe tag".into(),
+    )?;
+    check(
+        matches!(w.isend(0, ANY_TAG, vec![0u8]), Err(Error::InvalidTag(_))),
+        || "ANY_TAG is not a send tag".into(),
+    )?;
+    check(matches!(vpml::init(), Err(Error::RequestState(_))), || {
+        "second init".into()
+    })?;
     Ok(())
 }
