@@ -81,6 +81,12 @@ fn messages_to_self() {
 }
 
 #[test]
+fn sendrecv_shifts_around_a_ring() {
+    run_ok(3, "sendrecv");
+    run_ok(1, "sendrecv");
+}
+
+#[test]
 fn invalid_arguments_are_errors() {
     run_ok(2, "invalid");
 }

@@ -388,7 +388,7 @@ impl Engine {
             let mut hdr = eager_header(tag, ctx, seq, len);
             if sync {
                 hdr.flags |= flags::SYNC;
-                hdr.aux1 = id.token();
+                hdr.aux0 = id.token();
             }
             Outgoing::Frame {
                 hdr,
@@ -459,8 +459,7 @@ impl Engine {
                 } => {
                     // SAFETY: `data` belongs to an active send (start_send contract).
                     let bytes = unsafe { data.as_slice() };
-                    if !peer.writer.try_write(hdr, bytes) {
-                        peer.writer.announce_waiting(bytes.len());
+                    if !write_or_announce(&mut peer.writer, hdr, bytes) {
                         break;
                     }
                     wrote = true;
@@ -491,8 +490,7 @@ impl Engine {
                             }
                             .as_slice()
                         };
-                        if !peer.writer.try_write(&h, bytes) {
-                            peer.writer.announce_waiting(chunk);
+                        if !write_or_announce(&mut peer.writer, &h, bytes) {
                             break;
                         }
                         wrote = true;
@@ -768,6 +766,13 @@ impl Engine {
             tracing::warn!("abort could not reach the launcher: {e}");
         }
     }
+}
+
+/// Write a frame, or, if the ring is full, ask the reader to ring our
+/// doorbell when it frees space (and try once more in case it just did).
+fn write_or_announce(w: &mut RingWriter, hdr: &FrameHeader, bytes: &[u8]) -> bool {
+    w.try_write(hdr, bytes)
+        || (w.announce_waiting(hdr.kind, bytes.len()) && w.try_write(hdr, bytes))
 }
 
 fn ring(bell: &AtomicU32) {
@@ -1064,7 +1069,7 @@ impl Core {
             kind::EAGER => {
                 self.accept_seq(p, hdr.seq)?;
                 let data = peer.reader.payload(hdr, env.len).map_err(corrupt)?;
-                let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux1);
+                let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux0);
                 self.deliver_eager(env, data, sync)?;
             }
             kind::RTS => {

@@ -29,6 +29,7 @@ fn main() {
         "alltoall" => alltoall(&world),
         "idle-cpu" => idle_cpu(&world),
         "invalid" => invalid(&world),
+        "sendrecv" => sendrecv(&world),
         "hello" => {
             println!("hello from rank {} of {}", world.rank(), world.size());
             Ok(())
@@ -704,6 +705,26 @@ fn idle_cpu(w: &Comm) -> R {
         w.recv(0, 1, &mut [0u8])?;
         let used = cpu_seconds() - before;
         w.send(0, 2, &[used])?;
+    }
+    Ok(())
+}
+
+/// sendrecv shifts values around a ring without deadlock, also with itself.
+fn sendrecv(w: &Comm) -> R {
+    let (me, n) = (w.rank(), w.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for len in [1usize, 1000, 100_000] {
+        let out = vec![me as u32; len];
+        let mut inp = vec![0u32; len];
+        let st = w.sendrecv(&out, right, 3, &mut inp, left, 3)?;
+        check(
+            st.source() == left && inp.iter().all(|&x| x == left as u32),
+            || format!("sendrecv of {len} got {} from {}", inp[0], st.source()),
+        )?;
+        let st = w.sendrecv(&out, me, 4, &mut inp, me, 4)?;
+        check(st.source() == me && inp == out, || {
+            "sendrecv with itself".into()
+        })?;
     }
     Ok(())
 }

@@ -9,12 +9,14 @@
 //! at its head: one cache line carries both the "ready" signal and a small
 //! message.
 //!
-//! Invariant that makes stale data harmless: the 8 bytes at the writer's
-//! tail are always zero. Before publishing a frame the writer zeroes the
-//! stamp slot of the *next* frame (which is why one spare line of free space
-//! is always kept), so a reader never mistakes old payload bytes for a stamp.
-//! A frame that does not fit before the end of the data area is preceded by a
-//! `SKIP` frame covering the rest of the lap.
+//! Invariant that makes stale data harmless: every 64-byte-aligned word of
+//! free space is zero. The reader zeroes the line-start words of each frame
+//! it consumes before handing the space back, so old payload bytes can never
+//! be mistaken for a stamp, and the writer touches nothing outside its frame.
+//! Small eager messages start right after a 48-byte header, so up to 16
+//! bytes travel in the same cache line as the stamp. A frame that does not
+//! fit before the end of the data area is preceded by a `SKIP` frame
+//! covering the rest of the lap.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
@@ -22,6 +24,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 pub(crate) const FRAME_ALIGN: usize = 64;
 /// Bytes reserved for the header at the start of each frame.
 pub(crate) const HEADER_LEN: usize = 64;
+/// Where the payload of an `EAGER` frame starts (it has no `aux1`).
+pub(crate) const EAGER_PAYLOAD: usize = 48;
 /// Bytes of the control block in front of the data area.
 pub(crate) const RING_CONTROL: usize = 128;
 
@@ -70,9 +74,11 @@ pub(crate) struct FrameHeader {
     pub seq: u64,
     /// Length of the whole message.
     pub msg_len: u64,
-    /// Kind-specific (RTS: sender address; FRAG: bytes in this frame).
+    /// Kind-specific (EAGER: sync token; RTS: sender address; FRAG: bytes
+    /// in this frame).
     pub aux0: u64,
-    /// Kind-specific (sender's request token for SYNC/RTS/FIN/SYNC_ACK).
+    /// Kind-specific (sender's request token for RTS/FIN/SYNC_ACK and
+    /// synchronous FRAG). Not present in EAGER frames (payload overlaps).
     pub aux1: u64,
 }
 
@@ -88,8 +94,17 @@ impl FrameHeader {
     }
 }
 
-fn frame_size(payload: usize) -> u64 {
-    (HEADER_LEN + payload).next_multiple_of(FRAME_ALIGN) as u64
+/// Offset of the payload in a frame of kind `k`.
+fn payload_offset(k: u8) -> usize {
+    if k == kind::EAGER {
+        EAGER_PAYLOAD
+    } else {
+        HEADER_LEN
+    }
+}
+
+fn frame_size(k: u8, payload: usize) -> u64 {
+    (payload_offset(k) + payload).next_multiple_of(FRAME_ALIGN) as u64
 }
 
 #[repr(C)]
@@ -135,8 +150,6 @@ impl RingWriter {
 
     /// Free bytes, refreshing the reader's head if `needed` does not fit.
     fn has_space(&mut self, needed: u64) -> bool {
-        // One spare line keeps the zero slot at the tail inside free space.
-        let needed = needed + FRAME_ALIGN as u64;
         if self.cap - (self.tail - self.head_cache) >= needed {
             return true;
         }
@@ -145,30 +158,30 @@ impl RingWriter {
     }
 
     /// Write header fields (all but the stamp) and payload at `self.tail`,
-    /// zero the next stamp slot, then publish the stamp.
+    /// then publish the stamp.
     ///
-    /// Caller guarantees that `frame` bytes plus one line are free and that
-    /// the frame does not cross the end of the data area.
+    /// Caller guarantees that `frame` bytes are free and that the frame does
+    /// not cross the end of the data area.
     fn put(&mut self, hdr: &FrameHeader, payload: &[u8], frame: u64) {
         let off = (self.tail % self.cap) as usize;
         let mut h = *hdr;
         h.frame_len = frame as u32;
-        let next = ((self.tail + frame) % self.cap) as usize;
-        // SAFETY: [off, off+frame) and the 8 bytes at `next` lie in the data
-        // area (caller contract) and in free space, which the reader does not
-        // touch until the stamp below is published. Unaligned access is not
-        // possible: offsets are multiples of 64.
+        let start = payload_offset(h.kind);
+        let header_bytes = start.min(std::mem::size_of::<FrameHeader>());
+        // SAFETY: [off, off+frame) lies in the data area (caller contract)
+        // and in free space, which the reader does not touch until the stamp
+        // below is published. Offsets are multiples of 64, so the stamp is
+        // an aligned u64.
         unsafe {
             let dst = self.data.add(off);
             std::ptr::copy_nonoverlapping(
                 (&h as *const FrameHeader as *const u8).add(8),
                 dst.add(8),
-                std::mem::size_of::<FrameHeader>() - 8,
+                header_bytes - 8,
             );
             if !payload.is_empty() {
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(HEADER_LEN), payload.len());
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(start), payload.len());
             }
-            (*(self.data.add(next) as *const AtomicU64)).store(0, Ordering::Relaxed);
             (*(dst as *const AtomicU64)).store(self.tail + 1, Ordering::Release);
         }
         self.tail += frame;
@@ -177,9 +190,9 @@ impl RingWriter {
     /// Append one frame. Returns false, writing nothing, if the ring is full.
     /// `payload.len()` must not exceed a quarter of the ring minus one header.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
-        let frame = frame_size(payload.len());
+        let frame = frame_size(hdr.kind, payload.len());
         let to_end = self.cap - self.tail % self.cap;
-        if !self.has_space(self.needed(payload.len())) {
+        if !self.has_space(self.needed(hdr.kind, payload.len())) {
             return false;
         }
         if frame > to_end {
@@ -190,17 +203,18 @@ impl RingWriter {
     }
 
     /// Tell the reader that this writer waits for space, then check again.
-    /// Returns true if space for a frame of `payload` bytes is now free.
-    pub(crate) fn announce_waiting(&mut self, payload: usize) -> bool {
+    /// Returns true if space for a frame of kind `k` with `payload` bytes
+    /// is now free.
+    pub(crate) fn announce_waiting(&mut self, k: u8, payload: usize) -> bool {
         self.ctrl().writer_waiting.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        self.has_space(self.needed(payload))
+        self.has_space(self.needed(k, payload))
     }
 
-    /// Bytes a frame with `payload` bytes takes at the current tail,
-    /// including the SKIP frame in front of it if it must wrap.
-    fn needed(&self, payload: usize) -> u64 {
-        let frame = frame_size(payload);
+    /// Bytes a frame of kind `k` with `payload` bytes takes at the current
+    /// tail, including the SKIP frame in front of it if it must wrap.
+    fn needed(&self, k: u8, payload: usize) -> u64 {
+        let frame = frame_size(k, payload);
         let to_end = self.cap - self.tail % self.cap;
         if frame > to_end {
             to_end + frame
@@ -213,7 +227,7 @@ impl RingWriter {
 /// The reading end of a ring.
 pub(crate) struct RingReader {
     ctrl: *const RingControl,
-    data: *const u8,
+    data: *mut u8,
     cap: u64,
     head: u64,
     published: u64,
@@ -272,6 +286,8 @@ impl RingReader {
                 ));
             }
             if hdr.kind == kind::SKIP {
+                // The rest of a skipped lap holds only zeroed line starts.
+                self.zero_line_starts(self.head, FRAME_ALIGN as u64);
                 self.head += len;
                 continue;
             }
@@ -282,21 +298,35 @@ impl RingReader {
     /// The first `len` payload bytes of the current frame (validated by the
     /// caller against `frame_len`).
     pub(crate) fn payload(&self, hdr: &FrameHeader, len: usize) -> Result<&[u8], FrameError> {
-        if HEADER_LEN + len > hdr.frame_len as usize {
+        let start = payload_offset(hdr.kind);
+        if start + len > hdr.frame_len as usize {
             return Err(format!(
                 "payload of {len} bytes does not fit a {}-byte frame",
                 hdr.frame_len
             ));
         }
-        let off = (self.head % self.cap) as usize + HEADER_LEN;
+        let off = (self.head % self.cap) as usize + start;
         // SAFETY: the bytes lie inside the current frame (checked above and
         // in peek), which the writer leaves alone until `consume`.
         Ok(unsafe { std::slice::from_raw_parts(self.data.add(off), len) })
     }
 
-    /// Release the current frame.
+    /// Release the current frame (zeroing its line starts, see module docs).
     pub(crate) fn consume(&mut self, hdr: &FrameHeader) {
+        self.zero_line_starts(self.head, u64::from(hdr.frame_len));
         self.head += u64::from(hdr.frame_len);
+    }
+
+    fn zero_line_starts(&mut self, from: u64, len: u64) {
+        let off = (from % self.cap) as usize;
+        for line in (0..len as usize).step_by(FRAME_ALIGN) {
+            // SAFETY: [off, off+len) is the current frame, inside the data
+            // area (validated in peek) and not yet released to the writer;
+            // line starts are 8-byte aligned.
+            unsafe {
+                (*(self.data.add(off + line) as *const AtomicU64)).store(0, Ordering::Relaxed)
+            };
+        }
     }
 
     /// Publish the head to the writer (after a batch of `consume`s) and
@@ -394,6 +424,44 @@ mod tests {
             r.publish();
             assert_eq!(read, written);
         }
+    }
+
+    #[test]
+    fn two_threads_stream_through_a_small_ring() {
+        // Writer and reader on different threads, as in two processes: every
+        // frame arrives once, in order, with its payload intact.
+        let cap = 2048;
+        let mut mem = Mem::new(cap);
+        let base = mem.base() as usize;
+        let n = 200_000u64;
+        let writer = std::thread::spawn(move || {
+            // SAFETY: `mem` outlives both threads (joined below); one writer.
+            let mut w = unsafe { RingWriter::new(base as *mut u8, cap) };
+            for seq in 0..n {
+                let payload = vec![seq as u8; (seq % 200) as usize];
+                while !w.try_write(&eager(seq), &payload) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        // SAFETY: as above; one reader.
+        let mut r = unsafe { RingReader::new(base as *mut u8, cap) };
+        let mut next = 0u64;
+        while next < n {
+            match r.peek().unwrap() {
+                Some(h) => {
+                    assert_eq!(h.seq, next);
+                    let len = (next % 200) as usize;
+                    assert!(r.payload(&h, len).unwrap().iter().all(|&b| b == next as u8));
+                    r.consume(&h);
+                    r.publish();
+                    next += 1;
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        writer.join().unwrap();
+        drop(mem);
     }
 
     #[test]
