@@ -1,0 +1,1 @@
+//! Placeholder: the event logger (issue 6) is being written.
