@@ -14,12 +14,46 @@ pub(crate) type Shared = Rc<RefCell<Engine>>;
 
 /// A communicator: a group of ranks with its own message space.
 ///
-/// Only the world communicator exists for now (context 0); `dup` and
-/// `split` come with collectives. Cloning is cheap and shares the engine.
+/// The world communicator holds every rank (context 0); [`Comm::dup`] and
+/// [`Comm::split`] make new ones. Each communicator owns two contexts: one
+/// for point-to-point messages and the next for its collectives, so the two
+/// never match each other. Cloning is cheap and shares the engine.
 #[derive(Clone)]
 pub struct Comm {
     pub(crate) engine: Shared,
     pub(crate) context: u32,
+    /// `None` for the world (identity mapping).
+    pub(crate) group: Option<Rc<Group>>,
+}
+
+/// The members of a communicator other than the world.
+pub(crate) struct Group {
+    /// World rank of each communicator rank.
+    members: Vec<usize>,
+    /// This process's rank in the communicator.
+    rank: usize,
+    /// Communicator rank of each world rank (`usize::MAX` if not a member).
+    rank_of_world: Vec<usize>,
+}
+
+impl Group {
+    /// Translate world ranks in a status into communicator ranks.
+    pub(crate) fn localize(&self, mut st: Status) -> Status {
+        let local = |w: usize| self.rank_of_world.get(w).copied().unwrap_or(usize::MAX);
+        st.source = local(st.source);
+        if let Some(Error::Truncated { source_rank, .. }) = st.error.as_mut() {
+            *source_rank = local(*source_rank);
+        }
+        st
+    }
+}
+
+/// Translate a status for `group` (identity for the world).
+pub(crate) fn localize(group: &Option<Rc<Group>>, st: Status) -> Status {
+    match group {
+        Some(g) => g.localize(st),
+        None => st,
+    }
 }
 
 /// Send modes.
@@ -32,12 +66,106 @@ pub(crate) enum Mode {
 impl Comm {
     /// This process's rank in the communicator.
     pub fn rank(&self) -> usize {
-        self.engine.borrow().rank()
+        match &self.group {
+            Some(g) => g.rank,
+            None => self.engine.borrow().rank(),
+        }
     }
 
     /// Number of ranks in the communicator.
     pub fn size(&self) -> usize {
-        self.engine.borrow().size()
+        match &self.group {
+            Some(g) => g.members.len(),
+            None => self.engine.borrow().size(),
+        }
+    }
+
+    /// World rank of communicator rank `r` (checked by the callers).
+    pub(crate) fn world_rank(&self, r: usize) -> usize {
+        match &self.group {
+            Some(g) => g.members[r],
+            None => r,
+        }
+    }
+
+    fn localize(&self, st: Status) -> Status {
+        localize(&self.group, st)
+    }
+
+    /// The communicator context used by this communicator's collectives.
+    pub(crate) fn collective_context(&self) -> u32 {
+        self.context + 1
+    }
+
+    /// A new communicator with the same members and a fresh message space
+    /// (collective: every member must call it).
+    pub fn dup(&self) -> Result<Comm> {
+        let context = self.agree_context()?;
+        Ok(Comm {
+            engine: self.engine.clone(),
+            context,
+            group: self.group.clone(),
+        })
+    }
+
+    /// Partition the communicator: members that pass the same `color` form
+    /// a new communicator, ordered by `key` then by rank here; `None` as
+    /// color (`MPI_UNDEFINED`) joins none and gets `None` back. Collective.
+    pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm>> {
+        let context = self.agree_context()?;
+        // (has color, color, key) of every member, in rank order.
+        let mine = [
+            u64::from(color.is_some()),
+            u64::from(color.unwrap_or(0)),
+            key as u64,
+        ];
+        let mut all = vec![0u64; 3 * self.size()];
+        self.allgather(&mine, &mut all)?;
+        let Some(color) = color else {
+            return Ok(None);
+        };
+        let mut members: Vec<(i64, usize)> = all
+            .chunks_exact(3)
+            .enumerate()
+            .filter(|(_, c)| c[0] == 1 && c[1] == u64::from(color))
+            .map(|(r, c)| (c[2] as i64, r))
+            .collect();
+        members.sort();
+        let world: Vec<usize> = members.iter().map(|&(_, r)| self.world_rank(r)).collect();
+        let me = self.world_rank(self.rank());
+        let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
+        for (i, &w) in world.iter().enumerate() {
+            rank_of_world[w] = i;
+        }
+        let rank = rank_of_world[me];
+        Ok(Some(Comm {
+            engine: self.engine.clone(),
+            context,
+            group: Some(Rc::new(Group {
+                members: world,
+                rank,
+                rank_of_world,
+            })),
+        }))
+    }
+
+    /// Release the communicator. (Nothing is held beyond the handle; this
+    /// exists for symmetry with MPI and to end its use explicitly.)
+    pub fn free(self) {}
+
+    /// Agree on a context id for a new communicator: the largest next-free
+    /// id among the members. Two communicators that share a member always
+    /// get different ids, because each member hands out increasing ids.
+    fn agree_context(&self) -> Result<u32> {
+        let next = self.engine.borrow().next_context();
+        let mut agreed = [0u32];
+        self.allreduce(&[next], &mut agreed, &crate::op::Max)?;
+        let id = agreed[0];
+        if id >= u32::MAX - 2 {
+            return Err(Error::RequestState("communicator context ids exhausted"));
+        }
+        self.engine.borrow_mut().set_next_context(id + 2);
+        Ok(id)
     }
 
     /// The job id given by the launcher (`"singleton"` outside `vpml run`).
@@ -57,11 +185,25 @@ impl Comm {
         self.engine.borrow().single_copy()
     }
 
-    pub(crate) fn check_dest(&self, dest: usize, tag: i32) -> Result<()> {
+    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
+        let size = self.size();
+        if rank < size {
+            Ok(())
+        } else {
+            Err(Error::InvalidRank {
+                rank: i64::try_from(rank).unwrap_or(-1),
+                size,
+            })
+        }
+    }
+
+    /// Check a destination and tag; return the destination's world rank.
+    pub(crate) fn check_dest(&self, dest: usize, tag: i32) -> Result<usize> {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
-        self.engine.borrow().check_rank(dest)
+        self.check_rank(dest)?;
+        Ok(self.world_rank(dest))
     }
 
     pub(crate) fn spec(&self, source: Source, tag: i32) -> Result<RecvSpec> {
@@ -71,8 +213,8 @@ impl Comm {
         let source = match source {
             Source::Any => None,
             Source::Rank(r) => {
-                self.engine.borrow().check_rank(r)?;
-                Some(r)
+                self.check_rank(r)?;
+                Some(self.world_rank(r))
             }
         };
         Ok(RecvSpec {
@@ -83,9 +225,21 @@ impl Comm {
     }
 
     fn blocking_send(&self, dest: usize, tag: i32, data: &[u8], mode: Mode) -> Result<()> {
-        self.check_dest(dest, tag)?;
+        let dest = self.check_dest(dest, tag)?;
+        self.raw_send(dest, tag, self.context, data, mode)
+    }
+
+    /// Blocking send to world rank `dest` on `context` (no checks).
+    pub(crate) fn raw_send(
+        &self,
+        dest: usize,
+        tag: i32,
+        context: u32,
+        data: &[u8],
+        mode: Mode,
+    ) -> Result<()> {
         let mut eng = self.engine.borrow_mut();
-        if mode == Mode::Standard && eng.try_send_now(dest, tag, self.context, data) {
+        if mode == Mode::Standard && eng.try_send_now(dest, tag, context, data) {
             return Ok(());
         }
         // SAFETY: `data` stays borrowed until the send completes below.
@@ -93,7 +247,7 @@ impl Comm {
             eng.start_send(
                 dest,
                 tag,
-                self.context,
+                context,
                 data.as_ptr(),
                 data.len(),
                 mode == Mode::Synchronous,
@@ -138,7 +292,11 @@ impl Comm {
         buf: &mut [T],
     ) -> Result<Status> {
         let spec = self.spec(source.into(), tag)?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        self.raw_recv(spec, bytemuck::cast_slice_mut(buf))
+    }
+
+    /// Blocking receive for an already translated spec.
+    pub(crate) fn raw_recv(&self, spec: RecvSpec, bytes: &mut [u8]) -> Result<Status> {
         let mut eng = self.engine.borrow_mut();
         // SAFETY: `buf` stays mutably borrowed until the receive completes.
         let id = unsafe { eng.start_recv(spec, bytes.as_mut_ptr(), bytes.len())? };
@@ -148,7 +306,9 @@ impl Comm {
             eng.cancel(id);
             return Err(e);
         }
-        eng.take_status(id)?.into_result()
+        let st = eng.take_status(id)?;
+        drop(eng);
+        self.localize(st).into_result()
     }
 
     /// Send to `dest` and receive from `source` in one call, without
@@ -162,15 +322,33 @@ impl Comm {
         source: impl Into<Source>,
         recv_tag: i32,
     ) -> Result<Status> {
-        self.check_dest(dest, send_tag)?;
+        let dest = self.check_dest(dest, send_tag)?;
         let spec = self.spec(source.into(), recv_tag)?;
-        let out: &[u8] = bytemuck::cast_slice(data);
-        let inp: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        self.raw_sendrecv(
+            bytemuck::cast_slice(data),
+            dest,
+            send_tag,
+            self.context,
+            bytemuck::cast_slice_mut(buf),
+            spec,
+        )
+    }
+
+    /// `sendrecv` to world rank `dest` on `context` for a translated spec.
+    pub(crate) fn raw_sendrecv(
+        &self,
+        out: &[u8],
+        dest: usize,
+        send_tag: i32,
+        context: u32,
+        inp: &mut [u8],
+        spec: RecvSpec,
+    ) -> Result<Status> {
         let mut eng = self.engine.borrow_mut();
         // SAFETY: both buffers stay borrowed until both operations complete.
         let (r, s) = unsafe {
             let r = eng.start_recv(spec, inp.as_mut_ptr(), inp.len())?;
-            let s = eng.start_send(dest, send_tag, self.context, out.as_ptr(), out.len(), false)?;
+            let s = eng.start_send(dest, send_tag, context, out.as_ptr(), out.len(), false)?;
             (r, s)
         };
         let waited = eng.wait_until(|e| e.is_done(r) && e.is_done(s));
@@ -179,7 +357,9 @@ impl Comm {
             return Err(e);
         }
         eng.take_status(s)?;
-        eng.take_status(r)?.into_result()
+        let st = eng.take_status(r)?;
+        drop(eng);
+        self.localize(st).into_result()
     }
 
     fn start_isend<B: Buffer>(
@@ -203,7 +383,12 @@ impl Comm {
                 mode == Mode::Synchronous,
             )?
         };
-        Ok(Request::new(self.engine.clone(), id, buf))
+        Ok(Request::new(
+            self.engine.clone(),
+            self.group.clone(),
+            id,
+            buf,
+        ))
     }
 
     /// Start sending `buf`; the request gives it back when done.
@@ -244,25 +429,32 @@ impl Comm {
                 .borrow_mut()
                 .start_recv(spec, bytes.as_mut_ptr(), bytes.len())?
         };
-        Ok(Request::new(self.engine.clone(), id, buf))
+        Ok(Request::new(
+            self.engine.clone(),
+            self.group.clone(),
+            id,
+            buf,
+        ))
     }
 
     /// Block until a message matching (`source`, `tag`) can be received;
     /// return its status without receiving it.
     pub fn probe(&self, source: impl Into<Source>, tag: i32) -> Result<Status> {
         let spec = self.spec(source.into(), tag)?;
-        self.engine.borrow_mut().probe(&spec)
+        let st = self.engine.borrow_mut().probe(&spec)?;
+        Ok(self.localize(st))
     }
 
     /// Like [`Comm::probe`] but return `None` at once if nothing matches yet.
     pub fn iprobe(&self, source: impl Into<Source>, tag: i32) -> Result<Option<Status>> {
         let spec = self.spec(source.into(), tag)?;
-        self.engine.borrow_mut().iprobe(&spec)
+        let st = self.engine.borrow_mut().iprobe(&spec)?;
+        Ok(st.map(|st| self.localize(st)))
     }
 
     /// A persistent standard send of `buf` to `dest`; start it as often as needed.
     pub fn send_init<B: Buffer>(&self, dest: usize, tag: i32, buf: B) -> Result<Persistent<B>> {
-        self.check_dest(dest, tag)?;
+        let dest = self.check_dest(dest, tag)?;
         Ok(Persistent::new(
             self.clone(),
             PersistentKind::Send {
@@ -276,7 +468,7 @@ impl Comm {
 
     /// A persistent synchronous send.
     pub fn ssend_init<B: Buffer>(&self, dest: usize, tag: i32, buf: B) -> Result<Persistent<B>> {
-        self.check_dest(dest, tag)?;
+        let dest = self.check_dest(dest, tag)?;
         Ok(Persistent::new(
             self.clone(),
             PersistentKind::Send {

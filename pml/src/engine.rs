@@ -188,6 +188,11 @@ pub(crate) struct Engine {
     kv: Option<KvClient>,
     finalized: bool,
     job_id: String,
+    /// Next communicator context id this process may hand out (0 and 1
+    /// belong to the world).
+    next_context: u32,
+    /// Set by the first fatal error; from then on nothing is sent or received.
+    failed: Option<String>,
 }
 
 impl Engine {
@@ -208,6 +213,8 @@ impl Engine {
             kv: None,
             finalized: false,
             job_id: "singleton".into(),
+            next_context: 2,
+            failed: None,
         }
     }
 
@@ -281,6 +288,8 @@ impl Engine {
             kv: Some(kv),
             finalized: false,
             job_id: env.job_id.clone(),
+            next_context: 2,
+            failed: None,
         })
     }
 
@@ -301,15 +310,12 @@ impl Engine {
         self.single_copy
     }
 
-    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
-        if rank < self.size {
-            Ok(())
-        } else {
-            Err(Error::InvalidRank {
-                rank: i64::try_from(rank).unwrap_or(-1),
-                size: self.size,
-            })
-        }
+    pub(crate) fn next_context(&self) -> u32 {
+        self.next_context
+    }
+
+    pub(crate) fn set_next_context(&mut self, next: u32) {
+        self.next_context = self.next_context.max(next);
     }
 
     // ----------------------------------------------------------------- sends
@@ -318,7 +324,7 @@ impl Engine {
     /// ring. Returns false (nothing done) if the caller must take the
     /// general path.
     pub(crate) fn try_send_now(&mut self, dest: usize, tag: i32, ctx: u32, data: &[u8]) -> bool {
-        if data.len() > EAGER_LIMIT || dest == self.core.rank {
+        if data.len() > EAGER_LIMIT || dest == self.core.rank || self.failed.is_some() {
             return false;
         }
         let Some(peer) = self.peers[dest].as_mut() else {
@@ -353,6 +359,7 @@ impl Engine {
         len: usize,
         sync: bool,
     ) -> Result<ReqId> {
+        self.check_alive()?;
         let data = RawBytes {
             ptr: ptr as *mut u8,
             len,
@@ -559,6 +566,7 @@ impl Engine {
         ptr: *mut u8,
         len: usize,
     ) -> Result<ReqId> {
+        self.check_alive()?;
         let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
         if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
             self.core.finish_unexpected(id, env, u)?;
@@ -628,12 +636,12 @@ impl Engine {
         if !slot.done {
             return Err(Error::RequestState("request is not complete"));
         }
-        let st = slot
-            .status
-            .take()
-            .ok_or(Error::RequestState("status already taken"))?;
+        let st = slot.status.take();
         self.core.free_slot(id);
-        Ok(st)
+        if let Some(why) = &self.failed {
+            return Err(Error::EngineFailed(why.clone()));
+        }
+        st.ok_or(Error::RequestState("status already taken"))
     }
 
     /// The user dropped an active request: keep `keepalive` (the buffer)
@@ -698,7 +706,57 @@ impl Engine {
     }
 
     /// One pass over every channel. Returns true if anything happened.
+    ///
+    /// A fatal error (corrupt frame, failed remote read) puts the engine in
+    /// the failed state: every queued send and posted receive is dropped, so
+    /// no user buffer is referenced any more, and every later call fails.
     pub(crate) fn progress(&mut self) -> Result<bool> {
+        if let Some(why) = &self.failed {
+            return Err(Error::EngineFailed(why.clone()));
+        }
+        match self.progress_channels() {
+            Ok(any) => Ok(any),
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::EngineFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: &Error) {
+        tracing::error!(rank = self.core.rank, "fatal: {e}");
+        self.failed = Some(e.to_string());
+        for peer in self.peers.iter_mut().flatten() {
+            peer.pending.clear();
+            peer.partial = None;
+        }
+        for id in self.core.matching.drain_posted() {
+            self.core.complete(id);
+        }
+        let active: Vec<ReqId> = self
+            .core
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.in_use && !s.done)
+            .map(|(i, s)| ReqId {
+                idx: i as u32,
+                generation: s.generation,
+            })
+            .collect();
+        for id in active {
+            self.core.complete(id);
+        }
+    }
+
+    fn progress_channels(&mut self) -> Result<bool> {
         let mut any = false;
         for p in 0..self.peers.len() {
             let Some(peer) = self.peers[p].as_mut() else {

@@ -82,6 +82,14 @@ pub enum Error {
     /// The connection to the launcher broke.
     #[error("lost the launcher: {0}")]
     LauncherLost(String),
+    /// The members of a collective passed arguments that do not fit together
+    /// (buffer sizes, counts, roots).
+    #[error("collective call mismatch: {0}")]
+    Collective(String),
+    /// An earlier fatal error (corrupt channel, lost launcher) left this rank
+    /// unable to communicate; every later call reports it.
+    #[error("this rank can no longer communicate: {0}")]
+    EngineFailed(String),
     /// The operation was cancelled (reported in the status of a cancelled receive).
     #[error("the request was cancelled")]
     Cancelled,

@@ -42,10 +42,12 @@
 
 pub mod bootstrap;
 pub mod buffer;
+mod collective;
 mod comm;
 mod engine;
 pub mod error;
 pub mod matching;
+pub mod op;
 pub mod request;
 pub mod shm;
 mod status;
@@ -59,6 +61,7 @@ pub use comm::Comm;
 pub use engine::EngineStats;
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG, Source};
+pub use op::{Max, Min, Op, Prod, Sum};
 pub use request::{
     Completed, Persistent, Request, RequestSlot, start_all, test, test_all, test_any, test_some,
     wait, wait_all, wait_any, wait_some,
@@ -92,6 +95,7 @@ pub fn init() -> Result<World> {
         comm: Comm {
             engine: Rc::new(RefCell::new(engine)),
             context: 0,
+            group: None,
         },
         done: false,
     })

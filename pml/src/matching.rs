@@ -183,6 +183,11 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
         self.posted.push_back((spec, p));
     }
 
+    /// Remove and return every posted receive (the engine failed).
+    pub fn drain_posted(&mut self) -> Vec<P> {
+        self.posted.drain(..).map(|(_, p)| p).collect()
+    }
+
     /// Remove a posted receive (cancel). Returns false if it was not posted
     /// (already matched).
     pub fn remove_posted(&mut self, p: &P) -> bool {

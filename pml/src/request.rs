@@ -11,7 +11,9 @@
 //! does (e.g. a corrupt channel).
 
 use crate::buffer::Buffer;
-use crate::comm::{Comm, Mode, Shared};
+use std::rc::Rc;
+
+use crate::comm::{Comm, Group, Mode, Shared, localize};
 use crate::engine::{Engine, ReqId};
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
@@ -24,6 +26,7 @@ use crate::status::Status;
 #[must_use = "a request does nothing unless waited for or tested"]
 pub struct Request<B: Buffer> {
     engine: Shared,
+    group: Option<Rc<Group>>,
     id: ReqId,
     buf: Option<B>,
 }
@@ -38,9 +41,10 @@ pub struct Completed<B> {
 }
 
 impl<B: Buffer> Request<B> {
-    pub(crate) fn new(engine: Shared, id: ReqId, buf: B) -> Self {
+    pub(crate) fn new(engine: Shared, group: Option<Rc<Group>>, id: ReqId, buf: B) -> Self {
         Request {
             engine,
+            group,
             id,
             buf: Some(buf),
         }
@@ -61,6 +65,7 @@ impl<B: Buffer> Request<B> {
 
     fn finish(&mut self) -> Result<Completed<B>> {
         let status = self.engine.borrow_mut().take_status(self.id)?;
+        let status = localize(&self.group, status);
         let buf = self
             .buf
             .take()
@@ -199,7 +204,8 @@ impl<B: Buffer> Persistent<B> {
             .active
             .take()
             .ok_or(Error::RequestState("persistent request is not active"))?;
-        self.comm.engine.borrow_mut().take_status(id)
+        let st = self.comm.engine.borrow_mut().take_status(id)?;
+        Ok(localize(&self.comm.group, st))
     }
 }
 
