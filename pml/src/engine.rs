@@ -141,10 +141,12 @@ struct Peer {
     partial: Option<Partial>,
 }
 
-/// Idle policy: spin, then yield, then sleep on the doorbell.
+/// Idle policy: spin `spin` polls, then poll and yield the CPU for up to
+/// `yield_for`, then sleep on the doorbell. With more ranks than cores the
+/// yield phase lets the rank we wait for run; otherwise spinning is best.
 struct IdlePolicy {
     spin: u32,
-    yields: u32,
+    yield_for: Duration,
 }
 
 /// Counters printed with `--stats` later and handy in tests.
@@ -208,7 +210,7 @@ impl Engine {
             single_copy: false,
             idle: IdlePolicy {
                 spin: 64,
-                yields: 0,
+                yield_for: Duration::ZERO,
             },
             kv: None,
             finalized: false,
@@ -264,13 +266,13 @@ impl Engine {
         let oversubscribed = env.local_size > env.host_cores.max(1);
         let idle = if oversubscribed {
             IdlePolicy {
-                spin: 200,
-                yields: 200,
+                spin: 50,
+                yield_for: Duration::from_millis(2),
             }
         } else {
             IdlePolicy {
                 spin: 200_000,
-                yields: 0,
+                yield_for: Duration::ZERO,
             }
         };
         tracing::debug!(rank = env.rank, size = env.size, single_copy, "joined job");
@@ -666,23 +668,30 @@ impl Engine {
     /// Progress until `done` holds, idling politely.
     pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Engine) -> bool) -> Result<()> {
         let mut idle: u32 = 0;
+        let mut yield_until: Option<std::time::Instant> = None;
         loop {
             if done(self) {
                 return Ok(());
             }
             if self.progress()? {
                 idle = 0;
+                yield_until = None;
                 continue;
             }
             idle += 1;
             if idle < self.idle.spin {
                 std::hint::spin_loop();
-            } else if idle < self.idle.spin + self.idle.yields {
+                continue;
+            }
+            let now = std::time::Instant::now();
+            let until = *yield_until.get_or_insert(now + self.idle.yield_for);
+            if now < until {
                 std::thread::yield_now();
             } else {
                 self.sleep();
-                // After a wake-up, spin only briefly before sleeping again.
+                // After a wake-up, poll briefly before sleeping again.
                 idle = self.idle.spin.saturating_sub(1000).max(self.idle.spin / 2);
+                yield_until = Some(std::time::Instant::now());
             }
         }
     }

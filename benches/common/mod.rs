@@ -1,0 +1,180 @@
+//! Helpers shared by the side-by-side benchmarks: find the build, build the
+//! C reference programs with the installed MPIs, run commands that print
+//! JSON lines, and take medians.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// One implementation under test: a name and the command that runs it.
+pub struct Config {
+    /// Name in tables and JSON (`vpml`, `openmpi`, `mpich`).
+    pub name: String,
+    /// Program and arguments.
+    pub cmd: Vec<String>,
+    /// Extra environment.
+    pub envs: Vec<(String, String)>,
+}
+
+/// `target/release` (the directory holding this benchmark's build).
+pub fn target_dir() -> PathBuf {
+    // target/release/deps/<bench>-<hash> -> target/release
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent()?.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target/release"))
+}
+
+/// Build (if needed) and locate the release build of example `name`.
+pub fn example(name: &str) -> Result<PathBuf, String> {
+    let exe = target_dir().join("examples").join(name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--example", name])
+        .status()
+        .map_err(|e| format!("cannot run cargo to build example {name}: {e}"))?;
+    if !status.success() || !exe.exists() {
+        return Err(format!("building {} failed", exe.display()));
+    }
+    Ok(exe)
+}
+
+/// The `vpml run -n N` prefix for a program.
+pub fn vpml_run(ranks: usize, program: &Path) -> Vec<String> {
+    vec![
+        env!("CARGO_BIN_EXE_vpml").into(),
+        "run".into(),
+        "-n".into(),
+        ranks.to_string(),
+        program.display().to_string(),
+    ]
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+/// The reference MPIs this benchmark knows.
+pub const FLAVOURS: [&str; 2] = ["openmpi", "mpich"];
+
+/// Compile `benches/c/<source>` with `mpicc.<flavour>` and return the
+/// command prefix that runs it on `ranks` ranks (binding to cores unless
+/// oversubscribed), or why it cannot.
+pub fn reference(flavour: &str, source: &str, ranks: usize) -> Result<Config, String> {
+    let mpicc = which(&format!("mpicc.{flavour}"))
+        .ok_or_else(|| format!("mpicc.{flavour} not installed"))?;
+    let mpirun = which(&format!("mpirun.{flavour}"))
+        .ok_or_else(|| format!("mpirun.{flavour} not installed"))?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/c")
+        .join(source);
+    let out_dir = target_dir().join("bench-c");
+    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let exe = out_dir.join(format!("{}-{flavour}", source.trim_end_matches(".c")));
+    let st = Command::new(&mpicc)
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("{}: {e}", mpicc.display()))?;
+    if !st.success() {
+        return Err(format!(
+            "{} failed to compile {}",
+            mpicc.display(),
+            src.display()
+        ));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cmd = vec![mpirun.display().to_string(), "-n".into(), ranks.to_string()];
+    let mut envs = Vec::new();
+    if flavour == "openmpi" {
+        if ranks > cores {
+            cmd.extend(["--oversubscribe".into(), "--bind-to".into(), "none".into()]);
+        } else {
+            cmd.extend(["--bind-to".into(), "core".into()]);
+        }
+        envs.push(("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into()));
+        envs.push(("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into()));
+    } else if ranks <= cores {
+        cmd.extend(["-bind-to".into(), "core".into()]);
+    }
+    cmd.extend([exe.display().to_string(), "--name".into(), flavour.into()]);
+    Ok(Config {
+        name: flavour.into(),
+        cmd,
+        envs,
+    })
+}
+
+/// Run a configuration (killed after `timeout_s`) and parse its JSON lines.
+pub fn json_lines(c: &Config, timeout_s: u64) -> Result<Vec<Value>, String> {
+    let out = Command::new("timeout")
+        .arg(timeout_s.to_string())
+        .args(&c.cmd)
+        .envs(c.envs.iter().map(|(k, v)| (k, v)))
+        .output()
+        .map_err(|e| format!("{}: {e}", c.cmd[0]))?;
+    if !out.status.success() {
+        let why = if out.status.code() == Some(124) {
+            format!("timed out after {timeout_s} s")
+        } else {
+            format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        };
+        return Err(format!("{} failed ({why})", c.name));
+    }
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if rows.is_empty() {
+        return Err(format!("{} printed no results", c.name));
+    }
+    Ok(rows)
+}
+
+/// Median of the samples (NaN if none).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The value after `--name` on the command line, parsed.
+pub fn arg(name: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1)?.parse().ok()
+}
+
+/// Write `value` as pretty JSON to `target/bench-report/<file>`.
+pub fn write_report(file: &str, value: &Value) {
+    let dir = target_dir();
+    let out = dir.parent().unwrap_or(&dir).join("bench-report");
+    let path = out.join(file);
+    let written = std::fs::create_dir_all(&out).and_then(|_| {
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(value).unwrap_or_default(),
+        )
+    });
+    match written {
+        Ok(()) => println!("# written {}", path.display()),
+        Err(e) => eprintln!("# cannot write {}: {e}", path.display()),
+    }
+}
