@@ -1,0 +1,449 @@
+//! The benchmark suite: vpml side by side with the reference MPIs installed
+//! here, ratios measured in the same run, JSON and SVG plots.
+//!
+//! ```text
+//! cargo bench --bench suite                       # everything, 3 rounds
+//! cargo bench --bench suite -- pingpong --rounds 5
+//! cargo bench --bench suite -- collectives anysource heat3d
+//! ```
+//!
+//! Parts: `pingpong` (latency and bandwidth, 0 B … 4 MiB, 2 ranks),
+//! `anysource` (the ANY_SOURCE ping-pong of seed 002), `collectives`
+//! (allreduce 8 B / 1 MiB and bcast 1 MiB on 2, 4, 8 ranks) and `heat3d`
+//! (small problem, 4 ranks). Each runs a Rust example under `vpml run` and,
+//! where a C program of ours with the same method exists (`benches/c/`),
+//! the same measurement under Open MPI and MPICH when their `mpicc`
+//! wrappers are installed (`apt-get install -y openmpi-bin libopenmpi-dev
+//! mpich libmpich-dev`); what is missing is skipped with a line saying so.
+//! The configurations take turns within each round; tables show medians
+//! over rounds and the ratio vpml / reference. Results go to
+//! `target/bench-report/suite.json` and plots to `target/bench-report/*.svg`.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{
+    Config, FLAVOURS, arg, example, json_lines, median, reference, vpml_run, write_report,
+};
+use serde_json::{Value, json};
+
+/// One measured value.
+#[derive(Clone, Debug)]
+struct Sample {
+    part: &'static str,
+    config: String,
+    ranks: usize,
+    metric: String,
+    x: u64,
+    value: f64,
+}
+
+/// A benchmark part: which example and C program, on how many ranks, with
+/// which arguments, and how to read its output.
+struct Part {
+    name: &'static str,
+    example: &'static str,
+    c_source: Option<&'static str>,
+    ranks: &'static [usize],
+    args: &'static [&'static str],
+    parse: fn(&Value) -> Vec<(String, u64, f64)>,
+}
+
+fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
+    let b = v["bytes"].as_u64().unwrap_or(0);
+    let mut out = Vec::new();
+    if let Some(l) = v["latency_us"].as_f64() {
+        out.push(("latency_us".into(), b, l));
+    }
+    if let Some(bw) = v["bandwidth_mbs"].as_f64() {
+        out.push(("bandwidth_mbs".into(), b, bw));
+    }
+    out
+}
+
+fn parse_collective(v: &Value) -> Vec<(String, u64, f64)> {
+    match (v["op"].as_str(), v["bytes"].as_u64(), v["us"].as_f64()) {
+        (Some(op), Some(b), Some(us)) => vec![(format!("{op}_us"), b, us)],
+        _ => Vec::new(),
+    }
+}
+
+fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
+    v["elapsed_s"]
+        .as_f64()
+        .map(|s| vec![("elapsed_s".to_string(), 0, s)])
+        .unwrap_or_default()
+}
+
+const PARTS: [Part; 4] = [
+    Part {
+        name: "pingpong",
+        example: "pingpong",
+        c_source: Some("pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+    },
+    Part {
+        name: "anysource",
+        example: "anysource-pingpong",
+        c_source: Some("anysource_pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+    },
+    Part {
+        name: "collectives",
+        example: "collbench",
+        c_source: Some("collectives.c"),
+        ranks: &[2, 4, 8],
+        args: &["--json"],
+        parse: parse_collective,
+    },
+    Part {
+        name: "heat3d",
+        example: "heat3d",
+        c_source: None,
+        ranks: &[4],
+        args: &["--size", "small", "--steps", "50", "--timing"],
+        parse: parse_heat3d,
+    },
+];
+
+/// heat3d prints `key value` lines; turn the elapsed time into JSON.
+fn heat3d_json(c: &Config) -> Result<Vec<Value>, String> {
+    let out = std::process::Command::new("timeout")
+        .arg("600")
+        .args(&c.cmd)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            c.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("elapsed_s ")?.trim().parse::<f64>().ok())
+        .map(|s| json!({ "elapsed_s": s }))
+        .collect())
+}
+
+fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
+    let program = example(part.example)?;
+    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let mut out = vec![Config {
+        name: "vpml".into(),
+        cmd: [vpml_run(ranks, &program), args.clone()].concat(),
+        envs: vec![],
+    }];
+    match part.c_source {
+        Some(src) => {
+            for f in FLAVOURS {
+                match reference(f, src, ranks) {
+                    Ok(mut c) => {
+                        c.cmd.extend(args.iter().cloned());
+                        out.push(c);
+                    }
+                    Err(why) => println!("# {}: skipping {f}: {why}", part.name),
+                }
+            }
+        }
+        None => println!("# {}: no C reference program; vpml only", part.name),
+    }
+    Ok(out)
+}
+
+fn main() {
+    let rounds = arg("--rounds").unwrap_or(3).max(1);
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--") && a.parse::<usize>().is_err())
+        .collect();
+    let selected: Vec<&Part> = PARTS
+        .iter()
+        .filter(|p| words.is_empty() || words.iter().any(|w| w == "all" || w == p.name))
+        .collect();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut plans = Vec::new();
+    for part in &selected {
+        for &ranks in part.ranks {
+            match configs(part, ranks) {
+                Ok(c) => plans.push((*part, ranks, c)),
+                Err(e) => println!("# {}: {e}", part.name),
+            }
+        }
+    }
+    for round in 1..=rounds {
+        for (part, ranks, cfgs) in &plans {
+            for c in cfgs {
+                eprintln!(
+                    "# round {round}/{rounds}: {} on {ranks} ranks, {}",
+                    part.name, c.name
+                );
+                let rows = if part.name == "heat3d" {
+                    heat3d_json(c)
+                } else {
+                    json_lines(c, 600)
+                };
+                match rows {
+                    Ok(rows) => {
+                        for v in &rows {
+                            for (metric, x, value) in (part.parse)(v) {
+                                samples.push(Sample {
+                                    part: part.name,
+                                    config: c.name.clone(),
+                                    ranks: *ranks,
+                                    metric,
+                                    x,
+                                    value,
+                                });
+                            }
+                        }
+                    }
+                    Err(e) => println!("# {}: {e}", part.name),
+                }
+            }
+        }
+    }
+    let table = medians(&samples);
+    print_tables(&table, rounds);
+    let rows: Vec<Value> = table
+        .iter()
+        .map(|((part, ranks, metric, x), by)| json!({"part": part, "ranks": ranks, "metric": metric, "x": x, "medians": by}))
+        .collect();
+    write_report("suite.json", &json!({"rounds": rounds, "rows": rows}));
+    if let Err(e) = plot::all(&table) {
+        println!("# plots failed: {e}");
+    }
+}
+
+/// (part, ranks, metric, x) -> config -> median.
+type Table = BTreeMap<(String, usize, String, u64), BTreeMap<String, f64>>;
+
+fn medians(samples: &[Sample]) -> Table {
+    let mut grouped: BTreeMap<(String, usize, String, u64), BTreeMap<String, Vec<f64>>> =
+        BTreeMap::new();
+    for s in samples {
+        grouped
+            .entry((s.part.to_string(), s.ranks, s.metric.clone(), s.x))
+            .or_default()
+            .entry(s.config.clone())
+            .or_default()
+            .push(s.value);
+    }
+    grouped
+        .into_iter()
+        .map(|(k, by)| (k, by.into_iter().map(|(c, v)| (c, median(v))).collect()))
+        .collect()
+}
+
+fn print_tables(table: &Table, rounds: usize) {
+    let mut last = String::new();
+    for ((part, ranks, metric, x), by) in table {
+        let refs: Vec<&String> = by.keys().filter(|c| *c != "vpml").collect();
+        if *part != last {
+            println!("\n## {part} — medians of {rounds} round(s); ratio = vpml / reference");
+            print!(
+                "{:>5} {:>14} {:>9} {:>12}",
+                "ranks", "metric", "bytes", "vpml"
+            );
+            for r in &refs {
+                print!(" {:>12} {:>6}", r, "ratio");
+            }
+            println!();
+            last = part.clone();
+        }
+        let v = by.get("vpml").copied().unwrap_or(f64::NAN);
+        print!("{ranks:>5} {metric:>14} {x:>9} {v:>12.3}");
+        for r in &refs {
+            let o = by[*r];
+            print!(" {o:>12.3} {:>6.2}", v / o);
+        }
+        println!();
+    }
+}
+
+mod plot {
+    //! SVG plots of the suite's medians with plotters.
+
+    use plotters::prelude::*;
+
+    use super::Table;
+
+    const COLOURS: [RGBColor; 4] = [
+        RGBColor(200, 30, 30),
+        RGBColor(30, 90, 200),
+        RGBColor(40, 150, 60),
+        RGBColor(140, 80, 160),
+    ];
+
+    fn out(name: &str) -> std::path::PathBuf {
+        let dir = super::common::target_dir();
+        dir.parent().unwrap_or(&dir).join("bench-report").join(name)
+    }
+
+    /// One line per configuration of `metric` in `part` against bytes.
+    fn lines(
+        table: &Table,
+        part: &str,
+        metric: &str,
+        title: &str,
+        unit: &str,
+        file: &str,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let mut series: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
+        for ((p, _, m, x), by) in table {
+            if p == part && m == metric {
+                for (c, v) in by {
+                    if v.is_finite() && *v > 0.0 {
+                        series
+                            .entry(c.clone())
+                            .or_default()
+                            .push(((*x).max(1) as f64, *v));
+                    }
+                }
+            }
+        }
+        if series.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<(f64, f64)> = series.values().flatten().copied().collect();
+        let (xmax, ymin, ymax) = all
+            .iter()
+            .fold((1f64, f64::MAX, 0f64), |(a, b, c), &(x, y)| {
+                (a.max(x), b.min(y), c.max(y))
+            });
+        let path = out(file);
+        let root = SVGBackend::new(&path, (900, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (1f64..xmax * 1.5).log_scale(),
+                (ymin * 0.7..ymax * 1.4).log_scale(),
+            )?;
+        chart
+            .configure_mesh()
+            .x_desc("message size (bytes)")
+            .y_desc(unit)
+            .draw()?;
+        // vpml first, so it always gets the first colour.
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
+        series.sort_by_key(|(name, _)| name != "vpml");
+        for (i, (name, pts)) in series.into_iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            chart
+                .draw_series(LineSeries::new(pts, colour.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        root.present()?;
+        println!("# plot {}", path.display());
+        Ok(())
+    }
+
+    /// Bars: one group per (part, ranks, metric, x) row, one bar per configuration.
+    fn bars(
+        table: &Table,
+        parts: &[&str],
+        title: &str,
+        file: &str,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let rows: Vec<(String, &std::collections::BTreeMap<String, f64>)> = table
+            .iter()
+            .filter(|((p, ..), _)| parts.contains(&p.as_str()))
+            .map(|((p, r, m, x), by)| (format!("{p} {m} {x}B n={r}"), by))
+            .collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let configs: Vec<String> = {
+            let mut c: Vec<String> = rows.iter().flat_map(|(_, by)| by.keys().cloned()).collect();
+            c.sort();
+            c.dedup();
+            c.sort_by_key(|name| name != "vpml");
+            c
+        };
+        let path = out(file);
+        let height = 120 + 26 * rows.len() as u32 * configs.len() as u32;
+        let root = SVGBackend::new(&path, (1000, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let title_area = root.titled(title, ("sans-serif", 22))?;
+        let (w, _) = title_area.dim_in_pixel();
+        let mut y = 20i32;
+        for (label, by) in &rows {
+            title_area.draw(&Text::new(label.clone(), (10, y), ("sans-serif", 15)))?;
+            y += 18;
+            // Normalise each group to its vpml value (bars show ratio to vpml).
+            let base = by.get("vpml").copied().unwrap_or(1.0).max(1e-12);
+            for (i, c) in configs.iter().enumerate() {
+                let Some(v) = by.get(c) else { continue };
+                let len = ((v / base) * 300.0).clamp(1.0, w as f64 - 320.0) as i32;
+                let colour = COLOURS[i % COLOURS.len()];
+                title_area.draw(&Rectangle::new(
+                    [(150, y), (150 + len, y + 16)],
+                    colour.filled(),
+                ))?;
+                title_area.draw(&Text::new(
+                    format!("{c}: {v:.3} ({:.2}x vpml)", v / base),
+                    (160 + len, y + 2),
+                    ("sans-serif", 13),
+                ))?;
+                y += 20;
+            }
+            y += 8;
+        }
+        root.present()?;
+        println!("# plot {}", path.display());
+        Ok(())
+    }
+
+    /// Every plot the suite makes.
+    pub fn all(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
+        lines(
+            table,
+            "pingpong",
+            "latency_us",
+            "Ping-pong one-way latency",
+            "µs",
+            "latency.svg",
+        )?;
+        lines(
+            table,
+            "pingpong",
+            "bandwidth_mbs",
+            "Ping-pong bandwidth (window of 64)",
+            "MB/s",
+            "bandwidth.svg",
+        )?;
+        lines(
+            table,
+            "anysource",
+            "latency_us",
+            "ANY_SOURCE ping-pong latency",
+            "µs",
+            "anysource.svg",
+        )?;
+        bars(
+            table,
+            &["collectives", "heat3d"],
+            "Collectives (µs per call) and heat3d (s), bar length relative to vpml",
+            "applications.svg",
+        )?;
+        Ok(())
+    }
+}
