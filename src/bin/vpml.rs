@@ -16,6 +16,9 @@ struct Cli {
 enum Command {
     /// Run a program as a job of N ranks on this host.
     Run(vpml_launcher::RunArgs),
+    /// Run an event logger: stable storage for the pessimist protocol's
+    /// events. Prints its address on stdout, serves until SIGTERM/SIGINT.
+    EventLogger(vpml_event_logger::cli::EventLoggerArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,5 +32,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => vpml_launcher::run(args),
+        Command::EventLogger(args) => vpml_event_logger::cli::run(args),
     }
 }

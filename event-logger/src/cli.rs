@@ -1,0 +1,96 @@
+//! `vpml event-logger`: runs a logger until SIGTERM or SIGINT.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::auth::Tokens;
+use crate::server::{Server, ServerConfig};
+use crate::storage::{DEFAULT_SEGMENT_BYTES, Durability};
+
+/// Options of `vpml event-logger`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EventLoggerArgs {
+    /// Address to listen on; the bound address is printed on stdout as one
+    /// line (`HOST:PORT`) once the logger accepts connections.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Directory holding the logs (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// File of `JOB TOKEN` lines naming the jobs served. Default:
+    /// DIR/tokens, created with a random token for any job (`* TOKEN`) if
+    /// it does not exist.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Acknowledge puts after `write` (survives a logger crash) or after a
+    /// group-committed `fsync` (survives a machine crash).
+    #[arg(long, value_enum, default_value = "write")]
+    pub durability: Durability,
+    /// Cut logs at a corrupt record (keeping what precedes it) instead of
+    /// refusing to start.
+    #[arg(long)]
+    pub repair: bool,
+    /// Size in bytes at which a segment file is closed and a new one started.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SEGMENT_BYTES)]
+    pub segment_bytes: u64,
+}
+
+/// Runs the logger; errors are printed as one line on stderr.
+pub fn run(args: EventLoggerArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vpml event-logger: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: EventLoggerArgs) -> Result<(), String> {
+    // With a file-size limit, a write past it must fail with EFBIG (an error
+    // reply) rather than kill the logger with SIGXFSZ.
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions
+    // and installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.data_dir)
+        .map_err(|e| {
+            format!(
+                "cannot create data directory {}: {e}",
+                args.data_dir.display()
+            )
+        })?;
+    let tokens = match &args.token_file {
+        Some(path) => Tokens::load(path),
+        None => Tokens::load_or_create(&args.data_dir.join("tokens")),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut cfg = ServerConfig::new(args.data_dir, tokens);
+    cfg.listen = args.listen;
+    cfg.durability = args.durability;
+    cfg.repair = args.repair;
+    cfg.segment_bytes = args.segment_bytes;
+    let server = Server::bind(cfg).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", server.local_addr())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot print the address: {e}"))?;
+    drop(out);
+    if let Some(sig) = signals.forever().next() {
+        tracing::info!(signal = sig, "stopping");
+    }
+    server.shutdown();
+    Ok(())
+}
