@@ -336,6 +336,7 @@ impl Client {
         let low = highs.iter().copied().min().unwrap_or(0);
         st.last_id = top;
         st.numbering_ready = true;
+        advance(sh, &mut st);
         drop(st);
         if low < top {
             // Some replica misses events another holds (the previous
