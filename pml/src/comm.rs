@@ -178,6 +178,16 @@ impl Comm {
         self.engine.borrow().stats()
     }
 
+    /// Name of the fault-tolerance protocol in use (`none`, `pessimist`, …).
+    pub fn protocol(&self) -> &'static str {
+        self.engine.borrow().protocol_name()
+    }
+
+    /// Counters of the fault-tolerance protocol, as (name, value).
+    pub fn protocol_stats(&self) -> Vec<(String, u64)> {
+        self.engine.borrow().protocol_stats()
+    }
+
     /// True when large messages are copied once, straight from the
     /// sender's memory (false where the kernel forbids it; then they are
     /// pipelined through shared memory).
@@ -239,7 +249,7 @@ impl Comm {
         mode: Mode,
     ) -> Result<()> {
         let mut eng = self.engine.borrow_mut();
-        if mode == Mode::Standard && eng.try_send_now(dest, tag, context, data) {
+        if mode == Mode::Standard && eng.try_send_now(dest, tag, context, data)? {
             return Ok(());
         }
         // SAFETY: `data` stays borrowed until the send completes below.
@@ -303,7 +313,7 @@ impl Comm {
         let waited = eng.wait(id);
         if let Err(e) = waited {
             // The receive may still be posted: withdraw it before `buf` is released.
-            eng.cancel(id);
+            eng.withdraw(id);
             return Err(e);
         }
         let st = eng.take_status(id)?;
@@ -353,7 +363,7 @@ impl Comm {
         };
         let waited = eng.wait_until(|e| e.is_done(r) && e.is_done(s));
         if let Err(e) = waited {
-            eng.cancel(r);
+            eng.withdraw(r);
             return Err(e);
         }
         eng.take_status(s)?;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::{Envelope, MatchQueues, RecvSpec};
+use crate::protocol::{CallId, CompletionKind, OutgoingMessage, Protocol, RequestInfo, SendPlan};
 use crate::shm::futex;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
@@ -96,6 +97,12 @@ struct Slot {
     buf: RawBytes,
     keepalive: Option<Box<dyn std::any::Any>>,
     status: Option<Status>,
+    /// Call id of the call that created the request.
+    call: CallId,
+    /// A receive posted with ANY_SOURCE (its match is reported to the protocol).
+    any_source: bool,
+    /// A send that completed when it started.
+    completed_at_start: bool,
 }
 
 /// An unexpected message waiting for its receive.
@@ -174,6 +181,8 @@ struct Core {
     control_out: Vec<(usize, FrameHeader)>,
     pids: Vec<i32>,
     stats: EngineStats,
+    /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
+    matches: Vec<(CallId, usize)>,
 }
 
 /// The engine of one rank.
@@ -195,6 +204,10 @@ pub(crate) struct Engine {
     next_context: u32,
     /// Set by the first fatal error; from then on nothing is sent or received.
     failed: Option<String>,
+    /// The fault-tolerance protocol, if any (`none` is no protocol at all).
+    protocol: Option<Box<dyn Protocol>>,
+    /// Last call id handed out.
+    last_call: CallId,
 }
 
 impl Engine {
@@ -217,6 +230,8 @@ impl Engine {
             job_id: "singleton".into(),
             next_context: 2,
             failed: None,
+            protocol: None,
+            last_call: 0,
         }
     }
 
@@ -292,6 +307,8 @@ impl Engine {
             job_id: env.job_id.clone(),
             next_context: 2,
             failed: None,
+            protocol: None,
+            last_call: 0,
         })
     }
 
@@ -320,31 +337,132 @@ impl Engine {
         self.next_context = self.next_context.max(next);
     }
 
+    /// Install the fault-tolerance protocol (before any communication).
+    pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) {
+        self.protocol = Some(p);
+    }
+
+    /// Name of the active protocol.
+    pub(crate) fn protocol_name(&self) -> &'static str {
+        self.protocol.as_ref().map_or("none", |p| p.name())
+    }
+
+    /// Counters of the active protocol.
+    pub(crate) fn protocol_stats(&self) -> Vec<(String, u64)> {
+        self.protocol
+            .as_ref()
+            .map(|p| p.stats())
+            .unwrap_or_default()
+    }
+
+    fn next_call(&mut self) -> CallId {
+        self.last_call += 1;
+        self.last_call
+    }
+
+    /// Run a protocol hook, if a protocol is installed; a hook failure is
+    /// fatal (the protocol's guarantee would be gone).
+    fn hook<T>(&mut self, f: impl FnOnce(&mut dyn Protocol) -> Result<T>) -> Result<Option<T>> {
+        let Some(p) = self.protocol.as_mut() else {
+            return Ok(None);
+        };
+        match f(p.as_mut()) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Tell the protocol about ANY_SOURCE receives matched since last time.
+    fn report_matches(&mut self) -> Result<()> {
+        if self.core.matches.is_empty() {
+            return Ok(());
+        }
+        let matches = std::mem::take(&mut self.core.matches);
+        self.hook(|p| {
+            matches
+                .iter()
+                .try_for_each(|&(call, src)| p.matched(call, src))
+        })?;
+        Ok(())
+    }
+
+    /// A completion call reports `done` (indices into `ids`) as complete.
+    pub(crate) fn report_completion(
+        &mut self,
+        kind: CompletionKind,
+        ids: &[Option<ReqId>],
+        done: &[usize],
+    ) -> Result<()> {
+        if self.protocol.is_none() {
+            return Ok(());
+        }
+        let call = self.next_call();
+        let infos: Vec<Option<RequestInfo>> = ids
+            .iter()
+            .map(|id| {
+                let s = self.core.slot((*id)?)?;
+                Some(RequestInfo {
+                    call: s.call,
+                    is_send: s.kind == SlotKind::Send,
+                    completed_at_start: s.completed_at_start,
+                })
+            })
+            .collect();
+        self.hook(|p| p.completion(call, kind, &infos, done))?;
+        Ok(())
+    }
+
     // ----------------------------------------------------------------- sends
 
     /// Blocking-send fast path: write a small message straight into the
     /// ring. Returns false (nothing done) if the caller must take the
     /// general path.
-    pub(crate) fn try_send_now(&mut self, dest: usize, tag: i32, ctx: u32, data: &[u8]) -> bool {
+    pub(crate) fn try_send_now(
+        &mut self,
+        dest: usize,
+        tag: i32,
+        ctx: u32,
+        data: &[u8],
+    ) -> Result<bool> {
         if data.len() > EAGER_LIMIT || dest == self.core.rank || self.failed.is_some() {
-            return false;
+            return Ok(false);
         }
         let Some(peer) = self.peers[dest].as_mut() else {
-            return false;
+            return Ok(false);
         };
-        if !peer.pending.is_empty() {
-            return false;
+        if !peer.pending.is_empty() || !peer.writer.has_room(kind::EAGER, data.len()) {
+            return Ok(false);
         }
         let seq = self.send_seq[dest] + 1;
         let hdr = eager_header(tag, ctx, seq, data.len());
+        if self.protocol.is_some() {
+            let call = self.next_call();
+            let msg = OutgoingMessage {
+                call,
+                dest,
+                context: ctx,
+                tag,
+                seq,
+                payload: data,
+                synchronous: false,
+            };
+            self.hook(|p| p.send(&msg))?;
+        }
+        let Some(peer) = self.peers[dest].as_mut() else {
+            return Ok(false);
+        };
+        // Room was checked above and only grows meanwhile.
         if !peer.writer.try_write(&hdr, data) {
-            return false;
+            return Err(Error::RequestState("ring space vanished"));
         }
         self.send_seq[dest] = seq;
         self.core.stats.messages_sent += 1;
         self.core.stats.bytes_sent += data.len() as u64;
         self.ring_doorbell(dest);
-        true
+        Ok(true)
     }
 
     /// Start a send of `len` bytes at `ptr`.
@@ -362,13 +480,42 @@ impl Engine {
         sync: bool,
     ) -> Result<ReqId> {
         self.check_alive()?;
-        let data = RawBytes {
+        let mut data = RawBytes {
             ptr: ptr as *mut u8,
             len,
         };
+        let seq = self.send_seq[dest] + 1;
+        let mut logged = false;
+        let mut call = 0;
+        if self.protocol.is_some() {
+            call = self.next_call();
+            // SAFETY: caller contract.
+            let payload = unsafe { data.as_slice() };
+            let msg = OutgoingMessage {
+                call,
+                dest,
+                context: ctx,
+                tag,
+                seq,
+                payload,
+                synchronous: sync,
+            };
+            if let Some(SendPlan::Logged { ptr, len: l }) = self.hook(|p| p.send(&msg))?
+                && l == len
+            {
+                data = RawBytes {
+                    ptr: ptr as *mut u8,
+                    len,
+                };
+                logged = true;
+            }
+        }
+        let ptr = data.ptr as *const u8;
         let id = self.core.alloc(SlotKind::Send, data);
-        self.send_seq[dest] += 1;
-        let seq = self.send_seq[dest];
+        if let Some(s) = self.core.slot_mut(id) {
+            s.call = call;
+        }
+        self.send_seq[dest] = seq;
         self.core.stats.messages_sent += 1;
         self.core.stats.bytes_sent += len as u64;
         let me = self.core.rank;
@@ -393,6 +540,18 @@ impl Engine {
             return Ok(id);
         }
         self.core.set_status(id, Status::new(dest, tag, len, seq));
+        // A logged standard send is complete: its bytes live in the log,
+        // and the transport sends from there (no completion token needed).
+        let token = if logged && !sync {
+            self.core.complete(id);
+            if let Some(s) = self.core.slot_mut(id) {
+                s.completed_at_start = true;
+            }
+            0
+        } else {
+            id.token()
+        };
+        let pending_id = (token != 0).then_some(id);
         let item = if len <= EAGER_LIMIT {
             let mut hdr = eager_header(tag, ctx, seq, len);
             if sync {
@@ -402,7 +561,7 @@ impl Engine {
             Outgoing::Frame {
                 hdr,
                 data,
-                complete: (!sync).then_some(id),
+                complete: pending_id.filter(|_| !sync),
             }
         } else if self.single_copy {
             let mut hdr = FrameHeader::new(kind::RTS);
@@ -411,7 +570,7 @@ impl Engine {
             hdr.seq = seq;
             hdr.msg_len = len as u64;
             hdr.aux0 = ptr as u64;
-            hdr.aux1 = id.token();
+            hdr.aux1 = token;
             Outgoing::Frame {
                 hdr,
                 data: RawBytes {
@@ -434,7 +593,7 @@ impl Engine {
                 hdr,
                 data,
                 offset: 0,
-                complete: (!sync).then_some(id),
+                complete: pending_id.filter(|_| !sync),
             }
         };
         let peer = self.peer_mut(dest)?;
@@ -569,18 +728,44 @@ impl Engine {
         len: usize,
     ) -> Result<ReqId> {
         self.check_alive()?;
+        let mut spec = spec;
+        let mut call = 0;
+        if self.protocol.is_some() {
+            call = self.next_call();
+            self.hook(|p| p.post_recv(call, &mut spec))?;
+        }
         let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
+        if let Some(s) = self.core.slot_mut(id) {
+            s.call = call;
+            s.any_source = spec.source.is_none();
+        }
         if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
             self.core.finish_unexpected(id, env, u)?;
             self.flush_control();
         } else {
             self.core.matching.post(spec, id);
         }
+        self.report_matches()?;
         Ok(id)
     }
 
-    /// Cancel a posted receive. True if it was cancelled (it had not matched).
-    pub(crate) fn cancel(&mut self, id: ReqId) -> bool {
+    /// The application's `cancel`: withdraw a receive that has not matched
+    /// (sends are never cancelled). Reported to the protocol.
+    pub(crate) fn cancel(&mut self, id: ReqId) -> Result<bool> {
+        let Some(slot) = self.core.slot(id) else {
+            return Ok(false);
+        };
+        let (request, is_recv) = (slot.call, slot.kind == SlotKind::Recv);
+        let cancelled = self.withdraw(id);
+        if is_recv && self.protocol.is_some() {
+            let call = self.next_call();
+            self.hook(|p| p.cancel(call, request, cancelled))?;
+        }
+        Ok(cancelled)
+    }
+
+    /// Withdraw a posted receive. True if it was withdrawn (it had not matched).
+    pub(crate) fn withdraw(&mut self, id: ReqId) -> bool {
         let Some(slot) = self.core.slot(id) else {
             return false;
         };
@@ -599,11 +784,16 @@ impl Engine {
 
     /// Look for a matching message without receiving it.
     pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
-        if let Some(st) = self.peek(spec) {
-            return Ok(Some(st));
+        let mut found = self.peek(spec);
+        if found.is_none() {
+            self.progress()?;
+            found = self.peek(spec);
         }
-        self.progress()?;
-        Ok(self.peek(spec))
+        if self.protocol.is_some() {
+            let call = self.next_call();
+            self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
+        }
+        Ok(found)
     }
 
     fn peek(&self, spec: &RecvSpec) -> Option<Status> {
@@ -620,7 +810,12 @@ impl Engine {
             found = e.peek(spec);
             found.is_some()
         })?;
-        found.ok_or(Error::RequestState("probe ended without a message"))
+        let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
+        if self.protocol.is_some() {
+            let call = self.next_call();
+            self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
+        }
+        Ok(found)
     }
 
     // ----------------------------------------------------------- completions
@@ -724,7 +919,10 @@ impl Engine {
             return Err(Error::EngineFailed(why.clone()));
         }
         match self.progress_channels() {
-            Ok(any) => Ok(any),
+            Ok(any) => {
+                self.report_matches()?;
+                Ok(any)
+            }
             Err(e) => {
                 self.fail(&e);
                 Err(e)
@@ -819,6 +1017,7 @@ impl Engine {
                     .iter()
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
         })?;
+        self.hook(|p| p.finalize())?;
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
         }
@@ -915,6 +1114,7 @@ impl Core {
             control_out: Vec::new(),
             pids: vec![0; size],
             stats: EngineStats::default(),
+            matches: Vec::new(),
         }
     }
 
@@ -931,6 +1131,9 @@ impl Core {
                     buf,
                     keepalive: None,
                     status: None,
+                    call: 0,
+                    any_source: false,
+                    completed_at_start: false,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -944,6 +1147,9 @@ impl Core {
         s.buf = buf;
         s.keepalive = None;
         s.status = None;
+        s.call = 0;
+        s.any_source = false;
+        s.completed_at_start = false;
         ReqId {
             idx,
             generation: s.generation,
@@ -1152,6 +1358,9 @@ impl Core {
                         },
                     );
                 }
+            }
+            kind::FIN if hdr.aux1 == 0 => {
+                // A logged send completed when it started: nothing waits.
             }
             kind::FIN | kind::SYNC_ACK => {
                 let id = ReqId::from_token(hdr.aux1);

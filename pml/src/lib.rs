@@ -48,6 +48,7 @@ mod engine;
 pub mod error;
 pub mod matching;
 pub mod op;
+pub mod protocol;
 pub mod request;
 pub mod shm;
 mod status;
@@ -84,13 +85,26 @@ pub struct World {
 /// `vpml run`, or become a one-rank job when started on its own.
 /// Call it once per process.
 pub fn init() -> Result<World> {
+    init_with(|_| Ok(None))
+}
+
+/// [`init`] with a fault-tolerance protocol: `make` gets the job's
+/// environment (`None` for a one-rank job started without `vpml run`) and
+/// returns the protocol to install, or `None` for no protocol.
+pub fn init_with(
+    make: impl FnOnce(Option<&bootstrap::JobEnv>) -> Result<Option<Box<dyn protocol::Protocol>>>,
+) -> Result<World> {
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(Error::RequestState("vpml::init called twice"));
     }
-    let engine = match bootstrap::JobEnv::from_env()? {
-        Some(env) => engine::Engine::join(&env)?,
+    let env = bootstrap::JobEnv::from_env()?;
+    let mut engine = match &env {
+        Some(env) => engine::Engine::join(env)?,
         None => engine::Engine::singleton(),
     };
+    if let Some(p) = make(env.as_ref())? {
+        engine.set_protocol(p);
+    }
     Ok(World {
         comm: Comm {
             engine: Rc::new(RefCell::new(engine)),

@@ -17,6 +17,7 @@ use crate::comm::{Comm, Group, Mode, Shared, localize};
 use crate::engine::{Engine, ReqId};
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
+use crate::protocol::CompletionKind;
 use crate::status::Status;
 
 /// A nonblocking send or receive in flight, owning its buffer.
@@ -59,7 +60,7 @@ impl<B: Buffer> Request<B> {
     /// Try to cancel a receive that has not matched yet. Returns true if it
     /// was cancelled; its completion then has [`Status::is_cancelled`] set.
     /// Sends are never cancelled.
-    pub fn cancel(&self) -> bool {
+    pub fn cancel(&self) -> Result<bool> {
         self.engine.borrow_mut().cancel(self.id)
     }
 
@@ -194,9 +195,11 @@ impl<B: Buffer> Persistent<B> {
     }
 
     /// Cancel the current use if it is a receive that has not matched.
-    pub fn cancel(&self) -> bool {
-        self.active
-            .is_some_and(|id| self.comm.engine.borrow_mut().cancel(id))
+    pub fn cancel(&self) -> Result<bool> {
+        match self.active {
+            Some(id) => self.comm.engine.borrow_mut().cancel(id),
+            None => Ok(false),
+        }
     }
 
     fn finish(&mut self) -> Result<Status> {
@@ -308,7 +311,11 @@ fn finish_indices<S: RequestSlot>(
 
 /// Complete one request. Returns `None` if the slot is inactive.
 pub fn wait<S: RequestSlot>(slot: &mut S) -> Result<Option<S::Output>> {
-    Ok(wait_any(std::slice::from_mut(slot))?.map(|(_, out)| out))
+    let Some(h) = slot.pending() else {
+        return Ok(None);
+    };
+    h.engine.borrow_mut().wait(h.id)?;
+    Ok(Some(slot.finish_slot()?))
 }
 
 /// Complete every active request; outputs of the active slots, in slot order.
@@ -334,10 +341,15 @@ pub fn wait_any<S: RequestSlot>(slots: &mut [S]) -> Result<Option<(usize, S::Out
     };
     let ids = ids(slots);
     let mut first = None;
-    eng.borrow_mut().wait_until(|e| {
-        first = done_indices(e, &ids).first().copied();
-        first.is_some()
-    })?;
+    {
+        let mut e = eng.borrow_mut();
+        e.wait_until(|e| {
+            first = done_indices(e, &ids).first().copied();
+            first.is_some()
+        })?;
+        let done: Vec<usize> = first.into_iter().collect();
+        e.report_completion(CompletionKind::WaitAny, &ids, &done)?;
+    }
     match first {
         Some(i) => Ok(Some((i, slots[i].finish_slot()?))),
         None => Ok(None),
@@ -352,16 +364,25 @@ pub fn wait_some<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<(usize, S::Outpu
     };
     let ids = ids(slots);
     let mut done = Vec::new();
-    eng.borrow_mut().wait_until(|e| {
-        done = done_indices(e, &ids);
-        !done.is_empty()
-    })?;
+    {
+        let mut e = eng.borrow_mut();
+        e.wait_until(|e| {
+            done = done_indices(e, &ids);
+            !done.is_empty()
+        })?;
+        e.report_completion(CompletionKind::WaitSome, &ids, &done)?;
+    }
     finish_indices(slots, done)
 }
 
 /// Progress once, then complete the request if it is done.
 pub fn test<S: RequestSlot>(slot: &mut S) -> Result<Option<S::Output>> {
-    Ok(test_any(std::slice::from_mut(slot))?.map(|(_, out)| out))
+    Ok(
+        test_some_inner(std::slice::from_mut(slot), CompletionKind::Test)?
+            .into_iter()
+            .next()
+            .map(|(_, out)| out),
+    )
 }
 
 /// Progress once; if every active request is done, complete them all.
@@ -373,7 +394,14 @@ pub fn test_all<S: RequestSlot>(slots: &mut [S]) -> Result<Option<Vec<S::Output>
     let all = {
         let mut e = eng.borrow_mut();
         e.progress()?;
-        ids.iter().flatten().all(|&id| e.is_done(id))
+        let all = ids.iter().flatten().all(|&id| e.is_done(id));
+        let done: Vec<usize> = if all {
+            (0..ids.len()).filter(|&i| ids[i].is_some()).collect()
+        } else {
+            Vec::new()
+        };
+        e.report_completion(CompletionKind::TestAll, &ids, &done)?;
+        all
     };
     if !all {
         return Ok(None);
@@ -389,29 +417,33 @@ pub fn test_all<S: RequestSlot>(slots: &mut [S]) -> Result<Option<Vec<S::Output>
 
 /// Progress once; complete the lowest-index active request that is done.
 pub fn test_any<S: RequestSlot>(slots: &mut [S]) -> Result<Option<(usize, S::Output)>> {
-    Ok(test_some_inner(slots, true)?.into_iter().next())
+    Ok(test_some_inner(slots, CompletionKind::TestAny)?
+        .into_iter()
+        .next())
 }
 
 /// Progress once; complete every active request that is done.
 pub fn test_some<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<(usize, S::Output)>> {
-    test_some_inner(slots, false)
+    test_some_inner(slots, CompletionKind::TestSome)
 }
 
 fn test_some_inner<S: RequestSlot>(
     slots: &mut [S],
-    only_first: bool,
+    kind: CompletionKind,
 ) -> Result<Vec<(usize, S::Output)>> {
     let Some(eng) = engine_of(slots) else {
         return Ok(Vec::new());
     };
     let ids = ids(slots);
-    let mut done = {
+    let done = {
         let mut e = eng.borrow_mut();
         e.progress()?;
-        done_indices(&e, &ids)
+        let mut done = done_indices(&e, &ids);
+        if kind != CompletionKind::TestSome {
+            done.truncate(1);
+        }
+        e.report_completion(kind, &ids, &done)?;
+        done
     };
-    if only_first {
-        done.truncate(1);
-    }
     finish_indices(slots, done)
 }

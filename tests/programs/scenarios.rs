@@ -531,7 +531,7 @@ fn cancel(w: &Comm) -> R {
         return Ok(());
     }
     let never = w.irecv(1, 1, vec![0u32; 1])?;
-    check(never.cancel(), || "cancel of a pending receive".into())?;
+    check(never.cancel()?, || "cancel of a pending receive".into())?;
     let c = never.wait()?;
     check(c.status.is_cancelled(), || {
         "status must say cancelled".into()
@@ -540,7 +540,7 @@ fn cancel(w: &Comm) -> R {
     // the tag-2 one, so once it is in, the receive below has matched.
     let got = w.irecv(1, 2, vec![0u32; 1])?;
     w.recv(1, 5, &mut [0u8])?;
-    check(!got.cancel(), || {
+    check(!got.cancel()?, || {
         "cancel of a matched receive succeeded".into()
     })?;
     let c = got.wait()?;
@@ -550,7 +550,7 @@ fn cancel(w: &Comm) -> R {
     // A cancelled persistent receive can be started again.
     let mut p = w.recv_init(1, 4, vec![0u32; 1])?;
     p.start()?;
-    check(p.cancel(), || "cancel of a persistent receive".into())?;
+    check(p.cancel()?, || "cancel of a persistent receive".into())?;
     check(p.wait()?.is_cancelled(), || {
         "persistent cancelled status".into()
     })?;

@@ -187,6 +187,12 @@ impl RingWriter {
         self.tail += frame;
     }
 
+    /// Is there room for a frame of kind `k` with `payload` bytes right now?
+    pub(crate) fn has_room(&mut self, k: u8, payload: usize) -> bool {
+        let needed = self.needed(k, payload);
+        self.has_space(needed)
+    }
+
     /// Append one frame. Returns false, writing nothing, if the ring is full.
     /// `payload.len()` must not exceed a quarter of the ring minus one header.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {

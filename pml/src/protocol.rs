@@ -1,0 +1,138 @@
+//! The hooks a fault-tolerance protocol needs, and nothing more.
+//!
+//! The engine knows nothing of message logging. When a protocol is
+//! installed ([`crate::init_with`]), the engine calls it at every kind of
+//! entry point, in program order, with the *call id* of the call: a counter
+//! every process keeps, taking the next value for each call that creates a
+//! request (every send and receive, blocking or not, persistent starts,
+//! collectives' internal messages) or asks for a non-deterministic answer
+//! (probes, cancels and the test/wait-any/wait-some family). A
+//! piecewise-deterministic program re-executed from the same point assigns
+//! the same ids in the same order, which is what lets a recovering process
+//! be matched with its logged events.
+//!
+//! Every method is required, so adding an entry point to the engine without
+//! deciding what each protocol does with it is a compile error. With no
+//! protocol installed (`none`) none of this runs.
+
+use crate::error::Result;
+use crate::matching::RecvSpec;
+use crate::status::Status;
+
+/// Identifier of an API call (see the module docs).
+pub type CallId = u64;
+
+/// A message about to leave the process.
+#[derive(Debug)]
+pub struct OutgoingMessage<'a> {
+    /// Id of the send call.
+    pub call: CallId,
+    /// Destination world rank.
+    pub dest: usize,
+    /// Communicator context.
+    pub context: u32,
+    /// Tag.
+    pub tag: i32,
+    /// Channel sequence number of the message.
+    pub seq: u64,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// Synchronous send (completes only once matched).
+    pub synchronous: bool,
+}
+
+/// What the engine does with a message after the protocol saw it.
+#[derive(Debug, Clone, Copy)]
+pub enum SendPlan {
+    /// Send the caller's buffer as usual.
+    Transmit,
+    /// The protocol keeps a copy of the payload at `ptr..ptr+len` that stays
+    /// valid and unchanged until the protocol frees it (after the receiver
+    /// no longer needs it). The engine transmits from that copy and, for a
+    /// standard send, completes the send at once: the caller's buffer is
+    /// free.
+    Logged {
+        /// Start of the protocol's copy.
+        ptr: *const u8,
+        /// Its length (equal to the payload's).
+        len: usize,
+    },
+}
+
+/// Which completion call reports completed requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// `test` of one request.
+    Test,
+    /// `test_any`.
+    TestAny,
+    /// `test_some`.
+    TestSome,
+    /// `test_all`.
+    TestAll,
+    /// `wait_any` (also `wait` on one slot).
+    WaitAny,
+    /// `wait_some`.
+    WaitSome,
+}
+
+/// A request passed to a completion call.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfo {
+    /// Call id that created the request.
+    pub call: CallId,
+    /// True for a send.
+    pub is_send: bool,
+    /// True for a send that completed when it started (its completion is
+    /// not an outcome anybody can observe differently).
+    pub completed_at_start: bool,
+}
+
+/// A fault-tolerance protocol wrapped around the engine.
+pub trait Protocol {
+    /// Short name (`pessimist`, …), shown in the job's info line.
+    fn name(&self) -> &'static str;
+
+    /// A message is about to leave the process (any send, including those
+    /// of collectives). Called before anything is transmitted; may block
+    /// (e.g. until earlier events are durable).
+    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan>;
+
+    /// A receive was posted. `spec.source == None` means ANY_SOURCE.
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()>;
+
+    /// A receive posted with ANY_SOURCE (call `recv`) matched a message
+    /// from world rank `source`.
+    fn matched(&mut self, recv: CallId, source: usize) -> Result<()>;
+
+    /// A completion call (`call`) of `kind` over `requests` (inactive slots
+    /// are `None`) reports the requests at the indices `done` as complete
+    /// (possibly none).
+    fn completion(
+        &mut self,
+        call: CallId,
+        kind: CompletionKind,
+        requests: &[Option<RequestInfo>],
+        done: &[usize],
+    ) -> Result<()>;
+
+    /// A probe answered: `found` is the probed message, if any. `blocking`
+    /// for `probe`, false for `iprobe`; `any_source` if the probe named no
+    /// source.
+    fn probe(
+        &mut self,
+        call: CallId,
+        any_source: bool,
+        blocking: bool,
+        found: Option<&Status>,
+    ) -> Result<()>;
+
+    /// `cancel` of a receive request (`request` is the call that created it).
+    fn cancel(&mut self, call: CallId, request: CallId, cancelled: bool) -> Result<()>;
+
+    /// The rank finishes: make everything durable.
+    fn finalize(&mut self) -> Result<()>;
+
+    /// Counters for `--stats`, as (name, value).
+    fn stats(&self) -> Vec<(String, u64)>;
+}
