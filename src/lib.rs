@@ -14,3 +14,9 @@
 //! ([`vpml_pml`]) for the design of the layers.
 
 pub use vpml_pml::*;
+
+/// Start this process's part of the job with the fault-tolerance protocol
+/// the launcher chose (`vpml run --protocol …`, or `VPML_PROTOCOL`).
+pub fn init() -> Result<World> {
+    vpml_pml::init_with(vpml_vprotocol::from_env)
+}

@@ -24,9 +24,24 @@ struct Shared {
     events: Sender<Event>,
 }
 
+/// Read access to the values ranks published.
+#[derive(Clone)]
+pub(crate) struct KvHandle(Arc<Shared>);
+
+impl KvHandle {
+    /// The value under `key`, if a rank put one.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        lock(&self.0).values.get(key).cloned()
+    }
+}
+
 /// Bind the service on loopback and serve it from background threads.
 /// Returns the address ranks connect to.
-pub(crate) fn start(size: usize, token: String, events: Sender<Event>) -> std::io::Result<String> {
+pub(crate) fn start(
+    size: usize,
+    token: String,
+    events: Sender<Event>,
+) -> std::io::Result<(String, KvHandle)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?.to_string();
     let shared = Arc::new(Shared {
@@ -40,6 +55,7 @@ pub(crate) fn start(size: usize, token: String, events: Sender<Event>) -> std::i
         fence_done: Condvar::new(),
         events,
     });
+    let handle = KvHandle(shared.clone());
     std::thread::Builder::new()
         .name("vpml-kv".into())
         .spawn(move || {
@@ -59,7 +75,7 @@ pub(crate) fn start(size: usize, token: String, events: Sender<Event>) -> std::i
                     });
             }
         })?;
-    Ok(addr)
+    Ok((addr, handle))
 }
 
 fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, String> {

@@ -15,6 +15,7 @@
 //!    ranks) or at `--timeout`, and exits with the first failure's status.
 
 mod kv;
+mod protocol;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -48,6 +49,36 @@ pub struct RunArgs {
     /// there are no more ranks than cores).
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub bind_to: BindPolicy,
+    /// Fault-tolerance protocol: `none` or `pessimist` (default: the
+    /// `VPML_PROTOCOL` environment variable, else none).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "VPML_PROTOCOL",
+        default_value = "none"
+    )]
+    pub protocol: String,
+    /// Number of event loggers to start (pessimist).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub event_loggers: usize,
+    /// Use these running event loggers instead of starting some
+    /// (comma-separated addresses).
+    #[arg(long, value_name = "ADDRS")]
+    pub event_logger_addrs: Option<String>,
+    /// Loggers that must hold an event before it counts as durable.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub replicas: usize,
+    /// Keep sender logs (and started loggers' data) here instead of a
+    /// temporary directory removed after the job.
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Job token from a file in the event logger's format (`* TOKEN`), for
+    /// loggers started separately.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Print each rank's counters (engine and protocol) at the end.
+    #[arg(long)]
+    pub stats: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -114,10 +145,14 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     raise_fd_limit();
 
     let job_id = hex(&random_bytes::<8>()?);
-    let token = hex(&random_bytes::<16>()?);
+    let token = protocol::job_token(args, hex(&random_bytes::<16>()?))?;
     let (tx, rx) = unbounded();
-    let kv_addr = kv::start(args.ranks, token.clone(), tx.clone())
+    let (kv_addr, kv) = kv::start(args.ranks, token.clone(), tx.clone())
         .map_err(|e| format!("cannot start the key/value service on loopback: {e}"))?;
+    let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token)?;
+    if args.protocol != "none" || args.stats {
+        eprintln!("vpml run: {}", protocol.info);
+    }
     let mailboxes: Vec<OwnedFd> = (0..args.ranks)
         .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))
         .collect::<Result<_, _>>()
@@ -147,8 +182,10 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
             .env(env::KV_ADDR, &kv_addr)
             .env(env::TOKEN, &token)
             .env(env::MAILBOX_FDS, &fds)
+            .env(env::STATS, if args.stats { "1" } else { "" })
             .env(env::LOCAL_SIZE, args.ranks.to_string())
             .env(env::HOST_CORES, cores.to_string())
+            .envs(protocol.envs.iter().map(|(k, v)| (k, v)))
             .stdin(if rank == 0 {
                 Stdio::inherit()
             } else {
@@ -189,6 +226,10 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         let _ = f.join();
     }
     signals.close();
+    protocol.stop();
+    if args.stats {
+        print_stats(&kv, args.ranks);
+    }
     Ok(code)
 }
 
@@ -321,6 +362,17 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
     failure.unwrap_or(0)
 }
 
+/// Print the counters each rank published at finalize (`stats.<rank>`,
+/// `name=value` pairs separated by spaces).
+fn print_stats(kv: &kv::KvHandle, ranks: usize) {
+    for r in 0..ranks {
+        match kv.get(&format!("stats.{r}")) {
+            Some(line) => eprintln!("vpml stats: rank {r}: {}", line.replace(',', " ")),
+            None => eprintln!("vpml stats: rank {r}: no counters (it did not finalize)"),
+        }
+    }
+}
+
 fn stop_all(pids: &[i32], sig: i32) {
     for &pid in pids {
         // SAFETY: plain syscall; the pid belongs to a child we have not reaped.
@@ -331,7 +383,7 @@ fn stop_all(pids: &[i32], sig: i32) {
 }
 
 /// Runs in the child between fork and exec.
-fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Result<()> {
+pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Result<()> {
     // SAFETY: prctl/getppid/sched_setaffinity are async-signal-safe and get
     // valid arguments.
     unsafe {

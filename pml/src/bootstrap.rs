@@ -39,6 +39,8 @@ pub mod env {
     pub const LOCAL_SIZE: &str = "VPML_LOCAL_SIZE";
     /// Number of cores of this host available to the job.
     pub const HOST_CORES: &str = "VPML_HOST_CORES";
+    /// Non-empty: publish this rank's counters at finalize (`--stats`).
+    pub const STATS: &str = "VPML_STATS";
 }
 
 /// Version of the key/value protocol.

@@ -1018,6 +1018,29 @@ impl Engine {
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
         })?;
         self.hook(|p| p.finalize())?;
+        let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
+        if stats && let Some(kv) = self.kv.as_mut() {
+            let s = self.core.stats;
+            let mut pairs = vec![
+                format!(
+                    "protocol={}",
+                    self.protocol.as_ref().map_or("none", |p| p.name())
+                ),
+                format!("messages_sent={}", s.messages_sent),
+                format!("bytes_sent={}", s.bytes_sent),
+                format!("messages_received={}", s.messages_received),
+                format!("sleeps={}", s.sleeps),
+            ];
+            for (k, v) in self
+                .protocol
+                .as_ref()
+                .map(|p| p.stats())
+                .unwrap_or_default()
+            {
+                pairs.push(format!("{k}={v}"));
+            }
+            kv.put(&format!("stats.{}", self.core.rank), &pairs.join(","))?;
+        }
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
         }
@@ -1202,9 +1225,20 @@ impl Core {
         // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
         unsafe { slot.buf.as_mut_slice()[..n].copy_from_slice(&data[..n]) };
         let buf_len = slot.buf.len;
+        self.note_match(id, env.source);
         let st = self.recv_status(env, buf_len);
         self.set_status(id, st);
         self.complete(id);
+    }
+
+    /// Remember that an ANY_SOURCE receive matched (for the protocol).
+    fn note_match(&mut self, id: ReqId, source: usize) {
+        if let Some(slot) = self.slot(id)
+            && slot.any_source
+        {
+            let call = slot.call;
+            self.matches.push((call, source));
+        }
     }
 
     fn recv_status(&mut self, env: &Envelope, buf_len: usize) -> Status {
@@ -1300,6 +1334,7 @@ impl Core {
             len: n,
             source,
         })?;
+        self.note_match(id, env.source);
         let st = self.recv_status(env, buf_len);
         self.set_status(id, st);
         self.complete(id);

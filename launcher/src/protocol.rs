@@ -1,0 +1,198 @@
+//! Setting up the fault-tolerance protocol of a job: for `pessimist`, the
+//! sender-log directory and the event loggers (started here as `vpml
+//! event-logger` processes, or given with `--event-logger-addrs`).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::RunArgs;
+
+/// Environment variables of the protocol layer (see `vpml-vprotocol`).
+const PROTOCOL: &str = "VPML_PROTOCOL";
+const EVENT_LOGGERS: &str = "VPML_EVENT_LOGGERS";
+const REPLICAS: &str = "VPML_REPLICAS";
+const LOG_DIR: &str = "VPML_LOG_DIR";
+
+/// A job's protocol: what the ranks are told and what must be stopped and
+/// removed afterwards.
+pub(crate) struct ProtocolSetup {
+    /// Environment for every rank.
+    pub envs: Vec<(String, String)>,
+    /// The one info line printed per job.
+    pub info: String,
+    loggers: Vec<Child>,
+    remove_dir: Option<PathBuf>,
+}
+
+/// The job token to use: from `--token-file` (the event logger's format,
+/// `JOB TOKEN` or `* TOKEN` lines; the first line's token) or fresh.
+pub(crate) fn job_token(args: &RunArgs, fresh: String) -> Result<String, String> {
+    let Some(path) = &args.token_file else {
+        return Ok(fresh);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --token-file {}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let (_, tok) = (w.next()?, w.next()?);
+            Some(tok.to_string())
+        })
+        .ok_or_else(|| format!("--token-file {}: no `JOB TOKEN` line", path.display()))
+}
+
+impl ProtocolSetup {
+    /// Prepare the protocol named by `--protocol`.
+    pub(crate) fn start(
+        args: &RunArgs,
+        job_id: &str,
+        token: &str,
+    ) -> Result<ProtocolSetup, String> {
+        match args.protocol.as_str() {
+            "none" => Ok(ProtocolSetup {
+                envs: vec![(PROTOCOL.into(), "none".into())],
+                info: "protocol none".into(),
+                loggers: Vec::new(),
+                remove_dir: None,
+            }),
+            "pessimist" => Self::pessimist(args, job_id, token),
+            other => Err(format!(
+                "unknown protocol {other:?} (known: none, pessimist)"
+            )),
+        }
+    }
+
+    fn pessimist(args: &RunArgs, job_id: &str, token: &str) -> Result<ProtocolSetup, String> {
+        if args.replicas == 0 {
+            return Err("--replicas must be at least 1".into());
+        }
+        let (root, remove_dir) = match &args.log_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let d = std::env::temp_dir().join(format!("vpml-{job_id}"));
+                (d.clone(), Some(d))
+            }
+        };
+        std::fs::create_dir_all(&root)
+            .map_err(|e| format!("cannot create the log directory {}: {e}", root.display()))?;
+        let mut setup = ProtocolSetup {
+            envs: Vec::new(),
+            info: String::new(),
+            loggers: Vec::new(),
+            remove_dir,
+        };
+        let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
+            list.split(',')
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty())
+                .collect()
+        } else {
+            if args.event_loggers == 0 {
+                return Err("--event-loggers must be at least 1".into());
+            }
+            let tokens = root.join("logger-tokens");
+            std::fs::write(&tokens, format!("{job_id} {token}\n"))
+                .map_err(|e| format!("cannot write {}: {e}", tokens.display()))?;
+            let mut addrs = Vec::new();
+            for i in 0..args.event_loggers {
+                match start_logger(&root.join(format!("logger-{i}")), &tokens) {
+                    Ok((child, addr)) => {
+                        setup.loggers.push(child);
+                        addrs.push(addr);
+                    }
+                    Err(e) => {
+                        setup.stop();
+                        return Err(format!("cannot start event logger {i}: {e}"));
+                    }
+                }
+            }
+            addrs
+        };
+        if args.replicas > addrs.len() {
+            setup.stop();
+            return Err(format!(
+                "--replicas {} needs at least as many event loggers (have {})",
+                args.replicas,
+                addrs.len()
+            ));
+        }
+        setup.info = format!(
+            "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs in {}",
+            addrs.len(),
+            addrs.join(","),
+            args.replicas,
+            root.display()
+        );
+        setup.envs = vec![
+            (PROTOCOL.into(), "pessimist".into()),
+            (EVENT_LOGGERS.into(), addrs.join(",")),
+            (REPLICAS.into(), args.replicas.to_string()),
+            (LOG_DIR.into(), root.display().to_string()),
+        ];
+        Ok(setup)
+    }
+
+    /// Stop the loggers this launcher started and remove the temporary
+    /// log directory.
+    pub(crate) fn stop(&mut self) {
+        for l in &mut self.loggers {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(l.id() as i32, libc::SIGTERM) };
+        }
+        for mut l in self.loggers.drain(..) {
+            let _ = l.wait();
+        }
+        if let Some(d) = self.remove_dir.take()
+            && let Err(e) = std::fs::remove_dir_all(&d)
+        {
+            eprintln!("vpml run: cannot remove {}: {e}", d.display());
+        }
+    }
+}
+
+/// Start `vpml event-logger` on loopback and read the address it printed.
+fn start_logger(data_dir: &Path, tokens: &Path) -> Result<(Child, String), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
+    let parent = std::process::id();
+    let mut cmd = Command::new(exe);
+    cmd.arg("event-logger")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--token-file")
+        .arg(tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || crate::child_setup(parent, None));
+    }
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    let read = child
+        .stdout
+        .take()
+        .ok_or_else(|| "no stdout".to_string())
+        .and_then(|out| {
+            BufReader::new(out)
+                .read_line(&mut line)
+                .map_err(|e| e.to_string())
+        });
+    match read {
+        Ok(n) if n > 0 && !line.trim().is_empty() => Ok((child, line.trim().to_string())),
+        _ => {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            Err(format!("it exited ({status}) before printing its address"))
+        }
+    }
+}
+
+impl Drop for ProtocolSetup {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
