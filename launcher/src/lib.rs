@@ -151,7 +151,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         .map_err(|e| format!("cannot start the key/value service on loopback: {e}"))?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token)?;
     if args.protocol != "none" || args.stats {
-        eprintln!("vpml run: {}", protocol.info);
+        eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
     let mailboxes: Vec<OwnedFd> = (0..args.ranks)
         .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))

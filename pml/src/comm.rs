@@ -183,6 +183,14 @@ impl Comm {
         self.engine.borrow().protocol_name()
     }
 
+    /// The id of the last call that took one (see [`crate::protocol`]):
+    /// with a protocol active, every send and receive, probe, cancel and
+    /// test/wait-any/wait-some call takes the next id, and logs name calls
+    /// by it. 0 without a protocol.
+    pub fn last_call_id(&self) -> u64 {
+        self.engine.borrow().last_call()
+    }
+
     /// Counters of the fault-tolerance protocol, as (name, value).
     pub fn protocol_stats(&self) -> Vec<(String, u64)> {
         self.engine.borrow().protocol_stats()

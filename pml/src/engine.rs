@@ -183,6 +183,8 @@ struct Core {
     stats: EngineStats,
     /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
     matches: Vec<(CallId, usize)>,
+    /// FIN frames received for large logged messages (see `unread_logged`).
+    fins_for_logged: usize,
 }
 
 /// The engine of one rank.
@@ -208,6 +210,10 @@ pub(crate) struct Engine {
     protocol: Option<Box<dyn Protocol>>,
     /// Last call id handed out.
     last_call: CallId,
+    /// Large messages announced from a protocol's log (send already
+    /// complete) whose receiver has not read them yet: this process must
+    /// stay alive until they are read.
+    unread_logged: usize,
 }
 
 impl Engine {
@@ -232,6 +238,7 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
+            unread_logged: 0,
         }
     }
 
@@ -309,6 +316,7 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
+            unread_logged: 0,
         })
     }
 
@@ -353,6 +361,16 @@ impl Engine {
             .as_ref()
             .map(|p| p.stats())
             .unwrap_or_default()
+    }
+
+    /// The last call id handed out (0 before any call, or without a protocol).
+    pub(crate) fn last_call(&self) -> CallId {
+        self.last_call
+    }
+
+    /// The call id that created request `id`.
+    pub(crate) fn call_of(&self, id: ReqId) -> Option<CallId> {
+        self.core.slot(id).map(|s| s.call)
     }
 
     fn next_call(&mut self) -> CallId {
@@ -571,6 +589,9 @@ impl Engine {
             hdr.msg_len = len as u64;
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
+            if token == 0 {
+                self.unread_logged += 1;
+            }
             Outgoing::Frame {
                 hdr,
                 data: RawBytes {
@@ -1138,6 +1159,7 @@ impl Core {
             pids: vec![0; size],
             stats: EngineStats::default(),
             matches: Vec::new(),
+            fins_for_logged: 0,
         }
     }
 
@@ -1395,7 +1417,9 @@ impl Core {
                 }
             }
             kind::FIN if hdr.aux1 == 0 => {
-                // A logged send completed when it started: nothing waits.
+                // A logged send completed when it started; only finalize
+                // waits for the receiver to have read it.
+                self.fins_for_logged += 1;
             }
             kind::FIN | kind::SYNC_ACK => {
                 let id = ReqId::from_token(hdr.aux1);

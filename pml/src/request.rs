@@ -57,6 +57,12 @@ impl<B: Buffer> Request<B> {
         self.finish()
     }
 
+    /// The call id that created this request, as logs and traces name it
+    /// (0 without a protocol).
+    pub fn call_id(&self) -> u64 {
+        self.engine.borrow().call_of(self.id).unwrap_or(0)
+    }
+
     /// Try to cancel a receive that has not matched yet. Returns true if it
     /// was cancelled; its completion then has [`Status::is_cancelled`] set.
     /// Sends are never cancelled.
