@@ -221,12 +221,14 @@ fn main() {
     }
 }
 
-/// (part, ranks, metric, x) -> config -> median.
-type Table = BTreeMap<(String, usize, String, u64), BTreeMap<String, f64>>;
+/// A row of the results: (part, ranks, metric, x).
+type RowKey = (String, usize, String, u64);
+
+/// Row -> config -> median.
+type Table = BTreeMap<RowKey, BTreeMap<String, f64>>;
 
 fn medians(samples: &[Sample]) -> Table {
-    let mut grouped: BTreeMap<(String, usize, String, u64), BTreeMap<String, Vec<f64>>> =
-        BTreeMap::new();
+    let mut grouped: BTreeMap<RowKey, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
     for s in samples {
         grouped
             .entry((s.part.to_string(), s.ranks, s.metric.clone(), s.x))

@@ -105,11 +105,11 @@ fn dims(n: usize) -> [usize; 3] {
     let mut best = [n, 1, 1];
     let mut best_score = usize::MAX;
     for a in 1..=n {
-        if n % a != 0 {
+        if !n.is_multiple_of(a) {
             continue;
         }
         for b in 1..=n / a {
-            if (n / a) % b != 0 {
+            if !(n / a).is_multiple_of(b) {
                 continue;
             }
             let c = n / a / b;

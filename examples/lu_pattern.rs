@@ -38,7 +38,7 @@ fn main() -> Result<(), vpml::Error> {
     let recv_from = |from: usize, tag: i32, buf: &mut [f64], receives: &mut u64, wild: &mut u64| {
         *receives += 1;
         // Every 100th receive waits for ANY_SOURCE (the tag still names the plane).
-        let src: Source = if *receives % 100 == 0 {
+        let src: Source = if (*receives).is_multiple_of(100) {
             *wild += 1;
             ANY_SOURCE
         } else {

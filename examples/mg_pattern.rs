@@ -27,7 +27,7 @@ fn grid(n: usize) -> [usize; 3] {
     let mut d = 0;
     let mut f = 2;
     while rest > 1 {
-        if rest % f == 0 {
+        if rest.is_multiple_of(f) {
             g[d % 3] *= f;
             rest /= f;
             d += 1;

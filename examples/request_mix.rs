@@ -44,7 +44,7 @@ fn plan(seed: u64, round: u64, n: usize) -> Vec<Msg> {
             let r = splitmix(seed ^ splitmix(round * 1_000_003 + (src * n + dst) as u64));
             for k in 0..(r % 3) as usize {
                 let m = splitmix(r + k as u64);
-                let len = if m % 8 == 0 {
+                let len = if m.is_multiple_of(8) {
                     20_000 + (m >> 8) as usize % (MAX_LEN - 20_000)
                 } else {
                     (m >> 8) as usize % 200
@@ -55,7 +55,7 @@ fn plan(seed: u64, round: u64, n: usize) -> Vec<Msg> {
                     k,
                     tag: (m >> 40) as i32 % 4,
                     len: len.max(24),
-                    sync: m % 5 == 0,
+                    sync: m.is_multiple_of(5),
                 });
             }
         }
