@@ -419,8 +419,14 @@ impl Client {
             push_event(&mut st, sh.cfg.max_batch_bytes, id, e);
         }
         let last = st.last_id;
+        // Send now only to replicas with nothing in flight; the others get
+        // these events, batched with later ones, when their ack arrives
+        // (or at once when someone waits for them).
+        let idle: Vec<usize> = (0..st.reps.len())
+            .filter(|&r| st.reps[r].acked >= st.reps[r].sent)
+            .collect();
         drop(st);
-        for r in 0..sh.addrs.len() {
+        for r in idle {
             pump(sh, r);
         }
         Ok(last)
@@ -454,6 +460,11 @@ impl Client {
         let sh = &*self.shared;
         if sh.durable.load(Ordering::Acquire) >= id {
             return Ok(());
+        }
+        // Send whatever is still queued instead of waiting for an ack to
+        // carry it out.
+        for r in 0..sh.addrs.len() {
+            pump(sh, r);
         }
         // The acknowledgement usually arrives within a loopback round trip:
         // a short spin avoids sleeping and being woken for it.
@@ -1062,8 +1073,10 @@ fn read_loop(sh: &Shared, rep: usize, mut stream: TcpStream) -> String {
             match decode_frame(&buf[start..end], MAX_FRAME) {
                 Ok(Decoded::Frame(msg, used)) => {
                     start += used;
-                    if let Some(why) = on_message(sh, rep, msg) {
-                        return why;
+                    match on_message(sh, rep, msg) {
+                        Ok(false) => {}
+                        Ok(true) => pump(sh, rep),
+                        Err(why) => return why,
                     }
                 }
                 Ok(Decoded::NeedMore(need)) => {
@@ -1092,8 +1105,9 @@ fn read_loop(sh: &Shared, rep: usize, mut stream: TcpStream) -> String {
     }
 }
 
-/// Handles one reply; `Some(why)` ends the connection.
-fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
+/// Handles one reply: `Ok(true)` asks for queued events to be sent,
+/// `Err(why)` ends the connection.
+fn on_message(sh: &Shared, rep: usize, msg: Message) -> Result<bool, String> {
     let addr = sh.addrs[rep];
     let mut st = lock(&sh.st);
     match msg {
@@ -1107,7 +1121,7 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
                     ),
                 };
                 fatal(sh, &mut st, e);
-                return Some("protocol violation".into());
+                return Err("protocol violation".into());
             }
             let r = &mut st.reps[rep];
             if highest > r.acked {
@@ -1117,6 +1131,11 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
                 if sh.durable.load(Ordering::Relaxed) > before {
                     sh.cv.notify_all();
                 }
+            }
+            // Events queued while the acknowledged ones were in flight.
+            let r = &st.reps[rep];
+            if r.acked >= r.sent && r.sent < st.last_id && !r.writing {
+                return Ok(true);
             }
         }
         Message::Events { req, last, batch } => {
@@ -1154,7 +1173,7 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
         }
         Message::Error { code, message, .. } => {
             if code == ErrorCode::Unavailable {
-                return Some(format!("{code}: {message}"));
+                return Err(format!("{code}: {message}"));
             }
             let why = format!("{code}: {message}");
             fatal(
@@ -1166,12 +1185,12 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
                     message,
                 },
             );
-            return Some(why);
+            return Err(why);
         }
         Message::Goodbye => {
             st.reps[rep].goodbye = true;
             sh.cv.notify_all();
-            return Some("session ended".into());
+            return Err("session ended".into());
         }
         other => {
             let e = ClientError::Protocol {
@@ -1179,10 +1198,10 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Option<String> {
                 why: format!("unexpected message {other:?}"),
             };
             fatal(sh, &mut st, e);
-            return Some("protocol violation".into());
+            return Err("protocol violation".into());
         }
     }
-    None
+    Ok(false)
 }
 
 fn complete(sh: &Shared, st: &mut State, req: u64, outcome: Result<Reply, ClientError>) {

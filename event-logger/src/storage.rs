@@ -116,7 +116,8 @@ fn parse_segment_name(name: &str) -> Option<EventId> {
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    // Ids start at 1: a segment named 0 is not one of ours.
+    digits.parse().ok().filter(|&first| first >= 1)
 }
 
 /// Outcome of a put.
@@ -305,7 +306,8 @@ fn scan_segment(path: &Path, expect_first: EventId) -> Result<Scan, StorageError
             ));
         }
         ids = Some((ids.map_or(hdr.first, |(f, _)| f), hdr.last));
-        next = hdr.last + 1;
+        // A header passed the checks, so last < u64::MAX unless forged.
+        next = hdr.last.saturating_add(1);
         offset = end;
     }
     Ok(Scan {
@@ -359,7 +361,7 @@ impl RankLog {
         let mut iter = names.into_iter().enumerate();
         while let Some((i, (first, path))) = iter.next() {
             if let Some(prev) = segments.last()
-                && first != prev.last + 1
+                && prev.last.checked_add(1) != Some(first)
             {
                 let why = format!(
                     "segment starts at id {first} but the previous one ends at {}",
