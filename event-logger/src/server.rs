@@ -529,6 +529,12 @@ impl Conn<'_> {
                         Close::new(ErrorCode::Unavailable, format!("cannot send ack: {e}"))
                     })?;
             }
+            // Once the Hello is in, the connection may idle as long as the
+            // client likes (a rank with no events for minutes is normal).
+            if self.session.is_some() && !timeout_cleared {
+                let _ = stream.set_read_timeout(None);
+                timeout_cleared = true;
+            }
             match stream.read(&mut buf[end..]) {
                 Ok(0) if end > start => {
                     return Err(Close::new(
