@@ -1037,6 +1037,9 @@ impl Engine {
                     .slots
                     .iter()
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
+                // Large logged messages are read from our memory: stay
+                // until every receiver has.
+                && e.core.fins_for_logged >= e.unread_logged
         })?;
         self.hook(|p| p.finalize())?;
         let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
