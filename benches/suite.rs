@@ -7,10 +7,13 @@
 //! cargo bench --bench suite -- collectives anysource heat3d
 //! ```
 //!
-//! Parts: `pingpong` (latency and bandwidth, 0 B … 4 MiB, 2 ranks),
-//! `anysource` (the ANY_SOURCE ping-pong of seed 002), `collectives`
-//! (allreduce 8 B / 1 MiB and bcast 1 MiB on 2, 4, 8 ranks) and `heat3d`
-//! (small problem, 4 ranks). Each runs a Rust example under `vpml run` and,
+//! Every part runs vpml without a protocol (`vpml`) and with the pessimist
+//! protocol (`vpml-pessimist`, ratio = overhead). Parts: `pingpong`
+//! (latency and bandwidth, 0 B … 4 MiB, 2 ranks), `anysource` (the
+//! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
+//! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks),
+//! and `patterns` (events logged per message for the NAS-like patterns,
+//! next to seed 002's Table I). Each runs a Rust example under `vpml run` and,
 //! where a C program of ours with the same method exists (`benches/c/`),
 //! the same measurement under Open MPI and MPICH when their `mpicc`
 //! wrappers are installed (`apt-get install -y openmpi-bin libopenmpi-dev
@@ -24,7 +27,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{
-    Config, FLAVOURS, arg, example, json_lines, median, reference, vpml_run, write_report,
+    Config, FLAVOURS, arg, example, json_lines, median, reference, vpml_run, vpml_run_with,
+    write_report,
 };
 use serde_json::{Value, json};
 
@@ -135,11 +139,22 @@ fn heat3d_json(c: &Config) -> Result<Vec<Value>, String> {
 fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     let program = example(part.example)?;
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
-    let mut out = vec![Config {
-        name: "vpml".into(),
-        cmd: [vpml_run(ranks, &program), args.clone()].concat(),
-        envs: vec![],
-    }];
+    let mut out = vec![
+        Config {
+            name: "vpml".into(),
+            cmd: [vpml_run(ranks, &program), args.clone()].concat(),
+            envs: vec![],
+        },
+        Config {
+            name: "vpml-pessimist".into(),
+            cmd: [
+                vpml_run_with(ranks, &["--protocol", "pessimist"], &program),
+                args.clone(),
+            ]
+            .concat(),
+            envs: vec![],
+        },
+    ];
     match part.c_source {
         Some(src) => {
             for f in FLAVOURS {
@@ -155,6 +170,62 @@ fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
         None => println!("# {}: no C reference program; vpml only", part.name),
     }
     Ok(out)
+}
+
+/// Events logged per message received for the NAS-like patterns under
+/// pessimist, next to seed 002's Table I. Returns JSON rows.
+fn patterns() -> Vec<Value> {
+    let mut rows = Vec::new();
+    println!(
+        "\n## patterns — events logged / messages received under pessimist (seed 002, Table I)"
+    );
+    println!(
+        "{:>12} {:>5} {:>10} {:>10} {:>8} {:>12}",
+        "program", "ranks", "received", "events", "percent", "paper"
+    );
+    for (name, ranks, paper, args) in [
+        ("cg-pattern", 4, "0 %", vec!["--iterations", "100"]),
+        ("mg-pattern", 8, "20-40 %", vec!["--cycles", "10"]),
+        ("lu-pattern", 4, "~1 %", vec!["--iterations", "10"]),
+    ] {
+        let program = match example(name) {
+            Ok(p) => p,
+            Err(e) => {
+                println!("# {name}: {e}");
+                continue;
+            }
+        };
+        let mut cmd = vpml_run_with(ranks, &["--protocol", "pessimist", "--stats"], &program);
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        let out = match std::process::Command::new(&cmd[0]).args(&cmd[1..]).output() {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => {
+                println!(
+                    "# {name} failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                continue;
+            }
+            Err(e) => {
+                println!("# {name}: {e}");
+                continue;
+            }
+        };
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let sum = |key: &str| -> u64 {
+            stderr
+                .lines()
+                .filter(|l| l.starts_with("vpml stats:"))
+                .flat_map(|l| l.split_whitespace())
+                .filter_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
+                .sum()
+        };
+        let (received, events) = (sum("messages_received"), sum("events_total"));
+        let pct = 100.0 * events as f64 / received.max(1) as f64;
+        println!("{name:>12} {ranks:>5} {received:>10} {events:>10} {pct:>7.1}% {paper:>12}");
+        rows.push(json!({"program": name, "ranks": ranks, "messages_received": received, "events": events, "percent": pct, "paper": paper}));
+    }
+    rows
 }
 
 fn main() {
@@ -211,11 +282,19 @@ fn main() {
     }
     let table = medians(&samples);
     print_tables(&table, rounds);
+    let pattern_rows = if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
+        patterns()
+    } else {
+        Vec::new()
+    };
     let rows: Vec<Value> = table
         .iter()
         .map(|((part, ranks, metric, x), by)| json!({"part": part, "ranks": ranks, "metric": metric, "x": x, "medians": by}))
         .collect();
-    write_report("suite.json", &json!({"rounds": rounds, "rows": rows}));
+    write_report(
+        "suite.json",
+        &json!({"rounds": rounds, "rows": rows, "patterns": pattern_rows}),
+    );
     if let Err(e) = plot::all(&table) {
         println!("# plots failed: {e}");
     }
@@ -248,7 +327,10 @@ fn print_tables(table: &Table, rounds: usize) {
     for ((part, ranks, metric, x), by) in table {
         let refs: Vec<&String> = by.keys().filter(|c| *c != "vpml").collect();
         if *part != last {
-            println!("\n## {part} — medians of {rounds} round(s); ratio = vpml / reference");
+            println!(
+                "\n## {part} — medians of {rounds} round(s); ratio: vpml / reference MPI, \
+                 vpml-pessimist / vpml (protocol overhead)"
+            );
             print!(
                 "{:>5} {:>14} {:>9} {:>12}",
                 "ranks", "metric", "bytes", "vpml"
@@ -263,7 +345,8 @@ fn print_tables(table: &Table, rounds: usize) {
         print!("{ranks:>5} {metric:>14} {x:>9} {v:>12.3}");
         for r in &refs {
             let o = by[*r];
-            print!(" {o:>12.3} {:>6.2}", v / o);
+            let ratio = if r.starts_with("vpml-") { o / v } else { v / o };
+            print!(" {o:>12.3} {ratio:>6.2}");
         }
         println!();
     }

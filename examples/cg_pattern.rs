@@ -82,11 +82,15 @@ fn main() -> Result<(), vpml::Error> {
         }
     }
     let checksum = v.iter().fold(0u64, |h, x| (h ^ x.to_bits()).rotate_left(5));
-    let mut sums = [0u64; 2];
-    world.reduce(&[checksum, world.stats().messages_sent], &mut sums, &Sum, 0)?;
+    let mut sums = [0u64; 3];
+    let mine = [checksum, world.stats().messages_sent, world.events_logged()];
+    world.reduce(&mine, &mut sums, &Sum, 0)?;
     if rank == 0 {
         println!("cg-pattern: {n} ranks ({rows}x{cols}), {iterations} iterations");
         println!("messages_sent {}", sums[1]);
+        if world.protocol() != "none" {
+            println!("events_logged {}", sums[2]);
+        }
         println!("checksum {:016x}", sums[0]);
     }
     world.finalize()

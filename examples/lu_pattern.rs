@@ -93,16 +93,21 @@ fn main() -> Result<(), vpml::Error> {
     let checksum = state
         .iter()
         .fold(0u64, |h, x| (h ^ x.to_bits()).rotate_left(11));
-    let mut sums = [0u64; 4];
-    world.reduce(
-        &[checksum, world.stats().messages_sent, receives, wild],
-        &mut sums,
-        &Sum,
-        0,
-    )?;
+    let mut sums = [0u64; 5];
+    let mine = [
+        checksum,
+        world.stats().messages_sent,
+        receives,
+        wild,
+        world.events_logged(),
+    ];
+    world.reduce(&mine, &mut sums, &Sum, 0)?;
     if rank == 0 {
         println!("lu-pattern: {n} ranks ({px}x{py}), {iterations} iterations of {planes} planes");
         println!("messages_sent {}", sums[1]);
+        if world.protocol() != "none" {
+            println!("events_logged {}", sums[4]);
+        }
         println!(
             "any_source_receives {} of {} ({:.1} %)",
             sums[3],

@@ -44,13 +44,20 @@ pub fn example(name: &str) -> Result<PathBuf, String> {
 
 /// The `vpml run -n N` prefix for a program.
 pub fn vpml_run(ranks: usize, program: &Path) -> Vec<String> {
-    vec![
+    vpml_run_with(ranks, &[], program)
+}
+
+/// The `vpml run -n N OPTIONS…` prefix for a program.
+pub fn vpml_run_with(ranks: usize, options: &[&str], program: &Path) -> Vec<String> {
+    let mut v: Vec<String> = vec![
         env!("CARGO_BIN_EXE_vpml").into(),
         "run".into(),
         "-n".into(),
         ranks.to_string(),
-        program.display().to_string(),
-    ]
+    ];
+    v.extend(options.iter().map(|o| o.to_string()));
+    v.push(program.display().to_string());
+    v
 }
 
 fn which(prog: &str) -> Option<PathBuf> {
@@ -91,6 +98,11 @@ pub fn reference(flavour: &str, source: &str, ranks: usize) -> Result<Config, St
         ));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if flavour == "mpich" && ranks > cores {
+        return Err(format!(
+            "MPICH busy-polls with more ranks ({ranks}) than cores ({cores}) and does not finish in reasonable time"
+        ));
+    }
     let mut cmd = vec![mpirun.display().to_string(), "-n".into(), ranks.to_string()];
     let mut envs = Vec::new();
     if flavour == "openmpi" {

@@ -71,7 +71,7 @@ impl ProtocolSetup {
         let (root, remove_dir) = match &args.log_dir {
             Some(d) => (d.clone(), None),
             None => {
-                let d = std::env::temp_dir().join(format!("vpml-{job_id}"));
+                let d = default_log_root(job_id);
                 (d.clone(), Some(d))
             }
         };
@@ -148,6 +148,54 @@ impl ProtocolSetup {
             && let Err(e) = std::fs::remove_dir_all(&d)
         {
             eprintln!("vpml run: cannot remove {}: {e}", d.display());
+        }
+    }
+}
+
+/// Prefix of temporary log directories: `<prefix><launcher pid>-<job>`.
+const TEMP_LOG_PREFIX: &str = "vpml-logs-";
+
+/// Where sender logs go by default: memory-backed `/dev/shm` when present
+/// (the log only has to survive a process crash, and page-cache writeback
+/// to a disk would throttle every large send), else the temporary
+/// directory. Directories left by launchers that were killed are removed
+/// first.
+fn default_log_root(job_id: &str) -> PathBuf {
+    let base = Path::new("/dev/shm");
+    let base = if base.is_dir() {
+        base.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    remove_stale_log_dirs(&base);
+    base.join(format!("{TEMP_LOG_PREFIX}{}-{job_id}", std::process::id()))
+}
+
+/// Remove `vpml-logs-<pid>-*` directories whose launcher no longer runs.
+fn remove_stale_log_dirs(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(TEMP_LOG_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => tracing::info!(
+                    "removed {} left by a launcher that died",
+                    e.path().display()
+                ),
+                Err(err) => tracing::warn!("cannot remove stale {}: {err}", e.path().display()),
+            }
         }
     }
 }

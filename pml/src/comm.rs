@@ -191,6 +191,15 @@ impl Comm {
         self.engine.borrow().last_call()
     }
 
+    /// Non-deterministic events this rank's protocol has logged so far
+    /// (0 without a protocol).
+    pub fn events_logged(&self) -> u64 {
+        self.protocol_stats()
+            .into_iter()
+            .find(|(k, _)| k == "events_total")
+            .map_or(0, |(_, v)| v)
+    }
+
     /// Counters of the fault-tolerance protocol, as (name, value).
     pub fn protocol_stats(&self) -> Vec<(String, u64)> {
         self.engine.borrow().protocol_stats()
@@ -472,28 +481,25 @@ impl Comm {
 
     /// A persistent standard send of `buf` to `dest`; start it as often as needed.
     pub fn send_init<B: Buffer>(&self, dest: usize, tag: i32, buf: B) -> Result<Persistent<B>> {
-        let dest = self.check_dest(dest, tag)?;
-        Ok(Persistent::new(
-            self.clone(),
-            PersistentKind::Send {
-                dest,
-                tag,
-                mode: Mode::Standard,
-            },
-            buf,
-        ))
+        self.persistent_send(dest, tag, buf, Mode::Standard)
     }
 
     /// A persistent synchronous send.
     pub fn ssend_init<B: Buffer>(&self, dest: usize, tag: i32, buf: B) -> Result<Persistent<B>> {
+        self.persistent_send(dest, tag, buf, Mode::Synchronous)
+    }
+
+    fn persistent_send<B: Buffer>(
+        &self,
+        dest: usize,
+        tag: i32,
+        buf: B,
+        mode: Mode,
+    ) -> Result<Persistent<B>> {
         let dest = self.check_dest(dest, tag)?;
         Ok(Persistent::new(
             self.clone(),
-            PersistentKind::Send {
-                dest,
-                tag,
-                mode: Mode::Synchronous,
-            },
+            PersistentKind::Send { dest, tag, mode },
             buf,
         ))
     }

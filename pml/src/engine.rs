@@ -455,7 +455,7 @@ impl Engine {
             return Ok(false);
         }
         let seq = self.send_seq[dest] + 1;
-        let hdr = eager_header(tag, ctx, seq, data.len());
+        let hdr = message_header(kind::EAGER, tag, ctx, seq, data.len());
         if self.protocol.is_some() {
             let call = self.next_call();
             let msg = OutgoingMessage {
@@ -571,7 +571,7 @@ impl Engine {
         };
         let pending_id = (token != 0).then_some(id);
         let item = if len <= EAGER_LIMIT {
-            let mut hdr = eager_header(tag, ctx, seq, len);
+            let mut hdr = message_header(kind::EAGER, tag, ctx, seq, len);
             if sync {
                 hdr.flags |= flags::SYNC;
                 hdr.aux0 = id.token();
@@ -582,11 +582,7 @@ impl Engine {
                 complete: pending_id.filter(|_| !sync),
             }
         } else if self.single_copy {
-            let mut hdr = FrameHeader::new(kind::RTS);
-            hdr.tag = tag;
-            hdr.context = ctx;
-            hdr.seq = seq;
-            hdr.msg_len = len as u64;
+            let mut hdr = message_header(kind::RTS, tag, ctx, seq, len);
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
             if token == 0 {
@@ -601,11 +597,7 @@ impl Engine {
                 complete: None,
             }
         } else {
-            let mut hdr = FrameHeader::new(kind::FRAG);
-            hdr.tag = tag;
-            hdr.context = ctx;
-            hdr.seq = seq;
-            hdr.msg_len = len as u64;
+            let mut hdr = message_header(kind::FRAG, tag, ctx, seq, len);
             if sync {
                 hdr.flags |= flags::SYNC;
                 hdr.aux1 = id.token();
@@ -1096,8 +1088,9 @@ fn ring(bell: &AtomicU32) {
     }
 }
 
-fn eager_header(tag: i32, ctx: u32, seq: u64, len: usize) -> FrameHeader {
-    let mut hdr = FrameHeader::new(kind::EAGER);
+/// The header of an application message of frame kind `k`.
+fn message_header(k: u8, tag: i32, ctx: u32, seq: u64, len: usize) -> FrameHeader {
+    let mut hdr = FrameHeader::new(k);
     hdr.tag = tag;
     hdr.context = ctx;
     hdr.seq = seq;

@@ -465,6 +465,15 @@ impl SenderLog {
         })
     }
 
+    /// The payload bytes at `loc` (as returned by [`SenderLog::append`]),
+    /// without re-validating them.
+    pub fn payload(&self, loc: &Location) -> Option<&[u8]> {
+        let seg = self.segments.get(&loc.segment)?;
+        let start = usize::try_from(loc.offset).ok()?;
+        let end = start.checked_add(usize::try_from(loc.len).ok()?)?;
+        seg.map.bytes().get(start..end)
+    }
+
     /// The record of message `seq` to `dest`, if logged and not freed.
     pub fn get(&self, dest: u32, seq: u64) -> Option<Record<'_>> {
         let q = self.index.get(&dest)?;

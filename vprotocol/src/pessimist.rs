@@ -219,12 +219,11 @@ impl Protocol for Pessimist {
             .map_err(|e| fail("appending to the sender log", e))?;
         let stored = self
             .log
-            .get(header.dest, header.seq)
-            .filter(|r| r.location == loc)
+            .payload(&loc)
             .ok_or_else(|| fail("reading back the sender log", "record missing"))?;
         Ok(SendPlan::Logged {
-            ptr: stored.payload.as_ptr(),
-            len: stored.payload.len(),
+            ptr: stored.as_ptr(),
+            len: stored.len(),
         })
     }
 
