@@ -369,7 +369,7 @@ impl SenderLog {
         preallocate(&file, capacity).map_err(io(&path, "reserving disk space for a segment"))?;
         // SAFETY: the file is ours alone to write (fresh, create_new); other
         // processes only read records we have completed.
-        let mut map = unsafe { MmapOptions::new().len(capacity).map_mut(&file) }
+        let mut map = unsafe { MmapOptions::new().len(capacity).populate().map_mut(&file) }
             .map_err(io(&path, "mapping a segment"))?;
         let mut h = [0u8; SEGMENT_HEADER];
         h[0..8].copy_from_slice(SEGMENT_MAGIC);
