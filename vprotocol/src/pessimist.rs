@@ -96,8 +96,10 @@ struct Counters {
     cancels: u64,
     sends: u64,
     sends_waited: u64,
-    /// Time each waiting send spent waiting for durability, in µs.
-    waits_us: Vec<u64>,
+    /// Time each waiting send spent waiting for durability, in ns.
+    waits_ns: Vec<u64>,
+    /// Time spent handing events to the logger client, in ns.
+    put_ns: u64,
 }
 
 /// The pessimist protocol of one rank.
@@ -147,9 +149,11 @@ impl Pessimist {
             Event::NoneRun { .. } => self.counters.none_runs += 1,
             Event::Cancel { .. } => self.counters.cancels += 1,
         }
+        let t = Instant::now();
         self.client
             .put(&event)
             .map_err(|e| fail("logging an event", e))?;
+        self.counters.put_ns += t.elapsed().as_nanos() as u64;
         Ok(())
     }
 
@@ -185,7 +189,7 @@ impl Pessimist {
             .map_err(|e| fail("waiting for the event loggers", e))?;
         self.durable = last;
         self.counters.sends_waited += 1;
-        self.counters.waits_us.push(t0.elapsed().as_micros() as u64);
+        self.counters.waits_ns.push(t0.elapsed().as_nanos() as u64);
         Ok(())
     }
 }
@@ -318,13 +322,14 @@ impl Protocol for Pessimist {
             ),
             ("logged_sends".into(), c.sends),
             ("sends_waiting_for_loggers".into(), c.sends_waited),
-            ("logger_wait_p50_us".into(), percentile(&c.waits_us, 0.5)),
-            ("logger_wait_p99_us".into(), percentile(&c.waits_us, 0.99)),
+            ("logger_wait_p50_ns".into(), percentile(&c.waits_ns, 0.5)),
+            ("logger_wait_p99_ns".into(), percentile(&c.waits_ns, 0.99)),
             ("sender_log_bytes".into(), self.log.bytes_logged()),
             (
                 "sender_log_segments".into(),
                 self.log.segment_count() as u64,
             ),
+            ("event_put_ns_total".into(), c.put_ns),
         ]
     }
 }
