@@ -49,6 +49,12 @@ pub struct ClientConfig {
     pub max_batch_bytes: usize,
     /// `put` blocks while this many events wait for acknowledgement.
     pub max_pending_events: usize,
+    /// Send events as soon as they are put (overlapping the logger round
+    /// trip with the caller's work). When false, events wait in the queue
+    /// until someone waits for durability or an ack clocks them out: one
+    /// socket write per batch instead of one per event, which pays off
+    /// where waking the logger costs more than the round trip it hides.
+    pub send_eagerly: bool,
 }
 
 impl ClientConfig {
@@ -71,6 +77,7 @@ impl ClientConfig {
             timeout: Duration::from_secs(30),
             max_batch_bytes: 1 << 20,
             max_pending_events: 1 << 20,
+            send_eagerly: true,
         }
     }
 }
@@ -422,9 +429,13 @@ impl Client {
         // Send now only to replicas with nothing in flight; the others get
         // these events, batched with later ones, when their ack arrives
         // (or at once when someone waits for them).
-        let idle: Vec<usize> = (0..st.reps.len())
-            .filter(|&r| st.reps[r].acked >= st.reps[r].sent)
-            .collect();
+        let idle: Vec<usize> = if sh.cfg.send_eagerly {
+            (0..st.reps.len())
+                .filter(|&r| st.reps[r].acked >= st.reps[r].sent)
+                .collect()
+        } else {
+            Vec::new()
+        };
         drop(st);
         for r in idle {
             pump(sh, r);

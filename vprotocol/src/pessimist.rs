@@ -52,6 +52,11 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// Sender-log segment size.
     pub segment_size: usize,
+    /// Send each event to the loggers as soon as it exists (`true`), or
+    /// batch them until the next send needs them (the default; each socket
+    /// write that wakes a logger costs ~10 µs on virtual machines).
+    /// `VPML_EVENTS_EAGER=1` selects eager sending.
+    pub send_eagerly: bool,
 }
 
 impl Config {
@@ -81,6 +86,7 @@ impl Config {
             loggers,
             log_dir: crate::log_dir(job.rank)?,
             segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
+            send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
         })
     }
 }
@@ -128,6 +134,7 @@ impl Pessimist {
             &cfg.token,
         );
         cc.replicas = cfg.replicas;
+        cc.send_eagerly = cfg.send_eagerly;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
         let log = SenderLog::create(&cfg.log_dir, cfg.rank as u32, cfg.segment_size)
             .map_err(|e| fail("creating the sender log", e))?;
