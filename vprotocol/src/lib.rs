@@ -15,6 +15,7 @@
 //! [`from_env`] builds the protocol a rank's environment asks for; the `vpml`
 //! facade passes it to [`vpml_pml::init_with`].
 
+pub mod checkpoint;
 pub mod pessimist;
 
 use std::net::SocketAddr;

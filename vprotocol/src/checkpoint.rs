@@ -1,0 +1,271 @@
+//! Durable checkpoint files of one rank.
+//!
+//! A checkpoint is written to a temporary file, fsynced, renamed into place
+//! and the directory fsynced, so a crash at any instant leaves either the
+//! old or the new checkpoint, never a mix. The last two are kept: if the
+//! newest turns out damaged when a rank restarts, it falls back to the
+//! previous one (with a warning), which is why log garbage collection may
+//! only free what precedes the *older* of the two.
+//!
+//! ## File format (version 1)
+//!
+//! `ckpt-<index>.vck`: a 40-byte header — magic `VPMLCKPT`, version (u32),
+//! flags (u32, 0), checkpoint index (u64), payload length (u64), CRC-32C of
+//! the payload (u32), CRC-32C of the first 36 header bytes (u32) — then the
+//! payload. Integers are little-endian.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"VPMLCKPT";
+const VERSION: u32 = 1;
+const HEADER: usize = 40;
+/// How many checkpoints are kept.
+pub const KEPT: usize = 2;
+
+/// Errors of the checkpoint store, naming the file concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// A file operation failed (including a full disk).
+    #[error("checkpoint {path}: {what}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every checkpoint present is damaged.
+    #[error("no usable checkpoint in {dir}: {reasons}")]
+    AllDamaged {
+        /// The directory.
+        dir: PathBuf,
+        /// Why each was rejected.
+        reasons: String,
+    },
+}
+
+type Result<T> = std::result::Result<T, CheckpointError>;
+
+fn io<'a>(
+    path: &'a Path,
+    what: &'static str,
+) -> impl FnOnce(std::io::Error) -> CheckpointError + 'a {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
+}
+
+/// The checkpoints of one rank, in one directory.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+}
+
+/// A checkpoint read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// Its index (1, 2, 3, … in the order they were taken).
+    pub index: u64,
+    /// What was saved.
+    pub payload: Vec<u8>,
+    /// True if a newer checkpoint was found damaged and skipped.
+    pub fell_back: bool,
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+impl CheckpointStore {
+    /// The store in `dir` (created if missing).
+    pub fn open(dir: &Path) -> Result<CheckpointStore> {
+        std::fs::create_dir_all(dir).map_err(io(dir, "creating the checkpoint directory"))?;
+        Ok(CheckpointStore {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn path(&self, index: u64) -> PathBuf {
+        self.dir.join(format!("ckpt-{index:010}.vck"))
+    }
+
+    /// Indices of the checkpoint files present, oldest first.
+    pub fn indices(&self) -> Result<Vec<u64>> {
+        let mut v: Vec<u64> = std::fs::read_dir(&self.dir)
+            .map_err(io(&self.dir, "listing checkpoints"))?
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix("ckpt-")?
+                    .strip_suffix(".vck")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// Save checkpoint `index` atomically, then delete all but the newest
+    /// [`KEPT`].
+    pub fn save(&self, index: u64, payload: &[u8]) -> Result<()> {
+        let mut h = [0u8; HEADER];
+        h[0..8].copy_from_slice(MAGIC);
+        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        h[16..24].copy_from_slice(&index.to_le_bytes());
+        h[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        h[32..36].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        let crc = crc32c::crc32c(&h[0..36]);
+        h[36..40].copy_from_slice(&crc.to_le_bytes());
+        let final_path = self.path(index);
+        let tmp = self.dir.join(format!(".ckpt-{index:010}.tmp"));
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(io(&tmp, "creating"))?;
+            f.write_all(&h).map_err(io(&tmp, "writing"))?;
+            f.write_all(payload).map_err(io(&tmp, "writing"))?;
+            f.sync_all().map_err(io(&tmp, "syncing"))?;
+        }
+        std::fs::rename(&tmp, &final_path).map_err(io(&final_path, "renaming into place"))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir, "syncing the directory"))?;
+        let all = self.indices()?;
+        for old in all.iter().take(all.len().saturating_sub(KEPT)) {
+            let p = self.path(*old);
+            std::fs::remove_file(&p).map_err(io(&p, "removing an old checkpoint"))?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
+        let p = self.path(index);
+        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if bytes.len() < HEADER || &bytes[0..8] != MAGIC {
+            return Err(format!("{}: not a checkpoint (bad magic)", p.display()));
+        }
+        if crc32c::crc32c(&bytes[0..36]) != le_u32(&bytes, 36) {
+            return Err(format!("{}: header checksum mismatch", p.display()));
+        }
+        let version = le_u32(&bytes, 8);
+        if version != VERSION {
+            return Err(format!("{}: unsupported version {version}", p.display()));
+        }
+        let len = le_u64(&bytes, 24);
+        if le_u64(&bytes, 16) != index || (bytes.len() - HEADER) as u64 != len {
+            return Err(format!("{}: truncated or misnamed", p.display()));
+        }
+        let payload = bytes[HEADER..].to_vec();
+        if crc32c::crc32c(&payload) != le_u32(&bytes, 32) {
+            return Err(format!("{}: payload checksum mismatch", p.display()));
+        }
+        Ok(payload)
+    }
+
+    /// The newest intact checkpoint, falling back to older ones (with a
+    /// warning) when the newest is damaged; `None` if there is none.
+    pub fn load_latest(&self) -> Result<Option<Loaded>> {
+        let indices = self.indices()?;
+        let mut reasons = Vec::new();
+        for &index in indices.iter().rev() {
+            match self.read(index) {
+                Ok(payload) => {
+                    if !reasons.is_empty() {
+                        tracing::warn!(
+                            "falling back to checkpoint {index}: {}",
+                            reasons.join("; ")
+                        );
+                    }
+                    return Ok(Some(Loaded {
+                        index,
+                        payload,
+                        fell_back: !reasons.is_empty(),
+                    }));
+                }
+                Err(why) => reasons.push(why),
+            }
+        }
+        if reasons.is_empty() {
+            Ok(None)
+        } else {
+            Err(CheckpointError::AllDamaged {
+                dir: self.dir.clone(),
+                reasons: reasons.join("; "),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(name: &str) -> CheckpointStore {
+        let d = std::env::temp_dir().join(format!("vpml-ckpt-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        CheckpointStore::open(&d).unwrap()
+    }
+
+    #[test]
+    fn the_newest_of_the_last_two_is_loaded() {
+        let s = store("newest");
+        assert_eq!(s.load_latest().unwrap(), None);
+        for i in 1..=5u64 {
+            s.save(i, &vec![i as u8; 1000 * i as usize]).unwrap();
+        }
+        assert_eq!(s.indices().unwrap(), vec![4, 5]);
+        let l = s.load_latest().unwrap().unwrap();
+        assert_eq!((l.index, l.payload.len(), l.fell_back), (5, 5000, false));
+        let _ = std::fs::remove_dir_all(&s.dir);
+    }
+
+    #[test]
+    fn a_damaged_newest_checkpoint_falls_back_to_the_previous() {
+        let s = store("fallback");
+        s.save(1, b"first state").unwrap();
+        s.save(2, b"second state").unwrap();
+        let p = s.path(2);
+        let mut b = std::fs::read(&p).unwrap();
+        let last = b.len() - 1;
+        b[last] ^= 0x40;
+        std::fs::write(&p, &b).unwrap();
+        let l = s.load_latest().unwrap().unwrap();
+        assert_eq!(
+            (l.index, l.payload.as_slice(), l.fell_back),
+            (1, &b"first state"[..], true)
+        );
+        // Both damaged: an error naming the files.
+        std::fs::write(s.path(1), b"garbage").unwrap();
+        let err = s.load_latest().unwrap_err().to_string();
+        assert!(
+            err.contains("ckpt-0000000001.vck") && err.contains("ckpt-0000000002.vck"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&s.dir);
+    }
+
+    #[test]
+    fn a_leftover_temporary_file_is_ignored() {
+        let s = store("tmp");
+        s.save(1, b"good").unwrap();
+        std::fs::write(s.dir.join(".ckpt-0000000002.tmp"), b"half written").unwrap();
+        assert_eq!(s.load_latest().unwrap().unwrap().payload, b"good");
+        let _ = std::fs::remove_dir_all(&s.dir);
+    }
+}
