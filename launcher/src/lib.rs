@@ -105,6 +105,7 @@ pub enum BindPolicy {
 pub(crate) enum Event {
     Exited {
         rank: usize,
+        pid: i32,
         status: ExitStatus,
     },
     Finalized {
@@ -241,7 +242,7 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
     let mut remaining = n;
     let mut failure: Option<u8> = None;
     let mut kill_at: Option<Instant> = None;
-    let deadline = args
+    let mut deadline = args
         .timeout
         .map(|t| Instant::now() + Duration::from_secs_f64(t));
     let live = |exited: &[bool]| -> Vec<i32> {
@@ -292,10 +293,14 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
                     failure = Some(TIMEOUT_EXIT);
                     stop_all(&live(&exited), libc::SIGKILL);
                 }
+                if deadline.is_some_and(|t| now >= t) {
+                    deadline = None;
+                }
             }
             Some(Event::Finalized { rank }) => finalized[rank] = true,
-            Some(Event::Exited { rank, status }) => {
+            Some(Event::Exited { rank, pid, status }) => {
                 exited[rank] = true;
+                reap(pid);
                 remaining -= 1;
                 if let Some(sig) = status.signal() {
                     fail(
@@ -333,7 +338,7 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
                 code,
                 message,
             }) => {
-                let code = if code == 0 { 1 } else { code as u8 };
+                let code = u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1);
                 fail(
                     &mut failure,
                     &mut kill_at,
@@ -404,14 +409,46 @@ pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Re
     Ok(())
 }
 
-fn watch_exit(rank: usize, mut child: Child, tx: Sender<Event>) {
+/// Report the exit of `child` without reaping it: the main loop reaps it
+/// (see [`reap`]) only after marking it exited, so it never signals a pid
+/// the kernel could already have given to another process.
+fn watch_exit(rank: usize, child: Child, tx: Sender<Event>) {
     std::thread::spawn(move || {
-        let status = match child.wait() {
-            Ok(s) => s,
-            Err(_) => ExitStatus::from_raw(1 << 8),
+        let pid = child.id();
+        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let status = loop {
+            // SAFETY: waitid on our own child with a valid out-pointer;
+            // WNOWAIT leaves it waitable (a zombie) for `reap`.
+            let rc =
+                unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+            if rc == 0 {
+                // SAFETY: waitid succeeded, so the SIGCHLD fields are set.
+                let st = unsafe { info.si_status() };
+                break if info.si_code == libc::CLD_EXITED {
+                    ExitStatus::from_raw((st & 0xff) << 8)
+                } else {
+                    ExitStatus::from_raw(st & 0x7f)
+                };
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break ExitStatus::from_raw(1 << 8);
+            }
         };
-        let _ = tx.send(Event::Exited { rank, status });
+        drop(child);
+        let _ = tx.send(Event::Exited {
+            rank,
+            pid: pid as i32,
+            status,
+        });
     });
+}
+
+/// Collect an exited child reported by [`watch_exit`].
+fn reap(pid: i32) {
+    let mut st = 0;
+    // SAFETY: the child has exited (waitid said so) and nobody else waits for it.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
 }
 
 fn forward(

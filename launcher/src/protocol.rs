@@ -75,8 +75,14 @@ impl ProtocolSetup {
                 (d.clone(), Some(d))
             }
         };
-        std::fs::create_dir_all(&root)
-            .map_err(|e| format!("cannot create the log directory {}: {e}", root.display()))?;
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&root)
+                .map_err(|e| format!("cannot create the log directory {}: {e}", root.display()))?;
+        }
         let mut setup = ProtocolSetup {
             envs: Vec::new(),
             info: String::new(),
@@ -93,7 +99,7 @@ impl ProtocolSetup {
                 return Err("--event-loggers must be at least 1".into());
             }
             let tokens = root.join("logger-tokens");
-            std::fs::write(&tokens, format!("{job_id} {token}\n"))
+            write_private(&tokens, &format!("{job_id} {token}\n"))
                 .map_err(|e| format!("cannot write {}: {e}", tokens.display()))?;
             let mut addrs = Vec::new();
             for i in 0..args.event_loggers {
@@ -150,6 +156,19 @@ impl ProtocolSetup {
             eprintln!("vpml run: cannot remove {}: {e}", d.display());
         }
     }
+}
+
+/// Write a file only its owner can read (it holds the job token).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
 }
 
 /// Prefix of temporary log directories: `<prefix><launcher pid>-<job>`.

@@ -396,7 +396,7 @@ impl Comm {
         buf: B,
         mode: Mode,
     ) -> Result<Request<B>> {
-        self.check_dest(dest, tag)?;
+        let dest = self.check_dest(dest, tag)?;
         let bytes = buf.as_bytes();
         // SAFETY: the request keeps `buf` private until completion (Buffer
         // contract: its storage does not move with it).

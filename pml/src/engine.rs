@@ -133,6 +133,18 @@ enum Outgoing {
     },
 }
 
+impl Outgoing {
+    /// Is there room in `w` for this item's next frame?
+    fn fits(&self, w: &mut RingWriter) -> bool {
+        match self {
+            Outgoing::Frame { hdr, data, .. } => w.has_room(hdr.kind, data.len),
+            Outgoing::Fragments { data, offset, .. } => {
+                w.has_room(kind::FRAG, (data.len - offset).min(FRAGMENT))
+            }
+        }
+    }
+}
+
 /// A fragmented message being reassembled.
 struct Partial {
     env: Envelope,
@@ -258,9 +270,24 @@ impl Engine {
         let own = mailboxes[env.rank].take();
         let own = own.ok_or_else(|| Error::Bootstrap("own mailbox missing".into()))?;
         own.pid().store(std::process::id(), Ordering::Release);
+        // Ranks are siblings: under Yama ptrace_scope=1 they may read each
+        // other's memory only if they name an ancestor as their tracer.
+        // SAFETY: plain prctl; failure (no Yama) is harmless.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PTRACER,
+                libc::getppid() as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
+        kv.put(
+            &format!("probe.{}", env.rank),
+            &format!("{:x}", &SINGLE_COPY_PROBE as *const u64 as usize),
+        )?;
         kv.fence()?;
-
-        let single_copy = single_copy_works();
+        let single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
         let mut peers = Vec::with_capacity(env.size);
         let mut pids = vec![0; env.size];
         for (p, mb) in mailboxes.iter().enumerate() {
@@ -457,6 +484,8 @@ impl Engine {
         let seq = self.send_seq[dest] + 1;
         let hdr = message_header(kind::EAGER, tag, ctx, seq, data.len());
         if self.protocol.is_some() {
+            // Matches made since the last report are events this send follows.
+            self.report_matches()?;
             let call = self.next_call();
             let msg = OutgoingMessage {
                 call,
@@ -506,6 +535,7 @@ impl Engine {
         let mut logged = false;
         let mut call = 0;
         if self.protocol.is_some() {
+            self.report_matches()?;
             call = self.next_call();
             // SAFETY: caller contract.
             let payload = unsafe { data.as_slice() };
@@ -555,6 +585,7 @@ impl Engine {
                 self.core.complete(id);
             }
             self.flush_control();
+            self.report_matches()?;
             return Ok(id);
         }
         self.core.set_status(id, Status::new(dest, tag, len, seq));
@@ -753,7 +784,12 @@ impl Engine {
             s.any_source = spec.source.is_none();
         }
         if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
-            self.core.finish_unexpected(id, env, u)?;
+            if let Err(e) = self.core.finish_unexpected(id, env, u) {
+                // Like a failure inside progress: nothing may keep pointing
+                // at user buffers afterwards.
+                self.fail(&e);
+                return Err(e);
+            }
             self.flush_control();
         } else {
             self.core.matching.post(spec, id);
@@ -915,7 +951,11 @@ impl Engine {
         let bell = own.doorbell();
         bell.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        let ready = self.peers.iter().flatten().any(|p| p.reader.has_frame());
+        // Something to read, or room for a frame we are waiting to write
+        // (the reader may have freed space before our doorbell was armed).
+        let ready = self.peers.iter_mut().flatten().any(|p| {
+            p.reader.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.writer))
+        });
         if !ready {
             futex::wait(bell, 1, SLEEP_SLICE);
         }
@@ -1022,7 +1062,6 @@ impl Engine {
         if self.finalized {
             return Ok(());
         }
-        self.finalized = true;
         self.wait_until(|e| {
             e.peers.iter().flatten().all(|p| p.pending.is_empty())
                 && e.core
@@ -1060,6 +1099,7 @@ impl Engine {
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
         }
+        self.finalized = true;
         Ok(())
     }
 
@@ -1098,15 +1138,58 @@ fn message_header(k: u8, tag: i32, ctx: u32, seq: u64, len: usize) -> FrameHeade
     hdr
 }
 
-/// Can this process read another's memory with `process_vm_readv`?
-/// (Container seccomp profiles often forbid it.) Tested on ourselves.
-fn single_copy_works() -> bool {
-    if std::env::var_os("VPML_SHM_NO_SINGLE_COPY").is_some() {
-        return false;
+/// A value every rank can read out of its neighbour to test single-copy reads.
+static SINGLE_COPY_PROBE: u64 = 0x5650_4d4c_5052_4f42;
+
+/// Can ranks read each other's memory with `process_vm_readv`? (Seccomp
+/// profiles of containers and Yama restrictions often forbid it.) Each rank
+/// reads the probe of its right neighbour, publishes the outcome, and all
+/// use single copy only if every read worked — otherwise every large
+/// message travels as fragments.
+fn single_copy_agreed(
+    kv: &mut KvClient,
+    env: &JobEnv,
+    mailboxes: &[Option<Mailbox>],
+) -> Result<bool> {
+    let disabled = std::env::var_os("VPML_SHM_NO_SINGLE_COPY").is_some();
+    if env.size == 1 {
+        return Ok(!disabled);
     }
-    let src = [7u8; 8];
-    let mut dst = [0u8; 8];
-    read_remote(std::process::id() as i32, src.as_ptr() as u64, &mut dst).is_ok() && dst == src
+    let right = (env.rank + 1) % env.size;
+    let mut ok = !disabled;
+    if ok {
+        let addr = kv
+            .get(&format!("probe.{right}"))?
+            .and_then(|a| u64::from_str_radix(&a, 16).ok());
+        let pid = mailboxes[right]
+            .as_ref()
+            .map(|m| m.pid().load(Ordering::Acquire) as i32);
+        let mut got = [0u8; 8];
+        ok = match (addr, pid) {
+            (Some(addr), Some(pid)) => {
+                read_remote(pid, addr, &mut got).is_ok()
+                    && u64::from_ne_bytes(got) == SINGLE_COPY_PROBE
+            }
+            _ => false,
+        };
+        if !ok {
+            tracing::info!(
+                rank = env.rank,
+                "single-copy reads are not allowed here; using fragments"
+            );
+        }
+    }
+    kv.put(
+        &format!("single-copy.{}", env.rank),
+        if ok { "1" } else { "0" },
+    )?;
+    kv.fence()?;
+    for r in 0..env.size {
+        if kv.get(&format!("single-copy.{r}"))?.as_deref() != Some("1") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Copy `dst.len()` bytes from address `addr` of process `pid`.
@@ -1180,7 +1263,8 @@ impl Core {
             }
         };
         let s = &mut self.slots[idx as usize];
-        s.generation = s.generation.wrapping_add(1);
+        // Generation 0 would make token 0, which means "no token".
+        s.generation = s.generation.wrapping_add(1).max(1);
         s.in_use = true;
         s.done = false;
         s.detached = false;
@@ -1461,3 +1545,27 @@ impl Core {
 }
 
 const _: () = assert!(EAGER_LIMIT <= RING_CAPACITY / 4 - 64 && FRAGMENT <= RING_CAPACITY / 4 - 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_tokens_are_never_zero_even_when_generations_wrap() {
+        let empty = RawBytes {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        };
+        let mut core = Core::new(0, 1);
+        let id = core.alloc(SlotKind::Send, empty);
+        core.free_slot(id);
+        core.slots[0].generation = u32::MAX;
+        let id = core.alloc(SlotKind::Send, empty);
+        assert_eq!(id.generation, 1);
+        assert_ne!(
+            id.token(),
+            0,
+            "token 0 means a logged send with nothing to complete"
+        );
+    }
+}

@@ -389,7 +389,23 @@ fn communicators(world: &Comm) -> R {
         )?;
     }
     if half.size() >= 2 {
+        // Nonblocking sends on a split communicator address its ranks.
         let dest = (half.rank() + 1) % half.size();
+        let from = (half.rank() + half.size() - 1) % half.size();
+        let r = half.irecv(from, 8, vec![0u32])?;
+        let s = half.isend(dest, 8, vec![half.rank() as u32])?;
+        let got = r.wait()?;
+        s.wait()?;
+        check(
+            got.buf[0] as usize == from && got.status.source() == from,
+            || {
+                format!(
+                    "isend on split: got {} from {}",
+                    got.buf[0],
+                    got.status.source()
+                )
+            },
+        )?;
         half.send(dest, 9, &[half.rank() as u32])?;
         let mut got = [0u32];
         let st = half.recv(vpml::ANY_SOURCE, 9, &mut got)?;

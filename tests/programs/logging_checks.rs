@@ -128,6 +128,9 @@ fn completion(w: &Comm) -> R {
         w.send(0, 30, &[30u8])?;
         let mut b = [0u8];
         w.recv(0, 40, &mut b)?;
+        go(104)?;
+        w.send(0, 60, &[60u8])?;
+        w.recv(0, 61, &mut b)?;
         return Ok(());
     }
     if w.rank() != 0 {
@@ -187,6 +190,20 @@ fn completion(w: &Comm) -> R {
         return Err("wait_some on the issend".into());
     }
     ev(w, format!("delivery {} {}", w.last_call_id(), list(&sid)));
+    // F: wait_any over a pending receive and a send that completed when it
+    // started: the answer depends on the receive being pending, so it is
+    // logged although the request it returns is such a send.
+    let r60 = w.irecv(1, 60, vec![0u8])?;
+    let s61 = w.isend(1, 61, vec![61u8])?;
+    let s61_id = s61.call_id();
+    let mut mix = vec![Some(r60), Some(s61)];
+    let (i, _) = vpml::wait_any(&mut mix)?.ok_or("wait_any")?;
+    if i != 1 {
+        return Err("wait_any returned the receive nobody had sent yet".into());
+    }
+    ev(w, format!("delivery {} {s61_id}", w.last_call_id()));
+    w.send(1, 104, &[0u8])?;
+    vpml::wait(&mut mix[0])?;
     Ok(())
 }
 
