@@ -34,6 +34,24 @@ fn every_collective_matches_the_reference_on_1_to_9_ranks() {
 }
 
 #[test]
+fn collectives_work_over_tcp() {
+    let _g = serial();
+    let out = Command::new(vpml())
+        .args(["run", "-n", "5", "--transport", "tcp", "--timeout", "300"])
+        .arg(example("collective-checks"))
+        .arg("all")
+        .output()
+        .expect("run vpml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "ok all"),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn floating_point_allreduce_is_bitwise_identical_across_20_runs() {
     for n in [6, 8] {
         let hashes: Vec<String> = (0..20)

@@ -19,6 +19,37 @@ fn run_ok_fragments(n: usize, name: &str) {
     );
 }
 
+/// The same scenario with every pair of ranks talking over TCP.
+fn run_ok_tcp(n: usize, name: &str) {
+    assert_ok(&scenario(n, name, &["--transport", "tcp"], &[]), name);
+}
+
+#[test]
+fn every_scenario_also_runs_over_tcp() {
+    for (n, name) in [
+        (2, "order"),
+        (4, "any"),
+        (3, "probe"),
+        (3, "some"),
+        (2, "truncate"),
+        (2, "persistent"),
+        (2, "ssend"),
+        (2, "cancel"),
+        (2, "large"),
+        (2, "self"),
+        (3, "sendrecv"),
+        (16, "alltoall"),
+        (2, "idle-cpu"),
+    ] {
+        run_ok_tcp(n, name);
+    }
+}
+
+#[test]
+fn a_one_gib_message_crosses_tcp() {
+    run_ok_tcp(2, "huge");
+}
+
 #[test]
 fn non_overtaking_with_mixed_tags_and_sizes() {
     run_ok(2, "order");

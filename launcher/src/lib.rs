@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// there are no more ranks than cores).
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub bind_to: BindPolicy,
+    /// How ranks talk: `shm` (shared memory on one host) or `tcp` (every
+    /// pair over TCP, also on one host).
+    #[arg(long, value_name = "KIND", env = "VPML_TRANSPORT", default_value = "shm", value_parser = ["shm", "tcp"])]
+    pub transport: String,
     /// Fault-tolerance protocol: `none` or `pessimist` (default: the
     /// `VPML_PROTOCOL` environment variable, else none).
     #[arg(
@@ -187,6 +191,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
             .env(env::LOCAL_SIZE, args.ranks.to_string())
             .env(env::HOST_CORES, cores.to_string())
             .envs(protocol.envs.iter().map(|(k, v)| (k, v)))
+            .env(env::TRANSPORT, &args.transport)
             .stdin(if rank == 0 {
                 Stdio::inherit()
             } else {

@@ -41,6 +41,9 @@ pub mod env {
     pub const HOST_CORES: &str = "VPML_HOST_CORES";
     /// Non-empty: publish this rank's counters at finalize (`--stats`).
     pub const STATS: &str = "VPML_STATS";
+    /// `shm` (default: shared memory between ranks of a host) or `tcp`
+    /// (every pair over TCP).
+    pub const TRANSPORT: &str = "VPML_TRANSPORT";
 }
 
 /// Version of the key/value protocol.
@@ -68,6 +71,8 @@ pub struct JobEnv {
     pub local_size: usize,
     /// Cores on this host.
     pub host_cores: usize,
+    /// Every pair talks over TCP (`VPML_TRANSPORT=tcp`).
+    pub transport_tcp: bool,
 }
 
 fn var(name: &str) -> Result<String> {
@@ -116,6 +121,16 @@ impl JobEnv {
             mailbox_fds,
             local_size: parse(env::LOCAL_SIZE, &var(env::LOCAL_SIZE)?)?,
             host_cores: parse(env::HOST_CORES, &var(env::HOST_CORES)?)?,
+            transport_tcp: match std::env::var(env::TRANSPORT).as_deref() {
+                Ok("tcp") => true,
+                Ok("shm") | Ok("") | Err(_) => false,
+                Ok(other) => {
+                    return Err(Error::Bootstrap(format!(
+                        "{}={other:?}: expected shm or tcp",
+                        env::TRANSPORT
+                    )));
+                }
+            },
         }))
     }
 }

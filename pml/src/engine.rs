@@ -18,6 +18,7 @@ use crate::shm::futex;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
 use crate::status::Status;
+use crate::tcp::TcpConn;
 
 /// Messages up to this size travel inside the ring.
 pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
@@ -135,7 +136,7 @@ enum Outgoing {
 
 impl Outgoing {
     /// Is there room in `w` for this item's next frame?
-    fn fits(&self, w: &mut RingWriter) -> bool {
+    fn fits(&self, w: &mut Link) -> bool {
         match self {
             Outgoing::Frame { hdr, data, .. } => w.has_room(hdr.kind, data.len),
             Outgoing::Fragments { data, offset, .. } => {
@@ -154,10 +155,86 @@ struct Partial {
 
 /// Shared-memory channel state for one peer.
 struct Peer {
-    writer: RingWriter,
-    reader: RingReader,
+    link: Link,
     pending: VecDeque<Outgoing>,
     partial: Option<Partial>,
+    /// Large messages to this peer use single-copy reads (shared memory
+    /// with cross-process reads allowed).
+    single_copy: bool,
+}
+
+/// How a peer is reached: a pair of shared-memory rings, or a TCP connection.
+enum Link {
+    Shm {
+        writer: RingWriter,
+        reader: RingReader,
+    },
+    Tcp(TcpConn),
+}
+
+impl Link {
+    fn is_shm(&self) -> bool {
+        matches!(self, Link::Shm { .. })
+    }
+    fn has_room(&mut self, k: u8, len: usize) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.has_room(k, len),
+            Link::Tcp(c) => c.has_room(),
+        }
+    }
+    fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.try_write(hdr, payload),
+            Link::Tcp(c) => c.try_write(hdr, payload),
+        }
+    }
+    fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.announce_waiting(k, len),
+            Link::Tcp(c) => c.has_room(),
+        }
+    }
+    fn has_frame(&self) -> bool {
+        match self {
+            Link::Shm { reader, .. } => reader.has_frame(),
+            Link::Tcp(c) => c.has_frame(),
+        }
+    }
+    fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
+        match self {
+            Link::Shm { reader, .. } => reader.peek(),
+            Link::Tcp(c) => c.peek(),
+        }
+    }
+    fn payload(&self, hdr: &FrameHeader, len: usize) -> std::result::Result<&[u8], String> {
+        match self {
+            Link::Shm { reader, .. } => reader.payload(hdr, len),
+            Link::Tcp(c) => c.payload(hdr, len),
+        }
+    }
+    fn consume(&mut self, hdr: &FrameHeader) {
+        match self {
+            Link::Shm { reader, .. } => reader.consume(hdr),
+            Link::Tcp(c) => c.consume(hdr),
+        }
+    }
+    /// Bytes accepted but not yet handed to the operating system.
+    fn unsent(&self) -> usize {
+        match self {
+            Link::Shm { .. } => 0,
+            Link::Tcp(c) => c.queued(),
+        }
+    }
+    /// Hand consumed space back; true if the writer asked to be woken.
+    fn publish(&mut self) -> bool {
+        match self {
+            Link::Shm { reader, .. } => reader.publish(),
+            Link::Tcp(c) => {
+                c.flush();
+                false
+            }
+        }
+    }
 }
 
 /// Idle policy: spin `spin` polls, then poll and yield the CPU for up to
@@ -288,6 +365,11 @@ impl Engine {
         )?;
         kv.fence()?;
         let single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
+        let mut tcp: Vec<Option<TcpConn>> = if env.transport_tcp {
+            crate::tcp::connect_all(env, &mut kv)?
+        } else {
+            (0..env.size).map(|_| None).collect()
+        };
         let mut peers = Vec::with_capacity(env.size);
         let mut pids = vec![0; env.size];
         for (p, mb) in mailboxes.iter().enumerate() {
@@ -305,11 +387,15 @@ impl Engine {
                     RingReader::new(own.ring(p), RING_CAPACITY),
                 )
             };
+            let (link, single_copy) = match tcp[p].take() {
+                Some(conn) => (Link::Tcp(conn), false),
+                None => (Link::Shm { writer, reader }, single_copy),
+            };
             peers.push(Some(Peer {
-                writer,
-                reader,
+                link,
                 pending: VecDeque::new(),
                 partial: None,
+                single_copy,
             }));
         }
         let oversubscribed = env.local_size > env.host_cores.max(1);
@@ -478,7 +564,7 @@ impl Engine {
         let Some(peer) = self.peers[dest].as_mut() else {
             return Ok(false);
         };
-        if !peer.pending.is_empty() || !peer.writer.has_room(kind::EAGER, data.len()) {
+        if !peer.pending.is_empty() || !peer.link.has_room(kind::EAGER, data.len()) {
             return Ok(false);
         }
         let seq = self.send_seq[dest] + 1;
@@ -502,7 +588,7 @@ impl Engine {
             return Ok(false);
         };
         // Room was checked above and only grows meanwhile.
-        if !peer.writer.try_write(&hdr, data) {
+        if !peer.link.try_write(&hdr, data) {
             return Err(Error::RequestState("ring space vanished"));
         }
         self.send_seq[dest] = seq;
@@ -612,7 +698,7 @@ impl Engine {
                 data,
                 complete: pending_id.filter(|_| !sync),
             }
-        } else if self.single_copy {
+        } else if self.peers[dest].as_ref().is_some_and(|p| p.single_copy) {
             let mut hdr = message_header(kind::RTS, tag, ctx, seq, len);
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
@@ -671,7 +757,7 @@ impl Engine {
                 } => {
                     // SAFETY: `data` belongs to an active send (start_send contract).
                     let bytes = unsafe { data.as_slice() };
-                    if !write_or_announce(&mut peer.writer, hdr, bytes) {
+                    if !write_or_announce(&mut peer.link, hdr, bytes) {
                         break;
                     }
                     wrote = true;
@@ -702,7 +788,7 @@ impl Engine {
                             }
                             .as_slice()
                         };
-                        if !write_or_announce(&mut peer.writer, &h, bytes) {
+                        if !write_or_announce(&mut peer.link, &h, bytes) {
                             break;
                         }
                         wrote = true;
@@ -730,7 +816,8 @@ impl Engine {
 
     /// Wake `dest` if it sleeps on its doorbell.
     fn ring_doorbell(&self, dest: usize) {
-        if let Some(mb) = self.mailboxes[dest].as_ref() {
+        let shm = self.peers[dest].as_ref().is_some_and(|p| p.link.is_shm());
+        if shm && let Some(mb) = self.mailboxes[dest].as_ref() {
             ring(mb.doorbell());
         }
     }
@@ -953,11 +1040,38 @@ impl Engine {
         fence(Ordering::SeqCst);
         // Something to read, or room for a frame we are waiting to write
         // (the reader may have freed space before our doorbell was armed).
-        let ready = self.peers.iter_mut().flatten().any(|p| {
-            p.reader.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.writer))
-        });
+        let ready =
+            self.peers.iter_mut().flatten().any(|p| {
+                p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link))
+            });
         if !ready {
-            futex::wait(bell, 1, SLEEP_SLICE);
+            // TCP peers wake us through the socket, shared-memory ones
+            // through the doorbell; with both, poll the sockets briefly.
+            let mut fds: Vec<libc::pollfd> = self
+                .peers
+                .iter()
+                .flatten()
+                .filter_map(|p| match &p.link {
+                    Link::Tcp(c) => Some(libc::pollfd {
+                        fd: c.fd(),
+                        events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
+                        revents: 0,
+                    }),
+                    Link::Shm { .. } => None,
+                })
+                .collect();
+            if fds.is_empty() {
+                futex::wait(bell, 1, SLEEP_SLICE);
+            } else {
+                let any_shm = self.peers.iter().flatten().any(|p| p.link.is_shm());
+                let ms = if any_shm {
+                    1
+                } else {
+                    SLEEP_SLICE.as_millis() as i32
+                };
+                // SAFETY: `fds` is a valid array of pollfd for the call.
+                unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            }
         }
         bell.store(0, Ordering::Relaxed);
     }
@@ -1024,13 +1138,13 @@ impl Engine {
             };
             let mut frames = 0;
             loop {
-                let hdr = match peer.reader.peek() {
+                let hdr = match peer.link.peek() {
                     Ok(Some(h)) => h,
                     Ok(None) => break,
                     Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
                 };
                 self.core.handle_frame(p, peer, &hdr)?;
-                peer.reader.consume(&hdr);
+                peer.link.consume(&hdr);
                 frames += 1;
                 if frames >= 64 {
                     break;
@@ -1038,7 +1152,7 @@ impl Engine {
             }
             if frames > 0 {
                 any = true;
-                if peer.reader.publish()
+                if peer.link.publish()
                     && let Some(mb) = self.mailboxes[p].as_ref()
                 {
                     ring(mb.doorbell());
@@ -1063,7 +1177,10 @@ impl Engine {
             return Ok(());
         }
         self.wait_until(|e| {
-            e.peers.iter().flatten().all(|p| p.pending.is_empty())
+            e.peers
+                .iter()
+                .flatten()
+                .all(|p| p.pending.is_empty() && p.link.unsent() == 0)
                 && e.core
                     .slots
                     .iter()
@@ -1115,7 +1232,7 @@ impl Engine {
 
 /// Write a frame, or, if the ring is full, ask the reader to ring our
 /// doorbell when it frees space (and try once more in case it just did).
-fn write_or_announce(w: &mut RingWriter, hdr: &FrameHeader, bytes: &[u8]) -> bool {
+fn write_or_announce(w: &mut Link, hdr: &FrameHeader, bytes: &[u8]) -> bool {
     w.try_write(hdr, bytes)
         || (w.announce_waiting(hdr.kind, bytes.len()) && w.try_write(hdr, bytes))
 }
@@ -1478,7 +1595,7 @@ impl Core {
         match hdr.kind {
             kind::EAGER => {
                 self.accept_seq(p, hdr.seq)?;
-                let data = peer.reader.payload(hdr, env.len).map_err(corrupt)?;
+                let data = peer.link.payload(hdr, env.len).map_err(corrupt)?;
                 let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux0);
                 self.deliver_eager(env, data, sync)?;
             }
@@ -1510,7 +1627,7 @@ impl Core {
             }
             kind::FRAG => {
                 let chunk = usize::try_from(hdr.aux0).map_err(|_| corrupt("bad chunk".into()))?;
-                let bytes = peer.reader.payload(hdr, chunk).map_err(corrupt)?;
+                let bytes = peer.link.payload(hdr, chunk).map_err(corrupt)?;
                 if hdr.flags & flags::FIRST != 0 {
                     if peer.partial.is_some() {
                         return Err(corrupt(

@@ -52,6 +52,7 @@ pub mod protocol;
 pub mod request;
 pub mod shm;
 mod status;
+mod tcp;
 
 use std::cell::RefCell;
 use std::rc::Rc;

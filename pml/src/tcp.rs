@@ -1,0 +1,369 @@
+//! TCP transport: one connection per pair of ranks carrying the same frames
+//! as the shared-memory rings (a 64-byte [`FrameHeader`] whose `frame_len`
+//! is 64 + payload bytes, then the payload), nonblocking, `TCP_NODELAY`.
+//!
+//! Large messages go as fragments (there is no single-copy read across a
+//! socket). Connections are set up during bootstrap through the launcher's
+//! key/value exchange: every rank listens on loopback, publishes its
+//! address, connects to the ranks below it and accepts the ranks above it;
+//! each connection starts with the job token and the connecting rank, and a
+//! connection with a wrong token is refused (and logged) without affecting
+//! the job.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::{JobEnv, KvClient};
+use crate::error::{Error, Result};
+use crate::shm::ring::{FrameHeader, HEADER_LEN};
+
+/// Largest payload of one frame on a connection.
+pub(crate) const MAX_FRAME_PAYLOAD: usize = 64 * 1024;
+/// Bytes a writer may queue before `try_write` reports "full".
+const MAX_QUEUED: usize = 8 << 20;
+/// How long bootstrap waits for connections.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One end of a rank-to-rank connection.
+pub(crate) struct TcpConn {
+    stream: TcpStream,
+    inbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    closed: bool,
+}
+
+impl TcpConn {
+    fn new(stream: TcpStream) -> std::io::Result<TcpConn> {
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        Ok(TcpConn {
+            stream,
+            inbuf: vec![0; 2 * (HEADER_LEN + MAX_FRAME_PAYLOAD)],
+            start: 0,
+            end: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            closed: false,
+        })
+    }
+
+    /// The socket, for `poll`.
+    pub(crate) fn fd(&self) -> i32 {
+        self.stream.as_raw_fd()
+    }
+
+    /// Bytes queued but not yet written to the socket.
+    pub(crate) fn queued(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+
+    /// Room for another frame?
+    pub(crate) fn has_room(&mut self) -> bool {
+        if self.queued() > MAX_QUEUED {
+            self.flush();
+        }
+        self.queued() <= MAX_QUEUED
+    }
+
+    /// Queue one frame and start writing it. False if too much is queued.
+    pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        let mut h = *hdr;
+        h.frame_len = (HEADER_LEN + payload.len()) as u32;
+        let mut raw = [0u8; HEADER_LEN];
+        // SAFETY: FrameHeader is a plain repr(C) struct of integers no larger
+        // than HEADER_LEN; copying its bytes is a valid serialisation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                &h as *const FrameHeader as *const u8,
+                raw.as_mut_ptr(),
+                std::mem::size_of::<FrameHeader>(),
+            );
+        }
+        self.out.extend_from_slice(&raw);
+        self.out.extend_from_slice(payload);
+        self.flush();
+        true
+    }
+
+    /// Write as much queued output as the socket takes now.
+    pub(crate) fn flush(&mut self) {
+        while self.out_pos < self.out.len() && !self.closed {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => self.closed = true,
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // The peer is gone; the launcher deals with dead ranks.
+                    tracing::debug!("tcp write failed: {e}");
+                    self.closed = true;
+                }
+            }
+        }
+        if self.closed || self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        } else if self.out_pos > MAX_QUEUED {
+            self.out.drain(..self.out_pos);
+            self.out_pos = 0;
+        }
+    }
+
+    fn fill(&mut self) {
+        if self.closed {
+            return;
+        }
+        if self.start > 0
+            && (self.start == self.end
+                || self.inbuf.len() - self.end < HEADER_LEN + MAX_FRAME_PAYLOAD)
+        {
+            self.inbuf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        loop {
+            match self.stream.read(&mut self.inbuf[self.end..]) {
+                Ok(0) => {
+                    self.closed = true;
+                    return;
+                }
+                Ok(n) => {
+                    self.end += n;
+                    if self.end == self.inbuf.len() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!("tcp read failed: {e}");
+                    self.closed = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn header(&self) -> Option<FrameHeader> {
+        if self.end - self.start < HEADER_LEN {
+            return None;
+        }
+        // SAFETY: HEADER_LEN bytes are buffered at `start`; read_unaligned
+        // copies them into a plain integer struct (any bit pattern is valid).
+        Some(unsafe {
+            std::ptr::read_unaligned(self.inbuf[self.start..].as_ptr() as *const FrameHeader)
+        })
+    }
+
+    /// Is a whole frame buffered?
+    pub(crate) fn has_frame(&self) -> bool {
+        self.header().is_some_and(|h| {
+            (h.frame_len as usize) <= self.end - self.start && h.frame_len as usize >= HEADER_LEN
+        })
+    }
+
+    /// The next complete frame's header, reading what the socket has.
+    pub(crate) fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
+        self.flush();
+        if !self.has_frame() {
+            self.fill();
+        }
+        let Some(h) = self.header() else {
+            return Ok(None);
+        };
+        let len = h.frame_len as usize;
+        if !(HEADER_LEN..=HEADER_LEN + MAX_FRAME_PAYLOAD).contains(&len) {
+            return Err(format!("frame length {len} out of bounds"));
+        }
+        if self.end - self.start < len {
+            return Ok(None);
+        }
+        Ok(Some(h))
+    }
+
+    /// The first `len` payload bytes of the current frame.
+    pub(crate) fn payload(
+        &self,
+        hdr: &FrameHeader,
+        len: usize,
+    ) -> std::result::Result<&[u8], String> {
+        if HEADER_LEN + len > hdr.frame_len as usize {
+            return Err(format!(
+                "payload of {len} bytes does not fit a {}-byte frame",
+                hdr.frame_len
+            ));
+        }
+        let at = self.start + HEADER_LEN;
+        Ok(&self.inbuf[at..at + len])
+    }
+
+    /// Drop the current frame.
+    pub(crate) fn consume(&mut self, hdr: &FrameHeader) {
+        self.start += hdr.frame_len as usize;
+        if self.start >= self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+/// Connect every pair of ranks (see the module docs). Returns the
+/// connection to each peer by rank (`None` for ourselves).
+pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<TcpConn>>> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |e: std::io::Error| Error::Bootstrap(format!("tcp {what}: {e}"))
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(io("listen"))?;
+    let addr = listener.local_addr().map_err(io("listen"))?;
+    kv.put(&format!("tcp.{}", env.rank), &addr.to_string())?;
+    kv.fence()?;
+    let mut conns: Vec<Option<TcpConn>> = (0..env.size).map(|_| None).collect();
+    for (peer, slot) in conns.iter_mut().enumerate().take(env.rank) {
+        let a = kv
+            .get(&format!("tcp.{peer}"))?
+            .ok_or_else(|| Error::Bootstrap(format!("rank {peer} published no tcp address")))?;
+        let mut s =
+            TcpStream::connect(&a).map_err(io(&format!("connect to rank {peer} at {a}")))?;
+        s.write_all(format!("VPMLTCP1 {} {}\n", env.token, env.rank).as_bytes())
+            .map_err(io("handshake"))?;
+        *slot = Some(TcpConn::new(s).map_err(io("setup"))?);
+    }
+    listener.set_nonblocking(true).map_err(io("listen"))?;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let mut missing = env.size - 1 - env.rank;
+    while missing > 0 {
+        match listener.accept() {
+            Ok((s, from)) => match handshake(s, env) {
+                Ok((peer, s)) if peer > env.rank && conns[peer].is_none() => {
+                    conns[peer] = Some(TcpConn::new(s).map_err(io("setup"))?);
+                    missing -= 1;
+                }
+                Ok((peer, _)) => {
+                    tracing::warn!("refused a second connection claiming rank {peer} from {from}")
+                }
+                Err(why) => tracing::warn!("refused a connection from {from}: {why}"),
+            },
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    return Err(Error::Bootstrap(format!(
+                        "tcp: {missing} rank(s) did not connect within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(io("accept")(e)),
+        }
+    }
+    Ok(conns)
+}
+
+/// Read and check `VPMLTCP1 <token> <rank>\n` (bounded in size and time).
+fn handshake(mut s: TcpStream, env: &JobEnv) -> std::result::Result<(usize, TcpStream), String> {
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 256 {
+        match s.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => line.push(byte[0]),
+            Ok(_) => return Err("closed during the handshake".into()),
+            Err(e) => return Err(format!("handshake: {e}")),
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    let mut parts = text.split(' ');
+    if parts.next() != Some("VPMLTCP1") {
+        return Err("not a vpml connection".into());
+    }
+    if parts.next() != Some(env.token.as_str()) {
+        return Err("wrong job token".into());
+    }
+    let rank: usize = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r < env.size)
+        .ok_or("bad rank")?;
+    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    Ok((rank, s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(token: &str) -> JobEnv {
+        JobEnv {
+            job_id: "j".into(),
+            rank: 0,
+            size: 4,
+            kv_addr: String::new(),
+            token: token.into(),
+            mailbox_fds: vec![],
+            local_size: 4,
+            host_cores: 2,
+            transport_tcp: true,
+        }
+    }
+
+    fn attempt(line: &[u8]) -> std::result::Result<usize, String> {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.write_all(line).unwrap();
+        let (s, _) = l.accept().unwrap();
+        handshake(s, &env("right-token")).map(|(r, _)| r)
+    }
+
+    #[test]
+    fn connections_must_present_the_job_token_and_a_rank_of_the_job() {
+        assert_eq!(attempt(b"VPMLTCP1 right-token 3\n"), Ok(3));
+        assert_eq!(
+            attempt(b"VPMLTCP1 wrong-token 3\n"),
+            Err("wrong job token".into())
+        );
+        assert_eq!(attempt(b"VPMLTCP1 right-token 9\n"), Err("bad rank".into()));
+        assert_eq!(
+            attempt(b"GET / HTTP/1.0\n"),
+            Err("not a vpml connection".into())
+        );
+    }
+
+    #[test]
+    fn frames_cross_a_connection_in_pieces() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let (mut tx, mut rx) = (TcpConn::new(a).unwrap(), TcpConn::new(b).unwrap());
+        let mut sent = 0u64;
+        let mut got = 0u64;
+        while got < 300 {
+            if sent < 300 {
+                let mut h = FrameHeader::new(crate::shm::ring::kind::EAGER);
+                h.seq = sent;
+                let len = (sent as usize * 997) % MAX_FRAME_PAYLOAD;
+                if tx.try_write(&h, &vec![sent as u8; len]) {
+                    sent += 1;
+                }
+            }
+            tx.flush();
+            if let Some(h) = rx.peek().unwrap() {
+                assert_eq!(h.seq, got);
+                let len = (got as usize * 997) % MAX_FRAME_PAYLOAD;
+                assert!(rx.payload(&h, len).unwrap().iter().all(|&x| x == got as u8));
+                rx.consume(&h);
+                got += 1;
+            }
+        }
+    }
+}
