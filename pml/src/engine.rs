@@ -140,7 +140,8 @@ impl Outgoing {
         match self {
             Outgoing::Frame { hdr, data, .. } => w.has_room(hdr.kind, data.len),
             Outgoing::Fragments { data, offset, .. } => {
-                w.has_room(kind::FRAG, (data.len - offset).min(FRAGMENT))
+                let frag = w.fragment_size();
+                w.has_room(kind::FRAG, (data.len - offset).min(frag))
             }
         }
     }
@@ -149,8 +150,19 @@ impl Outgoing {
 /// A fragmented message being reassembled.
 struct Partial {
     env: Envelope,
-    data: Vec<u8>,
+    /// Where the fragments go.
+    dest: PartialDest,
+    /// Bytes received so far.
+    got: usize,
     sync: Option<u64>,
+}
+
+/// A fragmented message is copied straight into the receive it matched at
+/// its first fragment, or, if none was posted, collected for the
+/// unexpected queue.
+enum PartialDest {
+    Posted(ReqId),
+    Buffered(Vec<u8>),
 }
 
 /// Shared-memory channel state for one peer.
@@ -216,6 +228,13 @@ impl Link {
         match self {
             Link::Shm { reader, .. } => reader.consume(hdr),
             Link::Tcp(c) => c.consume(hdr),
+        }
+    }
+    /// Payload bytes per fragment of a large message.
+    fn fragment_size(&self) -> usize {
+        match self {
+            Link::Shm { .. } => FRAGMENT,
+            Link::Tcp(_) => FRAGMENT,
         }
     }
     /// Bytes accepted but not yet handed to the operating system.
@@ -774,7 +793,7 @@ impl Engine {
                 } => {
                     let mut finished = false;
                     loop {
-                        let chunk = (data.len - *offset).min(FRAGMENT);
+                        let chunk = (data.len - *offset).min(peer.link.fragment_size());
                         let mut h = *hdr;
                         h.aux0 = chunk as u64;
                         if *offset == 0 {
@@ -1450,6 +1469,21 @@ impl Core {
         self.complete(id);
     }
 
+    /// Copy `bytes` into receive `id` at `offset`, dropping what does not
+    /// fit (the receive then reports truncation).
+    fn write_at(&mut self, id: ReqId, offset: usize, bytes: &[u8]) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        let room = slot.buf.len.saturating_sub(offset);
+        let n = bytes.len().min(room);
+        if n > 0 {
+            // SAFETY: `slot.buf` belongs to an active receive (Slot
+            // invariant) and offset + n <= its length.
+            unsafe { slot.buf.as_mut_slice()[offset..offset + n].copy_from_slice(&bytes[..n]) };
+        }
+    }
+
     /// Remember that an ANY_SOURCE receive matched (for the protocol).
     fn note_match(&mut self, id: ReqId, source: usize) {
         if let Some(slot) = self.slot(id)
@@ -1634,25 +1668,56 @@ impl Core {
                             "new fragmented message before the last ended".into(),
                         ));
                     }
-                    let mut data = Vec::new();
-                    data.try_reserve_exact(env.len).map_err(|_| {
-                        corrupt(format!("cannot allocate {} bytes for a message", env.len))
-                    })?;
+                    // Channel order makes matching at the first fragment
+                    // safe: nothing from this peer can come in between.
+                    let dest = match self.matching.match_arrival(&env) {
+                        Some(id) => PartialDest::Posted(id),
+                        None => {
+                            let mut data = Vec::new();
+                            data.try_reserve_exact(env.len).map_err(|_| {
+                                corrupt(format!("cannot allocate {} bytes for a message", env.len))
+                            })?;
+                            PartialDest::Buffered(data)
+                        }
+                    };
                     let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux1);
-                    peer.partial = Some(Partial { env, data, sync });
+                    peer.partial = Some(Partial {
+                        env,
+                        dest,
+                        got: 0,
+                        sync,
+                    });
                 }
                 let Some(part) = peer.partial.as_mut() else {
                     return Err(corrupt("fragment without a first fragment".into()));
                 };
-                if part.data.len() + bytes.len() > part.env.len {
+                if part.got + bytes.len() > part.env.len {
                     return Err(corrupt("fragments exceed the message length".into()));
                 }
-                part.data.extend_from_slice(bytes);
-                if part.data.len() == part.env.len
+                match &mut part.dest {
+                    PartialDest::Posted(id) => self.write_at(*id, part.got, bytes),
+                    PartialDest::Buffered(data) => data.extend_from_slice(bytes),
+                }
+                part.got += bytes.len();
+                if part.got == part.env.len
                     && let Some(part) = peer.partial.take()
                 {
                     self.accept_seq(p, part.env.seq)?;
-                    self.deliver_owned(part.env, part.data, part.sync);
+                    match part.dest {
+                        PartialDest::Buffered(data) => {
+                            self.deliver_owned(part.env, data, part.sync)
+                        }
+                        PartialDest::Posted(id) => {
+                            let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
+                            self.note_match(id, part.env.source);
+                            let st = self.recv_status(&part.env, buf_len);
+                            self.set_status(id, st);
+                            self.complete(id);
+                            if let Some(token) = part.sync {
+                                self.ack(part.env.source, kind::SYNC_ACK, token);
+                            }
+                        }
+                    }
                 }
             }
             other => return Err(corrupt(format!("unknown frame kind {other}"))),

@@ -23,6 +23,9 @@ use crate::shm::ring::{FrameHeader, HEADER_LEN};
 pub(crate) const MAX_FRAME_PAYLOAD: usize = 64 * 1024;
 /// Bytes a writer may queue before `try_write` reports "full".
 const MAX_QUEUED: usize = 8 << 20;
+/// Receive buffer: room for many frames per read, so that compaction
+/// (moving a partial frame to the front) is rare and cheap.
+const INBUF: usize = 1 << 20;
 /// How long bootstrap waits for connections.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -43,7 +46,7 @@ impl TcpConn {
         stream.set_nonblocking(true)?;
         Ok(TcpConn {
             stream,
-            inbuf: vec![0; 2 * (HEADER_LEN + MAX_FRAME_PAYLOAD)],
+            inbuf: vec![0; INBUF],
             start: 0,
             end: 0,
             out: Vec::new(),
@@ -87,8 +90,30 @@ impl TcpConn {
                 std::mem::size_of::<FrameHeader>(),
             );
         }
-        self.out.extend_from_slice(&raw);
-        self.out.extend_from_slice(payload);
+        // With nothing queued, write straight from the caller's bytes and
+        // queue only what the socket did not take.
+        let mut skip = 0;
+        if self.queued() == 0 && !self.closed {
+            loop {
+                let parts = [std::io::IoSlice::new(&raw), std::io::IoSlice::new(payload)];
+                match self.stream.write_vectored(&parts) {
+                    Ok(n) => skip = n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        tracing::debug!("tcp write failed: {e}");
+                        self.closed = true;
+                    }
+                }
+                break;
+            }
+        }
+        if skip < HEADER_LEN {
+            self.out.extend_from_slice(&raw[skip..]);
+            self.out.extend_from_slice(payload);
+        } else {
+            self.out.extend_from_slice(&payload[skip - HEADER_LEN..]);
+        }
         self.flush();
         true
     }

@@ -283,6 +283,9 @@ fn cancel(w: &Comm) -> R {
 /// For the commit-rule test: rank 0 creates an event (ANY_SOURCE match)
 /// once told on stdin, then sends; rank 1 reports when the send arrives.
 fn commit(w: &Comm) -> R {
+    // Every rank has finished its logger handshake before the test may stop
+    // the logger.
+    w.barrier()?;
     if w.rank() == 1 {
         w.send(0, 1, &[1u8])?;
         w.recv(0, 2, &mut [0u8])?;
