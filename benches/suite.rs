@@ -9,7 +9,8 @@
 //!
 //! Every part runs vpml without a protocol (`vpml`) and with the pessimist
 //! protocol (`vpml-pessimist`, ratio = overhead). Parts: `pingpong`
-//! (latency and bandwidth, 0 B … 4 MiB, 2 ranks), `anysource` (the
+//! (latency and bandwidth, 0 B … 4 MiB, 2 ranks), `pingpong-tcp` (the same
+//! with every pair over TCP, against Open MPI's tcp BTL), `anysource` (the
 //! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
 //! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks),
 //! and `patterns` (events logged per message for the NAS-like patterns,
@@ -27,8 +28,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{
-    Config, FLAVOURS, arg, example, json_lines, median, reference, vpml_run, vpml_run_with,
-    write_report,
+    Config, FLAVOURS, arg, example, json_lines, median, reference, vpml_run_with, write_report,
 };
 use serde_json::{Value, json};
 
@@ -52,6 +52,8 @@ struct Part {
     ranks: &'static [usize],
     args: &'static [&'static str],
     parse: fn(&Value) -> Vec<(String, u64, f64)>,
+    /// Every pair over TCP (vpml `--transport tcp`, Open MPI's tcp BTL).
+    tcp: bool,
 }
 
 fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
@@ -80,7 +82,16 @@ fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
         .unwrap_or_default()
 }
 
-const PARTS: [Part; 4] = [
+const PARTS: [Part; 5] = [
+    Part {
+        name: "pingpong-tcp",
+        example: "pingpong",
+        c_source: Some("pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+        tcp: true,
+    },
     Part {
         name: "pingpong",
         example: "pingpong",
@@ -88,6 +99,7 @@ const PARTS: [Part; 4] = [
         ranks: &[2],
         args: &["--json"],
         parse: parse_pingpong,
+        tcp: false,
     },
     Part {
         name: "anysource",
@@ -96,6 +108,7 @@ const PARTS: [Part; 4] = [
         ranks: &[2],
         args: &["--json"],
         parse: parse_pingpong,
+        tcp: false,
     },
     Part {
         name: "collectives",
@@ -104,6 +117,7 @@ const PARTS: [Part; 4] = [
         ranks: &[2, 4, 8],
         args: &["--json"],
         parse: parse_collective,
+        tcp: false,
     },
     Part {
         name: "heat3d",
@@ -112,6 +126,7 @@ const PARTS: [Part; 4] = [
         ranks: &[4],
         args: &["--size", "small", "--steps", "50", "--timing"],
         parse: parse_heat3d,
+        tcp: false,
     },
 ];
 
@@ -139,16 +154,25 @@ fn heat3d_json(c: &Config) -> Result<Vec<Value>, String> {
 fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     let program = example(part.example)?;
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let transport: &[&str] = if part.tcp {
+        &["--transport", "tcp"]
+    } else {
+        &[]
+    };
     let mut out = vec![
         Config {
             name: "vpml".into(),
-            cmd: [vpml_run(ranks, &program), args.clone()].concat(),
+            cmd: [vpml_run_with(ranks, transport, &program), args.clone()].concat(),
             envs: vec![],
         },
         Config {
             name: "vpml-pessimist".into(),
             cmd: [
-                vpml_run_with(ranks, &["--protocol", "pessimist"], &program),
+                vpml_run_with(
+                    ranks,
+                    &[transport, &["--protocol", "pessimist"]].concat(),
+                    &program,
+                ),
                 args.clone(),
             ]
             .concat(),
@@ -158,8 +182,21 @@ fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     match part.c_source {
         Some(src) => {
             for f in FLAVOURS {
+                if part.tcp && f != "openmpi" {
+                    println!(
+                        "# {}: skipping {f}: only Open MPI's tcp BTL is compared",
+                        part.name
+                    );
+                    continue;
+                }
                 match reference(f, src, ranks) {
                     Ok(mut c) => {
+                        if part.tcp {
+                            c.cmd.splice(
+                                1..1,
+                                ["--mca".to_string(), "btl".into(), "tcp,self".into()],
+                            );
+                        }
                         c.cmd.extend(args.iter().cloned());
                         out.push(c);
                     }
