@@ -46,6 +46,24 @@ fn every_scenario_also_runs_over_tcp() {
 }
 
 #[test]
+fn ranks_on_two_pseudo_hosts_mix_shared_memory_and_tcp_pairs() {
+    // Pairs within a pseudo-host use shared memory, pairs across use TCP,
+    // as between real hosts.
+    for (n, name) in [
+        (4, "order"),
+        (4, "any"),
+        (4, "probe"),
+        (4, "some"),
+        (2, "large"),
+        (4, "ssend"),
+        (5, "sendrecv"),
+        (16, "alltoall"),
+    ] {
+        assert_ok(&scenario(n, name, &["--simulate-hosts", "2"], &[]), name);
+    }
+}
+
+#[test]
 fn a_one_gib_message_crosses_tcp() {
     run_ok_tcp(2, "huge");
 }

@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// pair over TCP, also on one host).
     #[arg(long, value_name = "KIND", env = "VPML_TRANSPORT", default_value = "shm", value_parser = ["shm", "tcp"])]
     pub transport: String,
+    /// Testing aid: place the ranks on K pseudo-hosts of this machine
+    /// (rank i on host i·K/N), so pairs across them talk over TCP as
+    /// between real hosts while pairs within one use shared memory.
+    #[arg(long, value_name = "K", hide = true)]
+    pub simulate_hosts: Option<usize>,
     /// Fault-tolerance protocol: `none` or `pessimist` (default: the
     /// `VPML_PROTOCOL` environment variable, else none).
     #[arg(
@@ -173,6 +178,11 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         BindPolicy::Core => true,
         BindPolicy::None => false,
     };
+    let hosts = args.simulate_hosts.unwrap_or(1).clamp(1, args.ranks);
+    let host_of: Vec<String> = (0..args.ranks)
+        .map(|r| (r * hosts / args.ranks).to_string())
+        .collect();
+    let host_of = host_of.join(",");
     let signals = watch_signals(tx.clone())?;
 
     let launcher_pid = std::process::id();
@@ -192,6 +202,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
             .env(env::HOST_CORES, cores.to_string())
             .envs(protocol.envs.iter().map(|(k, v)| (k, v)))
             .env(env::TRANSPORT, &args.transport)
+            .env(env::HOST_OF, &host_of)
             .stdin(if rank == 0 {
                 Stdio::inherit()
             } else {

@@ -44,6 +44,9 @@ pub mod env {
     /// `shm` (default: shared memory between ranks of a host) or `tcp`
     /// (every pair over TCP).
     pub const TRANSPORT: &str = "VPML_TRANSPORT";
+    /// Comma-separated host index of every rank (default: all on one host).
+    /// Pairs on different hosts talk over TCP.
+    pub const HOST_OF: &str = "VPML_HOST_OF";
 }
 
 /// Version of the key/value protocol.
@@ -73,6 +76,15 @@ pub struct JobEnv {
     pub host_cores: usize,
     /// Every pair talks over TCP (`VPML_TRANSPORT=tcp`).
     pub transport_tcp: bool,
+    /// Host index of every rank.
+    pub host_of: Vec<usize>,
+}
+
+impl JobEnv {
+    /// Do ranks `a` and `b` talk over TCP (different hosts, or TCP forced)?
+    pub fn over_tcp(&self, a: usize, b: usize) -> bool {
+        self.transport_tcp || self.host_of.get(a) != self.host_of.get(b)
+    }
 }
 
 fn var(name: &str) -> Result<String> {
@@ -121,6 +133,23 @@ impl JobEnv {
             mailbox_fds,
             local_size: parse(env::LOCAL_SIZE, &var(env::LOCAL_SIZE)?)?,
             host_cores: parse(env::HOST_CORES, &var(env::HOST_CORES)?)?,
+            host_of: match std::env::var(env::HOST_OF) {
+                Err(_) => vec![0; size],
+                Ok(list) => {
+                    let v = list
+                        .split(',')
+                        .map(|h| parse::<usize>(env::HOST_OF, h))
+                        .collect::<Result<Vec<_>>>()?;
+                    if v.len() != size {
+                        return Err(Error::Bootstrap(format!(
+                            "{} lists {} hosts for {size} ranks",
+                            env::HOST_OF,
+                            v.len()
+                        )));
+                    }
+                    v
+                }
+            },
             transport_tcp: match std::env::var(env::TRANSPORT).as_deref() {
                 Ok("tcp") => true,
                 Ok("shm") | Ok("") | Err(_) => false,

@@ -384,7 +384,7 @@ impl Engine {
         )?;
         kv.fence()?;
         let single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
-        let mut tcp: Vec<Option<TcpConn>> = if env.transport_tcp {
+        let mut tcp: Vec<Option<TcpConn>> = if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
             crate::tcp::connect_all(env, &mut kv)?
         } else {
             (0..env.size).map(|_| None).collect()

@@ -253,6 +253,9 @@ pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<
     kv.fence()?;
     let mut conns: Vec<Option<TcpConn>> = (0..env.size).map(|_| None).collect();
     for (peer, slot) in conns.iter_mut().enumerate().take(env.rank) {
+        if !env.over_tcp(env.rank, peer) {
+            continue;
+        }
         let a = kv
             .get(&format!("tcp.{peer}"))?
             .ok_or_else(|| Error::Bootstrap(format!("rank {peer} published no tcp address")))?;
@@ -264,11 +267,15 @@ pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<
     }
     listener.set_nonblocking(true).map_err(io("listen"))?;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let mut missing = env.size - 1 - env.rank;
+    let mut missing = (env.rank + 1..env.size)
+        .filter(|&p| env.over_tcp(env.rank, p))
+        .count();
     while missing > 0 {
         match listener.accept() {
             Ok((s, from)) => match handshake(s, env) {
-                Ok((peer, s)) if peer > env.rank && conns[peer].is_none() => {
+                Ok((peer, s))
+                    if peer > env.rank && conns[peer].is_none() && env.over_tcp(env.rank, peer) =>
+                {
                     conns[peer] = Some(TcpConn::new(s).map_err(io("setup"))?);
                     missing -= 1;
                 }
@@ -339,6 +346,7 @@ mod tests {
             local_size: 4,
             host_cores: 2,
             transport_tcp: true,
+            host_of: vec![0; 4],
         }
     }
 
