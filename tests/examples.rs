@@ -48,11 +48,32 @@ fn heat3d_gives_the_same_checksum_in_three_runs() {
 fn heat3d_error_is_second_order() {
     // Same final time; h halves (8 -> 16 intervals) and dt = h², so the
     // error should drop by about 4.
-    let coarse = run(1, "heat3d", &["--points", "7x7x7", "--dt", "0.015625", "--steps", "8"]);
-    let fine = run(8, "heat3d", &["--points", "8x8x8", "--dt", "0.00346020761", "--steps", "36"]);
-    let (e1, e2): (f64, f64) = (value(&coarse, "l2_error").parse().unwrap(), value(&fine, "l2_error").parse().unwrap());
+    let coarse = run(
+        1,
+        "heat3d",
+        &["--points", "7x7x7", "--dt", "0.015625", "--steps", "8"],
+    );
+    let fine = run(
+        8,
+        "heat3d",
+        &[
+            "--points",
+            "8x8x8",
+            "--dt",
+            "0.00346020761",
+            "--steps",
+            "36",
+        ],
+    );
+    let (e1, e2): (f64, f64) = (
+        value(&coarse, "l2_error").parse().unwrap(),
+        value(&fine, "l2_error").parse().unwrap(),
+    );
     let ratio = e1 / e2;
-    assert!((3.0..5.5).contains(&ratio), "error ratio {ratio} ({e1} / {e2}) is not second order");
+    assert!(
+        (3.0..5.5).contains(&ratio),
+        "error ratio {ratio} ({e1} / {e2}) is not second order"
+    );
 }
 
 #[test]
@@ -70,15 +91,29 @@ fn pattern_programs_run_and_are_deterministic() {
         value(&a, "checksum");
     }
     let mg = run(4, "mg-pattern", &["--cycles", "3"]);
-    assert!(value(&mg, "any_source_receives").contains("(33.3 %)"), "{mg}");
+    assert!(
+        value(&mg, "any_source_receives").contains("(33.3 %)"),
+        "{mg}"
+    );
     let lu = run(4, "lu-pattern", &["--iterations", "3"]);
-    assert!(value(&lu, "any_source_receives").contains("(1.0 %)"), "{lu}");
+    assert!(
+        value(&lu, "any_source_receives").contains("(1.0 %)"),
+        "{lu}"
+    );
 }
 
 #[test]
 fn anysource_pingpong_and_pingpong_run() {
     let out = run(2, "anysource-pingpong", &["--max", "65536", "--json"]);
-    assert_eq!(out.lines().filter(|l| l.contains("latency_us")).count(), 10, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("latency_us")).count(),
+        10,
+        "{out}"
+    );
     let out = run(3, "pingpong", &["--max", "1024", "--json"]);
-    assert_eq!(out.lines().filter(|l| l.contains("bandwidth_mbs")).count(), 12, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("bandwidth_mbs")).count(),
+        12,
+        "{out}"
+    );
 }
