@@ -291,8 +291,10 @@ struct Core {
     stats: EngineStats,
     /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
     matches: Vec<(CallId, usize)>,
-    /// FIN frames received for large logged messages (see `unread_logged`).
-    fins_for_logged: usize,
+    /// Large messages announced from a protocol's log (the send already
+    /// complete) that the receiver has not read yet: this process must stay
+    /// alive until they are (one FIN each).
+    unread_logged: usize,
 }
 
 /// The engine of one rank.
@@ -318,10 +320,6 @@ pub(crate) struct Engine {
     protocol: Option<Box<dyn Protocol>>,
     /// Last call id handed out.
     last_call: CallId,
-    /// Large messages announced from a protocol's log (send already
-    /// complete) whose receiver has not read them yet: this process must
-    /// stay alive until they are read.
-    unread_logged: usize,
 }
 
 impl Engine {
@@ -346,7 +344,6 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
-            unread_logged: 0,
         }
     }
 
@@ -448,7 +445,6 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
-            unread_logged: 0,
         })
     }
 
@@ -525,6 +521,36 @@ impl Engine {
         }
     }
 
+    /// Show a message about to leave to the protocol (if any): the call id
+    /// it got (0 without a protocol) and what to transmit.
+    fn protocol_send(
+        &mut self,
+        dest: usize,
+        context: u32,
+        tag: i32,
+        seq: u64,
+        payload: &[u8],
+        synchronous: bool,
+    ) -> Result<(CallId, SendPlan)> {
+        if self.protocol.is_none() {
+            return Ok((0, SendPlan::Transmit));
+        }
+        // Matches made since the last report are events this send follows.
+        self.report_matches()?;
+        let call = self.next_call();
+        let msg = OutgoingMessage {
+            call,
+            dest,
+            context,
+            tag,
+            seq,
+            payload,
+            synchronous,
+        };
+        let plan = self.hook(|p| p.send(&msg))?.unwrap_or(SendPlan::Transmit);
+        Ok((call, plan))
+    }
+
     /// Tell the protocol about ANY_SOURCE receives matched since last time.
     fn report_matches(&mut self) -> Result<()> {
         if self.core.matches.is_empty() {
@@ -588,21 +614,8 @@ impl Engine {
         }
         let seq = self.send_seq[dest] + 1;
         let hdr = message_header(kind::EAGER, tag, ctx, seq, data.len());
-        if self.protocol.is_some() {
-            // Matches made since the last report are events this send follows.
-            self.report_matches()?;
-            let call = self.next_call();
-            let msg = OutgoingMessage {
-                call,
-                dest,
-                context: ctx,
-                tag,
-                seq,
-                payload: data,
-                synchronous: false,
-            };
-            self.hook(|p| p.send(&msg))?;
-        }
+        // The bytes are written right below, so a logged copy is not needed.
+        self.protocol_send(dest, ctx, tag, seq, data, false)?;
         let Some(peer) = self.peers[dest].as_mut() else {
             return Ok(false);
         };
@@ -638,30 +651,17 @@ impl Engine {
         };
         let seq = self.send_seq[dest] + 1;
         let mut logged = false;
-        let mut call = 0;
-        if self.protocol.is_some() {
-            self.report_matches()?;
-            call = self.next_call();
-            // SAFETY: caller contract.
-            let payload = unsafe { data.as_slice() };
-            let msg = OutgoingMessage {
-                call,
-                dest,
-                context: ctx,
-                tag,
-                seq,
-                payload,
-                synchronous: sync,
+        // SAFETY: caller contract.
+        let payload = unsafe { data.as_slice() };
+        let (call, plan) = self.protocol_send(dest, ctx, tag, seq, payload, sync)?;
+        if let SendPlan::Logged { ptr, len: l } = plan
+            && l == len
+        {
+            data = RawBytes {
+                ptr: ptr as *mut u8,
+                len,
             };
-            if let Some(SendPlan::Logged { ptr, len: l }) = self.hook(|p| p.send(&msg))?
-                && l == len
-            {
-                data = RawBytes {
-                    ptr: ptr as *mut u8,
-                    len,
-                };
-                logged = true;
-            }
+            logged = true;
         }
         let ptr = data.ptr as *const u8;
         let id = self.core.alloc(SlotKind::Send, data);
@@ -722,7 +722,7 @@ impl Engine {
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
             if token == 0 {
-                self.unread_logged += 1;
+                self.core.unread_logged += 1;
             }
             Outgoing::Frame {
                 hdr,
@@ -1206,7 +1206,7 @@ impl Engine {
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
                 // Large logged messages are read from our memory: stay
                 // until every receiver has.
-                && e.core.fins_for_logged >= e.unread_logged
+                && e.core.unread_logged == 0
         })?;
         self.hook(|p| p.finalize())?;
         let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
@@ -1374,7 +1374,7 @@ impl Core {
             pids: vec![0; size],
             stats: EngineStats::default(),
             matches: Vec::new(),
-            fins_for_logged: 0,
+            unread_logged: 0,
         }
     }
 
@@ -1650,7 +1650,7 @@ impl Core {
             kind::FIN if hdr.aux1 == 0 => {
                 // A logged send completed when it started; only finalize
                 // waits for the receiver to have read it.
-                self.fins_for_logged += 1;
+                self.unread_logged = self.unread_logged.saturating_sub(1);
             }
             kind::FIN | kind::SYNC_ACK => {
                 let id = ReqId::from_token(hdr.aux1);
