@@ -298,6 +298,13 @@ fn ids<S: RequestSlot>(slots: &[S]) -> Vec<Option<ReqId>> {
     slots.iter().map(|s| s.pending().map(|h| h.id)).collect()
 }
 
+/// Index of the first active request that is done (no allocation: this
+/// runs on every spin of a wait loop).
+fn first_done(eng: &Engine, ids: &[Option<ReqId>]) -> Option<usize> {
+    ids.iter()
+        .position(|id| id.is_some_and(|id| eng.is_done(id)))
+}
+
 fn done_indices(eng: &Engine, ids: &[Option<ReqId>]) -> Vec<usize> {
     ids.iter()
         .enumerate()
@@ -350,7 +357,7 @@ pub fn wait_any<S: RequestSlot>(slots: &mut [S]) -> Result<Option<(usize, S::Out
     {
         let mut e = eng.borrow_mut();
         e.wait_until(|e| {
-            first = done_indices(e, &ids).first().copied();
+            first = first_done(e, &ids);
             first.is_some()
         })?;
         let done: Vec<usize> = first.into_iter().collect();
@@ -369,15 +376,13 @@ pub fn wait_some<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<(usize, S::Outpu
         return Ok(Vec::new());
     };
     let ids = ids(slots);
-    let mut done = Vec::new();
-    {
+    let done = {
         let mut e = eng.borrow_mut();
-        e.wait_until(|e| {
-            done = done_indices(e, &ids);
-            !done.is_empty()
-        })?;
+        e.wait_until(|e| first_done(e, &ids).is_some())?;
+        let done = done_indices(&e, &ids);
         e.report_completion(CompletionKind::WaitSome, &ids, &done)?;
-    }
+        done
+    };
     finish_indices(slots, done)
 }
 

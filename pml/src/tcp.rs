@@ -291,7 +291,15 @@ pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<
                         CONNECT_TIMEOUT.as_secs()
                     )));
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                // Wait for the next connection attempt (not a busy loop).
+                let mut fd = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let left = deadline.saturating_duration_since(Instant::now());
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut fd, 1, left.as_millis().min(1000) as i32) };
             }
             Err(e) => return Err(io("accept")(e)),
         }
