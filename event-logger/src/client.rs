@@ -399,12 +399,7 @@ impl Client {
         let started = Instant::now();
         let mut st = lock(&sh.st);
         loop {
-            if let Some(e) = &st.fatal {
-                return Err(e.clone());
-            }
-            if st.closing {
-                return Err(ClientError::Closed);
-            }
+            usable(&st)?;
             if st.queued_events == 0 || st.queued_events + events.len() <= sh.cfg.max_pending_events
             {
                 break;
@@ -499,12 +494,7 @@ impl Client {
             if durable >= id {
                 return Ok(());
             }
-            if let Some(e) = &st.fatal {
-                return Err(e.clone());
-            }
-            if st.closing {
-                return Err(ClientError::Closed);
-            }
+            usable(&st)?;
             let waited = started.elapsed();
             if waited >= timeout {
                 return Err(ClientError::Timeout {
@@ -607,12 +597,7 @@ impl Client {
         let timeout = sh.cfg.timeout;
         let mut st = lock(&sh.st);
         loop {
-            if let Some(e) = &st.fatal {
-                return Err(e.clone());
-            }
-            if st.closing {
-                return Err(ClientError::Closed);
-            }
+            usable(&st)?;
             let waited = started.elapsed();
             if waited >= timeout {
                 return Err(ClientError::RequestTimeout {
@@ -770,6 +755,17 @@ fn push_event(st: &mut State, max_batch: usize, id: EventId, e: &Event) {
 }
 
 /// One line on each replica, for errors.
+/// The client may still be used: no fatal error, not closing.
+fn usable(st: &State) -> Result<(), ClientError> {
+    if let Some(e) = &st.fatal {
+        return Err(e.clone());
+    }
+    if st.closing {
+        return Err(ClientError::Closed);
+    }
+    Ok(())
+}
+
 fn status(sh: &Shared, st: &State) -> String {
     st.reps
         .iter()
