@@ -47,6 +47,20 @@ fn ev(w: &Comm, what: String) {
     println!("event {} {what}", w.rank());
 }
 
+/// The Probe event the last probe call must have logged.
+fn probed(w: &Comm, st: &vpml::Status) {
+    ev(
+        w,
+        format!(
+            "probe {} {} {} {}",
+            w.last_call_id(),
+            st.source(),
+            st.tag(),
+            st.len()
+        ),
+    );
+}
+
 fn ids<T: vpml::Buffer>(reqs: &[Option<Request<T>>], idx: &[usize]) -> Vec<u64> {
     idx.iter()
         .filter_map(|&i| reqs[i].as_ref().map(|r| r.call_id()))
@@ -226,31 +240,13 @@ fn probe(w: &Comm) -> R {
     w.send(1, 100, &[0u8])?;
     ev(w, format!("none_run {failed} {failed}"));
     let st = w.probe(ANY_SOURCE, 7)?;
-    ev(
-        w,
-        format!(
-            "probe {} {} {} {}",
-            w.last_call_id(),
-            st.source(),
-            st.tag(),
-            st.len()
-        ),
-    );
+    probed(w, &st);
     w.recv(1, 7, &mut [0u8; 33])?;
     w.probe(1, 8)?;
     w.recv(1, 8, &mut [0u8; 44])?;
     loop {
         if let Some(st) = w.iprobe(ANY_SOURCE, 9)? {
-            ev(
-                w,
-                format!(
-                    "probe {} {} {} {}",
-                    w.last_call_id(),
-                    st.source(),
-                    st.tag(),
-                    st.len()
-                ),
-            );
+            probed(w, &st);
             break;
         }
     }
