@@ -100,7 +100,8 @@ struct Slot {
     status: Option<Status>,
     /// Call id of the call that created the request.
     call: CallId,
-    /// A receive posted with ANY_SOURCE (its match is reported to the protocol).
+    /// A receive posted with ANY_SOURCE while a protocol listens: its
+    /// match is reported.
     any_source: bool,
     /// A send that completed when it started.
     completed_at_start: bool,
@@ -885,9 +886,11 @@ impl Engine {
             self.hook(|p| p.post_recv(call, &mut spec))?;
         }
         let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
+        let report = self.protocol.is_some();
         if let Some(s) = self.core.slot_mut(id) {
             s.call = call;
-            s.any_source = spec.source.is_none();
+            // Only a protocol wants to hear about matches (none is free).
+            s.any_source = report && spec.source.is_none();
         }
         if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
             if let Err(e) = self.core.finish_unexpected(id, env, u) {
