@@ -12,7 +12,11 @@
 //! 4. forwards their output line by line (`--tag-output` prefixes the rank);
 //! 5. ends the job at the first failure (non-zero exit, signal, or exit
 //!    without finalize), on `abort`, on Ctrl-C/SIGTERM (forwarded to the
-//!    ranks) or at `--timeout`, and exits with the first failure's status.
+//!    ranks) or at `--timeout`, and exits with the first failure's status —
+//!    except that with a fault-tolerance protocol a rank killed by a signal
+//!    is restarted alone as its next incarnation (up to `--max-restarts`),
+//!    announced to the others on the job page ([`vpml_pml::recovery`]);
+//! 6. injects failures on request (`--inject-failure`), for testing.
 
 mod kv;
 mod protocol;
@@ -88,6 +92,19 @@ pub struct RunArgs {
     /// Print each rank's counters (engine and protocol) at the end.
     #[arg(long)]
     pub stats: bool,
+    /// With a protocol: how many times crashed ranks may be restarted in
+    /// all before the job is given up.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_restarts: u32,
+    /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
+    /// seconds after the start; repeatable), or `random:K` / `random:K@SECONDS`
+    /// (K kills of random ranks at random instants within SECONDS,
+    /// default 2; the seed is printed).
+    #[arg(long, value_name = "SPEC")]
+    pub inject_failure: Vec<String>,
+    /// Seed for `--inject-failure random:…` (default: random, printed).
+    #[arg(long, value_name = "N")]
+    pub inject_seed: Option<u64>,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -128,6 +145,79 @@ pub(crate) enum Event {
     Signal(i32),
 }
 
+/// A planned SIGKILL (`--inject-failure`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Injection {
+    rank: usize,
+    after: Duration,
+}
+
+/// Parse the `--inject-failure` specs into kills, ordered by time.
+fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
+    let mut out = Vec::new();
+    let mut seed = None;
+    for spec in &args.inject_failure {
+        let bad = |why: &str| format!("--inject-failure {spec:?}: {why}");
+        if let Some(rest) = spec.strip_prefix("random:") {
+            let (k, window) = match rest.split_once('@') {
+                Some((k, w)) => (
+                    k,
+                    w.parse::<f64>().map_err(|_| bad("bad number of seconds"))?,
+                ),
+                None => (rest, 2.0),
+            };
+            let k: usize = k.parse().map_err(|_| bad("expected random:K"))?;
+            if !(window.is_finite() && window > 0.0) {
+                return Err(bad("the window must be a positive number of seconds"));
+            }
+            let s = *seed.get_or_insert(match args.inject_seed {
+                Some(s) => s,
+                None => u64::from_le_bytes(random_bytes::<8>()?),
+            });
+            let mut x = s ^ (out.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            for _ in 0..k {
+                x = splitmix(x);
+                let rank = (x % args.ranks as u64) as usize;
+                x = splitmix(x);
+                let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
+                out.push(Injection {
+                    rank,
+                    after: Duration::from_secs_f64(window * frac),
+                });
+            }
+        } else {
+            let (rank, secs) = spec
+                .split_once('@')
+                .ok_or_else(|| bad("expected RANK@SECONDS or random:K"))?;
+            let rank: usize = rank.parse().map_err(|_| bad("bad rank"))?;
+            if rank >= args.ranks {
+                return Err(bad(&format!("rank {rank} is outside the job")));
+            }
+            let secs: f64 = secs.parse().map_err(|_| bad("bad number of seconds"))?;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(bad("the time must be a non-negative number of seconds"));
+            }
+            out.push(Injection {
+                rank,
+                after: Duration::from_secs_f64(secs),
+            });
+        }
+    }
+    if let Some(s) = seed {
+        eprintln!("vpml run: random failure injection, seed {s} (--inject-seed {s} repeats it)");
+    }
+    out.sort_by(|a, b| a.after.cmp(&b.after));
+    Ok(out)
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Run a job; the process exit code is the job's.
 pub fn run(args: RunArgs) -> ExitCode {
     match run_job(&args) {
@@ -156,7 +246,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
 
     let job_id = hex(&random_bytes::<8>()?);
     let token = protocol::job_token(args, hex(&random_bytes::<16>()?))?;
-    let (tx, rx) = unbounded();
+    let (tx, rx) = unbounded::<Event>();
     let (kv_addr, kv) = kv::start(args.ranks, token.clone(), tx.clone())
         .map_err(|e| format!("cannot start the key/value service on loopback: {e}"))?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token)?;
@@ -185,59 +275,59 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     let host_of = host_of.join(",");
     let signals = watch_signals(tx.clone())?;
 
-    let launcher_pid = std::process::id();
+    let restartable = args.protocol != "none";
+    let job_page = if restartable {
+        let (fd, page) = vpml_pml::recovery::JobPage::create(args.ranks)
+            .map_err(|e| format!("cannot create the job page: {e}"))?;
+        let raw: Vec<i32> = mailboxes.iter().map(|f| f.as_raw_fd()).collect();
+        let bells = vpml_pml::shm::Doorbells::map(&raw, args.ranks)
+            .map_err(|e| format!("cannot map the mailboxes: {e}"))?;
+        Some((fd, page, bells))
+    } else {
+        None
+    };
+    let injections = plan_injections(args)?;
+    let spawner = Spawner {
+        program,
+        rest: rest.to_vec(),
+        job_id,
+        kv_addr,
+        token,
+        fds,
+        stats: args.stats,
+        ranks: args.ranks,
+        cores,
+        bind,
+        protocol_envs: protocol.envs.clone(),
+        transport: args.transport.clone(),
+        host_of,
+        job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),
+        tag_output: args.tag_output,
+        launcher_pid: std::process::id(),
+        tx: tx.clone(),
+    };
     let mut pids = Vec::with_capacity(args.ranks);
     let mut forwarders = Vec::new();
     for rank in 0..args.ranks {
-        let mut cmd = Command::new(&program);
-        cmd.args(rest)
-            .env(env::JOB_ID, &job_id)
-            .env(env::RANK, rank.to_string())
-            .env(env::SIZE, args.ranks.to_string())
-            .env(env::KV_ADDR, &kv_addr)
-            .env(env::TOKEN, &token)
-            .env(env::MAILBOX_FDS, &fds)
-            .env(env::STATS, if args.stats { "1" } else { "" })
-            .env(env::LOCAL_SIZE, args.ranks.to_string())
-            .env(env::HOST_CORES, cores.to_string())
-            .envs(protocol.envs.iter().map(|(k, v)| (k, v)))
-            .env(env::TRANSPORT, &args.transport)
-            .env(env::HOST_OF, &host_of)
-            .stdin(if rank == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let core = bind.then_some(rank % cores);
-        // SAFETY: the closure runs in the child between fork and exec and
-        // only makes async-signal-safe system calls.
-        unsafe {
-            cmd.pre_exec(move || child_setup(launcher_pid, core));
-        }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+        match spawner.spawn(rank, 0, &mut forwarders) {
+            Ok(pid) => pids.push(pid),
             Err(e) => {
                 stop_all(&pids, libc::SIGKILL);
-                return Err(format!(
-                    "cannot start rank {rank} ({}): {e}",
-                    program.display()
-                ));
+                return Err(e);
             }
-        };
-        pids.push(child.id() as i32);
-        let prefix = args.tag_output.then(|| format!("[{rank}] "));
-        if let Some(out) = child.stdout.take() {
-            forwarders.push(forward(out, prefix.clone(), false));
         }
-        if let Some(err) = child.stderr.take() {
-            forwarders.push(forward(err, prefix, true));
-        }
-        watch_exit(rank, child, tx.clone());
     }
+    let recovery = job_page.as_ref().map(|(_, page, bells)| Restarts {
+        spawner: &spawner,
+        page,
+        bells,
+        max: args.max_restarts,
+        done: 0,
+    });
+    let code = supervise(args, pids, &rx, recovery, &injections, &mut forwarders);
+    drop(spawner);
     drop(tx);
-    let code = supervise(args, &pids, &rx);
+    drop(job_page);
     drop(mailboxes);
     for f in forwarders {
         let _ = f.join();
@@ -250,21 +340,117 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     Ok(code)
 }
 
+/// Everything needed to start (or restart) a rank process.
+struct Spawner {
+    program: PathBuf,
+    rest: Vec<OsString>,
+    job_id: String,
+    kv_addr: String,
+    token: String,
+    fds: String,
+    stats: bool,
+    ranks: usize,
+    cores: usize,
+    bind: bool,
+    protocol_envs: Vec<(String, String)>,
+    transport: String,
+    host_of: String,
+    job_page_fd: Option<i32>,
+    tag_output: bool,
+    launcher_pid: u32,
+    tx: Sender<Event>,
+}
+
+impl Spawner {
+    /// Start incarnation `incarnation` of `rank`; returns its pid.
+    fn spawn(
+        &self,
+        rank: usize,
+        incarnation: u32,
+        forwarders: &mut Vec<std::thread::JoinHandle<()>>,
+    ) -> Result<i32, String> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.rest)
+            .env(env::JOB_ID, &self.job_id)
+            .env(env::RANK, rank.to_string())
+            .env(env::SIZE, self.ranks.to_string())
+            .env(env::KV_ADDR, &self.kv_addr)
+            .env(env::TOKEN, &self.token)
+            .env(env::MAILBOX_FDS, &self.fds)
+            .env(env::STATS, if self.stats { "1" } else { "" })
+            .env(env::LOCAL_SIZE, self.ranks.to_string())
+            .env(env::HOST_CORES, self.cores.to_string())
+            .envs(self.protocol_envs.iter().map(|(k, v)| (k, v)))
+            .env(env::TRANSPORT, &self.transport)
+            .env(env::HOST_OF, &self.host_of)
+            .env(env::INCARNATION, incarnation.to_string())
+            .stdin(if rank == 0 && incarnation == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(fd) = self.job_page_fd {
+            cmd.env(env::JOB_PAGE_FD, fd.to_string());
+        }
+        let core = self.bind.then_some(rank % self.cores);
+        let launcher_pid = self.launcher_pid;
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only makes async-signal-safe system calls.
+        unsafe {
+            cmd.pre_exec(move || child_setup(launcher_pid, core));
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start rank {rank} ({}): {e}", self.program.display()))?;
+        let pid = child.id() as i32;
+        let prefix = self.tag_output.then(|| format!("[{rank}] "));
+        if let Some(out) = child.stdout.take() {
+            forwarders.push(forward(out, prefix.clone(), false));
+        }
+        if let Some(err) = child.stderr.take() {
+            forwarders.push(forward(err, prefix, true));
+        }
+        watch_exit(rank, child, self.tx.clone());
+        Ok(pid)
+    }
+}
+
+/// Restarting crashed ranks (with a fault-tolerance protocol).
+struct Restarts<'a> {
+    spawner: &'a Spawner,
+    page: &'a vpml_pml::recovery::JobPage,
+    bells: &'a vpml_pml::shm::Doorbells,
+    max: u32,
+    done: u32,
+}
+
 /// The main loop: returns the job's exit code once every rank has exited.
-fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
+fn supervise(
+    args: &RunArgs,
+    mut pids: Vec<i32>,
+    rx: &Receiver<Event>,
+    mut restarts: Option<Restarts<'_>>,
+    injections: &[Injection],
+    forwarders: &mut Vec<std::thread::JoinHandle<()>>,
+) -> u8 {
     let n = pids.len();
+    let start = Instant::now();
     let mut finalized = vec![false; n];
-    let mut exited = vec![false; n];
-    let mut remaining = n;
+    let mut all_finalized = false;
+    let mut alive = vec![true; n];
+    let mut next_injection = 0;
+    let mut killed_at: Vec<Option<Instant>> = vec![None; n];
     let mut failure: Option<u8> = None;
     let mut kill_at: Option<Instant> = None;
     let mut deadline = args
         .timeout
         .map(|t| Instant::now() + Duration::from_secs_f64(t));
-    let live = |exited: &[bool]| -> Vec<i32> {
+    let live = |alive: &[bool], pids: &[i32]| -> Vec<i32> {
         pids.iter()
-            .zip(exited)
-            .filter(|(_, e)| !**e)
+            .zip(alive)
+            .filter(|(_, a)| **a)
             .map(|(p, _)| *p)
             .collect()
     };
@@ -272,16 +458,24 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
                 kill_at: &mut Option<Instant>,
                 code: u8,
                 msg: String,
-                exited: &[bool]| {
+                targets: Vec<i32>| {
         if failure.is_none() {
             eprintln!("vpml run: {msg}");
             *failure = Some(code);
-            stop_all(&live(exited), libc::SIGTERM);
+            stop_all(&targets, libc::SIGTERM);
             *kill_at = Some(Instant::now() + TERM_GRACE);
         }
     };
-    while remaining > 0 {
-        let wake = [deadline, kill_at].into_iter().flatten().min();
+    while alive.iter().any(|&a| a) {
+        let injection_at = injections.get(next_injection).map(|i| start + i.after);
+        let wake = [
+            deadline,
+            kill_at,
+            injection_at.filter(|_| failure.is_none()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let ev = match wake {
             Some(t) => match rx.recv_deadline(t) {
                 Ok(ev) => Some(ev),
@@ -296,48 +490,132 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
         let now = Instant::now();
         match ev {
             None => {
+                while let Some(inj) = injections.get(next_injection)
+                    && start + inj.after <= now
+                {
+                    next_injection += 1;
+                    if failure.is_none() && !all_finalized && alive[inj.rank] {
+                        eprintln!(
+                            "vpml run: injecting a failure: SIGKILL to rank {} (pid {}) at {:.3} s",
+                            inj.rank,
+                            pids[inj.rank],
+                            now.duration_since(start).as_secs_f64()
+                        );
+                        killed_at[inj.rank] = Some(now);
+                        stop_all(&[pids[inj.rank]], libc::SIGKILL);
+                    }
+                }
                 if kill_at.is_some_and(|t| now >= t) {
-                    stop_all(&live(&exited), libc::SIGKILL);
+                    stop_all(&live(&alive, &pids), libc::SIGKILL);
                     kill_at = None;
                 }
                 if deadline.is_some_and(|t| now >= t) && failure.is_none() {
+                    let targets = live(&alive, &pids);
                     eprintln!(
                         "vpml run: job timed out after {} s; stopping {} rank(s)",
                         args.timeout.unwrap_or_default(),
-                        live(&exited).len()
+                        targets.len()
                     );
                     failure = Some(TIMEOUT_EXIT);
-                    stop_all(&live(&exited), libc::SIGKILL);
+                    stop_all(&targets, libc::SIGKILL);
                 }
                 if deadline.is_some_and(|t| now >= t) {
                     deadline = None;
                 }
             }
-            Some(Event::Finalized { rank }) => finalized[rank] = true,
+            Some(Event::Finalized { rank }) => {
+                finalized[rank] = true;
+                if !all_finalized && finalized.iter().all(|&f| f) {
+                    all_finalized = true;
+                    if let Some(r) = &restarts {
+                        // Ranks wait for this before exiting: until now a
+                        // crashed rank could still need their logs.
+                        r.page.set_all_finalized();
+                        r.bells.ring_all();
+                    }
+                }
+            }
             Some(Event::Exited { rank, pid, status }) => {
-                exited[rank] = true;
                 reap(pid);
-                remaining -= 1;
+                if pids[rank] != pid {
+                    continue;
+                }
+                alive[rank] = false;
                 if let Some(sig) = status.signal() {
-                    fail(
-                        &mut failure,
-                        &mut kill_at,
-                        128 + sig as u8,
-                        format!(
-                            "rank {rank} was killed by signal {sig} ({})",
-                            signal_name(sig)
-                        ),
-                        &exited,
+                    if all_finalized && finalized[rank] && restarts.is_some() {
+                        // Its work is done and nobody can need it any more.
+                        continue;
+                    }
+                    let why = format!(
+                        "rank {rank} was killed by signal {sig} ({})",
+                        signal_name(sig)
                     );
+                    if failure.is_none()
+                        && let Some(r) = restarts.as_mut()
+                    {
+                        if r.done < r.max {
+                            r.done += 1;
+                            let t0 = Instant::now();
+                            let inc = r.page.restart(rank);
+                            finalized[rank] = false;
+                            match r.spawner.spawn(rank, inc, forwarders) {
+                                Ok(new_pid) => {
+                                    pids[rank] = new_pid;
+                                    alive[rank] = true;
+                                    r.bells.ring_all();
+                                    let detected = killed_at[rank]
+                                        .take()
+                                        .map(|k| {
+                                            format!(
+                                                ", detected {:.1} ms after the kill",
+                                                t0.duration_since(k).as_secs_f64() * 1e3
+                                            )
+                                        })
+                                        .unwrap_or_default();
+                                    eprintln!(
+                                        "vpml run: {why}; restarted it as incarnation {inc} (restart {} of at most {}{detected}, spawned in {:.1} ms)",
+                                        r.done,
+                                        r.max,
+                                        t0.elapsed().as_secs_f64() * 1e3
+                                    );
+                                    continue;
+                                }
+                                Err(e) => {
+                                    let targets = live(&alive, &pids);
+                                    fail(
+                                        &mut failure,
+                                        &mut kill_at,
+                                        128 + sig as u8,
+                                        format!("{why}; {e}"),
+                                        targets,
+                                    );
+                                    continue;
+                                }
+                            }
+                        }
+                        let targets = live(&alive, &pids);
+                        fail(
+                            &mut failure,
+                            &mut kill_at,
+                            128 + sig as u8,
+                            format!("{why}; no restarts left (--max-restarts {})", r.max),
+                            targets,
+                        );
+                        continue;
+                    }
+                    let targets = live(&alive, &pids);
+                    fail(&mut failure, &mut kill_at, 128 + sig as u8, why, targets);
                 } else if let Some(code) = status.code().filter(|c| *c != 0) {
+                    let targets = live(&alive, &pids);
                     fail(
                         &mut failure,
                         &mut kill_at,
                         code as u8,
                         format!("rank {rank} exited with status {code}"),
-                        &exited,
+                        targets,
                     );
                 } else if !finalized[rank] {
+                    let targets = live(&alive, &pids);
                     fail(
                         &mut failure,
                         &mut kill_at,
@@ -345,7 +623,7 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
                         format!(
                             "rank {rank} exited without finalizing (status 0, but vpml was not finalized)"
                         ),
-                        &exited,
+                        targets,
                     );
                 }
             }
@@ -355,16 +633,17 @@ fn supervise(args: &RunArgs, pids: &[i32], rx: &Receiver<Event>) -> u8 {
                 message,
             }) => {
                 let code = u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1);
+                let targets = live(&alive, &pids);
                 fail(
                     &mut failure,
                     &mut kill_at,
                     code,
                     format!("rank {rank} aborted the job (code {code}): {message}"),
-                    &exited,
+                    targets,
                 );
             }
             Some(Event::Signal(sig)) => {
-                let targets = live(&exited);
+                let targets = live(&alive, &pids);
                 if failure.is_none() {
                     eprintln!(
                         "vpml run: received {}; forwarding it to {} rank(s)",

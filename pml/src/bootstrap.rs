@@ -47,6 +47,11 @@ pub mod env {
     /// Comma-separated host index of every rank (default: all on one host).
     /// Pairs on different hosts talk over TCP.
     pub const HOST_OF: &str = "VPML_HOST_OF";
+    /// Inherited descriptor of the job page (set when crashed ranks are
+    /// restarted, i.e. with a fault-tolerance protocol).
+    pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
+    /// This process's incarnation (0 at first start).
+    pub const INCARNATION: &str = "VPML_INCARNATION";
 }
 
 /// Version of the key/value protocol.
@@ -78,6 +83,10 @@ pub struct JobEnv {
     pub transport_tcp: bool,
     /// Host index of every rank.
     pub host_of: Vec<usize>,
+    /// The job page, when crashed ranks are restarted.
+    pub job_page_fd: Option<i32>,
+    /// This process's incarnation.
+    pub incarnation: u32,
 }
 
 impl JobEnv {
@@ -133,6 +142,14 @@ impl JobEnv {
             mailbox_fds,
             local_size: parse(env::LOCAL_SIZE, &var(env::LOCAL_SIZE)?)?,
             host_cores: parse(env::HOST_CORES, &var(env::HOST_CORES)?)?,
+            job_page_fd: match std::env::var(env::JOB_PAGE_FD) {
+                Ok(v) if !v.is_empty() => Some(parse(env::JOB_PAGE_FD, &v)?),
+                _ => None,
+            },
+            incarnation: match std::env::var(env::INCARNATION) {
+                Ok(v) if !v.is_empty() => parse(env::INCARNATION, &v)?,
+                _ => 0,
+            },
             host_of: match std::env::var(env::HOST_OF) {
                 Err(_) => vec![0; size],
                 Ok(list) => {

@@ -205,6 +205,70 @@ impl Comm {
         self.engine.borrow().protocol_stats()
     }
 
+    /// Save a checkpoint of this rank: `state` is the application's state,
+    /// vpml adds its own (channel counters, unmatched messages, position in
+    /// the logs). If the rank crashes later, it restarts from here: the
+    /// new process gets `state` back from [`Comm::restart_state`] and
+    /// continues, re-executing from this point. Each rank checkpoints on
+    /// its own (no coordination); call it where no request of this rank is
+    /// in flight (an error otherwise). Communicators other than the world
+    /// that exist at the checkpoint are not saved: create them after it, or
+    /// before the first checkpoint from the start of the program.
+    ///
+    /// Returns false (and saves nothing) when no fault-tolerance protocol
+    /// is active: without one a crash ends the job anyway.
+    ///
+    /// ```no_run
+    /// # fn main() -> vpml::Result<()> {
+    /// let world = vpml::init()?;
+    /// // A restarted process resumes from its last checkpoint.
+    /// let (mut step, mut x) = match world.restart_state() {
+    ///     Some(b) => (u64::from_le_bytes(b[..8].try_into().unwrap()),
+    ///                 f64::from_le_bytes(b[8..16].try_into().unwrap())),
+    ///     None => (0, 1.0),
+    /// };
+    /// while step < 1000 {
+    ///     let mut v = [x * 0.5];
+    ///     world.allreduce_in_place(&mut v, &vpml::Sum)?;
+    ///     x = v[0];
+    ///     step += 1;
+    ///     world.checkpoint_if_due(std::time::Duration::from_secs(10), || {
+    ///         [step.to_le_bytes(), x.to_le_bytes()].concat()
+    ///     })?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint(&self, state: &[u8]) -> Result<bool> {
+        self.engine.borrow_mut().checkpoint(state)
+    }
+
+    /// [`Comm::checkpoint`] with `state()`, if `interval` has passed since
+    /// this rank's last checkpoint (or its start). Returns whether one was
+    /// taken. `state` is not called when none is due.
+    pub fn checkpoint_if_due(
+        &self,
+        interval: std::time::Duration,
+        state: impl FnOnce() -> Vec<u8>,
+    ) -> Result<bool> {
+        if !self.engine.borrow().checkpoint_due(interval) {
+            return Ok(false);
+        }
+        let bytes = state();
+        self.checkpoint(&bytes)
+    }
+
+    /// The application state saved by the checkpoint this process restarts
+    /// from; `None` at a first start, or when the rank crashed before its
+    /// first checkpoint (it then restarts from the beginning).
+    pub fn restart_state(&self) -> Option<Vec<u8>> {
+        self.engine.borrow().restart_state()
+    }
+
+    /// 0 for the first process of this rank, i for its i-th restart.
+    pub fn incarnation(&self) -> u32 {
+        self.engine.borrow().incarnation()
+    }
+
     /// True when large messages are copied once, straight from the
     /// sender's memory (false where the kernel forbids it; then they are
     /// pipelined through shared memory).

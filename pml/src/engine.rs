@@ -6,19 +6,25 @@
 //! sequence number of each completed receive in its [`Status`], which is
 //! what a protocol layer needs to name messages.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
-use crate::matching::{Envelope, MatchQueues, RecvSpec};
-use crate::protocol::{CallId, CompletionKind, OutgoingMessage, Protocol, RequestInfo, SendPlan};
+use crate::matching::{Envelope, MatchQueues, Posted, RecvSpec};
+use crate::protocol::{
+    CallId, CompletionKind, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+};
+use crate::recovery::JobPage;
 use crate::shm::futex;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
 use crate::status::Status;
 use crate::tcp::TcpConn;
+
+mod restart;
 
 /// Messages up to this size travel inside the ring.
 pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
@@ -162,11 +168,11 @@ struct Partial {
 /// its first fragment, or, if none was posted, collected for the
 /// unexpected queue.
 enum PartialDest {
-    Posted(ReqId),
+    Posted(Posted<ReqId>),
     Buffered(Vec<u8>),
 }
 
-/// Shared-memory channel state for one peer.
+/// Channel state for one peer.
 struct Peer {
     link: Link,
     pending: VecDeque<Outgoing>,
@@ -174,6 +180,27 @@ struct Peer {
     /// Large messages to this peer use single-copy reads (shared memory
     /// with cross-process reads allowed).
     single_copy: bool,
+    /// The peer's process died (or its link was dropped for a newer
+    /// incarnation): nothing is read or written until the new process
+    /// connects.
+    broken: bool,
+    /// Synchronous sends to this peer waiting for their acknowledgement,
+    /// by sequence number (with a protocol: a re-sent message carries
+    /// the token again).
+    sync_waiting: BTreeMap<u64, u64>,
+}
+
+impl Peer {
+    fn new(link: Link, single_copy: bool) -> Peer {
+        Peer {
+            link,
+            pending: VecDeque::new(),
+            partial: None,
+            single_copy,
+            broken: false,
+            sync_waiting: BTreeMap::new(),
+        }
+    }
 }
 
 /// How a peer is reached: a pair of shared-memory rings, or a TCP connection.
@@ -183,6 +210,8 @@ enum Link {
         reader: RingReader,
     },
     Tcp(TcpConn),
+    /// No link: the peer died and its next incarnation has not connected.
+    Dead,
 }
 
 impl Link {
@@ -193,55 +222,59 @@ impl Link {
         match self {
             Link::Shm { writer, .. } => writer.has_room(k, len),
             Link::Tcp(c) => c.has_room(),
+            Link::Dead => false,
         }
     }
     fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.try_write(hdr, payload),
             Link::Tcp(c) => c.try_write(hdr, payload),
+            Link::Dead => false,
         }
     }
     fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.announce_waiting(k, len),
             Link::Tcp(c) => c.has_room(),
+            Link::Dead => false,
         }
     }
     fn has_frame(&self) -> bool {
         match self {
             Link::Shm { reader, .. } => reader.has_frame(),
             Link::Tcp(c) => c.has_frame(),
+            Link::Dead => false,
         }
     }
     fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
         match self {
             Link::Shm { reader, .. } => reader.peek(),
             Link::Tcp(c) => c.peek(),
+            Link::Dead => Ok(None),
         }
     }
     fn payload(&self, hdr: &FrameHeader, len: usize) -> std::result::Result<&[u8], String> {
         match self {
             Link::Shm { reader, .. } => reader.payload(hdr, len),
             Link::Tcp(c) => c.payload(hdr, len),
+            Link::Dead => Err("no link".into()),
         }
     }
     fn consume(&mut self, hdr: &FrameHeader) {
         match self {
             Link::Shm { reader, .. } => reader.consume(hdr),
             Link::Tcp(c) => c.consume(hdr),
+            Link::Dead => {}
         }
     }
     /// Payload bytes per fragment of a large message.
     fn fragment_size(&self) -> usize {
-        match self {
-            Link::Shm { .. } => FRAGMENT,
-            Link::Tcp(_) => FRAGMENT,
-        }
+        FRAGMENT
     }
     /// Bytes accepted but not yet handed to the operating system.
     fn unsent(&self) -> usize {
         match self {
-            Link::Shm { .. } => 0,
+            Link::Shm { .. } | Link::Dead => 0,
             Link::Tcp(c) => c.queued(),
         }
     }
@@ -253,6 +286,7 @@ impl Link {
                 c.flush();
                 false
             }
+            Link::Dead => false,
         }
     }
 }
@@ -293,9 +327,39 @@ struct Core {
     /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
     matches: Vec<(CallId, usize)>,
     /// Large messages announced from a protocol's log (the send already
-    /// complete) that the receiver has not read yet: this process must stay
-    /// alive until they are (one FIN each).
-    unread_logged: usize,
+    /// complete) that each receiver has not read yet: this process must
+    /// stay alive until they are (one FIN each).
+    unread_logged: Vec<usize>,
+    /// Crashed ranks can be restarted (a protocol logs every message): a
+    /// failed read from a dead sender is not fatal, and large unexpected
+    /// messages are read at once, so nothing queued here ever points into
+    /// another process.
+    restartable: bool,
+    /// Set when a read from this sender failed because it died.
+    gone: Option<usize>,
+    /// Peers that checkpointed: (peer, free log records to it up to).
+    gc_notices: Vec<(usize, u64)>,
+}
+
+/// Restart support (a protocol is active and the launcher restarts crashed
+/// ranks; see [`crate::recovery`]).
+struct Recovery {
+    page: JobPage,
+    /// Epoch of the job page last acted on.
+    seen_epoch: u32,
+    /// Start epoch of this process.
+    my_start: u32,
+    incarnation: u32,
+    /// Incarnation of each peer that our link belongs to.
+    known_inc: Vec<u32>,
+    /// Restarted processes connect here.
+    listener: TcpListener,
+    /// A connection from this peer's newer process is expected.
+    expecting: Vec<bool>,
+    /// Messages to each peer it already had when the link was set up: a
+    /// re-executed send up to this number is logged but not transmitted.
+    suppress: Vec<u64>,
+    token: String,
 }
 
 /// The engine of one rank.
@@ -321,6 +385,10 @@ pub(crate) struct Engine {
     protocol: Option<Box<dyn Protocol>>,
     /// Last call id handed out.
     last_call: CallId,
+    /// Restart support, when the launcher restarts crashed ranks.
+    recovery: Option<Recovery>,
+    /// When `checkpoint_if_due` last saved (or the engine started).
+    last_checkpoint: Instant,
 }
 
 impl Engine {
@@ -345,6 +413,8 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
+            recovery: None,
+            last_checkpoint: Instant::now(),
         }
     }
 
@@ -376,17 +446,27 @@ impl Engine {
                 0,
             );
         }
-        kv.put(
-            &format!("probe.{}", env.rank),
-            &format!("{:x}", &SINGLE_COPY_PROBE as *const u64 as usize),
-        )?;
-        kv.fence()?;
-        let single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
-        let mut tcp: Vec<Option<TcpConn>> = if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
-            crate::tcp::connect_all(env, &mut kv)?
-        } else {
-            (0..env.size).map(|_| None).collect()
+        let recovery = match env.job_page_fd {
+            Some(fd) => Some(Recovery::start(env, fd, &mut kv)?),
+            None => None,
         };
+        // A restarted process joins a running job: no fences (the others
+        // are past them) and every link is set up later, over TCP, once
+        // the protocol has restored the channel counters.
+        let restarted = env.incarnation > 0 && recovery.is_some();
+        let mut single_copy = false;
+        let mut tcp: Vec<Option<TcpConn>> = (0..env.size).map(|_| None).collect();
+        if !restarted {
+            kv.put(
+                &format!("probe.{}", env.rank),
+                &format!("{:x}", &SINGLE_COPY_PROBE as *const u64 as usize),
+            )?;
+            kv.fence()?;
+            single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
+            if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
+                tcp = crate::tcp::connect_all(env, &mut kv)?;
+            }
+        }
         let mut peers = Vec::with_capacity(env.size);
         let mut pids = vec![0; env.size];
         for (p, mb) in mailboxes.iter().enumerate() {
@@ -405,15 +485,13 @@ impl Engine {
                 )
             };
             let (link, single_copy) = match tcp[p].take() {
+                _ if restarted => (Link::Dead, false),
                 Some(conn) => (Link::Tcp(conn), false),
                 None => (Link::Shm { writer, reader }, single_copy),
             };
-            peers.push(Some(Peer {
-                link,
-                pending: VecDeque::new(),
-                partial: None,
-                single_copy,
-            }));
+            let mut peer = Peer::new(link, single_copy);
+            peer.broken = restarted;
+            peers.push(Some(peer));
         }
         let oversubscribed = env.local_size > env.host_cores.max(1);
         let idle = if oversubscribed {
@@ -430,6 +508,7 @@ impl Engine {
         tracing::debug!(rank = env.rank, size = env.size, single_copy, "joined job");
         let mut core = Core::new(env.rank, env.size);
         core.pids = pids;
+        core.restartable = recovery.is_some();
         Ok(Engine {
             core,
             size: env.size,
@@ -446,6 +525,8 @@ impl Engine {
             failed: None,
             protocol: None,
             last_call: 0,
+            recovery,
+            last_checkpoint: Instant::now(),
         })
     }
 
@@ -474,9 +555,12 @@ impl Engine {
         self.next_context = self.next_context.max(next);
     }
 
-    /// Install the fault-tolerance protocol (before any communication).
-    pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) {
+    /// Install the fault-tolerance protocol (before any communication);
+    /// a restarted process then restores its checkpoint and connects to
+    /// the running job.
+    pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.protocol = Some(p);
+        self.after_protocol_installed()
     }
 
     /// Name of the active protocol.
@@ -566,9 +650,104 @@ impl Engine {
         Ok(())
     }
 
-    /// A completion call reports `done` (indices into `ids`) as complete.
-    pub(crate) fn report_completion(
+    /// A completion call of `kind` over `ids`: decides which requests it
+    /// completes (indices into `ids`) — from the logged answer while a
+    /// restarted process replays, as usual otherwise — and reports that
+    /// to the protocol.
+    pub(crate) fn completion_call(
         &mut self,
+        kind: CompletionKind,
+        ids: &[Option<ReqId>],
+    ) -> Result<Vec<usize>> {
+        let call = if self.protocol.is_some() {
+            self.next_call()
+        } else {
+            0
+        };
+        let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
+        // Only sends that completed when they started: the answer is the
+        // same every time, and was never logged.
+        let determined = ids.iter().flatten().all(|&id| {
+            self.core
+                .slot(id)
+                .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
+        });
+        let replay = if determined {
+            Replay::Free
+        } else {
+            self.hook(|p| Ok(p.replay_completion(call)))?
+                .unwrap_or(Replay::Free)
+        };
+        match replay {
+            Replay::Logged(calls) => {
+                let want: Vec<usize> = (0..ids.len())
+                    .filter(|&i| {
+                        ids[i]
+                            .and_then(|id| self.core.slot(id))
+                            .is_some_and(|s| calls.contains(&s.call))
+                    })
+                    .collect();
+                if want.len() != calls.len() {
+                    let e = Error::EngineFailed(format!(
+                        "replay diverged: completion call {call} completed the requests of calls {calls:?} the first time, but only {} of them were passed now",
+                        want.len()
+                    ));
+                    self.fail(&e);
+                    return Err(e);
+                }
+                self.wait_until(|e| want.iter().all(|&i| ids[i].is_some_and(|id| e.is_done(id))))?;
+                return Ok(want);
+            }
+            Replay::NotYet if !blocking => {
+                self.progress()?;
+                return Ok(Vec::new());
+            }
+            Replay::NotYet | Replay::Free => {}
+        }
+        let first_done = |e: &Engine| ids.iter().position(|id| id.is_some_and(|id| e.is_done(id)));
+        let all_done = |e: &Engine| -> Vec<usize> {
+            (0..ids.len())
+                .filter(|&i| ids[i].is_some_and(|id| e.is_done(id)))
+                .collect()
+        };
+        let done = match kind {
+            CompletionKind::WaitAny => {
+                let mut first = None;
+                self.wait_until(|e| {
+                    first = first_done(e);
+                    first.is_some()
+                })?;
+                first.into_iter().collect()
+            }
+            CompletionKind::WaitSome => {
+                self.wait_until(|e| first_done(e).is_some())?;
+                all_done(self)
+            }
+            CompletionKind::Test | CompletionKind::TestAny => {
+                self.progress()?;
+                first_done(self).into_iter().collect()
+            }
+            CompletionKind::TestSome => {
+                self.progress()?;
+                all_done(self)
+            }
+            CompletionKind::TestAll => {
+                self.progress()?;
+                if ids.iter().flatten().all(|&id| self.is_done(id)) {
+                    (0..ids.len()).filter(|&i| ids[i].is_some()).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        self.report_completion(call, kind, ids, &done)?;
+        Ok(done)
+    }
+
+    /// Completion call `call` reports `done` (indices into `ids`) as complete.
+    fn report_completion(
+        &mut self,
+        call: CallId,
         kind: CompletionKind,
         ids: &[Option<ReqId>],
         done: &[usize],
@@ -576,7 +755,6 @@ impl Engine {
         if self.protocol.is_none() {
             return Ok(());
         }
-        let call = self.next_call();
         let infos: Vec<Option<RequestInfo>> = ids
             .iter()
             .map(|id| {
@@ -610,10 +788,13 @@ impl Engine {
         let Some(peer) = self.peers[dest].as_mut() else {
             return Ok(false);
         };
-        if !peer.pending.is_empty() || !peer.link.has_room(kind::EAGER, data.len()) {
+        if peer.broken || !peer.pending.is_empty() || !peer.link.has_room(kind::EAGER, data.len()) {
             return Ok(false);
         }
         let seq = self.send_seq[dest] + 1;
+        if self.suppressed(dest, seq) {
+            return Ok(false);
+        }
         let hdr = message_header(kind::EAGER, tag, ctx, seq, data.len());
         // The bytes are written right below, so a logged copy is not needed.
         self.protocol_send(dest, ctx, tag, seq, data, false)?;
@@ -695,6 +876,16 @@ impl Engine {
             return Ok(id);
         }
         self.core.set_status(id, Status::new(dest, tag, len, seq));
+        if self.suppressed(dest, seq) {
+            // Re-executed after a restart, and the receiver already has it:
+            // logged (above), not transmitted.
+            self.core.complete(id);
+            if let Some(s) = self.core.slot_mut(id) {
+                // As the first time: only standard sends complete at start.
+                s.completed_at_start = !sync;
+            }
+            return Ok(id);
+        }
         // A logged standard send is complete: its bytes live in the log,
         // and the transport sends from there (no completion token needed).
         let token = if logged && !sync {
@@ -723,7 +914,7 @@ impl Engine {
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
             if token == 0 {
-                self.core.unread_logged += 1;
+                self.core.unread_logged[dest] += 1;
             }
             Outgoing::Frame {
                 hdr,
@@ -746,7 +937,11 @@ impl Engine {
                 complete: pending_id.filter(|_| !sync),
             }
         };
+        let restartable = self.core.restartable;
         let peer = self.peer_mut(dest)?;
+        if sync && restartable {
+            peer.sync_waiting.insert(seq, id.token());
+        }
         peer.pending.push_back(item);
         self.push_pending(dest);
         Ok(id)
@@ -914,12 +1109,28 @@ impl Engine {
             return Ok(false);
         };
         let (request, is_recv) = (slot.call, slot.kind == SlotKind::Recv);
-        let cancelled = self.withdraw(id);
-        if is_recv && self.protocol.is_some() {
-            let call = self.next_call();
-            self.hook(|p| p.cancel(call, request, cancelled))?;
+        if !is_recv || self.protocol.is_none() {
+            return Ok(self.withdraw(id));
         }
-        Ok(cancelled)
+        let call = self.next_call();
+        match self.hook(|p| Ok(p.replay_cancel(call)))? {
+            Some(Replay::Logged(false)) => Ok(false),
+            Some(Replay::Logged(true)) => {
+                if !self.withdraw(id) {
+                    tracing::warn!(
+                        call,
+                        "replay: a receive cancelled the first time had matched already"
+                    );
+                    return Ok(false);
+                }
+                Ok(true)
+            }
+            _ => {
+                let cancelled = self.withdraw(id);
+                self.hook(|p| p.cancel(call, request, cancelled))?;
+                Ok(cancelled)
+            }
+        }
     }
 
     /// Withdraw a posted receive. True if it was withdrawn (it had not matched).
@@ -942,16 +1153,50 @@ impl Engine {
 
     /// Look for a matching message without receiving it.
     pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
+        if let Some(answer) = self.replay_probe(spec)? {
+            return Ok(answer);
+        }
         let mut found = self.peek(spec);
         if found.is_none() {
             self.progress()?;
             found = self.peek(spec);
         }
         if self.protocol.is_some() {
-            let call = self.next_call();
+            let call = self.last_call;
             self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
         }
         Ok(found)
+    }
+
+    /// A probe while a protocol is active takes the next call id; while a
+    /// restarted process replays, the logged answer is returned (waiting
+    /// for the logged message if need be). `None`: probe as usual (the
+    /// call id is `last_call`).
+    fn replay_probe(&mut self, spec: &RecvSpec) -> Result<Option<Option<Status>>> {
+        if self.protocol.is_none() {
+            return Ok(None);
+        }
+        let call = self.next_call();
+        match self.hook(|p| Ok(p.replay_probe(call)))? {
+            Some(Replay::Logged(Some((source, tag)))) => {
+                let exact = RecvSpec {
+                    source: Some(source),
+                    tag: Some(tag),
+                    context: spec.context,
+                };
+                let mut found = None;
+                self.wait_until(|e| {
+                    found = e.peek(&exact);
+                    found.is_some()
+                })?;
+                Ok(Some(found))
+            }
+            Some(Replay::Logged(None)) | Some(Replay::NotYet) => {
+                self.progress()?;
+                Ok(Some(None))
+            }
+            _ => Ok(None),
+        }
     }
 
     fn peek(&self, spec: &RecvSpec) -> Option<Status> {
@@ -963,6 +1208,13 @@ impl Engine {
 
     /// Block until a matching message is available; return its status.
     pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
+        if let Some(answer) = self.replay_probe(spec)? {
+            // A blocking probe always finds something; "nothing" cannot
+            // have been logged for it.
+            if let Some(st) = answer {
+                return Ok(st);
+            }
+        }
         let mut found = None;
         self.wait_until(|e| {
             found = e.peek(spec);
@@ -970,7 +1222,7 @@ impl Engine {
         })?;
         let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
         if self.protocol.is_some() {
-            let call = self.next_call();
+            let call = self.last_call;
             self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
         }
         Ok(found)
@@ -1079,9 +1331,10 @@ impl Engine {
                         events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
                         revents: 0,
                     }),
-                    Link::Shm { .. } => None,
+                    Link::Shm { .. } | Link::Dead => None,
                 })
                 .collect();
+            fds.extend(self.idle_fds());
             if fds.is_empty() {
                 futex::wait(bell, 1, SLEEP_SLICE);
             } else {
@@ -1154,11 +1407,16 @@ impl Engine {
 
     fn progress_channels(&mut self) -> Result<bool> {
         let mut any = false;
+        if self.recovery.is_some() {
+            self.notice_restarts();
+            self.accept_restarted()?;
+        }
         for p in 0..self.peers.len() {
             let Some(peer) = self.peers[p].as_mut() else {
                 continue;
             };
             let mut frames = 0;
+            let mut died = false;
             loop {
                 let hdr = match peer.link.peek() {
                     Ok(Some(h)) => h,
@@ -1166,12 +1424,27 @@ impl Engine {
                     Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
                 };
                 self.core.handle_frame(p, peer, &hdr)?;
+                if self.core.gone.take().is_some() {
+                    died = true;
+                    break;
+                }
                 peer.link.consume(&hdr);
                 frames += 1;
                 if frames >= 64 {
                     break;
                 }
             }
+            if died {
+                // The sender died before we could read its message: its
+                // next process sends it again.
+                tracing::info!(rank = self.core.rank, peer = p, "peer died");
+                self.drop_link(p);
+                any = true;
+                continue;
+            }
+            let Some(peer) = self.peers[p].as_mut() else {
+                continue;
+            };
             if frames > 0 {
                 any = true;
                 if peer.link.publish()
@@ -1188,6 +1461,7 @@ impl Engine {
             self.flush_control();
             any = true;
         }
+        self.apply_gc_notices()?;
         Ok(any)
     }
 
@@ -1209,7 +1483,7 @@ impl Engine {
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
                 // Large logged messages are read from our memory: stay
                 // until every receiver has.
-                && e.core.unread_logged == 0
+                && e.core.unread_logged.iter().all(|&n| n == 0)
         })?;
         self.hook(|p| p.finalize())?;
         let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
@@ -1238,6 +1512,7 @@ impl Engine {
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
         }
+        self.wait_for_everyone()?;
         self.finalized = true;
         Ok(())
     }
@@ -1331,6 +1606,11 @@ fn single_copy_agreed(
     Ok(true)
 }
 
+/// Did a remote read fail because the sender's process is gone?
+fn sender_died(e: &Error) -> bool {
+    matches!(e, Error::RemoteRead { source, .. } if source.raw_os_error() == Some(libc::ESRCH))
+}
+
 /// Copy `dst.len()` bytes from address `addr` of process `pid`.
 fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
     let mut done = 0usize;
@@ -1377,7 +1657,10 @@ impl Core {
             pids: vec![0; size],
             stats: EngineStats::default(),
             matches: Vec::new(),
-            unread_logged: 0,
+            unread_logged: vec![0; size],
+            restartable: false,
+            gone: None,
+            gc_notices: Vec::new(),
         }
     }
 
@@ -1513,6 +1796,13 @@ impl Core {
 
     /// Check and advance the channel sequence number of `source`.
     fn accept_seq(&mut self, source: usize, seq: u64) -> Result<()> {
+        self.check_seq(source, seq)?;
+        self.recv_seq[source] = seq;
+        Ok(())
+    }
+
+    /// Is `seq` the next message of `source`?
+    fn check_seq(&self, source: usize, seq: u64) -> Result<()> {
         let expected = self.recv_seq[source] + 1;
         if seq != expected {
             return Err(Error::CorruptFrame {
@@ -1520,7 +1810,6 @@ impl Core {
                 reason: format!("sequence number {seq}, expected {expected}"),
             });
         }
-        self.recv_seq[source] = seq;
         Ok(())
     }
 
@@ -1529,7 +1818,7 @@ impl Core {
         if let Some(id) = self.matching.match_arrival(&env) {
             self.fill(id, &env, data);
             if let Some(token) = sync {
-                self.ack(env.source, kind::SYNC_ACK, token);
+                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
             }
         } else {
             self.matching.push_unexpected(
@@ -1548,7 +1837,7 @@ impl Core {
         if let Some(id) = self.matching.match_arrival(&env) {
             self.fill(id, &env, &data);
             if let Some(token) = sync {
-                self.ack(env.source, kind::SYNC_ACK, token);
+                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
             }
         } else {
             self.matching
@@ -1562,7 +1851,7 @@ impl Core {
             // which happens right here.
             let bytes = unsafe { data.as_slice() };
             self.fill(id, &env, bytes);
-            self.ack(self.rank, kind::SYNC_ACK, token);
+            self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
         } else {
             self.matching
                 .push_unexpected(env, Unexpected::SelfSync { data, token });
@@ -1570,9 +1859,11 @@ impl Core {
         Ok(())
     }
 
-    fn ack(&mut self, to: usize, k: u8, token: u64) {
+    /// Acknowledge message `seq` from `to` (token: the sender's request).
+    fn ack(&mut self, to: usize, k: u8, token: u64, seq: u64) {
         let mut hdr = FrameHeader::new(k);
         hdr.aux1 = token;
+        hdr.seq = seq;
         self.control_out.push((to, hdr));
     }
 
@@ -1594,7 +1885,7 @@ impl Core {
         let st = self.recv_status(env, buf_len);
         self.set_status(id, st);
         self.complete(id);
-        self.ack(env.source, kind::FIN, token);
+        self.ack(env.source, kind::FIN, token, env.seq);
         Ok(())
     }
 
@@ -1604,7 +1895,7 @@ impl Core {
             Unexpected::Eager { data, sync } => {
                 self.fill(id, &env, &data);
                 if let Some(token) = sync {
-                    self.ack(env.source, kind::SYNC_ACK, token);
+                    self.ack(env.source, kind::SYNC_ACK, token, env.seq);
                 }
             }
             Unexpected::Rendezvous { addr, token } => self.pull(id, &env, addr, token)?,
@@ -1613,7 +1904,7 @@ impl Core {
                 // until the acknowledgement below completes its send.
                 let bytes = unsafe { data.as_slice() };
                 self.fill(id, &env, bytes);
-                self.ack(self.rank, kind::SYNC_ACK, token);
+                self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
             }
         }
         Ok(())
@@ -1637,31 +1928,65 @@ impl Core {
                 self.deliver_eager(env, data, sync)?;
             }
             kind::RTS => {
-                self.accept_seq(p, hdr.seq)?;
-                if let Some(id) = self.matching.match_arrival(&env) {
-                    self.pull(id, &env, hdr.aux0, hdr.aux1)?;
+                self.check_seq(p, hdr.seq)?;
+                let (addr, token) = (hdr.aux0, hdr.aux1);
+                if let Some(posted) = self.matching.match_arrival_entry(&env) {
+                    match self.pull(posted.item, &env, addr, token) {
+                        Ok(()) => self.recv_seq[p] = hdr.seq,
+                        Err(e) if self.restartable && sender_died(&e) => {
+                            self.matching.repost(posted);
+                            self.gone = Some(p);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                } else if self.restartable {
+                    // Read it now: nothing queued may point into a process
+                    // that can die (and a checkpoint saves the bytes).
+                    let mut data = Vec::new();
+                    data.try_reserve_exact(env.len).map_err(|_| {
+                        corrupt(format!("cannot allocate {} bytes for a message", env.len))
+                    })?;
+                    data.resize(env.len, 0);
+                    match read_remote(self.pids[p], addr, &mut data) {
+                        Ok(()) => {
+                            self.recv_seq[p] = hdr.seq;
+                            let sync = (token != 0).then_some(token);
+                            if token == 0 {
+                                self.ack(p, kind::FIN, 0, hdr.seq);
+                            }
+                            self.deliver_owned(env, data, sync);
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => self.gone = Some(p),
+                        Err(source) => {
+                            return Err(Error::RemoteRead {
+                                peer: p,
+                                len: env.len,
+                                source,
+                            });
+                        }
+                    }
                 } else {
-                    self.matching.push_unexpected(
-                        env,
-                        Unexpected::Rendezvous {
-                            addr: hdr.aux0,
-                            token: hdr.aux1,
-                        },
-                    );
+                    self.recv_seq[p] = hdr.seq;
+                    self.matching
+                        .push_unexpected(env, Unexpected::Rendezvous { addr, token });
                 }
             }
             kind::FIN if hdr.aux1 == 0 => {
                 // A logged send completed when it started; only finalize
                 // waits for the receiver to have read it.
-                self.unread_logged = self.unread_logged.saturating_sub(1);
+                self.unread_logged[p] = self.unread_logged[p].saturating_sub(1);
             }
             kind::FIN | kind::SYNC_ACK => {
                 let id = ReqId::from_token(hdr.aux1);
+                peer.sync_waiting.remove(&hdr.seq);
                 match self.slot(id) {
                     Some(s) if s.kind == SlotKind::Send && !s.done => self.complete(id),
+                    // A restarted receiver may acknowledge a message again.
+                    _ if self.restartable => {}
                     _ => return Err(corrupt(format!("acknowledgement for unknown send {id:?}"))),
                 }
             }
+            kind::GC => self.gc_notices.push((p, hdr.seq)),
             kind::FRAG => {
                 let chunk = usize::try_from(hdr.aux0).map_err(|_| corrupt("bad chunk".into()))?;
                 let bytes = peer.link.payload(hdr, chunk).map_err(corrupt)?;
@@ -1673,8 +1998,8 @@ impl Core {
                     }
                     // Channel order makes matching at the first fragment
                     // safe: nothing from this peer can come in between.
-                    let dest = match self.matching.match_arrival(&env) {
-                        Some(id) => PartialDest::Posted(id),
+                    let dest = match self.matching.match_arrival_entry(&env) {
+                        Some(posted) => PartialDest::Posted(posted),
                         None => {
                             let mut data = Vec::new();
                             data.try_reserve_exact(env.len).map_err(|_| {
@@ -1698,7 +2023,7 @@ impl Core {
                     return Err(corrupt("fragments exceed the message length".into()));
                 }
                 match &mut part.dest {
-                    PartialDest::Posted(id) => self.write_at(*id, part.got, bytes),
+                    PartialDest::Posted(posted) => self.write_at(posted.item, part.got, bytes),
                     PartialDest::Buffered(data) => data.extend_from_slice(bytes),
                 }
                 part.got += bytes.len();
@@ -1710,14 +2035,14 @@ impl Core {
                         PartialDest::Buffered(data) => {
                             self.deliver_owned(part.env, data, part.sync)
                         }
-                        PartialDest::Posted(id) => {
+                        PartialDest::Posted(Posted { item: id, .. }) => {
                             let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
                             self.note_match(id, part.env.source);
                             let st = self.recv_status(&part.env, buf_len);
                             self.set_status(id, st);
                             self.complete(id);
                             if let Some(token) = part.sync {
-                                self.ack(part.env.source, kind::SYNC_ACK, token);
+                                self.ack(part.env.source, kind::SYNC_ACK, token, part.env.seq);
                             }
                         }
                     }

@@ -49,6 +49,7 @@ pub mod error;
 pub mod matching;
 pub mod op;
 pub mod protocol;
+pub mod recovery;
 pub mod request;
 pub mod shm;
 mod status;
@@ -104,7 +105,7 @@ pub fn init_with(
         None => engine::Engine::singleton(),
     };
     if let Some(p) = make(env.as_ref())? {
-        engine.set_protocol(p);
+        engine.set_protocol(p)?;
     }
     Ok(World {
         comm: Comm {

@@ -88,10 +88,22 @@ type SourceQueue<U> = VecDeque<(u64, Envelope, U)>;
 /// (payload `U`, e.g. the message bytes).
 #[derive(Debug)]
 pub struct MatchQueues<P, U> {
-    posted: VecDeque<(RecvSpec, P)>,
+    /// Posted receives with their posting number, in posting order.
+    posted: VecDeque<(u64, RecvSpec, P)>,
     unexpected: BTreeMap<(u32, usize), SourceQueue<U>>,
     arrivals: u64,
+    posts: u64,
     unexpected_len: usize,
+}
+
+/// A posted receive taken out of the queue by a match that may still be
+/// undone (its message's sender died before the data arrived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posted<P> {
+    order: u64,
+    spec: RecvSpec,
+    /// The receive.
+    pub item: P,
 }
 
 impl<P, U> Default for MatchQueues<P, U> {
@@ -100,6 +112,7 @@ impl<P, U> Default for MatchQueues<P, U> {
             posted: VecDeque::new(),
             unexpected: BTreeMap::new(),
             arrivals: 0,
+            posts: 0,
             unexpected_len: 0,
         }
     }
@@ -125,8 +138,34 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
     /// from the posted queue), or `None` if the caller must add it to the
     /// unexpected queue with [`MatchQueues::push_unexpected`].
     pub fn match_arrival(&mut self, env: &Envelope) -> Option<P> {
-        let i = self.posted.iter().position(|(s, _)| s.accepts(env))?;
-        self.posted.remove(i).map(|(_, p)| p)
+        self.match_arrival_entry(env).map(|p| p.item)
+    }
+
+    /// [`MatchQueues::match_arrival`], keeping what [`MatchQueues::repost`]
+    /// needs to undo the match.
+    pub fn match_arrival_entry(&mut self, env: &Envelope) -> Option<Posted<P>> {
+        let i = self.posted.iter().position(|(_, s, _)| s.accepts(env))?;
+        self.posted
+            .remove(i)
+            .map(|(order, spec, item)| Posted { order, spec, item })
+    }
+
+    /// Put a receive taken by [`MatchQueues::match_arrival_entry`] back at
+    /// its place in posting order.
+    pub fn repost(&mut self, p: Posted<P>) {
+        let i = self.posted.partition_point(|(o, _, _)| *o < p.order);
+        self.posted.insert(i, (p.order, p.spec, p.item));
+    }
+
+    /// Every unexpected message in arrival order.
+    pub fn unexpected_in_order(&self) -> Vec<(&Envelope, &U)> {
+        let mut all: Vec<(u64, &Envelope, &U)> = self
+            .unexpected
+            .values()
+            .flat_map(|q| q.iter().map(|(a, e, u)| (*a, e, u)))
+            .collect();
+        all.sort_by_key(|(a, _, _)| *a);
+        all.into_iter().map(|(_, e, u)| (e, u)).collect()
     }
 
     /// Queue a message that matched no posted receive.
@@ -180,18 +219,19 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
     /// Append a receive to the posted queue (call only after
     /// [`MatchQueues::take_unexpected`] found nothing).
     pub fn post(&mut self, spec: RecvSpec, p: P) {
-        self.posted.push_back((spec, p));
+        self.posts += 1;
+        self.posted.push_back((self.posts, spec, p));
     }
 
     /// Remove and return every posted receive (the engine failed).
     pub fn drain_posted(&mut self) -> Vec<P> {
-        self.posted.drain(..).map(|(_, p)| p).collect()
+        self.posted.drain(..).map(|(_, _, p)| p).collect()
     }
 
     /// Remove a posted receive (cancel). Returns false if it was not posted
     /// (already matched).
     pub fn remove_posted(&mut self, p: &P) -> bool {
-        match self.posted.iter().position(|(_, q)| q == p) {
+        match self.posted.iter().position(|(_, _, q)| q == p) {
             Some(i) => {
                 self.posted.remove(i);
                 true

@@ -17,6 +17,7 @@
 
 use crate::error::Result;
 use crate::matching::RecvSpec;
+use crate::recovery::EngineSnapshot;
 use crate::status::Status;
 
 /// Identifier of an API call (see the module docs).
@@ -88,6 +89,35 @@ pub struct RequestInfo {
     pub completed_at_start: bool,
 }
 
+/// What a restarted process must answer for a call, from its logged events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replay<T> {
+    /// No logged answer: decide as usual (the call is past the last event).
+    Free,
+    /// The call came out "nothing" the first time (a failed test or
+    /// iprobe): answer that again.
+    NotYet,
+    /// The logged answer.
+    Logged(T),
+}
+
+/// A message kept in a protocol's sender log, to be sent again to a
+/// restarted receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedMessage {
+    /// Communicator context.
+    pub context: u32,
+    /// Tag.
+    pub tag: i32,
+    /// Channel sequence number.
+    pub seq: u64,
+    /// The payload, valid until the protocol frees the record (which it
+    /// does only for messages the receiver has checkpointed past).
+    pub ptr: *const u8,
+    /// Payload length.
+    pub len: usize,
+}
+
 /// A fault-tolerance protocol wrapped around the engine.
 pub trait Protocol {
     /// Short name (`pessimist`, …), shown in the job's info line.
@@ -135,4 +165,43 @@ pub trait Protocol {
 
     /// Counters for `--stats`, as (name, value).
     fn stats(&self) -> Vec<(String, u64)>;
+
+    // ------------------------------------------------------------ recovery
+
+    /// The engine state of the checkpoint this process restarts from (taken
+    /// once, when the protocol is installed); `None` at a first start or
+    /// when there is no checkpoint.
+    fn take_restored(&mut self) -> Option<EngineSnapshot>;
+
+    /// The application's state saved with that checkpoint.
+    fn restart_state(&self) -> Option<Vec<u8>>;
+
+    /// True while this process re-executes logged events (a restarted
+    /// process before its last logged event).
+    fn replaying(&self) -> bool;
+
+    /// The logged answer of completion call `call` (a list of the call ids
+    /// of the requests it completed).
+    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>>;
+
+    /// The logged answer of probe call `call`: the (source, tag) found, or
+    /// `None` for "nothing".
+    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>>;
+
+    /// The logged outcome of cancel call `call`.
+    fn replay_cancel(&mut self, call: CallId) -> Replay<bool>;
+
+    /// Every logged message to `dest` with a sequence number above `after`,
+    /// in order (to send again after `dest` restarted, or after this
+    /// process restarted and `dest` lacks them).
+    fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage>;
+
+    /// Save a checkpoint (`engine` plus the application's `app` bytes).
+    /// Returns, for each sender, up to which sequence number it may now
+    /// free its log records to this process.
+    fn checkpoint(&mut self, engine: &EngineSnapshot, app: &[u8]) -> Result<Vec<(usize, u64)>>;
+
+    /// Receiver `dest` checkpointed: records to it up to `up_to` are not
+    /// needed any more.
+    fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()>;
 }

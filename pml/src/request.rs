@@ -14,7 +14,7 @@ use crate::buffer::Buffer;
 use std::rc::Rc;
 
 use crate::comm::{Comm, Group, Mode, Shared, localize};
-use crate::engine::{Engine, ReqId};
+use crate::engine::ReqId;
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
 use crate::protocol::CompletionKind;
@@ -298,21 +298,6 @@ fn ids<S: RequestSlot>(slots: &[S]) -> Vec<Option<ReqId>> {
     slots.iter().map(|s| s.pending().map(|h| h.id)).collect()
 }
 
-/// Index of the first active request that is done (no allocation: this
-/// runs on every spin of a wait loop).
-fn first_done(eng: &Engine, ids: &[Option<ReqId>]) -> Option<usize> {
-    ids.iter()
-        .position(|id| id.is_some_and(|id| eng.is_done(id)))
-}
-
-fn done_indices(eng: &Engine, ids: &[Option<ReqId>]) -> Vec<usize> {
-    ids.iter()
-        .enumerate()
-        .filter(|(_, id)| id.is_some_and(|id| eng.is_done(id)))
-        .map(|(i, _)| i)
-        .collect()
-}
-
 fn finish_indices<S: RequestSlot>(
     slots: &mut [S],
     idx: Vec<usize>,
@@ -349,47 +334,21 @@ pub fn wait_all<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<S::Output>> {
 /// Complete one of the active requests (the lowest index among those done).
 /// `None` if no slot is active.
 pub fn wait_any<S: RequestSlot>(slots: &mut [S]) -> Result<Option<(usize, S::Output)>> {
-    let Some(eng) = engine_of(slots) else {
-        return Ok(None);
-    };
-    let ids = ids(slots);
-    let mut first = None;
-    {
-        let mut e = eng.borrow_mut();
-        e.wait_until(|e| {
-            first = first_done(e, &ids);
-            first.is_some()
-        })?;
-        let done: Vec<usize> = first.into_iter().collect();
-        e.report_completion(CompletionKind::WaitAny, &ids, &done)?;
-    }
-    match first {
-        Some(i) => Ok(Some((i, slots[i].finish_slot()?))),
-        None => Ok(None),
-    }
+    Ok(completion(slots, CompletionKind::WaitAny)?
+        .into_iter()
+        .next())
 }
 
 /// Complete at least one active request, and every other that is done.
 /// Empty if no slot is active.
 pub fn wait_some<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<(usize, S::Output)>> {
-    let Some(eng) = engine_of(slots) else {
-        return Ok(Vec::new());
-    };
-    let ids = ids(slots);
-    let done = {
-        let mut e = eng.borrow_mut();
-        e.wait_until(|e| first_done(e, &ids).is_some())?;
-        let done = done_indices(&e, &ids);
-        e.report_completion(CompletionKind::WaitSome, &ids, &done)?;
-        done
-    };
-    finish_indices(slots, done)
+    completion(slots, CompletionKind::WaitSome)
 }
 
 /// Progress once, then complete the request if it is done.
 pub fn test<S: RequestSlot>(slot: &mut S) -> Result<Option<S::Output>> {
     Ok(
-        test_some_inner(std::slice::from_mut(slot), CompletionKind::Test)?
+        completion(std::slice::from_mut(slot), CompletionKind::Test)?
             .into_iter()
             .next()
             .map(|(_, out)| out),
@@ -398,47 +357,31 @@ pub fn test<S: RequestSlot>(slot: &mut S) -> Result<Option<S::Output>> {
 
 /// Progress once; if every active request is done, complete them all.
 pub fn test_all<S: RequestSlot>(slots: &mut [S]) -> Result<Option<Vec<S::Output>>> {
-    let Some(eng) = engine_of(slots) else {
+    if engine_of(slots).is_none() {
         return Ok(Some(Vec::new()));
-    };
-    let ids = ids(slots);
-    let all = {
-        let mut e = eng.borrow_mut();
-        e.progress()?;
-        let all = ids.iter().flatten().all(|&id| e.is_done(id));
-        let done: Vec<usize> = if all {
-            (0..ids.len()).filter(|&i| ids[i].is_some()).collect()
-        } else {
-            Vec::new()
-        };
-        e.report_completion(CompletionKind::TestAll, &ids, &done)?;
-        all
-    };
-    if !all {
+    }
+    let done = completion(slots, CompletionKind::TestAll)?;
+    if done.is_empty() {
         return Ok(None);
     }
-    let idx: Vec<usize> = (0..slots.len()).filter(|&i| ids[i].is_some()).collect();
-    Ok(Some(
-        finish_indices(slots, idx)?
-            .into_iter()
-            .map(|(_, o)| o)
-            .collect(),
-    ))
+    Ok(Some(done.into_iter().map(|(_, o)| o).collect()))
 }
 
 /// Progress once; complete the lowest-index active request that is done.
 pub fn test_any<S: RequestSlot>(slots: &mut [S]) -> Result<Option<(usize, S::Output)>> {
-    Ok(test_some_inner(slots, CompletionKind::TestAny)?
+    Ok(completion(slots, CompletionKind::TestAny)?
         .into_iter()
         .next())
 }
 
 /// Progress once; complete every active request that is done.
 pub fn test_some<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<(usize, S::Output)>> {
-    test_some_inner(slots, CompletionKind::TestSome)
+    completion(slots, CompletionKind::TestSome)
 }
 
-fn test_some_inner<S: RequestSlot>(
+/// One completion call: the engine decides which slots complete (see
+/// `Engine::completion_call`), then their outputs are taken.
+fn completion<S: RequestSlot>(
     slots: &mut [S],
     kind: CompletionKind,
 ) -> Result<Vec<(usize, S::Output)>> {
@@ -446,15 +389,6 @@ fn test_some_inner<S: RequestSlot>(
         return Ok(Vec::new());
     };
     let ids = ids(slots);
-    let done = {
-        let mut e = eng.borrow_mut();
-        e.progress()?;
-        let mut done = done_indices(&e, &ids);
-        if kind != CompletionKind::TestSome {
-            done.truncate(1);
-        }
-        e.report_completion(kind, &ids, &done)?;
-        done
-    };
+    let done = eng.borrow_mut().completion_call(kind, &ids)?;
     finish_indices(slots, done)
 }

@@ -41,7 +41,7 @@ pub(crate) struct TcpConn {
 }
 
 impl TcpConn {
-    fn new(stream: TcpStream) -> std::io::Result<TcpConn> {
+    pub(crate) fn new(stream: TcpStream) -> std::io::Result<TcpConn> {
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
         Ok(TcpConn {
@@ -355,6 +355,8 @@ mod tests {
             host_cores: 2,
             transport_tcp: true,
             host_of: vec![0; 4],
+            job_page_fd: None,
+            incarnation: 0,
         }
     }
 

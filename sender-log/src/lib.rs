@@ -268,6 +268,55 @@ impl SenderLog {
     /// after the job): every record of every segment is indexed. A torn last
     /// record is ignored; other damage is an error naming file and offset.
     pub fn open_read_only(dir: &Path) -> Result<SenderLog> {
+        Self::open_existing(dir, false)
+    }
+
+    /// Reopen the log a crashed process of this rank left in `dir`, to
+    /// continue it after a restart: the records to each destination `d`
+    /// with a sequence number up to `keep(d)` stay (peers may still need
+    /// them); later ones are forgotten, because the restarted process
+    /// re-executes and logs them again. New records go to new segments,
+    /// so nothing already written is overwritten; when a message was
+    /// logged twice (by two incarnations), the later copy counts.
+    pub fn reopen(
+        dir: &Path,
+        rank: u32,
+        segment_size: usize,
+        keep: impl Fn(u32) -> u64,
+    ) -> Result<SenderLog> {
+        std::fs::create_dir_all(dir).map_err(io(dir, "creating the log directory"))?;
+        let mut log = Self::open_existing(dir, true)?;
+        log.rank = rank;
+        log.segment_size = segment_size.max(4096).next_multiple_of(ALIGN);
+        for (&dest, q) in log.index.iter_mut() {
+            let limit = keep(dest);
+            let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.len());
+            for e in q.drain(..) {
+                let dropped = if e.seq > limit {
+                    Some(e)
+                } else if kept.back().is_some_and(|k| k.seq == e.seq) {
+                    // Sorted by (seq, segment): the later copy replaces it.
+                    kept.pop_back().map(|old| {
+                        kept.push_back(e);
+                        old
+                    })
+                } else {
+                    kept.push_back(e);
+                    None
+                };
+                if let Some(d) = dropped
+                    && let Some(seg) = log.segments.get_mut(&d.segment)
+                {
+                    seg.live = seg.live.saturating_sub(1);
+                }
+            }
+            *q = kept;
+        }
+        log.bytes_logged = 0;
+        Ok(log)
+    }
+
+    fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {
         let mut paths: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
             .map_err(io(dir, "listing the log directory"))?
             .flatten()
@@ -290,20 +339,35 @@ impl SenderLog {
             current: None,
             next_index: 0,
             index: HashMap::new(),
-            writable: false,
+            writable,
             bytes_logged: 0,
         };
         for (idx, path) in paths {
-            let file = File::open(&path).map_err(io(&path, "opening a segment"))?;
-            // SAFETY: the mapping is read-only; a writer only appends past
-            // the records we index (the writable log is not opened here).
-            let map = unsafe { Mmap::map(&file) }.map_err(io(&path, "mapping a segment"))?;
-            let rank = check_segment_header(&map, idx, &path)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(writable)
+                .open(&path)
+                .map_err(io(&path, "opening a segment"))?;
+            let map = if writable {
+                // SAFETY: the process that wrote this segment is dead (we
+                // restart in its place); we never write into it again, the
+                // mapping is writable only so freed segments can be
+                // handled like our own.
+                Map::Writable(
+                    unsafe { MmapMut::map_mut(&file) }.map_err(io(&path, "mapping a segment"))?,
+                )
+            } else {
+                // SAFETY: the mapping is read-only; a writer only appends
+                // past the records we index.
+                Map::ReadOnly(unsafe { Mmap::map(&file) }.map_err(io(&path, "mapping a segment"))?)
+            };
+            let map_bytes = map.bytes();
+            let rank = check_segment_header(map_bytes, idx, &path)?;
             log.rank = rank;
             let mut off = SEGMENT_HEADER;
             let mut live = 0;
             while let Some((h, _, len)) =
-                decode_record(&map, off).map_err(|reason| Error::Corrupt {
+                decode_record(map_bytes, off).map_err(|reason| Error::Corrupt {
                     path: path.clone(),
                     reason,
                 })?
@@ -321,7 +385,7 @@ impl SenderLog {
                 idx,
                 Segment {
                     path,
-                    map: Map::ReadOnly(map),
+                    map,
                     used: off,
                     live,
                 },
@@ -329,7 +393,7 @@ impl SenderLog {
             log.next_index = idx + 1;
         }
         for q in log.index.values_mut() {
-            q.make_contiguous().sort_by_key(|e| e.seq);
+            q.make_contiguous().sort_by_key(|e| (e.seq, e.segment));
         }
         Ok(log)
     }
@@ -488,6 +552,11 @@ impl SenderLog {
         q.into_iter()
             .flat_map(move |q| q.iter().skip(start))
             .filter_map(|e| self.record(e))
+    }
+
+    /// Number of kept records to `dest`.
+    pub fn records_to(&self, dest: u32) -> usize {
+        self.index.get(&dest).map_or(0, VecDeque::len)
     }
 
     /// Destinations with at least one kept record.

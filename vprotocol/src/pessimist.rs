@@ -18,7 +18,24 @@
 //!   sends from the log: a standard send completes once its payload is in
 //!   the log, and a large message is copied by the receiver straight out of
 //!   the log (no copy beyond the log's own).
+//! * **Checkpoints and garbage collection.** [`Protocol::checkpoint`]
+//!   stores the engine's state, the id of the last event and the
+//!   application's bytes in the rank's [`CheckpointStore`] (last two
+//!   kept). Then everything older than the *older* kept checkpoint is
+//!   freed: the loggers truncate this rank's events up to that
+//!   checkpoint's last event, and every sender frees its log records to
+//!   this rank up to the number it had received then.
+//! * **Restart.** A restarted process (incarnation > 0) loads its newest
+//!   intact checkpoint, reopens its sender log keeping the records sent
+//!   before that checkpoint (peers may still need them — the log files
+//!   outlive the process), and fetches its events logged after it. While
+//!   re-executing up to the last logged event it answers from them:
+//!   ANY_SOURCE receives are forced to the logged source, completion calls
+//!   return the logged sets, probes the logged answers, and calls without
+//!   an event "nothing" (they failed the first time). Nothing is logged
+//!   again during that replay.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -26,11 +43,13 @@ use vpml_event_logger::{Client, ClientConfig, Event};
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, OutgoingMessage, Protocol, RequestInfo, SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
 };
+use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
+use crate::checkpoint::CheckpointStore;
 use crate::env;
 
 /// Everything the pessimist protocol needs to start.
@@ -106,6 +125,102 @@ struct Counters {
     waits: Histogram,
     /// Time spent handing events to the logger client, in ns.
     put_ns: u64,
+    checkpoints: u64,
+    checkpoint_ns: u64,
+    events_replayed: u64,
+    records_freed: u64,
+}
+
+/// The logged events of a restarted process, by call id.
+#[derive(Default, Debug)]
+struct ReplayLog {
+    /// Highest call id any event names: replay ends after it.
+    end: CallId,
+    matches: HashMap<CallId, usize>,
+    deliveries: HashMap<CallId, Vec<CallId>>,
+    probes: HashMap<CallId, Option<(usize, i32)>>,
+    cancels: HashMap<CallId, bool>,
+}
+
+impl ReplayLog {
+    fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
+        let mut r = ReplayLog::default();
+        for (_, ev) in events {
+            match ev {
+                Event::Match { recv, source } if recv > after_call => {
+                    r.end = r.end.max(recv);
+                    r.matches.insert(recv, source as usize);
+                }
+                Event::Probe {
+                    call,
+                    found,
+                    source,
+                    tag,
+                    ..
+                } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.probes
+                        .insert(call, found.then_some((source as usize, tag)));
+                }
+                Event::Delivery { call, completed } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.deliveries.insert(call, completed);
+                }
+                Event::NoneRun { last, .. } if last > after_call => r.end = r.end.max(last),
+                Event::Cancel { call, cancelled } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.cancels.insert(call, cancelled);
+                }
+                _ => {}
+            }
+        }
+        r
+    }
+
+    fn len(&self) -> usize {
+        self.matches.len() + self.deliveries.len() + self.probes.len() + self.cancels.len()
+    }
+}
+
+/// What a checkpoint of this protocol holds besides the engine's state.
+struct SavedCheckpoint {
+    /// Id of the last event logged before it (all durable).
+    event_id: u64,
+    /// Messages received from each rank then.
+    recv_seq: Vec<u64>,
+}
+
+/// Encode a checkpoint: last event id, engine snapshot, application bytes.
+fn encode_checkpoint(event_id: u64, engine: &EngineSnapshot, app: &[u8]) -> Vec<u8> {
+    let e = engine.encode();
+    let mut b = Vec::with_capacity(16 + e.len() + app.len());
+    b.extend_from_slice(&event_id.to_le_bytes());
+    b.extend_from_slice(&(e.len() as u64).to_le_bytes());
+    b.extend_from_slice(&e);
+    b.extend_from_slice(app);
+    b
+}
+
+fn decode_checkpoint(b: &[u8]) -> std::result::Result<(u64, EngineSnapshot, Vec<u8>), String> {
+    if b.len() < 16 {
+        return Err("checkpoint payload too short".into());
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let event_id = word(0);
+    let len = usize::try_from(word(8)).map_err(|_| "engine state length overflows")?;
+    let end = 16usize
+        .checked_add(len)
+        .filter(|&e| e <= b.len())
+        .ok_or("engine state cut short")?;
+    let (snap, rest) = EngineSnapshot::decode(&b[16..end])?;
+    if !rest.is_empty() {
+        return Err("trailing bytes after the engine state".into());
+    }
+    Ok((event_id, snap, b[end..].to_vec()))
 }
 
 /// The pessimist protocol of one rank.
@@ -119,6 +234,17 @@ pub struct Pessimist {
     /// Id of the last event handed to the client.
     last_put: u64,
     counters: Counters,
+    store: CheckpointStore,
+    /// Index the next checkpoint gets.
+    next_checkpoint: u64,
+    /// The newest checkpoint (the older kept one once the next is saved).
+    newest: Option<SavedCheckpoint>,
+    /// The engine state to restore, until the engine takes it.
+    restored: Option<EngineSnapshot>,
+    /// The application's state of the checkpoint restarted from.
+    app_state: Option<Vec<u8>>,
+    /// Logged events to replay (restarted process).
+    replay: ReplayLog,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
@@ -138,17 +264,93 @@ impl Pessimist {
         cc.replicas = cfg.replicas;
         cc.send_eagerly = cfg.send_eagerly;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
-        let log = SenderLog::create(&cfg.log_dir, cfg.rank as u32, cfg.segment_size)
-            .map_err(|e| fail("creating the sender log", e))?;
+        let store = CheckpointStore::open(&cfg.log_dir.join("checkpoints"))
+            .map_err(|e| fail("opening the checkpoint directory", e))?;
+        let mut loaded = None;
+        if cfg.incarnation > 0 {
+            if let Some(l) = store
+                .load_latest()
+                .map_err(|e| fail("reading the checkpoints", e))?
+            {
+                let (event_id, snap, app) = decode_checkpoint(&l.payload)
+                    .map_err(|e| fail(&format!("checkpoint {}", l.index), e))?;
+                tracing::info!(
+                    rank = cfg.rank,
+                    checkpoint = l.index,
+                    fell_back = l.fell_back,
+                    "restarting from a checkpoint"
+                );
+                loaded = Some((l.index, event_id, snap, app));
+            }
+        }
+        let rank = cfg.rank as u32;
+        let log = match &loaded {
+            Some((_, _, snap, _)) => SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, |d| {
+                snap.send_seq.get(d as usize).copied().unwrap_or(0)
+            })
+            .map_err(|e| fail("reopening the sender log", e))?,
+            None => SenderLog::create(&cfg.log_dir, rank, cfg.segment_size)
+                .map_err(|e| fail("creating the sender log", e))?,
+        };
+        let mut replay = ReplayLog::default();
+        if cfg.incarnation > 0 {
+            let (from, after_call) = loaded
+                .as_ref()
+                .map_or((1, 0), |(_, id, snap, _)| (id + 1, snap.last_call));
+            let events = client
+                .get_events(from)
+                .map_err(|e| fail("fetching the logged events", e))?;
+            replay = ReplayLog::new(events, after_call);
+            tracing::info!(
+                rank = cfg.rank,
+                events = replay.len(),
+                until_call = replay.end,
+                "replaying logged events"
+            );
+        }
         let durable = client.durable();
+        let next_checkpoint = match &loaded {
+            Some((index, ..)) => index + 1,
+            None => store
+                .indices()
+                .map_err(|e| fail("listing the checkpoints", e))?
+                .last()
+                .map_or(1, |i| i + 1),
+        };
+        let (newest, restored, app_state) = match loaded {
+            Some((_, event_id, snap, app)) => (
+                Some(SavedCheckpoint {
+                    event_id,
+                    recv_seq: snap.recv_seq.clone(),
+                }),
+                Some(snap),
+                Some(app),
+            ),
+            None => (None, None, None),
+        };
+        let counters = Counters {
+            events_replayed: replay.len() as u64,
+            ..Counters::default()
+        };
         Ok(Pessimist {
             client,
             log,
             none_run: None,
             durable,
             last_put: durable,
-            counters: Counters::default(),
+            counters,
+            store,
+            next_checkpoint,
+            newest,
+            restored,
+            app_state,
+            replay,
         })
+    }
+
+    /// Calls up to the last logged event are replayed, not logged again.
+    fn replayed(&self, call: CallId) -> bool {
+        call <= self.replay.end
     }
 
     fn put(&mut self, event: Event) -> Result<()> {
@@ -295,11 +497,20 @@ impl Protocol for Pessimist {
         })
     }
 
-    fn post_recv(&mut self, _call: CallId, _spec: &mut RecvSpec) -> Result<()> {
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
+        if spec.source.is_none()
+            && let Some(&source) = self.replay.matches.get(&call)
+        {
+            // Channel order then picks the same message as the first time.
+            spec.source = Some(source);
+        }
         Ok(())
     }
 
     fn matched(&mut self, recv: CallId, source: usize) -> Result<()> {
+        if self.replay.matches.contains_key(&recv) {
+            return Ok(());
+        }
         self.put(Event::Match {
             recv,
             source: source as u32,
@@ -313,6 +524,9 @@ impl Protocol for Pessimist {
         requests: &[Option<RequestInfo>],
         done: &[usize],
     ) -> Result<()> {
+        if self.replayed(call) {
+            return Ok(());
+        }
         if done.is_empty() {
             self.failed_call(call);
             return Ok(());
@@ -344,6 +558,9 @@ impl Protocol for Pessimist {
         blocking: bool,
         found: Option<&Status>,
     ) -> Result<()> {
+        if self.replayed(call) {
+            return Ok(());
+        }
         match found {
             None => {
                 self.failed_call(call);
@@ -364,6 +581,9 @@ impl Protocol for Pessimist {
     }
 
     fn cancel(&mut self, call: CallId, _request: CallId, cancelled: bool) -> Result<()> {
+        if self.replayed(call) {
+            return Ok(());
+        }
         self.put(Event::Cancel { call, cancelled })
     }
 
@@ -399,7 +619,106 @@ impl Protocol for Pessimist {
                 self.log.segment_count() as u64,
             ),
             ("event_put_ns_total".into(), c.put_ns),
+            ("checkpoints".into(), c.checkpoints),
+            ("checkpoint_ns_total".into(), c.checkpoint_ns),
+            ("events_replayed".into(), c.events_replayed),
+            ("log_records_freed".into(), c.records_freed),
         ]
+    }
+
+    fn take_restored(&mut self) -> Option<EngineSnapshot> {
+        self.restored.take()
+    }
+
+    fn restart_state(&self) -> Option<Vec<u8>> {
+        self.app_state.clone()
+    }
+
+    fn replaying(&self) -> bool {
+        self.replay.end > 0
+    }
+
+    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
+        if !self.replayed(call) {
+            return Replay::Free;
+        }
+        match self.replay.deliveries.remove(&call) {
+            Some(set) => Replay::Logged(set),
+            None => Replay::NotYet,
+        }
+    }
+
+    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
+        if !self.replayed(call) {
+            return Replay::Free;
+        }
+        match self.replay.probes.remove(&call) {
+            Some(found) => Replay::Logged(found),
+            None => Replay::NotYet,
+        }
+    }
+
+    fn replay_cancel(&mut self, call: CallId) -> Replay<bool> {
+        match self.replay.cancels.remove(&call) {
+            Some(c) => Replay::Logged(c),
+            None => Replay::Free,
+        }
+    }
+
+    fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
+        self.log
+            .iter_from(dest as u32, after + 1)
+            .map(|r| LoggedMessage {
+                context: r.header.context,
+                tag: r.header.tag,
+                seq: r.header.seq,
+                ptr: r.payload.as_ptr(),
+                len: r.payload.len(),
+            })
+            .collect()
+    }
+
+    fn checkpoint(&mut self, engine: &EngineSnapshot, app: &[u8]) -> Result<Vec<(usize, u64)>> {
+        let t0 = Instant::now();
+        // The checkpoint names its last event; it must be durable so the
+        // loggers may later truncate up to it.
+        self.client
+            .wait_all_durable()
+            .map_err(|e| fail("waiting for the event loggers", e))?;
+        self.durable = self.last_put;
+        let event_id = self.last_put;
+        let payload = encode_checkpoint(event_id, engine, app);
+        self.store
+            .save(self.next_checkpoint, &payload)
+            .map_err(|e| fail("saving a checkpoint", e))?;
+        self.next_checkpoint += 1;
+        // Free what precedes the older of the two kept checkpoints.
+        let older = self.newest.replace(SavedCheckpoint {
+            event_id,
+            recv_seq: engine.recv_seq.clone(),
+        });
+        let mut frees = Vec::new();
+        if let Some(older) = older {
+            if older.event_id > 0 {
+                self.client
+                    .truncate(older.event_id)
+                    .map_err(|e| fail("truncating the logged events", e))?;
+            }
+            frees = older.recv_seq.into_iter().enumerate().collect();
+        }
+        self.counters.checkpoints += 1;
+        self.counters.checkpoint_ns += t0.elapsed().as_nanos() as u64;
+        Ok(frees)
+    }
+
+    fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()> {
+        let before = self.log.records_to(dest as u32) as u64;
+        self.log
+            .free_up_to(dest as u32, up_to)
+            .map_err(|e| fail("freeing sender-log records", e))?;
+        let after = self.log.records_to(dest as u32) as u64;
+        self.counters.records_freed += before - after;
+        Ok(())
     }
 }
 

@@ -39,6 +39,36 @@ pub fn create_mailbox(name: &str, size: usize) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// The doorbells of every rank, for the launcher: ringing them wakes the
+/// ranks sleeping on them (e.g. to notice a restart on the job page).
+pub struct Doorbells {
+    mailboxes: Vec<Mailbox>,
+}
+
+// SAFETY: only atomics of the shared mappings are touched.
+unsafe impl Send for Doorbells {}
+
+impl Doorbells {
+    /// Map the mailboxes behind `fds` (one per rank of a `size`-rank job).
+    pub fn map(fds: &[RawFd], size: usize) -> Result<Doorbells> {
+        Ok(Doorbells {
+            mailboxes: fds
+                .iter()
+                .map(|&fd| Mailbox::map(fd, size))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// Wake every rank.
+    pub fn ring_all(&self) {
+        for m in &self.mailboxes {
+            let bell = m.doorbell();
+            bell.store(0, std::sync::atomic::Ordering::SeqCst);
+            super::futex::wake(bell);
+        }
+    }
+}
+
 /// A shared mapping of one mailbox, unmapped on drop.
 pub(crate) struct Mailbox {
     base: *mut u8,

@@ -21,4 +21,4 @@ pub(crate) mod futex;
 pub(crate) mod mailbox;
 pub(crate) mod ring;
 
-pub use mailbox::{create_mailbox, mailbox_len};
+pub use mailbox::{Doorbells, create_mailbox, mailbox_len};

@@ -49,6 +49,8 @@ pub(crate) mod kind {
     pub const FRAG: u8 = 5;
     /// Padding to the end of the lap.
     pub const SKIP: u8 = 6;
+    /// The sender checkpointed: log records to it up to `seq` may be freed.
+    pub const GC: u8 = 7;
 }
 
 /// Header flags.

@@ -1,0 +1,486 @@
+//! The engine's side of restarting crashed ranks (see [`crate::recovery`]):
+//! noticing a restart, dropping the dead process's link, accepting the new
+//! process's connection, re-sending from the protocol's log, restoring a
+//! checkpoint and connecting a restarted process to the running job.
+
+use std::io::ErrorKind;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::{
+    EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, Unexpected,
+    message_header,
+};
+use crate::bootstrap::{JobEnv, KvClient};
+use crate::error::{Error, Result};
+use crate::matching::Envelope;
+use crate::recovery::{self, EngineSnapshot, JobPage, SavedMessage};
+use crate::shm::ring::{flags, kind};
+use crate::tcp::TcpConn;
+
+/// How long a restarted process waits for an earlier process to publish
+/// its address.
+const ADDRESS_WAIT: Duration = Duration::from_secs(60);
+
+impl Recovery {
+    /// Map the job page and open the listener restarted processes connect to.
+    pub(super) fn start(env: &JobEnv, page_fd: i32, kv: &mut KvClient) -> Result<Recovery> {
+        let page = JobPage::map(page_fd, env.size)?;
+        // SAFETY: the descriptor was inherited for us alone; the mapping
+        // stays valid after close.
+        unsafe { libc::close(page_fd) };
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.set_nonblocking(true).map(|_| l))
+            .map_err(|e| Error::Bootstrap(format!("recovery listener: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Bootstrap(format!("recovery listener: {e}")))?;
+        kv.put(
+            &format!("rtcp.{}.{}", env.rank, env.incarnation),
+            &addr.to_string(),
+        )?;
+        let known_inc = (0..env.size).map(|q| page.incarnation(q)).collect();
+        Ok(Recovery {
+            seen_epoch: page.epoch(),
+            my_start: page.start_epoch(env.rank),
+            incarnation: env.incarnation,
+            known_inc,
+            listener,
+            expecting: vec![false; env.size],
+            suppress: vec![0; env.size],
+            token: env.token.clone(),
+            page,
+        })
+    }
+}
+
+impl Engine {
+    /// The protocol is installed: restore its checkpoint (if this process
+    /// restarts from one) and, in a restarted process, connect to the job.
+    pub(super) fn after_protocol_installed(&mut self) -> Result<()> {
+        let restored = self.protocol.as_mut().and_then(|p| p.take_restored());
+        if let Some(snap) = restored {
+            self.restore(snap)?;
+        }
+        if self.recovery.as_ref().is_some_and(|r| r.incarnation > 0) {
+            self.connect_to_job()?;
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, snap: EngineSnapshot) -> Result<()> {
+        if snap.send_seq.len() != self.size || snap.recv_seq.len() != self.size {
+            return Err(Error::Bootstrap(format!(
+                "the checkpoint is for a job of {} ranks, this one has {}",
+                snap.send_seq.len(),
+                self.size
+            )));
+        }
+        self.last_call = snap.last_call;
+        self.next_context = self.next_context.max(snap.next_context);
+        self.send_seq = snap.send_seq;
+        self.core.recv_seq = snap.recv_seq;
+        for m in snap.unexpected {
+            let env = Envelope {
+                source: m.source,
+                tag: m.tag,
+                context: m.context,
+                seq: m.seq,
+                len: m.data.len(),
+            };
+            let sync = (m.sync_token != 0).then_some(m.sync_token);
+            self.core
+                .matching
+                .push_unexpected(env, Unexpected::Eager { data: m.data, sync });
+        }
+        tracing::info!(
+            rank = self.core.rank,
+            call = self.last_call,
+            "restored the engine state of a checkpoint"
+        );
+        Ok(())
+    }
+
+    /// A restarted process connects to every process started before it
+    /// (the later ones connect to us).
+    fn connect_to_job(&mut self) -> Result<()> {
+        let me = self.core.rank;
+        let Some(rc) = self.recovery.as_mut() else {
+            return Ok(());
+        };
+        rc.seen_epoch = rc.page.epoch();
+        for q in 0..self.size {
+            if q == me {
+                continue;
+            }
+            let Some(rc) = self.recovery.as_mut() else {
+                return Ok(());
+            };
+            let inc = rc.page.incarnation(q);
+            rc.known_inc[q] = inc;
+            if rc.page.start_epoch(q) > rc.my_start {
+                rc.expecting[q] = true;
+                continue;
+            }
+            match self.connect_to(q, inc) {
+                Ok(Some((stream, received))) => self.install_link(q, stream, received)?,
+                Ok(None) => {}
+                Err(why) => {
+                    tracing::info!(rank = me, peer = q, "not connected ({why}); waiting for it")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Connect to incarnation `inc` of `q`. `Ok(None)` if it was restarted
+    /// meanwhile (its new process connects to us).
+    fn connect_to(
+        &mut self,
+        q: usize,
+        inc: u32,
+    ) -> std::result::Result<Option<(TcpStream, u64)>, String> {
+        let me = self.core.rank;
+        let received = self.core.recv_seq[q];
+        let (Some(rc), Some(kv)) = (self.recovery.as_ref(), self.kv.as_mut()) else {
+            return Ok(None);
+        };
+        let key = format!("rtcp.{q}.{inc}");
+        let deadline = Instant::now() + ADDRESS_WAIT;
+        let addr = loop {
+            if let Some(a) = kv.get(&key).map_err(|e| e.to_string())? {
+                break a;
+            }
+            if rc.page.incarnation(q) != inc {
+                return Ok(None);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("rank {q} published no address"));
+            }
+            // The peer is itself starting; it publishes its address first thing.
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let sock: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("bad address {addr:?} for rank {q}"))?;
+        let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
+            .map_err(|e| format!("connect to {sock}: {e}"))?;
+        recovery::write_line(
+            &mut s,
+            &recovery::hello_line(&rc.token, me, rc.incarnation, received),
+        )?;
+        let page = &rc.page;
+        let reply = recovery::read_line(&mut s, || page.incarnation(q) == inc)?;
+        let mut parts = reply.split(' ');
+        if parts.next() != Some("OK") {
+            return Err(format!("refused: {reply}"));
+        }
+        let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
+        let their_received: Option<u64> = parts.next().and_then(|v| v.parse().ok());
+        match (their_inc, their_received) {
+            (Some(i), Some(r)) if i == inc => Ok(Some((s, r))),
+            _ => Err(format!("bad reply {reply:?}")),
+        }
+    }
+
+    /// Act on restarts the job page announces: drop the links of restarted
+    /// ranks and expect their new processes.
+    pub(super) fn notice_restarts(&mut self) {
+        let Some(rc) = self.recovery.as_mut() else {
+            return;
+        };
+        let epoch = rc.page.epoch();
+        if epoch == rc.seen_epoch {
+            return;
+        }
+        rc.seen_epoch = epoch;
+        let mut restarted = Vec::new();
+        for q in 0..self.size {
+            if q == self.core.rank {
+                continue;
+            }
+            let inc = rc.page.incarnation(q);
+            if inc != rc.known_inc[q] {
+                rc.known_inc[q] = inc;
+                rc.expecting[q] = rc.page.start_epoch(q) > rc.my_start;
+                restarted.push(q);
+            }
+        }
+        for q in restarted {
+            tracing::info!(rank = self.core.rank, peer = q, "peer restarted");
+            self.drop_link(q);
+        }
+    }
+
+    /// Forget everything in flight with `q`'s dead process: its partial
+    /// message (the receive goes back to the posted queue), our queued
+    /// frames (every message is in the log and is re-sent), and reads it
+    /// still owed us.
+    pub(super) fn drop_link(&mut self, q: usize) {
+        let Some(peer) = self.peers[q].as_mut() else {
+            return;
+        };
+        if let Some(part) = peer.partial.take()
+            && let PartialDest::Posted(p) = part.dest
+        {
+            self.core.matching.repost(p);
+        }
+        peer.link = Link::Dead;
+        peer.broken = true;
+        peer.single_copy = false;
+        let drained: Vec<Outgoing> = peer.pending.drain(..).collect();
+        for item in drained {
+            let complete = match item {
+                Outgoing::Frame { complete, .. } | Outgoing::Fragments { complete, .. } => complete,
+            };
+            if let Some(id) = complete {
+                self.core.complete(id);
+            }
+        }
+        self.core.unread_logged[q] = 0;
+    }
+
+    /// Accept connections of restarted processes (only while one is expected).
+    pub(super) fn accept_restarted(&mut self) -> Result<()> {
+        loop {
+            let Some(rc) = self.recovery.as_ref() else {
+                return Ok(());
+            };
+            if !rc.expecting.iter().any(|&e| e) {
+                return Ok(());
+            }
+            let (mut s, from) = match rc.listener.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("recovery listener: {e}");
+                    return Ok(());
+                }
+            };
+            let mut tries = 0;
+            let line = recovery::read_line(&mut s, || {
+                tries += 1;
+                tries < 50
+            });
+            let hello = line.and_then(|l| recovery::parse_hello(&l, &rc.token, self.size));
+            let (q, inc, received) = match hello {
+                Ok(h) => h,
+                Err(why) => {
+                    tracing::warn!("refused a connection from {from}: {why}");
+                    continue;
+                }
+            };
+            // The page may announce the restart only now.
+            self.notice_restarts();
+            let Some(rc) = self.recovery.as_ref() else {
+                return Ok(());
+            };
+            if inc != rc.page.incarnation(q) || rc.page.start_epoch(q) <= rc.my_start {
+                tracing::warn!(
+                    "refused a connection from {from}: rank {q} incarnation {inc} is not a newer process"
+                );
+                continue;
+            }
+            let reply = format!("OK {} {}\n", rc.incarnation, self.core.recv_seq[q]);
+            if let Err(why) = recovery::write_line(&mut s, &reply) {
+                tracing::warn!("connection of rank {q} lost during the handshake: {why}");
+                continue;
+            }
+            self.install_link(q, s, received)?;
+        }
+    }
+
+    /// A connection with `q`'s current process is up: `received` is how
+    /// many of our messages it has. Re-send the rest from the log.
+    fn install_link(&mut self, q: usize, stream: TcpStream, received: u64) -> Result<()> {
+        let conn = TcpConn::new(stream)
+            .map_err(|e| Error::Bootstrap(format!("connection to rank {q}: {e}")))?;
+        self.drop_link(q);
+        if let Some(rc) = self.recovery.as_mut() {
+            rc.expecting[q] = false;
+            rc.suppress[q] = received;
+        }
+        let logged = self
+            .protocol
+            .as_mut()
+            .map(|p| p.logged_messages(q, received))
+            .unwrap_or_default();
+        let Some(peer) = self.peers[q].as_mut() else {
+            return Ok(());
+        };
+        peer.link = Link::Tcp(conn);
+        peer.broken = false;
+        let mut expected = received + 1;
+        for m in &logged {
+            if m.seq != expected {
+                return Err(Error::EngineFailed(format!(
+                    "the sender log lacks message {expected} to rank {q} (next kept: {})",
+                    m.seq
+                )));
+            }
+            expected += 1;
+            let data = RawBytes {
+                ptr: m.ptr as *mut u8,
+                len: m.len,
+            };
+            let token = peer.sync_waiting.get(&m.seq).copied();
+            let item = if m.len <= EAGER_LIMIT {
+                let mut hdr = message_header(kind::EAGER, m.tag, m.context, m.seq, m.len);
+                if let Some(t) = token {
+                    hdr.flags |= flags::SYNC;
+                    hdr.aux0 = t;
+                }
+                Outgoing::Frame {
+                    hdr,
+                    data,
+                    complete: None,
+                }
+            } else {
+                let mut hdr = message_header(kind::FRAG, m.tag, m.context, m.seq, m.len);
+                if let Some(t) = token {
+                    hdr.flags |= flags::SYNC;
+                    hdr.aux1 = t;
+                }
+                Outgoing::Fragments {
+                    hdr,
+                    data,
+                    offset: 0,
+                    complete: None,
+                }
+            };
+            peer.pending.push_back(item);
+        }
+        tracing::info!(
+            rank = self.core.rank,
+            peer = q,
+            resent = logged.len(),
+            "link to a restarted process is up"
+        );
+        self.push_pending(q);
+        Ok(())
+    }
+
+    /// Save a checkpoint (see [`crate::Comm::checkpoint`]). False without
+    /// a protocol (nothing to restart from, nothing saved).
+    pub(crate) fn checkpoint(&mut self, app: &[u8]) -> Result<bool> {
+        self.check_alive()?;
+        if self.protocol.is_none() {
+            return Ok(false);
+        }
+        if self.core.slots.iter().any(|s| s.in_use) {
+            return Err(Error::RequestState(
+                "checkpoint while a request is in flight (complete every request first)",
+            ));
+        }
+        // Our frames to live peers leave first: an acknowledgement still
+        // queued here would be lost with a crash after the checkpoint.
+        self.wait_until(|e| {
+            e.peers
+                .iter()
+                .flatten()
+                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
+        })?;
+        self.report_matches()?;
+        let mut unexpected = Vec::new();
+        for (env, u) in self.core.matching.unexpected_in_order() {
+            let (data, sync) = match u {
+                Unexpected::Eager { data, sync } => (data.clone(), sync.unwrap_or(0)),
+                // With a protocol, large messages are read when they arrive.
+                Unexpected::Rendezvous { .. } | Unexpected::SelfSync { .. } => {
+                    return Err(Error::RequestState(
+                        "checkpoint with a message still in its sender's memory",
+                    ));
+                }
+            };
+            unexpected.push(SavedMessage {
+                source: env.source,
+                tag: env.tag,
+                context: env.context,
+                seq: env.seq,
+                sync_token: sync,
+                data,
+            });
+        }
+        let snap = EngineSnapshot {
+            last_call: self.last_call,
+            next_context: self.next_context,
+            send_seq: self.send_seq.clone(),
+            recv_seq: self.core.recv_seq.clone(),
+            unexpected,
+        };
+        let frees = self.hook(|p| p.checkpoint(&snap, app))?.unwrap_or_default();
+        let me = self.core.rank;
+        for (peer, up_to) in frees {
+            if up_to == 0 {
+                continue;
+            }
+            if peer == me {
+                self.hook(|p| p.free_log(me, up_to))?;
+            } else {
+                let mut hdr = crate::shm::ring::FrameHeader::new(kind::GC);
+                hdr.seq = up_to;
+                self.core.control_out.push((peer, hdr));
+            }
+        }
+        self.flush_control();
+        self.last_checkpoint = Instant::now();
+        Ok(true)
+    }
+
+    /// [`Engine::checkpoint`] if `interval` has passed since the last one
+    /// (or since the start).
+    pub(crate) fn checkpoint_due(&self, interval: Duration) -> bool {
+        self.protocol.is_some() && self.last_checkpoint.elapsed() >= interval
+    }
+
+    /// The application state of the checkpoint this process restarted from.
+    pub(crate) fn restart_state(&self) -> Option<Vec<u8>> {
+        self.protocol.as_ref().and_then(|p| p.restart_state())
+    }
+
+    /// This process is a restarted incarnation (not the first start).
+    pub(crate) fn incarnation(&self) -> u32 {
+        self.recovery.as_ref().map_or(0, |r| r.incarnation)
+    }
+
+    /// Tell the protocol which senders checkpointed.
+    pub(super) fn apply_gc_notices(&mut self) -> Result<()> {
+        if self.core.gc_notices.is_empty() {
+            return Ok(());
+        }
+        let notices = std::mem::take(&mut self.core.gc_notices);
+        for (peer, up_to) in notices {
+            self.hook(|p| p.free_log(peer, up_to))?;
+        }
+        Ok(())
+    }
+
+    /// After finalize, a rank keeps serving (re-sends to a rank that may
+    /// still crash) until every rank has finalized.
+    pub(super) fn wait_for_everyone(&mut self) -> Result<()> {
+        if self.recovery.is_none() {
+            return Ok(());
+        }
+        self.wait_until(|e| e.recovery.as_ref().is_none_or(|r| r.page.all_finalized()))
+    }
+
+    /// Extra descriptors to poll while idle: the listener, while a
+    /// restarted process is expected.
+    pub(super) fn idle_fds(&self) -> Option<libc::pollfd> {
+        use std::os::fd::AsRawFd;
+        let rc = self.recovery.as_ref()?;
+        rc.expecting.iter().any(|&e| e).then(|| libc::pollfd {
+            fd: rc.listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+    }
+
+    /// Re-executed sends up to this sequence number were already received.
+    pub(super) fn suppressed(&self, dest: usize, seq: u64) -> bool {
+        self.recovery
+            .as_ref()
+            .is_some_and(|r| seq <= r.suppress[dest])
+    }
+}

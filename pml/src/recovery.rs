@@ -1,0 +1,446 @@
+//! What the engine needs to survive the crash of a rank (with a protocol
+//! such as `pessimist`): the job page shared with the launcher, the
+//! engine's own part of a checkpoint, and the handshake of the connections
+//! a restarted rank makes.
+//!
+//! * **Job page.** A small shared-memory file (memfd) the launcher creates
+//!   and every rank maps: per rank its current incarnation and the *start
+//!   epoch* of that incarnation (a counter the launcher bumps at every
+//!   restart), plus the epoch itself and an "every rank finalized" flag.
+//!   A rank notices a restart with one load of the epoch per progress pass.
+//! * **Who connects to whom.** Between two processes, the one started later
+//!   (larger start epoch) connects to the other; the earlier one accepts.
+//!   So a restarted rank connects to everybody, and a rank restarted later
+//!   still connects to it: no two connections ever cross.
+//! * **Handshake.** `VPMLREC1 <token> <rank> <incarnation> <received>`
+//!   answered by `OK <incarnation> <received>`: each side tells how many
+//!   messages of the other it has *fully* received, and each side then
+//!   re-sends from its sender log everything after that, in order.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+const HEADER: usize = 64;
+const PER_RANK: usize = 16;
+
+/// Size in bytes of the job page of a `size`-rank job.
+fn page_len(size: usize) -> usize {
+    (HEADER + size * PER_RANK).next_multiple_of(4096)
+}
+
+/// The job page (see the module docs), mapped read-write.
+pub struct JobPage {
+    base: *mut u8,
+    len: usize,
+    size: usize,
+}
+
+// SAFETY: the page holds only atomics; the mapping lives as long as the value.
+unsafe impl Send for JobPage {}
+// SAFETY: as above — every access goes through an atomic.
+unsafe impl Sync for JobPage {}
+
+impl JobPage {
+    /// Create a zeroed job page for `size` ranks as an inheritable memfd
+    /// (the launcher's side).
+    pub fn create(size: usize) -> std::io::Result<(OwnedFd, JobPage)> {
+        let name = c"vpml-job-page";
+        // SAFETY: valid C string; flags 0 so exec'd ranks inherit it.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we now own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let len = page_len(size);
+        // SAFETY: plain syscall on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let page = JobPage::map(fd.as_raw_fd(), size).map_err(std::io::Error::other)?;
+        Ok((fd, page))
+    }
+
+    /// Map the job page behind `fd` (a rank's side).
+    pub fn map(fd: RawFd, size: usize) -> Result<JobPage> {
+        let len = page_len(size);
+        // SAFETY: fstat fills a plain struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(Error::shm(
+                format!("job page descriptor {fd}"),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        if (st.st_size as u64) < len as u64 {
+            return Err(Error::Bootstrap(format!(
+                "job page descriptor {fd} holds {} bytes, expected {len}",
+                st.st_size
+            )));
+        }
+        // SAFETY: shared mapping of a file we hold open and checked the size of.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::shm(
+                "mapping the job page".to_string(),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(JobPage {
+            base: p as *mut u8,
+            len,
+            size,
+        })
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset + 4 <= self.len && offset % 4 == 0);
+        // SAFETY: in bounds (asserted) and aligned, inside a live shared
+        // mapping that only ever holds atomics.
+        unsafe { &*(self.base.add(offset) as *const AtomicU32) }
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The restart counter: changes whenever some rank is restarted.
+    pub fn epoch(&self) -> u32 {
+        self.word(0).load(Ordering::Acquire)
+    }
+
+    /// True once every rank has finalized (ranks then may exit: nobody can
+    /// need a resend any more).
+    pub fn all_finalized(&self) -> bool {
+        self.word(4).load(Ordering::Acquire) != 0
+    }
+
+    /// Current incarnation of `rank` (0 at first start).
+    pub fn incarnation(&self, rank: usize) -> u32 {
+        self.word(HEADER + rank * PER_RANK).load(Ordering::Acquire)
+    }
+
+    /// Epoch at which the current incarnation of `rank` was started.
+    pub fn start_epoch(&self, rank: usize) -> u32 {
+        self.word(HEADER + rank * PER_RANK + 4)
+            .load(Ordering::Acquire)
+    }
+
+    /// The launcher restarts `rank`: the next incarnation, started now.
+    /// Returns the new incarnation.
+    pub fn restart(&self, rank: usize) -> u32 {
+        let epoch = self.word(0).load(Ordering::Relaxed) + 1;
+        let inc = self.word(HEADER + rank * PER_RANK).load(Ordering::Relaxed) + 1;
+        self.word(HEADER + rank * PER_RANK)
+            .store(inc, Ordering::Release);
+        self.word(HEADER + rank * PER_RANK + 4)
+            .store(epoch, Ordering::Release);
+        // Last, so a rank that sees the new epoch sees the rank's entry.
+        self.word(0).store(epoch, Ordering::Release);
+        inc
+    }
+
+    /// The launcher saw every rank finalize.
+    pub fn set_all_finalized(&self) {
+        self.word(4).store(1, Ordering::Release);
+    }
+}
+
+impl Drop for JobPage {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The engine's part of a checkpoint: everything a restarted process needs
+/// to continue as if it had never stopped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineSnapshot {
+    /// Last call id handed out.
+    pub last_call: u64,
+    /// Next communicator context id.
+    pub next_context: u32,
+    /// Messages sent to each rank.
+    pub send_seq: Vec<u64>,
+    /// Messages fully received from each rank.
+    pub recv_seq: Vec<u64>,
+    /// Messages received but not yet matched, in arrival order.
+    pub unexpected: Vec<SavedMessage>,
+}
+
+/// An unmatched message kept in a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedMessage {
+    /// Sender.
+    pub source: usize,
+    /// Tag.
+    pub tag: i32,
+    /// Communicator context.
+    pub context: u32,
+    /// Channel sequence number.
+    pub seq: u64,
+    /// Token of a synchronous sender waiting for the match (0: none).
+    pub sync_token: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+impl EngineSnapshot {
+    /// Serialise (little-endian, length-prefixed).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&self.last_call.to_le_bytes());
+        b.extend_from_slice(&self.next_context.to_le_bytes());
+        b.extend_from_slice(&(self.send_seq.len() as u64).to_le_bytes());
+        for (s, r) in self.send_seq.iter().zip(&self.recv_seq) {
+            b.extend_from_slice(&s.to_le_bytes());
+            b.extend_from_slice(&r.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.unexpected.len() as u64).to_le_bytes());
+        for m in &self.unexpected {
+            b.extend_from_slice(&(m.source as u64).to_le_bytes());
+            b.extend_from_slice(&m.tag.to_le_bytes());
+            b.extend_from_slice(&m.context.to_le_bytes());
+            b.extend_from_slice(&m.seq.to_le_bytes());
+            b.extend_from_slice(&m.sync_token.to_le_bytes());
+            b.extend_from_slice(&(m.data.len() as u64).to_le_bytes());
+            b.extend_from_slice(&m.data);
+        }
+        b
+    }
+
+    /// Parse what [`EngineSnapshot::encode`] wrote; returns the snapshot
+    /// and the bytes that follow it.
+    pub fn decode(b: &[u8]) -> std::result::Result<(EngineSnapshot, &[u8]), String> {
+        let mut r = Reader { b, at: 0 };
+        let last_call = r.u64()?;
+        let next_context = r.u32()?;
+        let n = r.len(16)?;
+        let mut send_seq = Vec::with_capacity(n);
+        let mut recv_seq = Vec::with_capacity(n);
+        for _ in 0..n {
+            send_seq.push(r.u64()?);
+            recv_seq.push(r.u64()?);
+        }
+        let m = r.len(40)?;
+        let mut unexpected = Vec::with_capacity(m);
+        for _ in 0..m {
+            let source = usize::try_from(r.u64()?).map_err(|_| "source out of range")?;
+            let tag = r.u32()? as i32;
+            let context = r.u32()?;
+            let seq = r.u64()?;
+            let sync_token = r.u64()?;
+            let len = r.len(1)?;
+            let data = r.take(len)?.to_vec();
+            unexpected.push(SavedMessage {
+                source,
+                tag,
+                context,
+                seq,
+                sync_token,
+                data,
+            });
+        }
+        let rest = &b[r.at..];
+        Ok((
+            EngineSnapshot {
+                last_call,
+                next_context,
+                send_seq,
+                recv_seq,
+                unexpected,
+            },
+            rest,
+        ))
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| format!("engine snapshot cut short at byte {}", self.at))?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(w))
+    }
+    fn u32(&mut self) -> std::result::Result<u32, String> {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(w))
+    }
+    /// A count of items of at least `min_item` bytes each, checked against
+    /// what is left (so a corrupt count cannot make us allocate wildly).
+    fn len(&mut self, min_item: usize) -> std::result::Result<usize, String> {
+        let n = self.u64()?;
+        let left = (self.b.len() - self.at) as u64;
+        if n.saturating_mul(min_item as u64) > left {
+            return Err(format!("engine snapshot: count {n} exceeds the data"));
+        }
+        Ok(n as usize)
+    }
+}
+
+/// The connecting side's greeting.
+pub(crate) fn hello_line(token: &str, rank: usize, incarnation: u32, received: u64) -> String {
+    format!("VPMLREC1 {token} {rank} {incarnation} {received}\n")
+}
+
+/// A parsed greeting: (rank, incarnation, messages of ours it received).
+pub(crate) fn parse_hello(
+    line: &str,
+    token: &str,
+    size: usize,
+) -> std::result::Result<(usize, u32, u64), String> {
+    let mut parts = line.split(' ');
+    if parts.next() != Some("VPMLREC1") {
+        return Err("not a vpml recovery connection".into());
+    }
+    if parts.next() != Some(token) {
+        return Err("wrong job token".into());
+    }
+    let rank: usize = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r < size)
+        .ok_or("bad rank")?;
+    let inc: u32 = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .ok_or("bad incarnation")?;
+    let received: u64 = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .ok_or("bad count")?;
+    Ok((rank, inc, received))
+}
+
+/// Read one `\n`-terminated line of at most 256 bytes. `alive` is asked
+/// every 100 ms whether to keep waiting (the other side may be busy
+/// computing; it answers on its next vpml call).
+pub(crate) fn read_line(
+    s: &mut TcpStream,
+    mut alive: impl FnMut() -> bool,
+) -> std::result::Result<String, String> {
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match s.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => {
+                line.push(byte[0]);
+                if line.len() > 256 {
+                    return Err("handshake line too long".into());
+                }
+            }
+            Ok(_) => return Err("closed during the handshake".into()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if !alive() {
+                    return Err("gave up waiting for the handshake".into());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("handshake: {e}")),
+        }
+    }
+    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Write a whole handshake line.
+pub(crate) fn write_line(s: &mut TcpStream, line: &str) -> std::result::Result<(), String> {
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.write_all(line.as_bytes())
+        .map_err(|e| format!("handshake: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_round_trip_and_corrupt_ones_are_refused() {
+        let s = EngineSnapshot {
+            last_call: 77,
+            next_context: 6,
+            send_seq: vec![1, 2, 3],
+            recv_seq: vec![4, 5, 6],
+            unexpected: vec![SavedMessage {
+                source: 2,
+                tag: -1,
+                context: 1,
+                seq: 6,
+                sync_token: 9,
+                data: vec![1, 2, 3],
+            }],
+        };
+        let mut b = s.encode();
+        b.extend_from_slice(b"app");
+        let (back, rest) = EngineSnapshot::decode(&b).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(rest, b"app");
+        for cut in 0..b.len() - 3 {
+            assert!(EngineSnapshot::decode(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut huge = b.clone();
+        huge[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(EngineSnapshot::decode(&huge).is_err());
+    }
+
+    #[test]
+    fn restarts_bump_the_epoch_and_the_incarnation() {
+        let (_fd, page) = JobPage::create(3).unwrap();
+        assert_eq!((page.epoch(), page.incarnation(1)), (0, 0));
+        assert_eq!(page.restart(1), 1);
+        assert_eq!(page.restart(2), 1);
+        assert_eq!(page.restart(1), 2);
+        assert_eq!(page.epoch(), 3);
+        assert_eq!(page.start_epoch(1), 3);
+        assert_eq!(page.start_epoch(2), 2);
+        assert_eq!(page.start_epoch(0), 0);
+        assert!(!page.all_finalized());
+        page.set_all_finalized();
+        assert!(page.all_finalized());
+    }
+
+    #[test]
+    fn greetings_are_checked() {
+        let l = hello_line("tok", 2, 3, 17);
+        assert_eq!(parse_hello(l.trim_end(), "tok", 4), Ok((2, 3, 17)));
+        assert!(parse_hello(l.trim_end(), "other", 4).is_err());
+        assert!(parse_hello(l.trim_end(), "tok", 2).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 x 3", "tok", 4).is_err());
+    }
+}
