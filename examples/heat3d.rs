@@ -8,7 +8,14 @@
 //! ```text
 //! vpml run -n 4 target/release/examples/heat3d [--size small|medium|large | --points 10x10x50]
 //!     [--steps 100] [--dt SECONDS] [--output-interval 10] [--timing]
+//!     [--checkpoint-every STEPS | --checkpoint-interval SECONDS]
 //! ```
+//!
+//! With a fault-tolerance protocol (`vpml run --protocol pessimist`), each
+//! rank checkpoints its field every `--checkpoint-every` steps (or when
+//! `--checkpoint-interval` seconds have passed); a rank that crashes is
+//! restarted from its last checkpoint and the run still prints exactly the
+//! same lines.
 //!
 //! The output is bit-for-bit reproducible for given inputs and rank count
 //! (the reductions are deterministic): rank 0 prints the L2 error against the
@@ -38,6 +45,8 @@ struct Options {
     dt: Option<f64>,
     interval: usize,
     timing: bool,
+    checkpoint_every: usize,
+    checkpoint_interval: Option<f64>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -47,6 +56,8 @@ fn parse_options() -> Result<Options, String> {
         dt: None,
         interval: 0,
         timing: false,
+        checkpoint_every: 0,
+        checkpoint_interval: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -93,6 +104,22 @@ fn parse_options() -> Result<Options, String> {
                 i += 1;
             }
             "--timing" => o.timing = true,
+            "--checkpoint-every" => {
+                o.checkpoint_every = value(i)?
+                    .parse()
+                    .map_err(|_| "bad --checkpoint-every".to_string())?;
+                i += 1;
+            }
+            "--checkpoint-interval" => {
+                let v: f64 = value(i)?
+                    .parse()
+                    .map_err(|_| "bad --checkpoint-interval".to_string())?;
+                if !(v.is_finite() && v > 0.0) {
+                    return Err("--checkpoint-interval wants a positive number".into());
+                }
+                o.checkpoint_interval = Some(v);
+                i += 1;
+            }
             other => return Err(format!("unknown option {other:?}")),
         }
         i += 1;
@@ -276,7 +303,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let b = Block::new(rank, grid, opts.points);
     let h_min = b.h.iter().copied().fold(f64::INFINITY, f64::min);
     let dt = opts.dt.unwrap_or(0.5 * h_min);
-    if rank == 0 {
+    // A restarted rank resumes from its last checkpoint: what it printed
+    // before it is not printed again.
+    let restart = world.restart_state();
+    if rank == 0 && restart.is_none() {
         let g = [0, 1, 2].map(|d| grid[d] * opts.points[d]);
         println!(
             "heat3d: {size} ranks ({}x{}x{}), {}x{}x{} points per rank, global {}x{}x{}, dt {dt:e}, {} steps",
@@ -310,7 +340,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let inv = b.h.map(|h| dt / (h * h));
     let diag = 1.0 + 2.0 * (inv[0] + inv[1] + inv[2]);
     let mut total_iters = 0usize;
-    for step in 1..=opts.steps {
+    let mut first_step = 1;
+    if let Some(state) = &restart {
+        let (step, iters, field) = decode_state(state, len)?;
+        first_step = step + 1;
+        total_iters = iters;
+        u = field;
+    }
+    for step in first_step..=opts.steps {
         let t = step as f64 * dt;
         // Right-hand side: u^n + dt·F^{n+1}, plus the Dirichlet boundary values.
         let mut bound = vec![0f64; len];
@@ -386,6 +423,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 println!("step {step:>6} t {t:.6e} cg_iterations {iters:>4} l2_error {err:.6e}");
             }
         }
+        let state = || encode_state(step, total_iters, &u);
+        if opts.checkpoint_every > 0 && step % opts.checkpoint_every == 0 {
+            world.checkpoint(&state())?;
+        } else if let Some(s) = opts.checkpoint_interval {
+            world.checkpoint_if_due(std::time::Duration::from_secs_f64(s), state)?;
+        }
     }
     let t_end = opts.steps as f64 * dt;
     let err = l2_error(&world, &b, &u, t_end)?;
@@ -411,6 +454,35 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     world.finalize()?;
     Ok(())
+}
+
+/// A rank's checkpoint: the last finished step, the CG iterations so far,
+/// and the field.
+fn encode_state(step: usize, iters: usize, u: &[f64]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(16 + 8 * u.len());
+    b.extend_from_slice(&(step as u64).to_le_bytes());
+    b.extend_from_slice(&(iters as u64).to_le_bytes());
+    for x in u {
+        b.extend_from_slice(&x.to_bits().to_le_bytes());
+    }
+    b
+}
+
+fn decode_state(b: &[u8], len: usize) -> Result<(usize, usize, Vec<f64>), String> {
+    if b.len() != 16 + 8 * len {
+        return Err(format!(
+            "checkpoint holds {} bytes, expected {} (different options?)",
+            b.len(),
+            16 + 8 * len
+        ));
+    }
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    let u = (0..len).map(|i| f64::from_bits(word(2 + i))).collect();
+    Ok((word(0) as usize, word(1) as usize, u))
 }
 
 /// sqrt(Σ (u − exact)² · hx·hy·hz) over the whole domain.

@@ -305,6 +305,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         tag_output: args.tag_output,
         launcher_pid: std::process::id(),
         tx: tx.clone(),
+        outputs: (0..args.ranks).map(|_| SharedOutput::default()).collect(),
     };
     let mut pids = Vec::with_capacity(args.ranks);
     let mut forwarders = Vec::new();
@@ -325,6 +326,11 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         done: 0,
     });
     let code = supervise(args, pids, &rx, recovery, &injections, &mut forwarders);
+    for o in &spawner.outputs {
+        if let Some(h) = lock(o).previous.take() {
+            forwarders.push(h);
+        }
+    }
     drop(spawner);
     drop(tx);
     drop(job_page);
@@ -359,6 +365,8 @@ struct Spawner {
     tag_output: bool,
     launcher_pid: u32,
     tx: Sender<Event>,
+    /// Each rank's stdout over its incarnations.
+    outputs: Vec<SharedOutput>,
 }
 
 impl Spawner {
@@ -392,7 +400,8 @@ impl Spawner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(fd) = self.job_page_fd {
-            cmd.env(env::JOB_PAGE_FD, fd.to_string());
+            cmd.env(env::JOB_PAGE_FD, fd.to_string())
+                .env(env::OUTPUT_MARKS, "1");
         }
         let core = self.bind.then_some(rank % self.cores);
         let launcher_pid = self.launcher_pid;
@@ -407,10 +416,13 @@ impl Spawner {
         let pid = child.id() as i32;
         let prefix = self.tag_output.then(|| format!("[{rank}] "));
         if let Some(out) = child.stdout.take() {
-            forwarders.push(forward(out, prefix.clone(), false));
+            let shared = self.outputs[rank].clone();
+            let previous = lock(&shared).previous.take();
+            let h = forward(out, prefix.clone(), Some((shared.clone(), previous)));
+            lock(&shared).previous = Some(h);
         }
         if let Some(err) = child.stderr.take() {
-            forwarders.push(forward(err, prefix, true));
+            forwarders.push(forward(err, prefix, None));
         }
         watch_exit(rank, child, self.tx.clone());
         Ok(pid)
@@ -746,19 +758,82 @@ fn reap(pid: i32) {
     unsafe { libc::waitpid(pid, &mut st, 0) };
 }
 
+use vpml_pml::bootstrap::{CHECKPOINT_MARK, RESTART_MARK};
+
+/// What a rank printed on stdout over all its incarnations.
+#[derive(Default)]
+struct RankOutput {
+    /// Bytes of the rank's own output forwarded so far.
+    total: u64,
+    /// `total` when each checkpoint was taken.
+    at_checkpoint: std::collections::HashMap<u64, u64>,
+    /// The forwarder of the previous process's stdout (finished first).
+    previous: Option<std::thread::JoinHandle<()>>,
+}
+
+type SharedOutput = std::sync::Arc<std::sync::Mutex<RankOutput>>;
+
+fn lock(o: &SharedOutput) -> std::sync::MutexGuard<'_, RankOutput> {
+    o.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Forward one output stream line by line. For stdout (`output` given),
+/// the marks of [`vpml_pml::bootstrap::CHECKPOINT_MARK`] are interpreted: a restarted process's output is
+/// dropped until it has re-printed what was printed after the checkpoint
+/// it restarted from.
 fn forward(
     stream: impl Read + Send + 'static,
     prefix: Option<String>,
-    is_err: bool,
+    output: Option<(SharedOutput, Option<std::thread::JoinHandle<()>>)>,
 ) -> std::thread::JoinHandle<()> {
+    let is_err = output.is_none();
     std::thread::spawn(move || {
+        let output = output.map(|(o, previous)| {
+            // The previous process's output comes first, whole.
+            if let Some(h) = previous {
+                let _ = h.join();
+            }
+            o
+        });
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
+        let mut skip = 0u64;
         loop {
             line.clear();
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
+            }
+            if let Some(o) = &output {
+                let text = String::from_utf8_lossy(&line);
+                let mark = |m: &str| {
+                    text.strip_prefix(m)
+                        .and_then(|r| r.trim_end().strip_suffix(']'))
+                        .and_then(|n| n.parse::<u64>().ok())
+                };
+                let mut st = lock(o);
+                if let Some(i) = mark(CHECKPOINT_MARK) {
+                    let total = st.total;
+                    st.at_checkpoint.insert(i, total);
+                    continue;
+                }
+                if let Some(i) = mark(RESTART_MARK) {
+                    let from = if i == 0 {
+                        0
+                    } else {
+                        st.at_checkpoint.get(&i).copied().unwrap_or(st.total)
+                    };
+                    skip = st.total.saturating_sub(from);
+                    st.total = from;
+                    continue;
+                }
+                let n = line.len() as u64;
+                st.total += n;
+                if skip >= n {
+                    skip -= n;
+                    continue;
+                }
+                skip = 0;
             }
             let mut out: Box<dyn Write> = if is_err {
                 Box::new(std::io::stderr().lock())

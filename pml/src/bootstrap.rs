@@ -52,6 +52,33 @@ pub mod env {
     pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
     /// This process's incarnation (0 at first start).
     pub const INCARNATION: &str = "VPML_INCARNATION";
+    /// `1`: write checkpoint and restart marks on stdout for the launcher
+    /// (which keeps a restarted process from printing lines again).
+    pub const OUTPUT_MARKS: &str = "VPML_OUTPUT_MARKS";
+}
+
+/// Marks a rank writes on its stdout when `VPML_OUTPUT_MARKS=1` (with a
+/// protocol), so that a restarted process does not print again what its
+/// predecessors printed: `<CHECKPOINT_MARK><index>]` when checkpoint
+/// `index` is saved, `<RESTART_MARK><index>]` when a process restarts from
+/// it (index 0: from the beginning). The launcher drops the restarted
+/// process's output until it has re-printed what was printed after that
+/// checkpoint; the marks never reach the user.
+pub const CHECKPOINT_MARK: &str = "\u{1b}[vpml:checkpoint ";
+/// See [`CHECKPOINT_MARK`].
+pub const RESTART_MARK: &str = "\u{1b}[vpml:restart ";
+
+/// Write an output mark (see [`CHECKPOINT_MARK`]) if the launcher asked
+/// for them. Everything printed before is flushed first, in order.
+pub fn write_output_mark(mark: &str, index: u64) {
+    use std::io::Write;
+    if std::env::var(env::OUTPUT_MARKS).as_deref() != Ok("1") {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.flush();
+    let _ = writeln!(out, "{mark}{index}]");
+    let _ = out.flush();
 }
 
 /// Version of the key/value protocol.

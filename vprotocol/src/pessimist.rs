@@ -317,6 +317,7 @@ impl Pessimist {
                 .last()
                 .map_or(1, |i| i + 1),
         };
+        let restart_from = loaded.as_ref().map_or(0, |(index, ..)| *index);
         let (newest, restored, app_state) = match loaded {
             Some((_, event_id, snap, app)) => (
                 Some(SavedCheckpoint {
@@ -332,6 +333,9 @@ impl Pessimist {
             events_replayed: replay.len() as u64,
             ..Counters::default()
         };
+        if cfg.incarnation > 0 {
+            vpml_pml::bootstrap::write_output_mark(vpml_pml::bootstrap::RESTART_MARK, restart_from);
+        }
         Ok(Pessimist {
             client,
             log,
@@ -691,6 +695,10 @@ impl Protocol for Pessimist {
         self.store
             .save(self.next_checkpoint, &payload)
             .map_err(|e| fail("saving a checkpoint", e))?;
+        vpml_pml::bootstrap::write_output_mark(
+            vpml_pml::bootstrap::CHECKPOINT_MARK,
+            self.next_checkpoint,
+        );
         self.next_checkpoint += 1;
         // Free what precedes the older of the two kept checkpoints.
         let older = self.newest.replace(SavedCheckpoint {
