@@ -246,7 +246,8 @@ impl SenderLog {
             .flatten()
         {
             let name = entry.file_name();
-            if name.to_string_lossy().starts_with("seg-") {
+            let name = name.to_string_lossy();
+            if name.starts_with("seg-") || name.starts_with(".seg-") {
                 let p = entry.path();
                 std::fs::remove_file(&p).map_err(io(&p, "removing an old segment"))?;
             }
@@ -424,12 +425,16 @@ impl SenderLog {
             .segment_size
             .max(SEGMENT_HEADER + record_span(min_payload));
         let path = segment_path(&self.dir, idx);
+        // Built under a temporary name and renamed once its header is
+        // written: a crash in between leaves no half-made segment.
+        let tmp = self.dir.join(format!(".seg-{idx:010}.tmp"));
+        let _ = std::fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
-            .open(&path)
-            .map_err(io(&path, "creating a segment"))?;
+            .open(&tmp)
+            .map_err(io(&tmp, "creating a segment"))?;
         preallocate(&file, capacity).map_err(io(&path, "reserving disk space for a segment"))?;
         // SAFETY: the file is ours alone to write (fresh, create_new); other
         // processes only read records we have completed.
@@ -444,6 +449,7 @@ impl SenderLog {
         let crc = crc32c::crc32c(&h[0..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         map[..SEGMENT_HEADER].copy_from_slice(&h);
+        std::fs::rename(&tmp, &path).map_err(io(&path, "naming a new segment"))?;
         self.segments.insert(
             idx,
             Segment {

@@ -1,0 +1,266 @@
+//! Crash recovery with the pessimist protocol, end to end: real jobs
+//! through the real `vpml` launcher, real event loggers, ranks killed with
+//! SIGKILL at chosen or random instants (`--inject-failure`), restarted
+//! alone — and the job's standard output compared byte for byte with a
+//! failure-free run of the same program.
+//!
+//! Kill instants are drawn from a seed printed by each test (set
+//! `VPML_TEST_SEED` to replay one) within the first 80 % of the
+//! failure-free run's duration, measured on this machine.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{example, serial, vpml};
+
+/// Lines that are protocol counters, not application output: they differ
+/// when a rank was restarted (its counters restart).
+fn app_output(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("events_logged"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn run(n: usize, launcher: &[String], program: &str, args: &[&str]) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = Command::new(vpml())
+        .args(["run", "-n", &n.to_string(), "--timeout", "240"])
+        .args(["--protocol", "pessimist"])
+        .args(launcher)
+        .arg(example(program))
+        .args(args)
+        .output()
+        .expect("run vpml");
+    (out, t.elapsed())
+}
+
+fn seed() -> u64 {
+    match std::env::var("VPML_TEST_SEED") {
+        Ok(s) => s.parse().expect("VPML_TEST_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Run `program` failure-free, then once per kill plan, and require the
+/// same output every time. Each plan is a list of (rank, fraction of the
+/// reference duration).
+fn same_output_after_kills(
+    n: usize,
+    program: &str,
+    args: &[&str],
+    extra: &[&str],
+    plans: &[Vec<(usize, f64)>],
+) {
+    let _guard = serial();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let (reference, took) = run(n, &extra, program, args);
+    assert!(
+        reference.status.success(),
+        "failure-free run of {program} failed:\n{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let expected = app_output(&reference);
+    assert!(!expected.is_empty(), "{program} printed nothing");
+    for plan in plans {
+        let mut launcher = extra.clone();
+        let mut shown = Vec::new();
+        for &(rank, frac) in plan {
+            let at = took.as_secs_f64() * frac;
+            launcher.push("--inject-failure".into());
+            launcher.push(format!("{rank}@{at:.3}"));
+            shown.push(format!("{rank}@{at:.3}"));
+        }
+        let (out, _) = run(n, &launcher, program, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{program} with kills {shown:?} failed ({}):\n{stderr}",
+            out.status
+        );
+        assert_eq!(
+            app_output(&out),
+            expected,
+            "{program}: output after kills {shown:?} differs from the failure-free run\n{stderr}"
+        );
+        let restarts = stderr.matches("restarted it as incarnation").count();
+        let kills = stderr.matches("injecting a failure").count();
+        assert_eq!(
+            restarts, kills,
+            "every kill restarts exactly one rank\n{stderr}"
+        );
+        eprintln!("{program}: kills {shown:?} ({kills} landed): same output");
+    }
+}
+
+/// `count` plans of `per_plan` kills at random ranks and instants.
+fn random_plans(name: &str, n: usize, count: usize, per_plan: usize) -> Vec<Vec<(usize, f64)>> {
+    let s = seed();
+    eprintln!("{name}: kill seed {s} (VPML_TEST_SEED={s} replays it)");
+    let mut x = s;
+    (0..count)
+        .map(|_| {
+            (0..per_plan)
+                .map(|_| {
+                    let rank = (splitmix(&mut x) % n as u64) as usize;
+                    let frac = 0.05 + 0.75 * (splitmix(&mut x) >> 11) as f64 / (1u64 << 53) as f64;
+                    (rank, frac)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+const HEAT: &[&str] = &[
+    "--points",
+    "6x6x24",
+    "--steps",
+    "40",
+    "--output-interval",
+    "5",
+    "--checkpoint-every",
+    "5",
+];
+
+#[test]
+fn heat3d_is_bit_identical_after_kills_at_random_instants() {
+    let plans = random_plans("heat3d", 4, 4, 1);
+    same_output_after_kills(4, "heat3d", HEAT, &[], &plans);
+}
+
+#[test]
+fn mg_pattern_is_bit_identical_after_kills_at_random_instants() {
+    let plans = random_plans("mg-pattern", 4, 3, 1);
+    same_output_after_kills(4, "mg-pattern", &["--cycles", "300"], &[], &plans);
+}
+
+#[test]
+fn lu_pattern_is_bit_identical_after_kills_at_random_instants() {
+    let plans = random_plans("lu-pattern", 4, 3, 1);
+    same_output_after_kills(4, "lu-pattern", &["--iterations", "300"], &[], &plans);
+}
+
+#[test]
+fn anysource_pingpong_is_bit_identical_after_kills_in_wait_any() {
+    // Both ranks spend their time blocked in wait_any on an ANY_SOURCE
+    // receive: every kill lands in (or next to) one.
+    let plans = random_plans("anysource-pingpong", 2, 3, 1);
+    same_output_after_kills(
+        2,
+        "anysource-pingpong",
+        &["--check", "--max", "256"],
+        &[],
+        &plans,
+    );
+}
+
+#[test]
+fn request_mix_is_bit_identical_after_kills_at_random_instants() {
+    let plans = random_plans("request-mix", 4, 3, 2);
+    same_output_after_kills(4, "request-mix", &["--rounds", "300"], &[], &plans);
+}
+
+#[test]
+fn two_ranks_killed_at_once_recover() {
+    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(1, 0.4), (2, 0.4)]]);
+}
+
+#[test]
+fn a_rank_killed_again_while_it_recovers_recovers() {
+    // The second kill lands while the first restart is still replaying.
+    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(2, 0.5), (2, 0.53)]]);
+}
+
+#[test]
+fn kills_before_the_first_checkpoint_and_right_after_checkpoints() {
+    // No checkpoint yet: the rank restarts from the beginning.
+    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(3, 0.02)]]);
+    // A checkpoint after every step: every kill follows one closely.
+    let every_step = [
+        "--points",
+        "6x6x24",
+        "--steps",
+        "40",
+        "--output-interval",
+        "5",
+        "--checkpoint-every",
+        "1",
+    ];
+    same_output_after_kills(4, "heat3d", &every_step, &[], &[vec![(1, 0.5)]]);
+}
+
+#[test]
+fn a_peer_needs_messages_sent_before_the_restarted_ranks_checkpoint() {
+    // Rank 1 restarts from a checkpoint; later rank 0 fails and needs the
+    // messages rank 1 sent it since rank 0's own last checkpoint — some
+    // of them sent before rank 1's checkpoint, so only rank 1's kept log
+    // (which outlives its first process) still has them.
+    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(1, 0.3), (0, 0.7)]]);
+}
+
+#[test]
+fn recovery_works_over_tcp_and_across_hosts() {
+    same_output_after_kills(
+        4,
+        "heat3d",
+        HEAT,
+        &["--transport", "tcp"],
+        &[vec![(2, 0.5)]],
+    );
+    same_output_after_kills(
+        4,
+        "request-mix",
+        &["--rounds", "300"],
+        &["--simulate-hosts", "2"],
+        &[vec![(1, 0.4)]],
+    );
+}
+
+#[test]
+fn without_a_protocol_a_killed_rank_ends_the_job() {
+    let _guard = serial();
+    let out = Command::new(vpml())
+        .args(["run", "-n", "4", "--timeout", "240", "--protocol", "none"])
+        .args(["--inject-failure", "1@0.2"])
+        .arg(example("heat3d"))
+        .args(HEAT)
+        .output()
+        .expect("run vpml");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    assert!(stderr.contains("rank 1 was killed by signal 9"), "{stderr}");
+    assert!(!stderr.contains("restarted"), "{stderr}");
+}
+
+#[test]
+fn failure_injection_specs_are_checked() {
+    let _guard = serial();
+    for (spec, why) in [
+        ("9@1", "outside the job"),
+        ("1@-2", "non-negative"),
+        ("x", "expected RANK@SECONDS"),
+        ("random:z", "expected random:K"),
+    ] {
+        let out = Command::new(vpml())
+            .args(["run", "-n", "2", "--inject-failure", spec])
+            .arg(example("heat3d"))
+            .output()
+            .expect("run vpml");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{spec}: {stderr}");
+        assert!(stderr.contains(why), "{spec}: {stderr}");
+    }
+}
