@@ -59,9 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 world.send(peer, 1, &buf)?;
                 buf = receive(&world, buf)?;
                 if check {
-                    sum = buf
-                        .iter()
-                        .fold(sum ^ i as u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+                    sum = buf.iter().fold(sum ^ i as u64, |h, &b| {
+                        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+                    });
                 }
             } else {
                 buf = receive(&world, buf)?;

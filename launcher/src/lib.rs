@@ -206,7 +206,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
     if let Some(s) = seed {
         eprintln!("vpml run: random failure injection, seed {s} (--inject-seed {s} repeats it)");
     }
-    out.sort_by(|a, b| a.after.cmp(&b.after));
+    out.sort_by_key(|i| i.after);
     Ok(out)
 }
 

@@ -1208,12 +1208,10 @@ impl Engine {
 
     /// Block until a matching message is available; return its status.
     pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
-        if let Some(answer) = self.replay_probe(spec)? {
-            // A blocking probe always finds something; "nothing" cannot
-            // have been logged for it.
-            if let Some(st) = answer {
-                return Ok(st);
-            }
+        // A blocking probe always finds something; "nothing" cannot have
+        // been logged for it.
+        if let Some(Some(st)) = self.replay_probe(spec)? {
+            return Ok(st);
         }
         let mut found = None;
         self.wait_until(|e| {

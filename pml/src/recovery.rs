@@ -109,7 +109,7 @@ impl JobPage {
     }
 
     fn word(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset + 4 <= self.len && offset % 4 == 0);
+        assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
         // SAFETY: in bounds (asserted) and aligned, inside a live shared
         // mapping that only ever holds atomics.
         unsafe { &*(self.base.add(offset) as *const AtomicU32) }

@@ -297,10 +297,9 @@ impl SenderLog {
                     Some(e)
                 } else if kept.back().is_some_and(|k| k.seq == e.seq) {
                     // Sorted by (seq, segment): the later copy replaces it.
-                    kept.pop_back().map(|old| {
-                        kept.push_back(e);
-                        old
-                    })
+                    let old = kept.pop_back();
+                    kept.push_back(e);
+                    old
                 } else {
                     kept.push_back(e);
                     None

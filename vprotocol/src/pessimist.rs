@@ -264,24 +264,29 @@ impl Pessimist {
         cc.replicas = cfg.replicas;
         cc.send_eagerly = cfg.send_eagerly;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
-        let store = CheckpointStore::open(&cfg.log_dir.join("checkpoints"))
+        let ckpt_dir = cfg.log_dir.join("checkpoints");
+        if cfg.incarnation == 0 && ckpt_dir.exists() {
+            // A first start never resumes anything an earlier job left.
+            std::fs::remove_dir_all(&ckpt_dir)
+                .map_err(|e| fail(&format!("clearing {}", ckpt_dir.display()), e))?;
+        }
+        let store = CheckpointStore::open(&ckpt_dir)
             .map_err(|e| fail("opening the checkpoint directory", e))?;
         let mut loaded = None;
-        if cfg.incarnation > 0 {
-            if let Some(l) = store
+        if cfg.incarnation > 0
+            && let Some(l) = store
                 .load_latest()
                 .map_err(|e| fail("reading the checkpoints", e))?
-            {
-                let (event_id, snap, app) = decode_checkpoint(&l.payload)
-                    .map_err(|e| fail(&format!("checkpoint {}", l.index), e))?;
-                tracing::info!(
-                    rank = cfg.rank,
-                    checkpoint = l.index,
-                    fell_back = l.fell_back,
-                    "restarting from a checkpoint"
-                );
-                loaded = Some((l.index, event_id, snap, app));
-            }
+        {
+            let (event_id, snap, app) = decode_checkpoint(&l.payload)
+                .map_err(|e| fail(&format!("checkpoint {}", l.index), e))?;
+            tracing::info!(
+                rank = cfg.rank,
+                checkpoint = l.index,
+                fell_back = l.fell_back,
+                "restarting from a checkpoint"
+            );
+            loaded = Some((l.index, event_id, snap, app));
         }
         let rank = cfg.rank as u32;
         let log = match &loaded {

@@ -311,15 +311,13 @@ impl Engine {
         };
         peer.link = Link::Tcp(conn);
         peer.broken = false;
-        let mut expected = received + 1;
-        for m in &logged {
+        for (expected, m) in (received + 1..).zip(&logged) {
             if m.seq != expected {
                 return Err(Error::EngineFailed(format!(
                     "the sender log lacks message {expected} to rank {q} (next kept: {})",
                     m.seq
                 )));
             }
-            expected += 1;
             let data = RawBytes {
                 ptr: m.ptr as *mut u8,
                 len: m.len,
