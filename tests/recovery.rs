@@ -212,6 +212,28 @@ fn a_peer_needs_messages_sent_before_the_restarted_ranks_checkpoint() {
 }
 
 #[test]
+fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
+    let _guard = serial();
+    let extra: Vec<String> = Vec::new();
+    let (reference, took) = run(4, &extra, "heat3d", HEAT);
+    assert!(reference.status.success());
+    let at = took.as_secs_f64() * 0.7;
+    let launcher = vec![
+        "--inject-failure".to_string(),
+        format!("1@{at:.3}:corrupt-checkpoint"),
+    ];
+    let (out, _) = run(4, &launcher, "heat3d", HEAT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+    assert!(
+        stderr.contains("falling back to checkpoint"),
+        "the restarted rank must warn that it fell back:\n{stderr}"
+    );
+    assert_eq!(app_output(&out), app_output(&reference), "{stderr}");
+}
+
+#[test]
 fn recovery_works_over_tcp_and_across_hosts() {
     same_output_after_kills(
         4,

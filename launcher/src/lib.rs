@@ -97,7 +97,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_restarts: u32,
     /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
-    /// seconds after the start; repeatable), or `random:K` / `random:K@SECONDS`
+    /// seconds after the start; repeatable; `RANK@SECONDS:corrupt-checkpoint`
+    /// also damages its newest checkpoint before the restart), or
+    /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
     /// default 2; the seed is printed).
     #[arg(long, value_name = "SPEC")]
@@ -150,6 +152,9 @@ pub(crate) enum Event {
 struct Injection {
     rank: usize,
     after: Duration,
+    /// Damage the rank's newest checkpoint before restarting it (testing
+    /// the fall-back to the older one).
+    corrupt_checkpoint: bool,
 }
 
 /// Parse the `--inject-failure` specs into kills, ordered by time.
@@ -183,9 +188,14 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
                 out.push(Injection {
                     rank,
                     after: Duration::from_secs_f64(window * frac),
+                    corrupt_checkpoint: false,
                 });
             }
         } else {
+            let (spec, corrupt_checkpoint) = match spec.strip_suffix(":corrupt-checkpoint") {
+                Some(s) => (s, true),
+                None => (spec.as_str(), false),
+            };
             let (rank, secs) = spec
                 .split_once('@')
                 .ok_or_else(|| bad("expected RANK@SECONDS or random:K"))?;
@@ -200,6 +210,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
             out.push(Injection {
                 rank,
                 after: Duration::from_secs_f64(secs),
+                corrupt_checkpoint,
             });
         }
     }
@@ -324,6 +335,11 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
         bells,
         max: args.max_restarts,
         done: 0,
+        log_dir: protocol
+            .envs
+            .iter()
+            .find(|(k, _)| k == "VPML_LOG_DIR")
+            .map(|(_, v)| PathBuf::from(v)),
     });
     let code = supervise(args, pids, &rx, recovery, &injections, &mut forwarders);
     for o in &spawner.outputs {
@@ -436,6 +452,26 @@ struct Restarts<'a> {
     bells: &'a vpml_pml::shm::Doorbells,
     max: u32,
     done: u32,
+    /// Root of the ranks' log directories (`rank-<r>/checkpoints`).
+    log_dir: Option<PathBuf>,
+}
+
+/// Flip one byte of the newest checkpoint of a rank (testing aid).
+fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, String> {
+    let dir = log_dir.join(format!("rank-{rank}")).join("checkpoints");
+    let newest = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vck"))
+        .max()
+        .ok_or_else(|| format!("{} holds no checkpoint", dir.display()))?;
+    let mut bytes = std::fs::read(&newest).map_err(|e| format!("{}: {e}", newest.display()))?;
+    if let Some(b) = bytes.last_mut() {
+        *b ^= 0xff;
+    }
+    std::fs::write(&newest, &bytes).map_err(|e| format!("{}: {e}", newest.display()))?;
+    Ok(newest)
 }
 
 /// The main loop: returns the job's exit code once every rank has exited.
@@ -454,6 +490,7 @@ fn supervise(
     let mut alive = vec![true; n];
     let mut next_injection = 0;
     let mut killed_at: Vec<Option<Instant>> = vec![None; n];
+    let mut corrupt_before_restart = vec![false; n];
     let mut failure: Option<u8> = None;
     let mut kill_at: Option<Instant> = None;
     let mut deadline = args
@@ -514,6 +551,7 @@ fn supervise(
                             now.duration_since(start).as_secs_f64()
                         );
                         killed_at[inj.rank] = Some(now);
+                        corrupt_before_restart[inj.rank] |= inj.corrupt_checkpoint;
                         stop_all(&[pids[inj.rank]], libc::SIGKILL);
                     }
                 }
@@ -567,6 +605,19 @@ fn supervise(
                     {
                         if r.done < r.max {
                             r.done += 1;
+                            if std::mem::take(&mut corrupt_before_restart[rank])
+                                && let Some(dir) = &r.log_dir
+                            {
+                                match corrupt_newest_checkpoint(dir, rank) {
+                                    Ok(p) => eprintln!(
+                                        "vpml run: damaged {} before restarting rank {rank}",
+                                        p.display()
+                                    ),
+                                    Err(e) => {
+                                        eprintln!("vpml run: could not damage a checkpoint: {e}")
+                                    }
+                                }
+                            }
                             let t0 = Instant::now();
                             let inc = r.page.restart(rank);
                             finalized[rank] = false;

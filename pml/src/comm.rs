@@ -219,8 +219,8 @@ impl Comm {
     /// is active: without one a crash ends the job anyway.
     ///
     /// ```no_run
-    /// # fn main() -> vpml::Result<()> {
-    /// let world = vpml::init()?;
+    /// # fn main() -> vpml_pml::Result<()> {
+    /// let world = vpml_pml::init()?;
     /// // A restarted process resumes from its last checkpoint.
     /// let (mut step, mut x) = match world.restart_state() {
     ///     Some(b) => (u64::from_le_bytes(b[..8].try_into().unwrap()),
@@ -229,7 +229,7 @@ impl Comm {
     /// };
     /// while step < 1000 {
     ///     let mut v = [x * 0.5];
-    ///     world.allreduce_in_place(&mut v, &vpml::Sum)?;
+    ///     world.allreduce_in_place(&mut v, &vpml_pml::Sum)?;
     ///     x = v[0];
     ///     step += 1;
     ///     world.checkpoint_if_due(std::time::Duration::from_secs(10), || {

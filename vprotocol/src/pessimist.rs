@@ -286,6 +286,12 @@ impl Pessimist {
                 fell_back = l.fell_back,
                 "restarting from a checkpoint"
             );
+            if l.fell_back {
+                eprintln!(
+                    "vpml: rank {}: falling back to checkpoint {}: a newer one is damaged",
+                    cfg.rank, l.index
+                );
+            }
             loaded = Some((l.index, event_id, snap, app));
         }
         let rank = cfg.rank as u32;
