@@ -408,6 +408,13 @@ impl Spawner {
             .env(env::TRANSPORT, &self.transport)
             .env(env::HOST_OF, &self.host_of)
             .env(env::INCARNATION, incarnation.to_string())
+            .env(
+                env::SPAWNED_AT_NS,
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos())
+                    .to_string(),
+            )
             .stdin(if rank == 0 && incarnation == 0 {
                 Stdio::inherit()
             } else {

@@ -52,6 +52,9 @@ pub mod env {
     pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
     /// This process's incarnation (0 at first start).
     pub const INCARNATION: &str = "VPML_INCARNATION";
+    /// Wall-clock time (ns since the Unix epoch) at which the launcher
+    /// started this process (to time restarts).
+    pub const SPAWNED_AT_NS: &str = "VPML_SPAWNED_AT_NS";
     /// `1`: write checkpoint and restart marks on stdout for the launcher
     /// (which keeps a restarted process from printing lines again).
     pub const OUTPUT_MARKS: &str = "VPML_OUTPUT_MARKS";

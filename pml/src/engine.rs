@@ -359,7 +359,21 @@ struct Recovery {
     /// Messages to each peer it already had when the link was set up: a
     /// re-executed send up to this number is logged but not transmitted.
     suppress: Vec<u64>,
+    /// Peers on this host: after a restart the pair's rings are used again.
+    shm_with: Vec<bool>,
     token: String,
+    /// A restarted process until it has caught up (see `check_caught_up`).
+    catching_up: Option<CatchUp>,
+}
+
+/// When a restarted process reached each stage of its recovery.
+struct CatchUp {
+    /// How long after the launcher spawned it the process entered vpml.
+    exec: Option<Duration>,
+    join_started: Instant,
+    joined: Instant,
+    protocol_ready: Option<Instant>,
+    connected: Option<Instant>,
 }
 
 /// The engine of one rank.
@@ -421,6 +435,7 @@ impl Engine {
     /// Join the job described by `env`: map every mailbox, publish our pid,
     /// wait for every rank, then open the channels.
     pub(crate) fn join(env: &JobEnv) -> Result<Engine> {
+        let join_started = Instant::now();
         let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank)?;
         let mut mailboxes = Vec::with_capacity(env.size);
         for &fd in &env.mailbox_fds {
@@ -447,7 +462,7 @@ impl Engine {
             );
         }
         let recovery = match env.job_page_fd {
-            Some(fd) => Some(Recovery::start(env, fd, &mut kv)?),
+            Some(fd) => Some(Recovery::start(env, fd, &mut kv, join_started)?),
             None => None,
         };
         // A restarted process joins a running job: no fences (the others
@@ -509,6 +524,10 @@ impl Engine {
         let mut core = Core::new(env.rank, env.size);
         core.pids = pids;
         core.restartable = recovery.is_some();
+        let mut recovery = recovery;
+        if let Some(c) = recovery.as_mut().and_then(|r| r.catching_up.as_mut()) {
+            c.joined = Instant::now();
+        }
         Ok(Engine {
             core,
             size: env.size,
@@ -1408,6 +1427,7 @@ impl Engine {
         if self.recovery.is_some() {
             self.notice_restarts();
             self.accept_restarted()?;
+            self.check_caught_up();
         }
         for p in 0..self.peers.len() {
             let Some(peer) = self.peers[p].as_mut() else {

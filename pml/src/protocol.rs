@@ -176,9 +176,9 @@ pub trait Protocol {
     /// The application's state saved with that checkpoint.
     fn restart_state(&self) -> Option<Vec<u8>>;
 
-    /// True while this process re-executes logged events (a restarted
-    /// process before its last logged event).
-    fn replaying(&self) -> bool;
+    /// Call id of the last logged event a restarted process replays (0 if
+    /// none): past it, the process runs on its own.
+    fn replay_end(&self) -> CallId;
 
     /// The logged answer of completion call `call` (a list of the call ids
     /// of the requests it completed).

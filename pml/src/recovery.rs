@@ -12,10 +12,15 @@
 //!   (larger start epoch) connects to the other; the earlier one accepts.
 //!   So a restarted rank connects to everybody, and a rank restarted later
 //!   still connects to it: no two connections ever cross.
-//! * **Handshake.** `VPMLREC1 <token> <rank> <incarnation> <received>`
-//!   answered by `OK <incarnation> <received>`: each side tells how many
-//!   messages of the other it has *fully* received, and each side then
-//!   re-sends from its sender log everything after that, in order.
+//! * **Handshake.** `VPMLREC1 <token> <rank> <incarnation> <received>
+//!   <single-copy>` answered by `OK <incarnation> <received> <single-copy>`:
+//!   each side tells how many messages of the other it has *fully*
+//!   received, and each side then re-sends from its sender log everything
+//!   after that, in order. Between ranks of one host the link then goes
+//!   back onto the pair's shared-memory rings: the accepting side clears
+//!   both rings before its reply (its own link to the restarted rank is
+//!   down, and the new process touches them only after the reply), and
+//!   large messages use single-copy reads if both sides allow them.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -311,16 +316,36 @@ impl<'a> Reader<'a> {
 }
 
 /// The connecting side's greeting.
-pub(crate) fn hello_line(token: &str, rank: usize, incarnation: u32, received: u64) -> String {
-    format!("VPMLREC1 {token} {rank} {incarnation} {received}\n")
+pub(crate) fn hello_line(
+    token: &str,
+    rank: usize,
+    incarnation: u32,
+    received: u64,
+    single_copy: bool,
+) -> String {
+    format!(
+        "VPMLREC1 {token} {rank} {incarnation} {received} {}\n",
+        u8::from(single_copy)
+    )
 }
 
-/// A parsed greeting: (rank, incarnation, messages of ours it received).
+/// The greeting of a restarted process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub rank: usize,
+    pub incarnation: u32,
+    /// Messages of ours it has fully received.
+    pub received: u64,
+    /// It can read our memory (single copy).
+    pub single_copy: bool,
+}
+
+/// Parse and check a greeting.
 pub(crate) fn parse_hello(
     line: &str,
     token: &str,
     size: usize,
-) -> std::result::Result<(usize, u32, u64), String> {
+) -> std::result::Result<Hello, String> {
     let mut parts = line.split(' ');
     if parts.next() != Some("VPMLREC1") {
         return Err("not a vpml recovery connection".into());
@@ -333,7 +358,7 @@ pub(crate) fn parse_hello(
         .and_then(|r| r.parse().ok())
         .filter(|&r| r < size)
         .ok_or("bad rank")?;
-    let inc: u32 = parts
+    let incarnation: u32 = parts
         .next()
         .and_then(|r| r.parse().ok())
         .ok_or("bad incarnation")?;
@@ -341,7 +366,17 @@ pub(crate) fn parse_hello(
         .next()
         .and_then(|r| r.parse().ok())
         .ok_or("bad count")?;
-    Ok((rank, inc, received))
+    let single_copy = match parts.next() {
+        Some("1") => true,
+        Some("0") => false,
+        _ => return Err("bad single-copy flag".into()),
+    };
+    Ok(Hello {
+        rank,
+        incarnation,
+        received,
+        single_copy,
+    })
 }
 
 /// Read one `\n`-terminated line of at most 256 bytes. `alive` is asked
@@ -437,10 +472,19 @@ mod tests {
 
     #[test]
     fn greetings_are_checked() {
-        let l = hello_line("tok", 2, 3, 17);
-        assert_eq!(parse_hello(l.trim_end(), "tok", 4), Ok((2, 3, 17)));
+        let l = hello_line("tok", 2, 3, 17, true);
+        assert_eq!(
+            parse_hello(l.trim_end(), "tok", 4),
+            Ok(Hello {
+                rank: 2,
+                incarnation: 3,
+                received: 17,
+                single_copy: true
+            })
+        );
         assert!(parse_hello(l.trim_end(), "other", 4).is_err());
         assert!(parse_hello(l.trim_end(), "tok", 2).is_err());
-        assert!(parse_hello("VPMLREC1 tok 1 x 3", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 x 3 0", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 2 3", "tok", 4).is_err());
     }
 }

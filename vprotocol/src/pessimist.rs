@@ -649,8 +649,8 @@ impl Protocol for Pessimist {
         self.app_state.clone()
     }
 
-    fn replaying(&self) -> bool {
-        self.replay.end > 0
+    fn replay_end(&self) -> CallId {
+        self.replay.end
     }
 
     fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {

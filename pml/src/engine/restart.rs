@@ -8,14 +8,15 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::{
-    EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, Unexpected,
+    CatchUp, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, Unexpected,
     message_header,
 };
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::Envelope;
 use crate::recovery::{self, EngineSnapshot, JobPage, SavedMessage};
-use crate::shm::ring::{flags, kind};
+use crate::shm::mailbox::RING_CAPACITY;
+use crate::shm::ring::{RingReader, RingWriter, flags, kind};
 use crate::tcp::TcpConn;
 
 /// How long a restarted process waits for an earlier process to publish
@@ -24,7 +25,12 @@ const ADDRESS_WAIT: Duration = Duration::from_secs(60);
 
 impl Recovery {
     /// Map the job page and open the listener restarted processes connect to.
-    pub(super) fn start(env: &JobEnv, page_fd: i32, kv: &mut KvClient) -> Result<Recovery> {
+    pub(super) fn start(
+        env: &JobEnv,
+        page_fd: i32,
+        kv: &mut KvClient,
+        started: Instant,
+    ) -> Result<Recovery> {
         let page = JobPage::map(page_fd, env.size)?;
         // SAFETY: the descriptor was inherited for us alone; the mapping
         // stays valid after close.
@@ -40,6 +46,26 @@ impl Recovery {
             &addr.to_string(),
         )?;
         let known_inc = (0..env.size).map(|q| page.incarnation(q)).collect();
+        let exec = std::env::var(crate::bootstrap::env::SPAWNED_AT_NS)
+            .ok()
+            .and_then(|v| v.parse::<u128>().ok())
+            .and_then(|spawned| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()?
+                    .as_nanos();
+                let behind = now.checked_sub(spawned)?;
+                Some(Duration::from_nanos(
+                    behind.saturating_sub(started.elapsed().as_nanos()) as u64,
+                ))
+            });
+        let catching_up = (env.incarnation > 0).then(|| CatchUp {
+            exec,
+            join_started: started,
+            joined: started,
+            protocol_ready: None,
+            connected: None,
+        });
         Ok(Recovery {
             seen_epoch: page.epoch(),
             my_start: page.start_epoch(env.rank),
@@ -48,7 +74,11 @@ impl Recovery {
             listener,
             expecting: vec![false; env.size],
             suppress: vec![0; env.size],
+            shm_with: (0..env.size)
+                .map(|q| q != env.rank && !env.over_tcp(env.rank, q))
+                .collect(),
             token: env.token.clone(),
+            catching_up,
             page,
         })
     }
@@ -58,6 +88,9 @@ impl Engine {
     /// The protocol is installed: restore its checkpoint (if this process
     /// restarts from one) and, in a restarted process, connect to the job.
     pub(super) fn after_protocol_installed(&mut self) -> Result<()> {
+        if let Some(c) = self.catch_up_mut() {
+            c.protocol_ready = Some(Instant::now());
+        }
         let restored = self.protocol.as_mut().and_then(|p| p.take_restored());
         if let Some(snap) = restored {
             self.restore(snap)?;
@@ -65,7 +98,55 @@ impl Engine {
         if self.recovery.as_ref().is_some_and(|r| r.incarnation > 0) {
             self.connect_to_job()?;
         }
+        if let Some(c) = self.catch_up_mut() {
+            c.connected = Some(Instant::now());
+        }
         Ok(())
+    }
+
+    fn catch_up_mut(&mut self) -> Option<&mut CatchUp> {
+        self.recovery.as_mut()?.catching_up.as_mut()
+    }
+
+    /// A restarted process has caught up once it is past its last logged
+    /// event and has re-executed every send its peers already had: print
+    /// how long each stage of its recovery took.
+    pub(super) fn check_caught_up(&mut self) {
+        let Some(rc) = self.recovery.as_ref() else {
+            return;
+        };
+        if rc.catching_up.is_none() {
+            return;
+        }
+        let replay_end = self.protocol.as_ref().map_or(0, |p| p.replay_end());
+        if self.last_call < replay_end || (0..self.size).any(|q| self.send_seq[q] < rc.suppress[q])
+        {
+            return;
+        }
+        let Some(c) = self.recovery.as_mut().and_then(|r| r.catching_up.take()) else {
+            return;
+        };
+        let now = Instant::now();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let ready = c.protocol_ready.unwrap_or(c.joined);
+        let connected = c.connected.unwrap_or(ready);
+        let events = self
+            .protocol_stats()
+            .into_iter()
+            .find(|(k, _)| k == "events_replayed")
+            .map_or(0, |(_, v)| v);
+        eprintln!(
+            "vpml: rank {} (incarnation {}) caught up {:.1} ms after entering vpml: process start {}, join {:.1} ms, checkpoint and {events} events {:.1} ms, connect and re-send {:.1} ms, re-execution {:.1} ms",
+            self.core.rank,
+            self.incarnation(),
+            ms(now - c.join_started),
+            c.exec
+                .map_or("unknown".into(), |d| format!("{:.1} ms", ms(d))),
+            ms(c.joined - c.join_started),
+            ms(ready - c.joined),
+            ms(connected - ready),
+            ms(now - connected),
+        );
     }
 
     fn restore(&mut self, snap: EngineSnapshot) -> Result<()> {
@@ -123,7 +204,11 @@ impl Engine {
                 continue;
             }
             match self.connect_to(q, inc) {
-                Ok(Some((stream, received))) => self.install_link(q, stream, received)?,
+                Ok(Some((stream, received, single_copy))) => {
+                    // The job agreed on single copy before we started.
+                    self.single_copy |= single_copy;
+                    self.install_link(q, stream, received, single_copy)?
+                }
                 Ok(None) => {}
                 Err(why) => {
                     tracing::info!(rank = me, peer = q, "not connected ({why}); waiting for it")
@@ -139,9 +224,10 @@ impl Engine {
         &mut self,
         q: usize,
         inc: u32,
-    ) -> std::result::Result<Option<(TcpStream, u64)>, String> {
+    ) -> std::result::Result<Option<(TcpStream, u64, bool)>, String> {
         let me = self.core.rank;
         let received = self.core.recv_seq[q];
+        let single_copy = self.single_copy;
         let (Some(rc), Some(kv)) = (self.recovery.as_ref(), self.kv.as_mut()) else {
             return Ok(None);
         };
@@ -165,10 +251,8 @@ impl Engine {
             .map_err(|_| format!("bad address {addr:?} for rank {q}"))?;
         let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
             .map_err(|e| format!("connect to {sock}: {e}"))?;
-        recovery::write_line(
-            &mut s,
-            &recovery::hello_line(&rc.token, me, rc.incarnation, received),
-        )?;
+        let hello = recovery::hello_line(&rc.token, me, rc.incarnation, received, single_copy);
+        recovery::write_line(&mut s, &hello)?;
         let page = &rc.page;
         let reply = recovery::read_line(&mut s, || page.incarnation(q) == inc)?;
         let mut parts = reply.split(' ');
@@ -177,8 +261,9 @@ impl Engine {
         }
         let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
         let their_received: Option<u64> = parts.next().and_then(|v| v.parse().ok());
-        match (their_inc, their_received) {
-            (Some(i), Some(r)) if i == inc => Ok(Some((s, r))),
+        let their_copy = parts.next();
+        match (their_inc, their_received, their_copy) {
+            (Some(i), Some(r), Some(c @ ("0" | "1"))) if i == inc => Ok(Some((s, r, c == "1"))),
             _ => Err(format!("bad reply {reply:?}")),
         }
     }
@@ -264,7 +349,12 @@ impl Engine {
                 tries < 50
             });
             let hello = line.and_then(|l| recovery::parse_hello(&l, &rc.token, self.size));
-            let (q, inc, received) = match hello {
+            let recovery::Hello {
+                rank: q,
+                incarnation: inc,
+                received,
+                single_copy,
+            } = match hello {
                 Ok(h) => h,
                 Err(why) => {
                     tracing::warn!("refused a connection from {from}: {why}");
@@ -282,21 +372,81 @@ impl Engine {
                 );
                 continue;
             }
-            let reply = format!("OK {} {}\n", rc.incarnation, self.core.recv_seq[q]);
+            let reply = format!(
+                "OK {} {} {}\n",
+                rc.incarnation,
+                self.core.recv_seq[q],
+                u8::from(self.single_copy)
+            );
+            self.clear_rings(q);
             if let Err(why) = recovery::write_line(&mut s, &reply) {
                 tracing::warn!("connection of rank {q} lost during the handshake: {why}");
                 continue;
             }
-            self.install_link(q, s, received)?;
+            self.install_link(q, s, received, single_copy)?;
         }
     }
 
-    /// A connection with `q`'s current process is up: `received` is how
-    /// many of our messages it has. Re-send the rest from the log.
-    fn install_link(&mut self, q: usize, stream: TcpStream, received: u64) -> Result<()> {
+    /// Clear both rings of the pair (`q`, us) if it talks over shared
+    /// memory. The accepting side does it, before its reply: our link to
+    /// `q` is down (we write nothing), `q`'s old process is dead, and its
+    /// new process waits for the reply before it touches either ring.
+    fn clear_rings(&mut self, q: usize) {
+        let me = self.core.rank;
+        let shm = self.recovery.as_ref().is_some_and(|r| r.shm_with[q]);
+        if let (true, Some(own), Some(theirs)) =
+            (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
+        {
+            // SAFETY: both rings lie in live mappings and nobody uses them
+            // now (see above).
+            unsafe {
+                crate::shm::ring::reset(own.ring(q), RING_CAPACITY);
+                crate::shm::ring::reset(theirs.ring(me), RING_CAPACITY);
+            }
+        }
+    }
+
+    /// The link to `q` after the handshake: its rings (cleared by each
+    /// side before its handshake line) on one host, else the connection.
+    fn new_link(&mut self, q: usize, stream: TcpStream, single_copy: bool) -> Result<(Link, bool)> {
+        let me = self.core.rank;
+        let shm = self.recovery.as_ref().is_some_and(|r| r.shm_with[q]);
+        if let (true, Some(own), Some(theirs)) =
+            (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
+        {
+            self.core.pids[q] = theirs.pid().load(std::sync::atomic::Ordering::Acquire) as i32;
+            // SAFETY: as at join: ring `me` of q's mailbox is written only
+            // by us and ring `q` of ours read only by us; both mappings
+            // live as long as the engine.
+            let (writer, reader) = unsafe {
+                (
+                    RingWriter::new(theirs.ring(me), RING_CAPACITY),
+                    RingReader::new(own.ring(q), RING_CAPACITY),
+                )
+            };
+            drop(stream);
+            return Ok((
+                Link::Shm { writer, reader },
+                self.single_copy && single_copy,
+            ));
+        }
         let conn = TcpConn::new(stream)
             .map_err(|e| Error::Bootstrap(format!("connection to rank {q}: {e}")))?;
+        Ok((Link::Tcp(conn), false))
+    }
+
+    /// A connection with `q`'s current process is up: `received` is how
+    /// many of our messages it has (`single_copy`: it can read our
+    /// memory). Re-send the rest from the log.
+    fn install_link(
+        &mut self,
+        q: usize,
+        stream: TcpStream,
+        received: u64,
+        single_copy: bool,
+    ) -> Result<()> {
         self.drop_link(q);
+        let (link, single_copy) = self.new_link(q, stream, single_copy)?;
         if let Some(rc) = self.recovery.as_mut() {
             rc.expecting[q] = false;
             rc.suppress[q] = received;
@@ -309,7 +459,8 @@ impl Engine {
         let Some(peer) = self.peers[q].as_mut() else {
             return Ok(());
         };
-        peer.link = Link::Tcp(conn);
+        peer.link = link;
+        peer.single_copy = single_copy;
         peer.broken = false;
         for (expected, m) in (received + 1..).zip(&logged) {
             if m.seq != expected {

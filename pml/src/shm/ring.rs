@@ -122,6 +122,19 @@ struct RingControl {
 }
 
 /// The writing end of a ring (one per process and ring).
+/// Clear a ring (control block and data) so that a new writer and reader
+/// can start on it from position 0, as on a fresh mailbox.
+///
+/// # Safety
+/// `base` is the start of a ring of `cap` data bytes inside a live
+/// mapping, and neither side uses the ring during the call (the engine
+/// guarantees it by the handshake order, see `crate::recovery`).
+pub(crate) unsafe fn reset(base: *mut u8, cap: usize) {
+    // SAFETY: caller contract: the range is mapped and nobody else touches it.
+    unsafe { std::ptr::write_bytes(base, 0, RING_CONTROL + cap) };
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 pub(crate) struct RingWriter {
     ctrl: *const RingControl,
     data: *mut u8,
