@@ -59,7 +59,7 @@ impl Recovery {
                     behind.saturating_sub(started.elapsed().as_nanos()) as u64,
                 ))
             });
-        let catching_up = (env.incarnation > 0).then(|| CatchUp {
+        let catching_up = (env.incarnation > 0).then_some(CatchUp {
             exec,
             join_started: started,
             joined: started,
