@@ -254,6 +254,8 @@ fn sender_logs_read_back_byte_exact_after_the_job() {
             "pessimist".into(),
             "--log-dir".into(),
             dir.display().to_string(),
+            "--sender-log".into(),
+            "file".into(),
         ],
         "logging-checks",
         &["payloads"],

@@ -252,6 +252,19 @@ fn recovery_works_over_tcp_and_across_hosts() {
 }
 
 #[test]
+fn recovery_works_with_sender_logs_in_files() {
+    // With file logs the restarted process reopens its predecessor's
+    // files instead of the checkpoint's spill file.
+    same_output_after_kills(
+        4,
+        "heat3d",
+        HEAT,
+        &["--sender-log", "file"],
+        &[vec![(1, 0.3), (1, 0.6)]],
+    );
+}
+
+#[test]
 fn without_a_protocol_a_killed_rank_ends_the_job() {
     let _guard = serial();
     let out = Command::new(vpml())

@@ -85,6 +85,12 @@ pub struct RunArgs {
     /// temporary directory removed after the job.
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
+    /// Where senders keep their logs: `memory` (fast; the records a peer
+    /// may still need are written out with each checkpoint) or `file`
+    /// (memory-mapped files under the log directory, kept with
+    /// `--log-dir` for reading after the job).
+    #[arg(long, value_name = "KIND", env = "VPML_SENDER_LOG", default_value = "memory", value_parser = ["memory", "file"])]
+    pub sender_log: String,
     /// Job token from a file in the event logger's format (`* TOKEN`), for
     /// loggers started separately.
     #[arg(long, value_name = "FILE")]

@@ -125,10 +125,16 @@ impl ProtocolSetup {
             ));
         }
         setup.info = format!(
-            "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs in {}",
+            "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs in {} ({}), checkpoints in {}",
             addrs.len(),
             addrs.join(","),
             args.replicas,
+            if args.sender_log == "file" {
+                root.display().to_string()
+            } else {
+                "memory".to_string()
+            },
+            args.sender_log,
             root.display()
         );
         setup.envs = vec![
@@ -136,6 +142,7 @@ impl ProtocolSetup {
             (EVENT_LOGGERS.into(), addrs.join(",")),
             (REPLICAS.into(), args.replicas.to_string()),
             (LOG_DIR.into(), root.display().to_string()),
+            ("VPML_SENDER_LOG".into(), args.sender_log.clone()),
         ];
         Ok(setup)
     }

@@ -3,7 +3,15 @@
 //! Under pessimistic sender-based message logging every message a rank sends
 //! stays in the sender's memory until the receiver no longer needs it, so a
 //! crashed receiver can be sent its messages again. This crate keeps that
-//! log in files of the rank's log directory, mapped `MAP_SHARED`:
+//! log either in memory ([`SenderLog::create_in_memory`], the fast default:
+//! anonymous memory with huge pages where the kernel gives them, freed
+//! segments reused) or in files of the rank's log directory, mapped
+//! `MAP_SHARED` ([`SenderLog::create`]; kept after the job for replay).
+//! A memory log dies with its process; [`SenderLog::spill`] writes its
+//! kept records to one file (at a checkpoint: peers may need them after a
+//! restart) and [`SenderLog::restore`] starts a new log from such a file.
+//!
+//! For a file log:
 //!
 //! * appending a record is a memory copy into the current segment (a send
 //!   completes once its payload is in the log), and the bytes survive the
@@ -34,7 +42,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use memmap2::{Mmap, MmapMut, MmapOptions};
+use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
 
 /// Default capacity of a segment.
 pub const DEFAULT_SEGMENT_SIZE: usize = 64 << 20;
@@ -132,6 +140,8 @@ impl Map {
 
 struct Segment {
     path: PathBuf,
+    /// The segment is a file (deleted once freed); otherwise memory.
+    on_disk: bool,
     map: Map,
     used: usize,
     live: usize,
@@ -156,7 +166,15 @@ pub struct SenderLog {
     index: HashMap<u32, VecDeque<Entry>>,
     writable: bool,
     bytes_logged: u64,
+    /// New segments are anonymous memory, not files.
+    in_memory: bool,
+    /// Freed memory segments kept for reuse (their pages are already
+    /// faulted in: reusing them costs nothing).
+    spare: Vec<MmapMut>,
 }
+
+/// Freed memory segments kept for reuse.
+const SPARE_SEGMENTS: usize = 4;
 
 /// Path of segment `index` in `dir`.
 pub fn segment_path(dir: &Path, index: u64) -> PathBuf {
@@ -262,7 +280,27 @@ impl SenderLog {
             index: HashMap::new(),
             writable: true,
             bytes_logged: 0,
+            in_memory: false,
+            spare: Vec::new(),
         })
+    }
+
+    /// Start an empty log for `rank` in anonymous memory (see the crate
+    /// docs): the fastest, but it dies with the process.
+    pub fn create_in_memory(rank: u32, segment_size: usize) -> SenderLog {
+        SenderLog {
+            dir: PathBuf::from("(memory)"),
+            rank,
+            segment_size: segment_size.max(4096).next_multiple_of(ALIGN),
+            segments: BTreeMap::new(),
+            current: None,
+            next_index: 0,
+            index: HashMap::new(),
+            writable: true,
+            bytes_logged: 0,
+            in_memory: true,
+            spare: Vec::new(),
+        }
     }
 
     /// Open the log in `dir` for reading (e.g. from another process, or
@@ -341,6 +379,8 @@ impl SenderLog {
             index: HashMap::new(),
             writable,
             bytes_logged: 0,
+            in_memory: false,
+            spare: Vec::new(),
         };
         for (idx, path) in paths {
             let file = OpenOptions::new()
@@ -385,6 +425,7 @@ impl SenderLog {
                 idx,
                 Segment {
                     path,
+                    on_disk: true,
                     map,
                     used: off,
                     live,
@@ -419,6 +460,9 @@ impl SenderLog {
     }
 
     fn new_segment(&mut self, min_payload: usize) -> Result<u64> {
+        if self.in_memory {
+            return self.new_memory_segment(min_payload);
+        }
         let idx = self.next_index;
         let capacity = self
             .segment_size
@@ -439,20 +483,13 @@ impl SenderLog {
         // processes only read records we have completed.
         let mut map = unsafe { MmapOptions::new().len(capacity).populate().map_mut(&file) }
             .map_err(io(&path, "mapping a segment"))?;
-        let mut h = [0u8; SEGMENT_HEADER];
-        h[0..8].copy_from_slice(SEGMENT_MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12..16].copy_from_slice(&self.rank.to_le_bytes());
-        h[16..24].copy_from_slice(&idx.to_le_bytes());
-        h[24..32].copy_from_slice(&(capacity as u64).to_le_bytes());
-        let crc = crc32c::crc32c(&h[0..60]);
-        h[60..64].copy_from_slice(&crc.to_le_bytes());
-        map[..SEGMENT_HEADER].copy_from_slice(&h);
+        map[..SEGMENT_HEADER].copy_from_slice(&segment_header(self.rank, idx, capacity as u64));
         std::fs::rename(&tmp, &path).map_err(io(&path, "naming a new segment"))?;
         self.segments.insert(
             idx,
             Segment {
                 path,
+                on_disk: true,
                 map: Map::Writable(map),
                 used: SEGMENT_HEADER,
                 live: 0,
@@ -461,6 +498,139 @@ impl SenderLog {
         self.next_index += 1;
         self.current = Some(idx);
         Ok(idx)
+    }
+
+    fn new_memory_segment(&mut self, min_payload: usize) -> Result<u64> {
+        let idx = self.next_index;
+        let capacity = self
+            .segment_size
+            .max(SEGMENT_HEADER + record_span(min_payload));
+        let path = PathBuf::from(format!("(memory segment {idx})"));
+        let map = match self.spare.iter().position(|m| m.len() >= capacity) {
+            Some(i) => self.spare.swap_remove(i),
+            None => {
+                let map = MmapOptions::new()
+                    .len(capacity)
+                    .map_anon()
+                    .map_err(io(&path, "allocating a memory segment"))?;
+                // Fewer page faults where the kernel allows huge pages.
+                let _ = map.advise(Advice::HugePage);
+                map
+            }
+        };
+        self.segments.insert(
+            idx,
+            Segment {
+                path,
+                on_disk: false,
+                map: Map::Writable(map),
+                used: SEGMENT_HEADER,
+                live: 0,
+            },
+        );
+        self.next_index += 1;
+        self.current = Some(idx);
+        Ok(idx)
+    }
+
+    /// Write every kept record to the file `path` (one read-only segment,
+    /// written under a temporary name, synced, then renamed). Returns the
+    /// number of records written.
+    pub fn spill(&self, path: &Path) -> Result<u64> {
+        use std::io::Write;
+        let tmp = path.with_extension("tmp");
+        let mut entries: Vec<&Entry> = self.index.values().flatten().collect();
+        entries.sort_by_key(|e| (e.segment, e.offset));
+        let mut body: Vec<(usize, usize, u64)> = Vec::with_capacity(entries.len());
+        let mut total = SEGMENT_HEADER;
+        for e in &entries {
+            let seg = self
+                .segments
+                .get(&e.segment)
+                .ok_or_else(|| Error::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: format!("segment {} vanished", e.segment),
+                })?;
+            let len = le_u64(seg.map.bytes(), e.offset + 24) as usize;
+            let span = record_span(len);
+            body.push((e.offset, span, e.segment));
+            total += span;
+        }
+        let mut f = std::io::BufWriter::with_capacity(
+            1 << 20,
+            File::create(&tmp).map_err(io(&tmp, "creating a log spill file"))?,
+        );
+        f.write_all(&segment_header(self.rank, 0, total as u64))
+            .map_err(io(&tmp, "writing a log spill file"))?;
+        for &(offset, span, segment) in &body {
+            let bytes = self
+                .segments
+                .get(&segment)
+                .map(|s| s.map.bytes())
+                .unwrap_or_default();
+            let end = (offset + span).min(bytes.len());
+            f.write_all(&bytes[offset..end])
+                .and_then(|_| f.write_all(&vec![0u8; offset + span - end]))
+                .map_err(io(&tmp, "writing a log spill file"))?;
+        }
+        let f = f
+            .into_inner()
+            .map_err(|e| io(&tmp, "writing a log spill file")(e.into_error()))?;
+        f.sync_all().map_err(io(&tmp, "syncing a log spill file"))?;
+        std::fs::rename(&tmp, path).map_err(io(path, "naming a log spill file"))?;
+        Ok(entries.len() as u64)
+    }
+
+    /// Start a new log for `rank` (in memory, or in `dir` if given) that
+    /// holds the records of the spill file `spill` — those to each
+    /// destination `d` up to sequence number `keep(d)`.
+    pub fn restore(
+        spill: &Path,
+        dir: Option<&Path>,
+        rank: u32,
+        segment_size: usize,
+        keep: impl Fn(u32) -> u64,
+    ) -> Result<SenderLog> {
+        let mut log = match dir {
+            Some(d) => SenderLog::create(d, rank, segment_size)?,
+            None => SenderLog::create_in_memory(rank, segment_size),
+        };
+        let file = File::open(spill).map_err(io(spill, "opening a log spill file"))?;
+        // SAFETY: read-only mapping of a finished file nobody writes.
+        let map = unsafe { Mmap::map(&file) }.map_err(io(spill, "mapping a log spill file"))?;
+        check_segment_header(&map, 0, spill)?;
+        let idx = log.next_index;
+        let mut off = SEGMENT_HEADER;
+        let mut live = 0;
+        while let Some((h, _, len)) = decode_record(&map, off).map_err(|reason| Error::Corrupt {
+            path: spill.to_path_buf(),
+            reason,
+        })? {
+            if h.seq <= keep(h.dest) {
+                log.index.entry(h.dest).or_default().push_back(Entry {
+                    seq: h.seq,
+                    segment: idx,
+                    offset: off,
+                });
+                live += 1;
+            }
+            off += record_span(len);
+        }
+        for q in log.index.values_mut() {
+            q.make_contiguous().sort_by_key(|e| e.seq);
+        }
+        log.segments.insert(
+            idx,
+            Segment {
+                path: spill.to_path_buf(),
+                on_disk: false,
+                map: Map::ReadOnly(map),
+                used: off,
+                live,
+            },
+        );
+        log.next_index += 1;
+        Ok(log)
     }
 
     /// Append a message. Sequence numbers per destination must increase.
@@ -598,8 +768,17 @@ impl SenderLog {
             .collect();
         for i in &empty {
             if let Some(seg) = self.segments.remove(i) {
-                drop(seg.map);
-                if self.writable {
+                match seg.map {
+                    Map::Writable(m)
+                        if !seg.on_disk
+                            && self.spare.len() < SPARE_SEGMENTS
+                            && m.len() == self.segment_size =>
+                    {
+                        self.spare.push(m)
+                    }
+                    map => drop(map),
+                }
+                if self.writable && seg.on_disk {
                     std::fs::remove_file(&seg.path)
                         .map_err(io(&seg.path, "deleting a freed segment"))?;
                 }
@@ -607,6 +786,18 @@ impl SenderLog {
         }
         Ok(empty.len())
     }
+}
+
+fn segment_header(rank: u32, idx: u64, capacity: u64) -> [u8; SEGMENT_HEADER] {
+    let mut h = [0u8; SEGMENT_HEADER];
+    h[0..8].copy_from_slice(SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&rank.to_le_bytes());
+    h[16..24].copy_from_slice(&idx.to_le_bytes());
+    h[24..32].copy_from_slice(&capacity.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..60]);
+    h[60..64].copy_from_slice(&crc.to_le_bytes());
+    h
 }
 
 fn check_segment_header(map: &[u8], idx: u64, path: &Path) -> Result<u32> {
@@ -743,6 +934,60 @@ mod tests {
             "{err}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
+        let dir = tmp("spill");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut log = SenderLog::create_in_memory(3, 8192);
+        let body = |d: u32, seq: u64| vec![(d as u8) ^ (seq as u8); (seq as usize * 131) % 3000];
+        for seq in 1..=20u64 {
+            for d in [0u32, 1] {
+                let h = RecordHeader {
+                    dest: d,
+                    context: 5,
+                    tag: seq as i32,
+                    seq,
+                };
+                log.append(h, &body(d, seq)).unwrap();
+            }
+        }
+        // Freed records are neither spilled nor restored; freed segments
+        // are reused without new memory.
+        log.free_up_to(0, 6).unwrap();
+        let spill = dir.join("log-1.vlog");
+        assert_eq!(log.spill(&spill).unwrap(), 14 + 20);
+        let back =
+            SenderLog::restore(&spill, None, 3, 8192, |d| if d == 0 { 15 } else { 20 }).unwrap();
+        let zero: Vec<u64> = back.iter_from(0, 0).map(|r| r.header.seq).collect();
+        assert_eq!(zero, (7..=15).collect::<Vec<_>>());
+        assert_eq!(back.records_to(1), 20);
+        for r in back.iter_from(1, 0) {
+            assert_eq!(r.payload, body(1, r.header.seq).as_slice());
+            assert_eq!((r.header.context, r.header.tag), (5, r.header.seq as i32));
+        }
+        // A restored log keeps growing after the spilled records.
+        let mut back = back;
+        let h = RecordHeader {
+            dest: 0,
+            context: 5,
+            tag: 0,
+            seq: 16,
+        };
+        back.append(h, b"after").unwrap();
+        assert_eq!(back.get(0, 16).unwrap().payload, b"after");
+        // A damaged spill file is refused with its name.
+        let mut bytes = std::fs::read(&spill).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x55;
+        std::fs::write(&spill, &bytes).unwrap();
+        let err = SenderLog::restore(&spill, None, 3, 8192, |_| u64::MAX)
+            .err()
+            .expect("damage detected")
+            .to_string();
+        assert!(err.contains("log-1.vlog"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

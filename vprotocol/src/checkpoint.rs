@@ -97,6 +97,11 @@ impl CheckpointStore {
         })
     }
 
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn path(&self, index: u64) -> PathBuf {
         self.dir.join(format!("ckpt-{index:010}.vck"))
     }

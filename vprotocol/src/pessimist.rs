@@ -71,6 +71,9 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// Sender-log segment size.
     pub segment_size: usize,
+    /// Keep the sender log in memory (spilled to a file at each
+    /// checkpoint) rather than in files. `VPML_SENDER_LOG=memory|file`.
+    pub log_in_memory: bool,
     /// Send each event to the loggers as soon as it exists (`true`), or
     /// batch them until the next send needs them (the default; each socket
     /// write that wakes a logger costs ~10 µs on virtual machines).
@@ -106,6 +109,15 @@ impl Config {
             log_dir: crate::log_dir(job.rank)?,
             segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
             send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
+            log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
+                Ok("memory") | Ok("") | Err(_) => true,
+                Ok("file") => false,
+                Ok(other) => {
+                    return Err(Error::Bootstrap(format!(
+                        "VPML_SENDER_LOG={other:?}: expected memory or file"
+                    )));
+                }
+            },
         })
     }
 }
@@ -190,6 +202,11 @@ struct SavedCheckpoint {
     recv_seq: Vec<u64>,
 }
 
+/// Where checkpoint `index` keeps the sender-log records of a memory log.
+fn spill_path(dir: &std::path::Path, index: u64) -> PathBuf {
+    dir.join(format!("log-{index:010}.vlog"))
+}
+
 /// Encode a checkpoint: last event id, engine snapshot, application bytes.
 fn encode_checkpoint(event_id: u64, engine: &EngineSnapshot, app: &[u8]) -> Vec<u8> {
     let e = engine.encode();
@@ -245,6 +262,7 @@ pub struct Pessimist {
     app_state: Option<Vec<u8>>,
     /// Logged events to replay (restarted process).
     replay: ReplayLog,
+    log_in_memory: bool,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
@@ -296,10 +314,23 @@ impl Pessimist {
         }
         let rank = cfg.rank as u32;
         let log = match &loaded {
-            Some((_, _, snap, _)) => SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, |d| {
-                snap.send_seq.get(d as usize).copied().unwrap_or(0)
-            })
-            .map_err(|e| fail("reopening the sender log", e))?,
+            Some((index, _, snap, _)) => {
+                let keep = |d: u32| snap.send_seq.get(d as usize).copied().unwrap_or(0);
+                if cfg.log_in_memory {
+                    SenderLog::restore(
+                        &spill_path(&ckpt_dir, *index),
+                        None,
+                        rank,
+                        cfg.segment_size,
+                        keep,
+                    )
+                    .map_err(|e| fail("restoring the sender log of the checkpoint", e))?
+                } else {
+                    SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
+                        .map_err(|e| fail("reopening the sender log", e))?
+                }
+            }
+            None if cfg.log_in_memory => SenderLog::create_in_memory(rank, cfg.segment_size),
             None => SenderLog::create(&cfg.log_dir, rank, cfg.segment_size)
                 .map_err(|e| fail("creating the sender log", e))?,
         };
@@ -360,7 +391,32 @@ impl Pessimist {
             restored,
             app_state,
             replay,
+            log_in_memory: cfg.log_in_memory,
         })
+    }
+
+    /// Delete the log spill files of checkpoints that are gone.
+    fn remove_stale_spills(&self) -> Result<()> {
+        let kept = self
+            .store
+            .indices()
+            .map_err(|e| fail("listing the checkpoints", e))?;
+        let oldest = kept.first().copied().unwrap_or(0);
+        let dir = self.store.dir();
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| fail(&format!("listing {}", dir.display()), e))?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let index = name
+                .strip_prefix("log-")
+                .and_then(|n| n.strip_suffix(".vlog"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if index.is_some_and(|i| i < oldest) {
+                std::fs::remove_file(e.path())
+                    .map_err(|err| fail(&format!("removing {}", e.path().display()), err))?;
+            }
+        }
+        Ok(())
     }
 
     /// Calls up to the last logged event are replayed, not logged again.
@@ -703,9 +759,19 @@ impl Protocol for Pessimist {
         self.durable = self.last_put;
         let event_id = self.last_put;
         let payload = encode_checkpoint(event_id, engine, app);
+        if self.log_in_memory {
+            // The records peers may still need outlive this process only
+            // in a file: written before the checkpoint that relies on it.
+            self.log
+                .spill(&spill_path(self.store.dir(), self.next_checkpoint))
+                .map_err(|e| fail("writing the sender log out", e))?;
+        }
         self.store
             .save(self.next_checkpoint, &payload)
             .map_err(|e| fail("saving a checkpoint", e))?;
+        if self.log_in_memory {
+            self.remove_stale_spills()?;
+        }
         vpml_pml::bootstrap::write_output_mark(
             vpml_pml::bootstrap::CHECKPOINT_MARK,
             self.next_checkpoint,
