@@ -25,6 +25,7 @@ fn main() {
         "cancel" => cancel(&world),
         "large" => large(&world),
         "huge" => huge(&world),
+        "big-ring" => big_ring(&world),
         "self" => self_messages(&world),
         "alltoall" => alltoall(&world),
         "idle-cpu" => idle_cpu(&world),
@@ -565,6 +566,41 @@ fn cancel(w: &Comm) -> R {
 
 /// Large messages in both directions, expected and unexpected, around the
 /// eager limit and far above it (rendezvous or fragments).
+/// Every rank passes 4 MiB messages around the ring for 12 rounds (so
+/// most of the time some large message is in transit), folds what it
+/// receives into a checksum, and rank 0 prints the combined checksum —
+/// for recovery tests that kill senders mid-transfer.
+fn big_ring(w: &Comm) -> R {
+    let (rank, size) = (w.rank(), w.size());
+    let (right, left) = ((rank + 1) % size, (rank + size - 1) % size);
+    let len = 4 << 20;
+    let mut sum: u64 = 0xcbf2_9ce4_8422_2325;
+    for round in 0..12u64 {
+        let mine = pattern(round * 1000 + rank as u64, len);
+        let r = w.irecv(left, 9, vec![0u8; len])?;
+        let s = w.isend(right, 9, mine)?;
+        let got = r.wait()?;
+        s.wait()?;
+        sum = got.buf.iter().step_by(61).fold(sum ^ round, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        check(got.buf == pattern(round * 1000 + left as u64, len), || {
+            format!("round {round}: the message from {left} differs")
+        })?;
+    }
+    let mut all = if rank == 0 {
+        vec![0u64; size]
+    } else {
+        Vec::new()
+    };
+    w.gather(&[sum], &mut all, 0)?;
+    if rank == 0 {
+        let total = all.iter().fold(0u64, |h, &x| h.rotate_left(9) ^ x);
+        println!("big-ring checksum {total:016x}");
+    }
+    Ok(())
+}
+
 fn large(w: &Comm) -> R {
     let sizes = [
         16 * 1024 - 1,
