@@ -38,11 +38,12 @@ impl KvHandle {
 /// Bind the service on loopback and serve it from background threads.
 /// Returns the address ranks connect to.
 pub(crate) fn start(
+    bind: &str,
     size: usize,
     token: String,
     events: Sender<Event>,
 ) -> std::io::Result<(String, KvHandle)> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let listener = TcpListener::bind((bind, 0))?;
     let addr = listener.local_addr()?.to_string();
     let shared = Arc::new(Shared {
         size,

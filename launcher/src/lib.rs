@@ -18,6 +18,7 @@
 //!    announced to the others on the job page ([`vpml_pml::recovery`]);
 //! 6. injects failures on request (`--inject-failure`), for testing.
 
+pub mod agent;
 mod kv;
 mod protocol;
 
@@ -27,6 +28,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -104,12 +106,35 @@ pub struct RunArgs {
     pub max_restarts: u32,
     /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
     /// seconds after the start; repeatable; `RANK@SECONDS:corrupt-checkpoint`
-    /// also damages its newest checkpoint before the restart), or
+    /// also damages its newest checkpoint before the restart;
+    /// `agent:HOST@SECONDS` kills the agent of host number HOST), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
     /// default 2; the seed is printed).
     #[arg(long, value_name = "SPEC")]
     pub inject_failure: Vec<String>,
+    /// Run on several hosts: `h1:2,h2:2` (name:slots). Each host's agent
+    /// starts by `--via` (default: fork for `localhost`, ssh otherwise).
+    #[arg(long, value_name = "LIST")]
+    pub hosts: Option<String>,
+    /// Hosts from a file: lines `host slots=N [via=fork|netns|ssh]`.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// How host agents start: `fork` (this machine), `netns` (inside the
+    /// network namespace named like the host), `ssh`.
+    #[arg(long, value_name = "METHOD")]
+    pub via: Option<String>,
+    /// Hosts with agents but no ranks, where ranks of a lost host are
+    /// restarted (with a protocol): `h3,h4`.
+    #[arg(long, value_name = "LIST")]
+    pub spare_hosts: Option<String>,
+    /// Address the launcher listens on (key/value service, agents, event
+    /// loggers): the interface that reaches the other hosts.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// How long agents get to connect before a host counts as unreachable.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub agent_timeout: f64,
     /// Seed for `--inject-failure random:…` (default: random, printed).
     #[arg(long, value_name = "N")]
     pub inject_seed: Option<u64>,
@@ -139,7 +164,9 @@ pub enum BindPolicy {
 pub(crate) enum Event {
     Exited {
         rank: usize,
-        pid: i32,
+        /// Set for a child of this launcher (to reap it).
+        pid: Option<i32>,
+        incarnation: u32,
         status: ExitStatus,
     },
     Finalized {
@@ -151,12 +178,21 @@ pub(crate) enum Event {
         message: String,
     },
     Signal(i32),
+    /// A host's agent is gone (its ranks with it).
+    AgentLost {
+        host: usize,
+        name: String,
+        why: String,
+    },
 }
 
 /// A planned SIGKILL (`--inject-failure`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Injection {
+    /// The rank to kill, or with `agent`, the host whose agent to kill.
     rank: usize,
+    /// Kill the agent of host `rank` (multi-host jobs).
+    agent: bool,
     after: Duration,
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
@@ -193,6 +229,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
                 let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
                 out.push(Injection {
                     rank,
+                    agent: false,
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
                 });
@@ -202,11 +239,18 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
                 Some(s) => (s, true),
                 None => (spec.as_str(), false),
             };
+            let (spec, agent) = match spec.strip_prefix("agent:") {
+                Some(s) => (s, true),
+                None => (spec, false),
+            };
             let (rank, secs) = spec
                 .split_once('@')
                 .ok_or_else(|| bad("expected RANK@SECONDS or random:K"))?;
             let rank: usize = rank.parse().map_err(|_| bad("bad rank"))?;
-            if rank >= args.ranks {
+            if agent && args.hosts.is_none() && args.hostfile.is_none() {
+                return Err(bad("agent kills need --hosts or --hostfile"));
+            }
+            if !agent && rank >= args.ranks {
                 return Err(bad(&format!("rank {rank} is outside the job")));
             }
             let secs: f64 = secs.parse().map_err(|_| bad("bad number of seconds"))?;
@@ -215,6 +259,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
             }
             out.push(Injection {
                 rank,
+                agent,
                 after: Duration::from_secs_f64(secs),
                 corrupt_checkpoint,
             });
@@ -259,104 +304,188 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     }
     let (program, rest) = args.command.split_first().ok_or("no program given")?;
     let program = resolve_program(program)?;
+    let hosts = host_plan(args)?;
     raise_fd_limit();
 
     let job_id = hex(&random_bytes::<8>()?);
     let token = protocol::job_token(args, hex(&random_bytes::<16>()?))?;
     let (tx, rx) = unbounded::<Event>();
-    let (kv_addr, kv) = kv::start(args.ranks, token.clone(), tx.clone())
-        .map_err(|e| format!("cannot start the key/value service on loopback: {e}"))?;
+    let (kv_addr, kv) = kv::start(&args.bind, args.ranks, token.clone(), tx.clone())
+        .map_err(|e| format!("cannot start the key/value service on {}: {e}", args.bind))?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token)?;
     if args.protocol != "none" || args.stats {
         eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
-    let mailboxes: Vec<OwnedFd> = (0..args.ranks)
-        .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot create shared memory for {} ranks: {e}", args.ranks))?;
-    let fds: Vec<String> = mailboxes
-        .iter()
-        .map(|f| f.as_raw_fd().to_string())
-        .collect();
-    let fds = fds.join(",");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let bind = match args.bind_to {
-        BindPolicy::Auto => args.ranks <= cores,
-        BindPolicy::Core => true,
-        BindPolicy::None => false,
-    };
-    let hosts = args.simulate_hosts.unwrap_or(1).clamp(1, args.ranks);
-    let host_of: Vec<String> = (0..args.ranks)
-        .map(|r| (r * hosts / args.ranks).to_string())
-        .collect();
-    let host_of = host_of.join(",");
     let signals = watch_signals(tx.clone())?;
-
     let restartable = args.protocol != "none";
-    let job_page = if restartable {
-        let (fd, page) = vpml_pml::recovery::JobPage::create(args.ranks)
-            .map_err(|e| format!("cannot create the job page: {e}"))?;
-        let raw: Vec<i32> = mailboxes.iter().map(|f| f.as_raw_fd()).collect();
-        let bells = vpml_pml::shm::Doorbells::map(&raw, args.ranks)
-            .map_err(|e| format!("cannot map the mailboxes: {e}"))?;
-        Some((fd, page, bells))
-    } else {
-        None
-    };
     let injections = plan_injections(args)?;
-    let spawner = Spawner {
-        program,
-        rest: rest.to_vec(),
-        job_id,
-        kv_addr,
-        token,
-        fds,
-        stats: args.stats,
-        ranks: args.ranks,
-        cores,
-        bind,
-        protocol_envs: protocol.envs.clone(),
-        transport: args.transport.clone(),
-        host_of,
-        job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),
-        tag_output: args.tag_output,
-        launcher_pid: std::process::id(),
-        tx: tx.clone(),
-        outputs: (0..args.ranks).map(|_| SharedOutput::default()).collect(),
-    };
-    let mut pids = Vec::with_capacity(args.ranks);
+    let outputs = Arc::new(Outputs::new(args.ranks, args.tag_output));
+    let log_dir = protocol
+        .envs
+        .iter()
+        .find(|(k, _)| k == "VPML_LOG_DIR")
+        .map(|(_, v)| PathBuf::from(v));
     let mut forwarders = Vec::new();
-    for rank in 0..args.ranks {
-        match spawner.spawn(rank, 0, &mut forwarders) {
-            Ok(pid) => pids.push(pid),
-            Err(e) => {
-                stop_all(&pids, libc::SIGKILL);
-                return Err(e);
+    let code = if let Some(hosts) = hosts {
+        // Several hosts: every rank is started by its host's agent.
+        let placement: Vec<usize> = hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, spec)| std::iter::repeat_n(h, spec.slots))
+            .take(args.ranks)
+            .collect();
+        let host_of: Vec<String> = placement.iter().map(|h| h.to_string()).collect();
+        let mut envs = vec![
+            (env::JOB_ID.to_string(), job_id.clone()),
+            (env::SIZE.to_string(), args.ranks.to_string()),
+            (env::KV_ADDR.to_string(), kv_addr.clone()),
+            (env::TOKEN.to_string(), token.clone()),
+            (
+                env::STATS.to_string(),
+                if args.stats { "1" } else { "" }.to_string(),
+            ),
+            (env::TRANSPORT.to_string(), args.transport.clone()),
+            (env::HOST_OF.to_string(), host_of.join(",")),
+        ];
+        envs.extend(protocol.envs.iter().cloned());
+        // Hosts started by fork or netns share this machine's cores: their
+        // ranks count together when a rank decides whether to spin.
+        let same_machine = |h: usize| hosts[h].via != agent::StartMethod::Ssh;
+        let setup_for = |h: usize| agent::JobSetup {
+            program: program.clone().into_os_string(),
+            args: rest.to_vec(),
+            size: args.ranks,
+            envs: envs.clone(),
+            restartable,
+            local_ranks: placement
+                .iter()
+                .filter(|&&p| p == h || (same_machine(h) && same_machine(p)))
+                .count(),
+            bind: args.bind_to == BindPolicy::Core,
+        };
+        let sink = Arc::clone(&outputs);
+        let output: agent::OutputFn =
+            Arc::new(move |rank, is_err, line| sink.emit(rank, is_err, line));
+        let agent_timeout = Duration::from_secs_f64(args.agent_timeout.max(0.1));
+        let how = agent::Rendezvous {
+            bind: &args.bind,
+            token: &token,
+            timeout: agent_timeout,
+        };
+        let mut agents =
+            match agent::Agents::start(hosts.clone(), &how, tx.clone(), output, setup_for) {
+                Ok(a) => a,
+                Err(e) => {
+                    protocol.stop();
+                    return Err(e);
+                }
+            };
+        for (rank, &h) in placement.iter().enumerate() {
+            agents.command(h, &format!("SPAWN {rank} 0"));
+        }
+        let spares: Vec<usize> = (0..hosts.len()).filter(|&h| hosts[h].slots == 0).collect();
+        let mut backend = Backend::Agents {
+            agents: &agents,
+            placement,
+            host_alive: vec![true; hosts.len()],
+            spares,
+            incarnations: vec![0; args.ranks],
+        };
+        let code = supervise(
+            args,
+            &mut backend,
+            &rx,
+            restartable,
+            log_dir,
+            &injections,
+            &mut forwarders,
+        );
+        drop(backend);
+        agents.stop();
+        code
+    } else {
+        let mailboxes: Vec<OwnedFd> = (0..args.ranks)
+            .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cannot create shared memory for {} ranks: {e}", args.ranks))?;
+        let fds: Vec<String> = mailboxes
+            .iter()
+            .map(|f| f.as_raw_fd().to_string())
+            .collect();
+        let bind = match args.bind_to {
+            BindPolicy::Auto => args.ranks <= cores,
+            BindPolicy::Core => true,
+            BindPolicy::None => false,
+        };
+        let pseudo = args.simulate_hosts.unwrap_or(1).clamp(1, args.ranks);
+        let host_of: Vec<String> = (0..args.ranks)
+            .map(|r| (r * pseudo / args.ranks).to_string())
+            .collect();
+        let job_page = if restartable {
+            let (fd, page) = vpml_pml::recovery::JobPage::create(args.ranks)
+                .map_err(|e| format!("cannot create the job page: {e}"))?;
+            let raw: Vec<i32> = mailboxes.iter().map(|f| f.as_raw_fd()).collect();
+            let bells = vpml_pml::shm::Doorbells::map(&raw, args.ranks)
+                .map_err(|e| format!("cannot map the mailboxes: {e}"))?;
+            Some((fd, page, bells))
+        } else {
+            None
+        };
+        let spawner = Spawner {
+            program,
+            rest: rest.to_vec(),
+            job_id,
+            kv_addr,
+            token,
+            fds: fds.join(","),
+            stats: args.stats,
+            ranks: args.ranks,
+            cores,
+            bind,
+            protocol_envs: protocol.envs.clone(),
+            transport: args.transport.clone(),
+            host_of: host_of.join(","),
+            job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),
+            launcher_pid: std::process::id(),
+            tx: tx.clone(),
+            outputs: Arc::clone(&outputs),
+        };
+        let mut pids = Vec::with_capacity(args.ranks);
+        for rank in 0..args.ranks {
+            match spawner.spawn(rank, 0, &mut forwarders) {
+                Ok(pid) => pids.push(pid),
+                Err(e) => {
+                    for &pid in &pids {
+                        // SAFETY: plain syscall on a child we have not reaped.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                    return Err(e);
+                }
             }
         }
-    }
-    let recovery = job_page.as_ref().map(|(_, page, bells)| Restarts {
-        spawner: &spawner,
-        page,
-        bells,
-        max: args.max_restarts,
-        done: 0,
-        log_dir: protocol
-            .envs
-            .iter()
-            .find(|(k, _)| k == "VPML_LOG_DIR")
-            .map(|(_, v)| PathBuf::from(v)),
-    });
-    let code = supervise(args, pids, &rx, recovery, &injections, &mut forwarders);
-    for o in &spawner.outputs {
-        if let Some(h) = lock(o).previous.take() {
-            forwarders.push(h);
-        }
-    }
-    drop(spawner);
+        let mut backend = Backend::Local {
+            spawner: &spawner,
+            page: job_page.as_ref().map(|(_, page, bells)| (page, bells)),
+            pids,
+        };
+        let code = supervise(
+            args,
+            &mut backend,
+            &rx,
+            restartable,
+            log_dir,
+            &injections,
+            &mut forwarders,
+        );
+        drop(backend);
+        drop(spawner);
+        drop(job_page);
+        drop(mailboxes);
+        code
+    };
+    forwarders.extend(outputs.take_previous());
     drop(tx);
-    drop(job_page);
-    drop(mailboxes);
     for f in forwarders {
         let _ = f.join();
     }
@@ -368,7 +497,41 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     Ok(code)
 }
 
-/// Everything needed to start (or restart) a rank process.
+/// The hosts of a multi-host job (`--hosts`, `--hostfile`, plus
+/// `--spare-hosts` with no slots), or `None` for a job on this host alone.
+fn host_plan(args: &RunArgs) -> Result<Option<Vec<agent::HostSpec>>, String> {
+    let mut hosts = match (&args.hosts, &args.hostfile) {
+        (Some(_), Some(_)) => return Err("give --hosts or --hostfile, not both".into()),
+        (Some(list), None) => agent::parse_hosts(list, args.via.as_deref())?,
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read the host file {}: {e}", f.display()))?;
+            agent::parse_hostfile(&text, args.via.as_deref())?
+        }
+        (None, None) => {
+            if args.spare_hosts.is_some() {
+                return Err("--spare-hosts needs --hosts or --hostfile".into());
+            }
+            return Ok(None);
+        }
+    };
+    let slots: usize = hosts.iter().map(|h| h.slots).sum();
+    if slots < args.ranks {
+        return Err(format!(
+            "{} rank(s) but the hosts offer {slots} slot(s)",
+            args.ranks
+        ));
+    }
+    if let Some(spares) = &args.spare_hosts {
+        for mut h in agent::parse_hosts(spares, args.via.as_deref())? {
+            h.slots = 0;
+            hosts.push(h);
+        }
+    }
+    Ok(Some(hosts))
+}
+
+/// Everything needed to start (or restart) a rank process on this host.
 struct Spawner {
     program: PathBuf,
     rest: Vec<OsString>,
@@ -384,11 +547,9 @@ struct Spawner {
     transport: String,
     host_of: String,
     job_page_fd: Option<i32>,
-    tag_output: bool,
     launcher_pid: u32,
     tx: Sender<Event>,
-    /// Each rank's stdout over its incarnations.
-    outputs: Vec<SharedOutput>,
+    outputs: Arc<Outputs>,
 }
 
 impl Spawner {
@@ -443,30 +604,167 @@ impl Spawner {
             .spawn()
             .map_err(|e| format!("cannot start rank {rank} ({}): {e}", self.program.display()))?;
         let pid = child.id() as i32;
-        let prefix = self.tag_output.then(|| format!("[{rank}] "));
         if let Some(out) = child.stdout.take() {
-            let shared = self.outputs[rank].clone();
-            let previous = lock(&shared).previous.take();
-            let h = forward(out, prefix.clone(), Some((shared.clone(), previous)));
-            lock(&shared).previous = Some(h);
+            let previous = self.outputs.take_previous_of(rank);
+            let h = forward(out, Arc::clone(&self.outputs), rank, false, previous);
+            self.outputs.set_previous(rank, h);
         }
         if let Some(err) = child.stderr.take() {
-            forwarders.push(forward(err, prefix, None));
+            forwarders.push(forward(err, Arc::clone(&self.outputs), rank, true, None));
         }
-        watch_exit(rank, child, self.tx.clone());
+        watch_exit(rank, incarnation, child, self.tx.clone());
         Ok(pid)
     }
 }
 
-/// Restarting crashed ranks (with a fault-tolerance protocol).
-struct Restarts<'a> {
-    spawner: &'a Spawner,
-    page: &'a vpml_pml::recovery::JobPage,
-    bells: &'a vpml_pml::shm::Doorbells,
-    max: u32,
-    done: u32,
-    /// Root of the ranks' log directories (`rank-<r>/checkpoints`).
-    log_dir: Option<PathBuf>,
+/// Where the ranks run: children of this launcher, or of per-host agents.
+enum Backend<'a> {
+    Local {
+        spawner: &'a Spawner,
+        /// The job page and doorbells (with a protocol).
+        page: Option<(
+            &'a vpml_pml::recovery::JobPage,
+            &'a vpml_pml::shm::Doorbells,
+        )>,
+        pids: Vec<i32>,
+    },
+    Agents {
+        agents: &'a agent::Agents,
+        /// Host of each rank's current process.
+        placement: Vec<usize>,
+        host_alive: Vec<bool>,
+        /// Hosts started without ranks, for restarts.
+        spares: Vec<usize>,
+        incarnations: Vec<u32>,
+    },
+}
+
+impl Backend<'_> {
+    fn signal(&self, rank: usize, sig: i32) {
+        match self {
+            Backend::Local { pids, .. } => {
+                // SAFETY: plain syscall on a child we have not reaped.
+                unsafe { libc::kill(pids[rank], sig) };
+            }
+            Backend::Agents {
+                agents, placement, ..
+            } => agents.command(placement[rank], &format!("KILL {rank} {sig}")),
+        }
+    }
+
+    /// Where `rank` runs (for messages).
+    fn describe(&self, rank: usize) -> String {
+        match self {
+            Backend::Local { pids, .. } => format!("pid {}", pids[rank]),
+            Backend::Agents {
+                agents, placement, ..
+            } => format!("host {}", agents.hosts[placement[rank]].name),
+        }
+    }
+
+    /// Announce that `rank` restarts; returns its new incarnation.
+    fn announce_restart(&mut self, rank: usize) -> u32 {
+        match self {
+            Backend::Local { page, .. } => page.map_or(0, |(page, _)| page.restart(rank)),
+            Backend::Agents {
+                agents,
+                incarnations,
+                ..
+            } => {
+                incarnations[rank] += 1;
+                agents.broadcast(&format!("RESTART {rank}"));
+                incarnations[rank]
+            }
+        }
+    }
+
+    /// After `announce_restart`: wake the ranks waiting on it.
+    fn wake_all(&self) {
+        if let Backend::Local {
+            page: Some((_, bells)),
+            ..
+        } = self
+        {
+            bells.ring_all();
+        }
+    }
+
+    fn announce_all_finalized(&self) {
+        match self {
+            Backend::Local { page, .. } => {
+                if let Some((page, bells)) = page {
+                    page.set_all_finalized();
+                    bells.ring_all();
+                }
+            }
+            Backend::Agents { agents, .. } => agents.broadcast("ALLFINAL"),
+        }
+    }
+
+    /// Start incarnation `inc` of `rank` again: on its host, or on a spare
+    /// if its host is lost.
+    fn respawn(
+        &mut self,
+        rank: usize,
+        inc: u32,
+        forwarders: &mut Vec<std::thread::JoinHandle<()>>,
+    ) -> Result<(), String> {
+        match self {
+            Backend::Local { spawner, pids, .. } => {
+                pids[rank] = spawner.spawn(rank, inc, forwarders)?;
+                Ok(())
+            }
+            Backend::Agents {
+                agents,
+                placement,
+                host_alive,
+                spares,
+                ..
+            } => {
+                if !host_alive[placement[rank]] {
+                    let load = |h: usize| placement.iter().filter(|&&p| p == h).count();
+                    let spare = spares
+                        .iter()
+                        .copied()
+                        .filter(|&h| host_alive[h])
+                        .min_by_key(|&h| load(h))
+                        .ok_or_else(|| {
+                            format!(
+                                "host {} is lost and no spare host is left (--spare-hosts)",
+                                agents.hosts[placement[rank]].name
+                            )
+                        })?;
+                    placement[rank] = spare;
+                }
+                agents.command(placement[rank], &format!("SPAWN {rank} {inc}"));
+                Ok(())
+            }
+        }
+    }
+
+    /// Kill the agent of `host` (testing aid).
+    fn kill_agent(&self, host: usize) {
+        if let Backend::Agents { agents, .. } = self {
+            agents.kill(host);
+        }
+    }
+
+    /// The agent of `host` is gone: the ranks it ran.
+    fn host_lost(&mut self, host: usize) -> Vec<usize> {
+        match self {
+            Backend::Local { .. } => Vec::new(),
+            Backend::Agents {
+                placement,
+                host_alive,
+                ..
+            } => {
+                host_alive[host] = false;
+                (0..placement.len())
+                    .filter(|&r| placement[r] == host)
+                    .collect()
+            }
+        }
+    }
 }
 
 /// Flip one byte of the newest checkpoint of a rank (testing aid).
@@ -487,47 +785,54 @@ fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, Str
     Ok(newest)
 }
 
+/// How a rank's process ended, as the supervisor sees it.
+enum Death {
+    Signal(i32),
+    Lost(String),
+}
+
 /// The main loop: returns the job's exit code once every rank has exited.
+#[allow(clippy::too_many_arguments)]
 fn supervise(
     args: &RunArgs,
-    mut pids: Vec<i32>,
+    backend: &mut Backend<'_>,
     rx: &Receiver<Event>,
-    mut restarts: Option<Restarts<'_>>,
+    restartable: bool,
+    log_dir: Option<PathBuf>,
     injections: &[Injection],
     forwarders: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> u8 {
-    let n = pids.len();
+    let n = args.ranks;
     let start = Instant::now();
     let mut finalized = vec![false; n];
     let mut all_finalized = false;
     let mut alive = vec![true; n];
+    let mut incarnation = vec![0u32; n];
     let mut next_injection = 0;
     let mut killed_at: Vec<Option<Instant>> = vec![None; n];
     let mut corrupt_before_restart = vec![false; n];
+    let mut restarts_done = 0u32;
     let mut failure: Option<u8> = None;
     let mut kill_at: Option<Instant> = None;
     let mut deadline = args
         .timeout
         .map(|t| Instant::now() + Duration::from_secs_f64(t));
-    let live = |alive: &[bool], pids: &[i32]| -> Vec<i32> {
-        pids.iter()
-            .zip(alive)
-            .filter(|(_, a)| **a)
-            .map(|(p, _)| *p)
-            .collect()
-    };
-    let fail = |failure: &mut Option<u8>,
-                kill_at: &mut Option<Instant>,
-                code: u8,
-                msg: String,
-                targets: Vec<i32>| {
-        if failure.is_none() {
-            eprintln!("vpml run: {msg}");
-            *failure = Some(code);
-            stop_all(&targets, libc::SIGTERM);
-            *kill_at = Some(Instant::now() + TERM_GRACE);
+    let live = |alive: &[bool]| -> Vec<usize> { (0..alive.len()).filter(|&r| alive[r]).collect() };
+    let signal_all = |backend: &Backend<'_>, ranks: &[usize], sig: i32| {
+        for &r in ranks {
+            backend.signal(r, sig);
         }
     };
+    macro_rules! fail {
+        ($code:expr, $msg:expr) => {
+            if failure.is_none() {
+                eprintln!("vpml run: {}", $msg);
+                failure = Some($code);
+                signal_all(backend, &live(&alive), libc::SIGTERM);
+                kill_at = Some(Instant::now() + TERM_GRACE);
+            }
+        };
+    }
     while alive.iter().any(|&a| a) {
         let injection_at = injections.get(next_injection).map(|i| start + i.after);
         let wake = [
@@ -550,37 +855,50 @@ fn supervise(
             },
         };
         let now = Instant::now();
+        // The ranks whose process just died (and how).
+        let mut deaths: Vec<(usize, Death)> = Vec::new();
         match ev {
             None => {
                 while let Some(inj) = injections.get(next_injection)
                     && start + inj.after <= now
                 {
                     next_injection += 1;
+                    if inj.agent {
+                        if failure.is_none() && !all_finalized {
+                            eprintln!(
+                                "vpml run: injecting a failure: SIGKILL to the agent of host {} at {:.3} s",
+                                inj.rank,
+                                now.duration_since(start).as_secs_f64()
+                            );
+                            backend.kill_agent(inj.rank);
+                        }
+                        continue;
+                    }
                     if failure.is_none() && !all_finalized && alive[inj.rank] {
                         eprintln!(
-                            "vpml run: injecting a failure: SIGKILL to rank {} (pid {}) at {:.3} s",
+                            "vpml run: injecting a failure: SIGKILL to rank {} ({}) at {:.3} s",
                             inj.rank,
-                            pids[inj.rank],
+                            backend.describe(inj.rank),
                             now.duration_since(start).as_secs_f64()
                         );
                         killed_at[inj.rank] = Some(now);
                         corrupt_before_restart[inj.rank] |= inj.corrupt_checkpoint;
-                        stop_all(&[pids[inj.rank]], libc::SIGKILL);
+                        backend.signal(inj.rank, libc::SIGKILL);
                     }
                 }
                 if kill_at.is_some_and(|t| now >= t) {
-                    stop_all(&live(&alive, &pids), libc::SIGKILL);
+                    signal_all(backend, &live(&alive), libc::SIGKILL);
                     kill_at = None;
                 }
                 if deadline.is_some_and(|t| now >= t) && failure.is_none() {
-                    let targets = live(&alive, &pids);
+                    let targets = live(&alive);
                     eprintln!(
                         "vpml run: job timed out after {} s; stopping {} rank(s)",
                         args.timeout.unwrap_or_default(),
                         targets.len()
                     );
                     failure = Some(TIMEOUT_EXIT);
-                    stop_all(&targets, libc::SIGKILL);
+                    signal_all(backend, &targets, libc::SIGKILL);
                 }
                 if deadline.is_some_and(|t| now >= t) {
                     deadline = None;
@@ -590,116 +908,45 @@ fn supervise(
                 finalized[rank] = true;
                 if !all_finalized && finalized.iter().all(|&f| f) {
                     all_finalized = true;
-                    if let Some(r) = &restarts {
+                    if restartable {
                         // Ranks wait for this before exiting: until now a
                         // crashed rank could still need their logs.
-                        r.page.set_all_finalized();
-                        r.bells.ring_all();
+                        backend.announce_all_finalized();
                     }
                 }
             }
-            Some(Event::Exited { rank, pid, status }) => {
-                reap(pid);
-                if pids[rank] != pid {
+            Some(Event::AgentLost { host, name, why }) => {
+                let lost = backend.host_lost(host);
+                for r in lost {
+                    if alive[r] {
+                        alive[r] = false;
+                        deaths.push((r, Death::Lost(format!("host {name} was lost ({why})"))));
+                    }
+                }
+            }
+            Some(Event::Exited {
+                rank,
+                pid,
+                incarnation: inc,
+                status,
+            }) => {
+                if let Some(pid) = pid {
+                    reap(pid);
+                }
+                if inc != incarnation[rank] || !alive[rank] {
                     continue;
                 }
                 alive[rank] = false;
                 if let Some(sig) = status.signal() {
-                    if all_finalized && finalized[rank] && restarts.is_some() {
-                        // Its work is done and nobody can need it any more.
-                        continue;
-                    }
-                    let why = format!(
-                        "rank {rank} was killed by signal {sig} ({})",
-                        signal_name(sig)
-                    );
-                    if failure.is_none()
-                        && let Some(r) = restarts.as_mut()
-                    {
-                        if r.done < r.max {
-                            r.done += 1;
-                            if std::mem::take(&mut corrupt_before_restart[rank])
-                                && let Some(dir) = &r.log_dir
-                            {
-                                match corrupt_newest_checkpoint(dir, rank) {
-                                    Ok(p) => eprintln!(
-                                        "vpml run: damaged {} before restarting rank {rank}",
-                                        p.display()
-                                    ),
-                                    Err(e) => {
-                                        eprintln!("vpml run: could not damage a checkpoint: {e}")
-                                    }
-                                }
-                            }
-                            let t0 = Instant::now();
-                            let inc = r.page.restart(rank);
-                            finalized[rank] = false;
-                            match r.spawner.spawn(rank, inc, forwarders) {
-                                Ok(new_pid) => {
-                                    pids[rank] = new_pid;
-                                    alive[rank] = true;
-                                    r.bells.ring_all();
-                                    let detected = killed_at[rank]
-                                        .take()
-                                        .map(|k| {
-                                            format!(
-                                                ", detected {:.1} ms after the kill",
-                                                t0.duration_since(k).as_secs_f64() * 1e3
-                                            )
-                                        })
-                                        .unwrap_or_default();
-                                    eprintln!(
-                                        "vpml run: {why}; restarted it as incarnation {inc} (restart {} of at most {}{detected}, spawned in {:.1} ms)",
-                                        r.done,
-                                        r.max,
-                                        t0.elapsed().as_secs_f64() * 1e3
-                                    );
-                                    continue;
-                                }
-                                Err(e) => {
-                                    let targets = live(&alive, &pids);
-                                    fail(
-                                        &mut failure,
-                                        &mut kill_at,
-                                        128 + sig as u8,
-                                        format!("{why}; {e}"),
-                                        targets,
-                                    );
-                                    continue;
-                                }
-                            }
-                        }
-                        let targets = live(&alive, &pids);
-                        fail(
-                            &mut failure,
-                            &mut kill_at,
-                            128 + sig as u8,
-                            format!("{why}; no restarts left (--max-restarts {})", r.max),
-                            targets,
-                        );
-                        continue;
-                    }
-                    let targets = live(&alive, &pids);
-                    fail(&mut failure, &mut kill_at, 128 + sig as u8, why, targets);
+                    deaths.push((rank, Death::Signal(sig)));
                 } else if let Some(code) = status.code().filter(|c| *c != 0) {
-                    let targets = live(&alive, &pids);
-                    fail(
-                        &mut failure,
-                        &mut kill_at,
-                        code as u8,
-                        format!("rank {rank} exited with status {code}"),
-                        targets,
-                    );
+                    fail!(code as u8, format!("rank {rank} exited with status {code}"));
                 } else if !finalized[rank] {
-                    let targets = live(&alive, &pids);
-                    fail(
-                        &mut failure,
-                        &mut kill_at,
+                    fail!(
                         1,
                         format!(
                             "rank {rank} exited without finalizing (status 0, but vpml was not finalized)"
-                        ),
-                        targets,
+                        )
                     );
                 }
             }
@@ -709,17 +956,13 @@ fn supervise(
                 message,
             }) => {
                 let code = u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1);
-                let targets = live(&alive, &pids);
-                fail(
-                    &mut failure,
-                    &mut kill_at,
+                fail!(
                     code,
-                    format!("rank {rank} aborted the job (code {code}): {message}"),
-                    targets,
+                    format!("rank {rank} aborted the job (code {code}): {message}")
                 );
             }
             Some(Event::Signal(sig)) => {
-                let targets = live(&alive, &pids);
+                let targets = live(&alive);
                 if failure.is_none() {
                     eprintln!(
                         "vpml run: received {}; forwarding it to {} rank(s)",
@@ -727,11 +970,85 @@ fn supervise(
                         targets.len()
                     );
                     failure = Some(128 + sig as u8);
-                    stop_all(&targets, sig);
+                    signal_all(backend, &targets, sig);
                     kill_at = Some(now + TERM_GRACE);
                 } else {
-                    stop_all(&targets, libc::SIGKILL);
+                    signal_all(backend, &targets, libc::SIGKILL);
                 }
+            }
+        }
+        for (rank, death) in deaths {
+            let (why, code) = match &death {
+                Death::Signal(sig) => (
+                    format!(
+                        "rank {rank} was killed by signal {sig} ({})",
+                        signal_name(*sig)
+                    ),
+                    128 + *sig as u8,
+                ),
+                Death::Lost(why) => (
+                    format!("rank {rank} died: {why}"),
+                    128 + libc::SIGKILL as u8,
+                ),
+            };
+            if restartable && all_finalized && finalized[rank] {
+                // Its work is done and nobody can need it any more.
+                continue;
+            }
+            if failure.is_some() {
+                continue;
+            }
+            if !restartable {
+                fail!(code, why);
+                continue;
+            }
+            if restarts_done >= args.max_restarts {
+                fail!(
+                    code,
+                    format!(
+                        "{why}; no restarts left (--max-restarts {})",
+                        args.max_restarts
+                    )
+                );
+                continue;
+            }
+            restarts_done += 1;
+            if std::mem::take(&mut corrupt_before_restart[rank])
+                && let Some(dir) = &log_dir
+            {
+                match corrupt_newest_checkpoint(dir, rank) {
+                    Ok(p) => eprintln!(
+                        "vpml run: damaged {} before restarting rank {rank}",
+                        p.display()
+                    ),
+                    Err(e) => eprintln!("vpml run: could not damage a checkpoint: {e}"),
+                }
+            }
+            let t0 = Instant::now();
+            let inc = backend.announce_restart(rank);
+            incarnation[rank] = inc;
+            finalized[rank] = false;
+            match backend.respawn(rank, inc, forwarders) {
+                Ok(()) => {
+                    alive[rank] = true;
+                    backend.wake_all();
+                    let detected = killed_at[rank]
+                        .take()
+                        .map(|k| {
+                            format!(
+                                ", detected {:.1} ms after the kill",
+                                t0.duration_since(k).as_secs_f64() * 1e3
+                            )
+                        })
+                        .unwrap_or_default();
+                    eprintln!(
+                        "vpml run: {why}; restarted it as incarnation {inc} on {} (restart {restarts_done} of at most {}{detected}, spawned in {:.1} ms)",
+                        backend.describe(rank),
+                        args.max_restarts,
+                        t0.elapsed().as_secs_f64() * 1e3
+                    );
+                }
+                Err(e) => fail!(code, format!("{why}; cannot restart it: {e}")),
             }
         }
     }
@@ -745,15 +1062,6 @@ fn print_stats(kv: &kv::KvHandle, ranks: usize) {
         match kv.get(&format!("stats.{r}")) {
             Some(line) => eprintln!("vpml stats: rank {r}: {}", line.replace(',', " ")),
             None => eprintln!("vpml stats: rank {r}: no counters (it did not finalize)"),
-        }
-    }
-}
-
-fn stop_all(pids: &[i32], sig: i32) {
-    for &pid in pids {
-        // SAFETY: plain syscall; the pid belongs to a child we have not reaped.
-        unsafe {
-            libc::kill(pid, sig);
         }
     }
 }
@@ -783,7 +1091,7 @@ pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Re
 /// Report the exit of `child` without reaping it: the main loop reaps it
 /// (see [`reap`]) only after marking it exited, so it never signals a pid
 /// the kernel could already have given to another process.
-fn watch_exit(rank: usize, child: Child, tx: Sender<Event>) {
+fn watch_exit(rank: usize, incarnation: u32, child: Child, tx: Sender<Event>) {
     std::thread::spawn(move || {
         let pid = child.id();
         // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
@@ -809,7 +1117,8 @@ fn watch_exit(rank: usize, child: Child, tx: Sender<Event>) {
         drop(child);
         let _ = tx.send(Event::Exited {
             rank,
-            pid: pid as i32,
+            pid: Some(pid as i32),
+            incarnation,
             status,
         });
     });
@@ -831,87 +1140,124 @@ struct RankOutput {
     total: u64,
     /// `total` when each checkpoint was taken.
     at_checkpoint: std::collections::HashMap<u64, u64>,
+    /// Bytes a restarted process prints again before its new output.
+    skip: u64,
     /// The forwarder of the previous process's stdout (finished first).
     previous: Option<std::thread::JoinHandle<()>>,
 }
 
-type SharedOutput = std::sync::Arc<std::sync::Mutex<RankOutput>>;
-
-fn lock(o: &SharedOutput) -> std::sync::MutexGuard<'_, RankOutput> {
-    o.lock().unwrap_or_else(|p| p.into_inner())
+/// Every rank's output, printed line by line by the launcher (from local
+/// pipes or from agents). A rank's stdout carries the marks of
+/// [`vpml_pml::bootstrap::CHECKPOINT_MARK`]: a restarted process's output
+/// is dropped until it has re-printed what was printed after the
+/// checkpoint it restarted from.
+struct Outputs {
+    ranks: Vec<Mutex<RankOutput>>,
+    tag: bool,
 }
 
-/// Forward one output stream line by line. For stdout (`output` given),
-/// the marks of [`vpml_pml::bootstrap::CHECKPOINT_MARK`] are interpreted: a restarted process's output is
-/// dropped until it has re-printed what was printed after the checkpoint
-/// it restarted from.
+impl Outputs {
+    fn new(n: usize, tag: bool) -> Outputs {
+        Outputs {
+            ranks: (0..n).map(|_| Mutex::new(RankOutput::default())).collect(),
+            tag,
+        }
+    }
+
+    fn state(&self, rank: usize) -> Option<std::sync::MutexGuard<'_, RankOutput>> {
+        self.ranks
+            .get(rank)
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn take_previous_of(&self, rank: usize) -> Option<std::thread::JoinHandle<()>> {
+        self.state(rank)?.previous.take()
+    }
+
+    fn set_previous(&self, rank: usize, h: std::thread::JoinHandle<()>) {
+        if let Some(mut st) = self.state(rank) {
+            st.previous = Some(h);
+        }
+    }
+
+    fn take_previous(&self) -> Vec<std::thread::JoinHandle<()>> {
+        (0..self.ranks.len())
+            .filter_map(|r| self.take_previous_of(r))
+            .collect()
+    }
+
+    /// One line (with its newline, unless the stream ended without one).
+    fn emit(&self, rank: usize, is_err: bool, line: &[u8]) {
+        if !is_err {
+            let Some(mut st) = self.state(rank) else {
+                return;
+            };
+            let text = String::from_utf8_lossy(line);
+            let mark = |m: &str| {
+                text.strip_prefix(m)
+                    .and_then(|r| r.trim_end().strip_suffix(']'))
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            if let Some(i) = mark(CHECKPOINT_MARK) {
+                let total = st.total;
+                st.at_checkpoint.insert(i, total);
+                return;
+            }
+            if let Some(i) = mark(RESTART_MARK) {
+                let from = if i == 0 {
+                    0
+                } else {
+                    st.at_checkpoint.get(&i).copied().unwrap_or(st.total)
+                };
+                st.skip = st.total.saturating_sub(from);
+                st.total = from;
+                return;
+            }
+            let n = line.len() as u64;
+            st.total += n;
+            if st.skip >= n {
+                st.skip -= n;
+                return;
+            }
+            st.skip = 0;
+        }
+        let mut out: Box<dyn Write> = if is_err {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        if self.tag {
+            let _ = write!(out, "[{rank}] ");
+        }
+        let _ = out.write_all(line);
+        if !line.ends_with(b"\n") {
+            let _ = out.write_all(b"\n");
+        }
+        let _ = out.flush();
+    }
+}
+
+/// Forward one output stream of a local rank line by line (stdout after
+/// the previous process's stdout has been forwarded whole).
 fn forward(
     stream: impl Read + Send + 'static,
-    prefix: Option<String>,
-    output: Option<(SharedOutput, Option<std::thread::JoinHandle<()>>)>,
+    outputs: Arc<Outputs>,
+    rank: usize,
+    is_err: bool,
+    previous: Option<std::thread::JoinHandle<()>>,
 ) -> std::thread::JoinHandle<()> {
-    let is_err = output.is_none();
     std::thread::spawn(move || {
-        let output = output.map(|(o, previous)| {
-            // The previous process's output comes first, whole.
-            if let Some(h) = previous {
-                let _ = h.join();
-            }
-            o
-        });
+        if let Some(h) = previous {
+            let _ = h.join();
+        }
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
-        let mut skip = 0u64;
         loop {
             line.clear();
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok(_) => outputs.emit(rank, is_err, &line),
             }
-            if let Some(o) = &output {
-                let text = String::from_utf8_lossy(&line);
-                let mark = |m: &str| {
-                    text.strip_prefix(m)
-                        .and_then(|r| r.trim_end().strip_suffix(']'))
-                        .and_then(|n| n.parse::<u64>().ok())
-                };
-                let mut st = lock(o);
-                if let Some(i) = mark(CHECKPOINT_MARK) {
-                    let total = st.total;
-                    st.at_checkpoint.insert(i, total);
-                    continue;
-                }
-                if let Some(i) = mark(RESTART_MARK) {
-                    let from = if i == 0 {
-                        0
-                    } else {
-                        st.at_checkpoint.get(&i).copied().unwrap_or(st.total)
-                    };
-                    skip = st.total.saturating_sub(from);
-                    st.total = from;
-                    continue;
-                }
-                let n = line.len() as u64;
-                st.total += n;
-                if skip >= n {
-                    skip -= n;
-                    continue;
-                }
-                skip = 0;
-            }
-            let mut out: Box<dyn Write> = if is_err {
-                Box::new(std::io::stderr().lock())
-            } else {
-                Box::new(std::io::stdout().lock())
-            };
-            if let Some(p) = &prefix {
-                let _ = out.write_all(p.as_bytes());
-            }
-            let _ = out.write_all(&line);
-            if !line.ends_with(b"\n") {
-                let _ = out.write_all(b"\n");
-            }
-            let _ = out.flush();
         }
     })
 }

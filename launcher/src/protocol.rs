@@ -103,7 +103,7 @@ impl ProtocolSetup {
                 .map_err(|e| format!("cannot write {}: {e}", tokens.display()))?;
             let mut addrs = Vec::new();
             for i in 0..args.event_loggers {
-                match start_logger(&root.join(format!("logger-{i}")), &tokens) {
+                match start_logger(&root.join(format!("logger-{i}")), &tokens, &args.bind) {
                     Ok((child, addr)) => {
                         setup.loggers.push(child);
                         addrs.push(addr);
@@ -227,13 +227,13 @@ fn remove_stale_log_dirs(base: &Path) {
 }
 
 /// Start `vpml event-logger` on loopback and read the address it printed.
-fn start_logger(data_dir: &Path, tokens: &Path) -> Result<(Child, String), String> {
+fn start_logger(data_dir: &Path, tokens: &Path, bind: &str) -> Result<(Child, String), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
     let parent = std::process::id();
     let mut cmd = Command::new(exe);
     cmd.arg("event-logger")
         .arg("--listen")
-        .arg("127.0.0.1:0")
+        .arg(format!("{bind}:0"))
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--token-file")

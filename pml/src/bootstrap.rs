@@ -234,6 +234,14 @@ impl KvClient {
         Ok(c)
     }
 
+    /// The address of this end of the connection: the interface that
+    /// reaches the launcher, which is where other hosts reach this rank.
+    pub fn local_ip(&self) -> std::net::IpAddr {
+        self.writer
+            .local_addr()
+            .map_or(std::net::IpAddr::from([127, 0, 0, 1]), |a| a.ip())
+    }
+
     fn request(&mut self, line: &str) -> Result<String> {
         let lost = |e: std::io::Error| Error::LauncherLost(e.to_string());
         self.writer

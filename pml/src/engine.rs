@@ -359,8 +359,11 @@ struct Recovery {
     /// Messages to each peer it already had when the link was set up: a
     /// re-executed send up to this number is logged but not transmitted.
     suppress: Vec<u64>,
-    /// Peers on this host: after a restart the pair's rings are used again.
-    shm_with: Vec<bool>,
+    /// The host this process runs on (a restarted rank may run elsewhere
+    /// than its first process: peers learn it in the handshake).
+    my_host: usize,
+    /// Every pair talks over TCP (`--transport tcp`).
+    transport_tcp: bool,
     token: String,
     /// A restarted process until it has caught up (see `check_caught_up`).
     catching_up: Option<CatchUp>,

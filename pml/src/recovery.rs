@@ -13,10 +13,13 @@
 //!   So a restarted rank connects to everybody, and a rank restarted later
 //!   still connects to it: no two connections ever cross.
 //! * **Handshake.** `VPMLREC1 <token> <rank> <incarnation> <received>
-//!   <single-copy>` answered by `OK <incarnation> <received> <single-copy>`:
+//!   <single-copy> <host>` answered by `OK <incarnation> <received>
+//!   <single-copy> <host>`:
 //!   each side tells how many messages of the other it has *fully*
 //!   received, and each side then re-sends from its sender log everything
-//!   after that, in order. Between ranks of one host the link then goes
+//!   after that, in order. A restarted rank may run on another host than
+//!   its predecessor (a spare): the hosts in the handshake decide the
+//!   channel. Between ranks of one host the link then goes
 //!   back onto the pair's shared-memory rings: the accepting side clears
 //!   both rings before its reply (its own link to the restarted rank is
 //!   down, and the new process touches them only after the reply), and
@@ -322,9 +325,10 @@ pub(crate) fn hello_line(
     incarnation: u32,
     received: u64,
     single_copy: bool,
+    host: usize,
 ) -> String {
     format!(
-        "VPMLREC1 {token} {rank} {incarnation} {received} {}\n",
+        "VPMLREC1 {token} {rank} {incarnation} {received} {} {host}\n",
         u8::from(single_copy)
     )
 }
@@ -338,6 +342,8 @@ pub(crate) struct Hello {
     pub received: u64,
     /// It can read our memory (single copy).
     pub single_copy: bool,
+    /// The host it runs on.
+    pub host: usize,
 }
 
 /// Parse and check a greeting.
@@ -371,11 +377,16 @@ pub(crate) fn parse_hello(
         Some("0") => false,
         _ => return Err("bad single-copy flag".into()),
     };
+    let host: usize = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .ok_or("bad host")?;
     Ok(Hello {
         rank,
         incarnation,
         received,
         single_copy,
+        host,
     })
 }
 
@@ -472,19 +483,20 @@ mod tests {
 
     #[test]
     fn greetings_are_checked() {
-        let l = hello_line("tok", 2, 3, 17, true);
+        let l = hello_line("tok", 2, 3, 17, true, 1);
         assert_eq!(
             parse_hello(l.trim_end(), "tok", 4),
             Ok(Hello {
                 rank: 2,
                 incarnation: 3,
                 received: 17,
-                single_copy: true
+                single_copy: true,
+                host: 1,
             })
         );
         assert!(parse_hello(l.trim_end(), "other", 4).is_err());
         assert!(parse_hello(l.trim_end(), "tok", 2).is_err());
-        assert!(parse_hello("VPMLREC1 tok 1 x 3 0", "tok", 4).is_err());
-        assert!(parse_hello("VPMLREC1 tok 1 2 3", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 x 3 0 0", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 2 3 0", "tok", 4).is_err());
     }
 }

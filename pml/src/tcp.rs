@@ -4,7 +4,8 @@
 //!
 //! Large messages go as fragments (there is no single-copy read across a
 //! socket). Connections are set up during bootstrap through the launcher's
-//! key/value exchange: every rank listens on loopback, publishes its
+//! key/value exchange: every rank listens on the interface that reaches the
+//! launcher (loopback on one host), publishes its
 //! address, connects to the ranks below it and accepts the ranks above it;
 //! each connection starts with the job token and the connecting rank, and a
 //! connection with a wrong token is refused (and logged) without affecting
@@ -247,7 +248,8 @@ pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<
         let what = what.to_string();
         move |e: std::io::Error| Error::Bootstrap(format!("tcp {what}: {e}"))
     };
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io("listen"))?;
+    // The interface that reaches the launcher reaches the other hosts.
+    let listener = TcpListener::bind((kv.local_ip(), 0)).map_err(io("listen"))?;
     let addr = listener.local_addr().map_err(io("listen"))?;
     kv.put(&format!("tcp.{}", env.rank), &addr.to_string())?;
     kv.fence()?;

@@ -14,11 +14,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program as a job of N ranks on this host.
-    Run(vpml_launcher::RunArgs),
+    /// Run a program as a job of N ranks (on this host, or on several
+    /// with --hosts/--hostfile).
+    Run(Box<vpml_launcher::RunArgs>),
     /// Run an event logger: stable storage for the pessimist protocol's
     /// events. Prints its address on stdout, serves until SIGTERM/SIGINT.
     EventLogger(vpml_event_logger::cli::EventLoggerArgs),
+    /// A host's agent in a multi-host job (started by `vpml run`; reads
+    /// the job token from standard input).
+    #[command(hide = true)]
+    Agent(vpml_launcher::agent::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,7 +36,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => vpml_launcher::run(args),
+        Command::Run(args) => vpml_launcher::run(*args),
         Command::EventLogger(args) => vpml_event_logger::cli::run(args),
+        Command::Agent(args) => vpml_launcher::agent::agent_main(args),
     }
 }

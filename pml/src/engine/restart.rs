@@ -35,7 +35,7 @@ impl Recovery {
         // SAFETY: the descriptor was inherited for us alone; the mapping
         // stays valid after close.
         unsafe { libc::close(page_fd) };
-        let listener = TcpListener::bind("127.0.0.1:0")
+        let listener = TcpListener::bind((kv.local_ip(), 0))
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| Error::Bootstrap(format!("recovery listener: {e}")))?;
         let addr = listener
@@ -74,9 +74,8 @@ impl Recovery {
             listener,
             expecting: vec![false; env.size],
             suppress: vec![0; env.size],
-            shm_with: (0..env.size)
-                .map(|q| q != env.rank && !env.over_tcp(env.rank, q))
-                .collect(),
+            my_host: env.host_of.get(env.rank).copied().unwrap_or(0),
+            transport_tcp: env.transport_tcp,
             token: env.token.clone(),
             catching_up,
             page,
@@ -204,10 +203,10 @@ impl Engine {
                 continue;
             }
             match self.connect_to(q, inc) {
-                Ok(Some((stream, received, single_copy))) => {
+                Ok(Some((stream, received, single_copy, host))) => {
                     // The job agreed on single copy before we started.
                     self.single_copy |= single_copy;
-                    self.install_link(q, stream, received, single_copy)?
+                    self.install_link(q, stream, received, single_copy, host)?
                 }
                 Ok(None) => {}
                 Err(why) => {
@@ -224,7 +223,7 @@ impl Engine {
         &mut self,
         q: usize,
         inc: u32,
-    ) -> std::result::Result<Option<(TcpStream, u64, bool)>, String> {
+    ) -> std::result::Result<Option<(TcpStream, u64, bool, usize)>, String> {
         let me = self.core.rank;
         let received = self.core.recv_seq[q];
         let single_copy = self.single_copy;
@@ -251,7 +250,14 @@ impl Engine {
             .map_err(|_| format!("bad address {addr:?} for rank {q}"))?;
         let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
             .map_err(|e| format!("connect to {sock}: {e}"))?;
-        let hello = recovery::hello_line(&rc.token, me, rc.incarnation, received, single_copy);
+        let hello = recovery::hello_line(
+            &rc.token,
+            me,
+            rc.incarnation,
+            received,
+            single_copy,
+            rc.my_host,
+        );
         recovery::write_line(&mut s, &hello)?;
         let page = &rc.page;
         let reply = recovery::read_line(&mut s, || page.incarnation(q) == inc)?;
@@ -262,8 +268,11 @@ impl Engine {
         let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
         let their_received: Option<u64> = parts.next().and_then(|v| v.parse().ok());
         let their_copy = parts.next();
-        match (their_inc, their_received, their_copy) {
-            (Some(i), Some(r), Some(c @ ("0" | "1"))) if i == inc => Ok(Some((s, r, c == "1"))),
+        let their_host: Option<usize> = parts.next().and_then(|v| v.parse().ok());
+        match (their_inc, their_received, their_copy, their_host) {
+            (Some(i), Some(r), Some(c @ ("0" | "1")), Some(h)) if i == inc => {
+                Ok(Some((s, r, c == "1", h)))
+            }
             _ => Err(format!("bad reply {reply:?}")),
         }
     }
@@ -354,6 +363,7 @@ impl Engine {
                 incarnation: inc,
                 received,
                 single_copy,
+                host,
             } = match hello {
                 Ok(h) => h,
                 Err(why) => {
@@ -373,27 +383,36 @@ impl Engine {
                 continue;
             }
             let reply = format!(
-                "OK {} {} {}\n",
+                "OK {} {} {} {}\n",
                 rc.incarnation,
                 self.core.recv_seq[q],
-                u8::from(self.single_copy)
+                u8::from(self.single_copy),
+                rc.my_host
             );
-            self.clear_rings(q);
+            self.clear_rings(q, host);
             if let Err(why) = recovery::write_line(&mut s, &reply) {
                 tracing::warn!("connection of rank {q} lost during the handshake: {why}");
                 continue;
             }
-            self.install_link(q, s, received, single_copy)?;
+            self.install_link(q, s, received, single_copy, host)?;
         }
+    }
+
+    /// Does a process on `host` share this host's memory (and our
+    /// mailboxes)?
+    fn same_host(&self, host: usize) -> bool {
+        self.recovery
+            .as_ref()
+            .is_some_and(|r| !r.transport_tcp && r.my_host == host)
     }
 
     /// Clear both rings of the pair (`q`, us) if it talks over shared
     /// memory. The accepting side does it, before its reply: our link to
     /// `q` is down (we write nothing), `q`'s old process is dead, and its
     /// new process waits for the reply before it touches either ring.
-    fn clear_rings(&mut self, q: usize) {
+    fn clear_rings(&mut self, q: usize, host: usize) {
         let me = self.core.rank;
-        let shm = self.recovery.as_ref().is_some_and(|r| r.shm_with[q]);
+        let shm = self.same_host(host);
         if let (true, Some(own), Some(theirs)) =
             (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
         {
@@ -408,9 +427,15 @@ impl Engine {
 
     /// The link to `q` after the handshake: its rings (cleared by each
     /// side before its handshake line) on one host, else the connection.
-    fn new_link(&mut self, q: usize, stream: TcpStream, single_copy: bool) -> Result<(Link, bool)> {
+    fn new_link(
+        &mut self,
+        q: usize,
+        stream: TcpStream,
+        single_copy: bool,
+        host: usize,
+    ) -> Result<(Link, bool)> {
         let me = self.core.rank;
-        let shm = self.recovery.as_ref().is_some_and(|r| r.shm_with[q]);
+        let shm = self.same_host(host);
         if let (true, Some(own), Some(theirs)) =
             (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
         {
@@ -444,9 +469,10 @@ impl Engine {
         stream: TcpStream,
         received: u64,
         single_copy: bool,
+        host: usize,
     ) -> Result<()> {
         self.drop_link(q);
-        let (link, single_copy) = self.new_link(q, stream, single_copy)?;
+        let (link, single_copy) = self.new_link(q, stream, single_copy, host)?;
         if let Some(rc) = self.recovery.as_mut() {
             rc.expecting[q] = false;
             rc.suppress[q] = received;
