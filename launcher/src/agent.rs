@@ -869,6 +869,22 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_with_a_wrong_token_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let hello = |line: &str| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            write_msg(&mut c, line, &[]).unwrap();
+            let (s, _) = l.accept().unwrap();
+            agent_hello(s, "right", 2).map(|(h, _, _)| h)
+        };
+        assert_eq!(hello("HELLO right 1").unwrap(), 1);
+        assert_eq!(hello("HELLO wrong 1").unwrap_err(), "wrong job token");
+        assert_eq!(hello("HELLO right 7").unwrap_err(), "bad host index");
+        assert_eq!(hello("GET / HTTP/1.0").unwrap_err(), "not a vpml agent");
+    }
+
+    #[test]
     fn agents_start_through_fork_netns_or_ssh() {
         let vpml = std::path::Path::new("/opt/vpml");
         let h = |via| HostSpec {
