@@ -165,27 +165,34 @@ fn text(o: &Output) -> (String, String) {
 fn point_to_point_across_three_namespace_hosts() {
     let _g = serial();
     let Some(h) = hosts(3, 0) else { return };
-    // 6 ranks, 2 per host: pairs within a host use shared memory, the
-    // others TCP between the namespaces.
-    let launcher = h.launch(&[(0, 2), (1, 2), (2, 2)], &[]);
-    for name in [
-        "order",
-        "any",
-        "probe",
-        "some",
-        "persistent",
-        "ssend",
-        "large",
-        "sendrecv",
+    // The ranks fill the three hosts in order: with 2 or 3 ranks every
+    // pair crosses hosts (TCP); with more, pairs within a host use shared
+    // memory and the others TCP between the namespaces.
+    for (n, name) in [
+        (2usize, "order"),
+        (4, "any"),
+        (3, "probe"),
+        (4, "some"),
+        (2, "truncate"),
+        (2, "persistent"),
+        (4, "ssend"),
+        (2, "cancel"),
+        (2, "large"),
+        (2, "self"),
+        (5, "sendrecv"),
+        (16, "alltoall"),
     ] {
-        let out = run(6, &launcher, "scenarios", &[name]);
+        let slots = n.div_ceil(3);
+        let launcher = h.launch(&[(0, slots), (1, slots), (2, slots)], &[]);
+        let out = run(n, &launcher, "scenarios", &[name]);
         let (stdout, stderr) = text(&out);
         assert!(
             out.status.success() && stdout.lines().any(|l| l == format!("ok {name}")),
-            "scenario {name} across namespaces failed ({}):\n{stdout}\n{stderr}",
+            "scenario {name} on {n} ranks across namespaces failed ({}):\n{stdout}\n{stderr}",
             out.status
         );
     }
+    let launcher = h.launch(&[(0, 2), (1, 2), (2, 2)], &[]);
     let out = run(6, &launcher, "collective-checks", &["all"]);
     let (stdout, stderr) = text(&out);
     assert!(
