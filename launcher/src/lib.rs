@@ -107,7 +107,9 @@ pub struct RunArgs {
     /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
     /// seconds after the start; repeatable; `RANK@SECONDS:corrupt-checkpoint`
     /// also damages its newest checkpoint before the restart;
-    /// `agent:HOST@SECONDS` kills the agent of host number HOST), or
+    /// `RANK@restart+SECONDS` kills it that long after its next restart,
+    /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
+    /// host number HOST), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
     /// default 2; the seed is printed).
@@ -193,6 +195,8 @@ struct Injection {
     rank: usize,
     /// Kill the agent of host `rank` (multi-host jobs).
     agent: bool,
+    /// `after` counts from the rank's next restart, not from the start.
+    after_restart: bool,
     after: Duration,
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
@@ -230,6 +234,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
                 out.push(Injection {
                     rank,
                     agent: false,
+                    after_restart: false,
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
                 });
@@ -253,6 +258,10 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
             if !agent && rank >= args.ranks {
                 return Err(bad(&format!("rank {rank} is outside the job")));
             }
+            let (secs, after_restart) = match secs.strip_prefix("restart+") {
+                Some(s) => (s, true),
+                None => (secs, false),
+            };
             let secs: f64 = secs.parse().map_err(|_| bad("bad number of seconds"))?;
             if !(secs.is_finite() && secs >= 0.0) {
                 return Err(bad("the time must be a non-negative number of seconds"));
@@ -260,6 +269,7 @@ fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
             out.push(Injection {
                 rank,
                 agent,
+                after_restart,
                 after: Duration::from_secs_f64(secs),
                 corrupt_checkpoint,
             });
@@ -809,6 +819,16 @@ fn supervise(
     let mut alive = vec![true; n];
     let mut incarnation = vec![0u32; n];
     let mut next_injection = 0;
+    let (relative, injections): (Vec<&Injection>, Vec<&Injection>) =
+        injections.iter().partition(|i| i.after_restart);
+    // Kills that wait for a restart of their rank, in order, and those armed.
+    let mut on_restart: Vec<std::collections::VecDeque<Duration>> = vec![Default::default(); n];
+    for i in relative {
+        if let Some(q) = on_restart.get_mut(i.rank) {
+            q.push_back(i.after);
+        }
+    }
+    let mut armed: Vec<(Instant, usize)> = Vec::new();
     let mut killed_at: Vec<Option<Instant>> = vec![None; n];
     let mut corrupt_before_restart = vec![false; n];
     let mut restarts_done = 0u32;
@@ -834,7 +854,12 @@ fn supervise(
         };
     }
     while alive.iter().any(|&a| a) {
-        let injection_at = injections.get(next_injection).map(|i| start + i.after);
+        let injection_at = injections
+            .get(next_injection)
+            .map(|i| start + i.after)
+            .into_iter()
+            .chain(armed.iter().map(|(t, _)| *t))
+            .min();
         let wake = [
             deadline,
             kill_at,
@@ -859,6 +884,21 @@ fn supervise(
         let mut deaths: Vec<(usize, Death)> = Vec::new();
         match ev {
             None => {
+                armed.retain(|&(t, rank)| {
+                    if t > now {
+                        return true;
+                    }
+                    if failure.is_none() && !all_finalized && alive[rank] {
+                        eprintln!(
+                            "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) during its recovery, at {:.3} s",
+                            backend.describe(rank),
+                            now.duration_since(start).as_secs_f64()
+                        );
+                        killed_at[rank] = Some(now);
+                        backend.signal(rank, libc::SIGKILL);
+                    }
+                    false
+                });
                 while let Some(inj) = injections.get(next_injection)
                     && start + inj.after <= now
                 {
@@ -1032,6 +1072,9 @@ fn supervise(
                 Ok(()) => {
                     alive[rank] = true;
                     backend.wake_all();
+                    if let Some(after) = on_restart[rank].pop_front() {
+                        armed.push((Instant::now() + after, rank));
+                    }
                     let detected = killed_at[rank]
                         .take()
                         .map(|k| {
