@@ -125,16 +125,15 @@ impl ProtocolSetup {
             ));
         }
         setup.info = format!(
-            "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs in {} ({}), checkpoints in {}",
+            "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs {}, checkpoints in {}",
             addrs.len(),
             addrs.join(","),
             args.replicas,
             if args.sender_log == "file" {
-                root.display().to_string()
+                format!("in {}", root.display())
             } else {
-                "memory".to_string()
+                "in memory".to_string()
             },
-            args.sender_log,
             root.display()
         );
         setup.envs = vec![
