@@ -179,4 +179,4 @@ pub use auth::{MIN_TOKEN_LEN, TokenError, Tokens, random_token, valid_job_name};
 pub use client::{Client, ClientConfig, ClientError};
 pub use event::{Event, EventBatch, EventId};
 pub use server::{MAX_PUT_EVENT_BYTES, Server, ServerConfig, ServerError};
-pub use storage::{DEFAULT_SEGMENT_BYTES, Durability, StorageError};
+pub use storage::{DEFAULT_SEGMENT_BYTES, Durability, StorageError, read_stored_events};

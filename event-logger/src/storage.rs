@@ -705,6 +705,45 @@ pub(crate) fn read_events(
     Ok(())
 }
 
+/// Every stored event of `job`/`rank` under the data directory `root`,
+/// read offline (no server), in id order. A missing rank is an empty
+/// list; damage is an error naming the file and offset.
+pub fn read_stored_events(
+    root: &Path,
+    job: &str,
+    rank: u32,
+) -> Result<Vec<(EventId, crate::Event)>, StorageError> {
+    let dir = root.join("jobs").join(job).join(rank.to_string());
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let cfg = StorageConfig {
+        root: root.to_path_buf(),
+        durability: Durability::Write,
+        segment_bytes: DEFAULT_SEGMENT_BYTES,
+        repair: false,
+    };
+    let log = RankLog::open(&dir, &cfg)?;
+    let plan = log.read_plan(1);
+    let mut out = Vec::new();
+    let mut bad = None;
+    read_events(&plan, 1, |count, bytes| {
+        match EventBatch::parse(count, bytes) {
+            Ok(b) => out.extend(b.events()),
+            Err(e) => bad = Some(e.to_string()),
+        }
+        Ok(())
+    })?;
+    if let Some(why) = bad {
+        return Err(StorageError::Corrupt {
+            path: dir,
+            offset: 0,
+            why,
+        });
+    }
+    Ok(out)
+}
+
 /// A rank's log, shared by its connections.
 pub(crate) type SharedLog = Arc<Mutex<RankLog>>;
 

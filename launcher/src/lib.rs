@@ -21,6 +21,7 @@
 pub mod agent;
 mod kv;
 mod protocol;
+pub mod record;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -100,6 +101,11 @@ pub struct RunArgs {
     /// Print each rank's counters (engine and protocol) at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Record the job for `vpml replay` (implies the pessimist protocol):
+    /// keep sender logs, events and checkpoints in DIR (default: a new
+    /// directory under ~/.local/share/vpml/recordings, linked as `latest`).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    pub record: Option<PathBuf>,
     /// With a protocol: how many times crashed ranks may be restarted in
     /// all before the job is given up.
     #[arg(long, value_name = "N", default_value_t = 16)]
@@ -291,8 +297,24 @@ fn splitmix(mut x: u64) -> u64 {
 }
 
 /// Run a job; the process exit code is the job's.
-pub fn run(args: RunArgs) -> ExitCode {
-    match run_job(&args) {
+pub fn run(mut args: RunArgs) -> ExitCode {
+    let recording = match args.record.clone().map(|d| record::prepare(&d)).transpose() {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("vpml run: {msg}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Some((dir, _)) = &recording {
+        if !matches!(args.protocol.as_str(), "none" | "pessimist") || args.log_dir.is_some() {
+            eprintln!("vpml run: --record uses the pessimist protocol and its own log directory");
+            return ExitCode::from(1);
+        }
+        args.protocol = "pessimist".into();
+        args.sender_log = "file".into();
+        args.log_dir = Some(dir.clone());
+    }
+    match run_job(&args, recording.as_ref()) {
         Ok(code) => ExitCode::from(code),
         Err(msg) => {
             eprintln!("vpml run: {msg}");
@@ -301,7 +323,9 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn run_job(args: &RunArgs) -> Result<u8, String> {
+fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, String> {
+    // A recording keeps every rank's counters in its manifest.
+    let stats_env = args.stats || recording.is_some();
     if args.ranks == 0 {
         return Err("-n must be at least 1".into());
     }
@@ -318,6 +342,9 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     raise_fd_limit();
 
     let job_id = hex(&random_bytes::<8>()?);
+    let job_id_for_manifest = job_id.clone();
+    // Replays may run from another directory.
+    let program_for_manifest = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
     let token = protocol::job_token(args, hex(&random_bytes::<16>()?))?;
     let (tx, rx) = unbounded::<Event>();
     let (kv_addr, kv) = kv::start(&args.bind, args.ranks, token.clone(), tx.clone())
@@ -353,7 +380,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
             (env::TOKEN.to_string(), token.clone()),
             (
                 env::STATS.to_string(),
-                if args.stats { "1" } else { "" }.to_string(),
+                if stats_env { "1" } else { "" }.to_string(),
             ),
             (env::TRANSPORT.to_string(), args.transport.clone()),
             (env::HOST_OF.to_string(), host_of.join(",")),
@@ -449,7 +476,7 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
             kv_addr,
             token,
             fds: fds.join(","),
-            stats: args.stats,
+            stats: stats_env,
             ranks: args.ranks,
             cores,
             bind,
@@ -503,6 +530,19 @@ fn run_job(args: &RunArgs) -> Result<u8, String> {
     protocol.stop();
     if args.stats {
         print_stats(&kv, args.ranks);
+    }
+    if let Some((dir, default)) = recording {
+        let m = record::Manifest {
+            job: job_id_for_manifest,
+            size: args.ranks,
+            program: program_for_manifest.into_os_string(),
+            args: rest.to_vec(),
+            protocol: args.protocol.clone(),
+            ranks: (0..args.ranks)
+                .map(|r| kv.get(&format!("stats.{r}")))
+                .collect(),
+        };
+        record::finish(dir, *default, &m)?;
     }
     Ok(code)
 }

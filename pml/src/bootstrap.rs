@@ -52,6 +52,9 @@ pub mod env {
     pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
     /// This process's incarnation (0 at first start).
     pub const INCARNATION: &str = "VPML_INCARNATION";
+    /// Set by `vpml replay`: the recording this rank is replayed from
+    /// (alone: no launcher, no peers).
+    pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";
     /// Wall-clock time (ns since the Unix epoch) at which the launcher
     /// started this process (to time restarts).
     pub const SPAWNED_AT_NS: &str = "VPML_SPAWNED_AT_NS";
@@ -138,6 +141,36 @@ fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
 }
 
 impl JobEnv {
+    /// The environment of a rank replayed alone (`vpml replay` sets
+    /// `VPML_REPLAY_DIR`, the rank, the size and the job id); `Ok(None)`
+    /// otherwise.
+    pub fn for_replay() -> Result<Option<JobEnv>> {
+        if std::env::var_os(env::REPLAY_DIR).is_none() {
+            return Ok(None);
+        }
+        let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
+        let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
+        if size == 0 || rank >= size {
+            return Err(Error::Bootstrap(format!(
+                "rank {rank} is not inside a job of {size} ranks"
+            )));
+        }
+        Ok(Some(JobEnv {
+            job_id: var(env::JOB_ID)?,
+            rank,
+            size,
+            kv_addr: String::new(),
+            token: String::new(),
+            mailbox_fds: Vec::new(),
+            local_size: 1,
+            host_cores: 1,
+            transport_tcp: false,
+            host_of: vec![0; size],
+            job_page_fd: None,
+            incarnation: 0,
+        }))
+    }
+
     /// Read the job environment; `Ok(None)` if this process was not started
     /// by `vpml run` (then it runs as a single-rank job).
     pub fn from_env() -> Result<Option<JobEnv>> {

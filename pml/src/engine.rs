@@ -15,7 +15,8 @@ use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::{Envelope, MatchQueues, Posted, RecvSpec};
 use crate::protocol::{
-    CallId, CompletionKind, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo,
+    SendPlan,
 };
 use crate::recovery::JobPage;
 use crate::shm::futex;
@@ -212,6 +213,14 @@ enum Link {
     Tcp(TcpConn),
     /// No link: the peer died and its next incarnation has not connected.
     Dead,
+    /// A replayed rank (`vpml replay`): the peer's recorded messages, as
+    /// eager frames; what is written is dropped (checked by the protocol).
+    Feed(VecDeque<LoggedMessage>),
+}
+
+/// The frame a recorded message is read as.
+fn feed_header(m: &LoggedMessage) -> FrameHeader {
+    message_header(kind::EAGER, m.tag, m.context, m.seq, m.len)
 }
 
 impl Link {
@@ -223,6 +232,7 @@ impl Link {
             Link::Shm { writer, .. } => writer.has_room(k, len),
             Link::Tcp(c) => c.has_room(),
             Link::Dead => false,
+            Link::Feed(_) => true,
         }
     }
     fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
@@ -230,6 +240,7 @@ impl Link {
             Link::Shm { writer, .. } => writer.try_write(hdr, payload),
             Link::Tcp(c) => c.try_write(hdr, payload),
             Link::Dead => false,
+            Link::Feed(_) => true,
         }
     }
     fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
@@ -237,6 +248,7 @@ impl Link {
             Link::Shm { writer, .. } => writer.announce_waiting(k, len),
             Link::Tcp(c) => c.has_room(),
             Link::Dead => false,
+            Link::Feed(_) => true,
         }
     }
     fn has_frame(&self) -> bool {
@@ -244,6 +256,7 @@ impl Link {
             Link::Shm { reader, .. } => reader.has_frame(),
             Link::Tcp(c) => c.has_frame(),
             Link::Dead => false,
+            Link::Feed(q) => !q.is_empty(),
         }
     }
     fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
@@ -251,6 +264,7 @@ impl Link {
             Link::Shm { reader, .. } => reader.peek(),
             Link::Tcp(c) => c.peek(),
             Link::Dead => Ok(None),
+            Link::Feed(q) => Ok(q.front().map(feed_header)),
         }
     }
     fn payload(&self, hdr: &FrameHeader, len: usize) -> std::result::Result<&[u8], String> {
@@ -258,6 +272,17 @@ impl Link {
             Link::Shm { reader, .. } => reader.payload(hdr, len),
             Link::Tcp(c) => c.payload(hdr, len),
             Link::Dead => Err("no link".into()),
+            Link::Feed(q) => match q.front() {
+                Some(m) if m.len == len && m.seq == hdr.seq => {
+                    if len == 0 {
+                        return Ok(&[]);
+                    }
+                    // SAFETY: the protocol keeps the recorded log mapped
+                    // (and unchanged) as long as the engine lives.
+                    Ok(unsafe { std::slice::from_raw_parts(m.ptr, m.len) })
+                }
+                _ => Err("recorded message out of step".into()),
+            },
         }
     }
     fn consume(&mut self, hdr: &FrameHeader) {
@@ -265,6 +290,9 @@ impl Link {
             Link::Shm { reader, .. } => reader.consume(hdr),
             Link::Tcp(c) => c.consume(hdr),
             Link::Dead => {}
+            Link::Feed(q) => {
+                q.pop_front();
+            }
         }
     }
     /// Payload bytes per fragment of a large message.
@@ -274,7 +302,7 @@ impl Link {
     /// Bytes accepted but not yet handed to the operating system.
     fn unsent(&self) -> usize {
         match self {
-            Link::Shm { .. } | Link::Dead => 0,
+            Link::Shm { .. } | Link::Dead | Link::Feed(_) => 0,
             Link::Tcp(c) => c.queued(),
         }
     }
@@ -286,7 +314,7 @@ impl Link {
                 c.flush();
                 false
             }
-            Link::Dead => false,
+            Link::Dead | Link::Feed(_) => false,
         }
     }
 }
@@ -406,6 +434,8 @@ pub(crate) struct Engine {
     recovery: Option<Recovery>,
     /// When `checkpoint_if_due` last saved (or the engine started).
     last_checkpoint: Instant,
+    /// This rank is replayed alone from a recording (`vpml replay`).
+    replay_alone: bool,
 }
 
 impl Engine {
@@ -432,7 +462,24 @@ impl Engine {
             last_call: 0,
             recovery: None,
             last_checkpoint: Instant::now(),
+            replay_alone: false,
         }
+    }
+
+    /// A rank replayed alone (`vpml replay`): every peer is a feed of its
+    /// recorded messages, filled when the protocol is installed.
+    pub(crate) fn replaying_alone(rank: usize, size: usize, job_id: &str) -> Engine {
+        let mut e = Engine::singleton();
+        e.core = Core::new(rank, size);
+        e.size = size;
+        e.peers = (0..size)
+            .map(|p| (p != rank).then(|| Peer::new(Link::Feed(VecDeque::new()), false)))
+            .collect();
+        e.send_seq = vec![0; size];
+        e.mailboxes = (0..size).map(|_| None).collect();
+        e.job_id = job_id.to_string();
+        e.replay_alone = true;
+        e
     }
 
     /// Join the job described by `env`: map every mailbox, publish our pid,
@@ -549,6 +596,7 @@ impl Engine {
             last_call: 0,
             recovery,
             last_checkpoint: Instant::now(),
+            replay_alone: false,
         })
     }
 
@@ -1324,6 +1372,20 @@ impl Engine {
     /// Sleep on the doorbell unless something is already waiting.
     fn sleep(&mut self) {
         self.core.stats.sleeps += 1;
+        if self.replay_alone
+            && self
+                .peers
+                .iter()
+                .flatten()
+                .all(|p| matches!(&p.link, Link::Feed(q) if q.is_empty()))
+        {
+            // Nothing else can ever arrive.
+            let e = Error::EngineFailed(
+                "replay: the rank waits for a message the recording does not have (its execution diverged)".into(),
+            );
+            self.fail(&e);
+            return;
+        }
         let Some(own) = self.own.as_ref() else {
             // A single rank waiting for itself can never be woken.
             std::thread::sleep(SLEEP_SLICE);
@@ -1351,7 +1413,7 @@ impl Engine {
                         events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
                         revents: 0,
                     }),
-                    Link::Shm { .. } | Link::Dead => None,
+                    Link::Shm { .. } | Link::Dead | Link::Feed(_) => None,
                 })
                 .collect();
             fds.extend(self.idle_fds());

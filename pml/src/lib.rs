@@ -99,8 +99,13 @@ pub fn init_with(
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(Error::RequestState("vpml::init called twice"));
     }
-    let env = bootstrap::JobEnv::from_env()?;
+    let replay = bootstrap::JobEnv::for_replay()?;
+    let env = match replay {
+        Some(r) => Some(r),
+        None => bootstrap::JobEnv::from_env()?,
+    };
     let mut engine = match &env {
+        Some(env) if replay_alone() => engine::Engine::replaying_alone(env.rank, env.size, &env.job_id),
         Some(env) => engine::Engine::join(env)?,
         None => engine::Engine::singleton(),
     };
@@ -115,6 +120,11 @@ pub fn init_with(
         },
         done: false,
     })
+}
+
+/// Is this process one rank replayed alone (`vpml replay`)?
+fn replay_alone() -> bool {
+    std::env::var_os(bootstrap::env::REPLAY_DIR).is_some()
 }
 
 impl World {

@@ -204,4 +204,8 @@ pub trait Protocol {
     /// Receiver `dest` checkpointed: records to it up to `up_to` are not
     /// needed any more.
     fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()>;
+
+    /// When one rank is replayed alone (`vpml replay`): every message rank
+    /// `from` sent to it in the recording, in order. Empty otherwise.
+    fn recorded_incoming(&mut self, from: usize) -> Vec<LoggedMessage>;
 }

@@ -20,6 +20,10 @@ enum Command {
     /// Run an event logger: stable storage for the pessimist protocol's
     /// events. Prints its address on stdout, serves until SIGTERM/SIGINT.
     EventLogger(vpml_event_logger::cli::EventLoggerArgs),
+    /// Re-run one rank of a recording (`vpml run --record`) alone: its
+    /// receptions come from the recorded logs, its sends are checked
+    /// against the recorded ones, and the first divergence is reported.
+    Replay(vpml_launcher::record::ReplayArgs),
     /// A host's agent in a multi-host job (started by `vpml run`; reads
     /// the job token from standard input).
     #[command(hide = true)]
@@ -39,5 +43,6 @@ fn main() -> ExitCode {
         Command::Run(args) => vpml_launcher::run(*args),
         Command::EventLogger(args) => vpml_event_logger::cli::run(args),
         Command::Agent(args) => vpml_launcher::agent::agent_main(args),
+        Command::Replay(args) => vpml_launcher::record::replay_main(args),
     }
 }

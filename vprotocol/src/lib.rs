@@ -17,6 +17,7 @@
 
 pub mod checkpoint;
 pub mod pessimist;
+pub mod replay;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ pub mod env {
 }
 
 /// The protocols this build knows, by name.
-pub const PROTOCOLS: [&str; 2] = ["none", "pessimist"];
+pub const PROTOCOLS: [&str; 3] = ["none", "pessimist", "replay"];
 
 /// Build the protocol the environment asks for (`None` for `none`).
 ///
@@ -50,6 +51,15 @@ pub fn from_env(job: Option<&JobEnv>) -> Result<Option<Box<dyn Protocol>>> {
     let name = std::env::var(env::PROTOCOL).unwrap_or_else(|_| "none".into());
     match name.as_str() {
         "" | "none" => Ok(None),
+        "replay" => {
+            let job = job.ok_or_else(|| {
+                Error::Bootstrap("replay needs the environment `vpml replay` sets".into())
+            })?;
+            let dir = replay::Replayer::dir_from_env().ok_or_else(|| {
+                Error::Bootstrap(format!("{} is not set", replay::env::REPLAY_DIR))
+            })?;
+            Ok(Some(Box::new(replay::Replayer::start(job, &dir)?)))
+        }
         "pessimist" => {
             let job = job.ok_or_else(|| {
                 Error::Bootstrap("the pessimist protocol needs a job started by `vpml run`".into())

@@ -35,7 +35,6 @@
 //!   an event "nothing" (they failed the first time). Nothing is logged
 //!   again during that replay.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -50,6 +49,7 @@ use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
 use crate::checkpoint::CheckpointStore;
+use crate::replay::ReplayLog;
 use crate::env;
 
 /// Everything the pessimist protocol needs to start.
@@ -141,57 +141,6 @@ struct Counters {
     checkpoint_ns: u64,
     events_replayed: u64,
     records_freed: u64,
-}
-
-/// The logged events of a restarted process, by call id.
-#[derive(Default, Debug)]
-struct ReplayLog {
-    /// Highest call id any event names: replay ends after it.
-    end: CallId,
-    matches: HashMap<CallId, usize>,
-    deliveries: HashMap<CallId, Vec<CallId>>,
-    probes: HashMap<CallId, Option<(usize, i32)>>,
-    cancels: HashMap<CallId, bool>,
-}
-
-impl ReplayLog {
-    fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
-        let mut r = ReplayLog::default();
-        for (_, ev) in events {
-            match ev {
-                Event::Match { recv, source } if recv > after_call => {
-                    r.end = r.end.max(recv);
-                    r.matches.insert(recv, source as usize);
-                }
-                Event::Probe {
-                    call,
-                    found,
-                    source,
-                    tag,
-                    ..
-                } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.probes
-                        .insert(call, found.then_some((source as usize, tag)));
-                }
-                Event::Delivery { call, completed } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.deliveries.insert(call, completed);
-                }
-                Event::NoneRun { last, .. } if last > after_call => r.end = r.end.max(last),
-                Event::Cancel { call, cancelled } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.cancels.insert(call, cancelled);
-                }
-                _ => {}
-            }
-        }
-        r
-    }
-
-    fn len(&self) -> usize {
-        self.matches.len() + self.deliveries.len() + self.probes.len() + self.cancels.len()
-    }
 }
 
 /// What a checkpoint of this protocol holds besides the engine's state.
@@ -794,6 +743,10 @@ impl Protocol for Pessimist {
         self.counters.checkpoints += 1;
         self.counters.checkpoint_ns += t0.elapsed().as_nanos() as u64;
         Ok(frees)
+    }
+
+    fn recorded_incoming(&mut self, _from: usize) -> Vec<LoggedMessage> {
+        Vec::new()
     }
 
     fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()> {

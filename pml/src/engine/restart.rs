@@ -87,6 +87,18 @@ impl Engine {
     /// The protocol is installed: restore its checkpoint (if this process
     /// restarts from one) and, in a restarted process, connect to the job.
     pub(super) fn after_protocol_installed(&mut self) -> Result<()> {
+        if self.replay_alone {
+            for p in 0..self.size {
+                let msgs = match self.protocol.as_mut() {
+                    Some(proto) if p != self.core.rank => proto.recorded_incoming(p),
+                    _ => continue,
+                };
+                if let Some(peer) = self.peers[p].as_mut() {
+                    peer.link = Link::Feed(msgs.into());
+                }
+            }
+            return Ok(());
+        }
         if let Some(c) = self.catch_up_mut() {
             c.protocol_ready = Some(Instant::now());
         }
@@ -652,10 +664,13 @@ impl Engine {
         })
     }
 
-    /// Re-executed sends up to this sequence number were already received.
+    /// Re-executed sends up to this sequence number were already received
+    /// (and a replayed rank transmits nothing).
     pub(super) fn suppressed(&self, dest: usize, seq: u64) -> bool {
-        self.recovery
-            .as_ref()
-            .is_some_and(|r| seq <= r.suppress[dest])
+        self.replay_alone
+            || self
+                .recovery
+                .as_ref()
+                .is_some_and(|r| seq <= r.suppress[dest])
     }
 }

@@ -1,0 +1,275 @@
+//! Recordings (`vpml run --record`) and `vpml replay`.
+//!
+//! A recording is a directory holding what the pessimist protocol wrote
+//! during the job — every rank's sender log (`rank-<r>/seg-*.vlog`, kept
+//! as files), the event loggers' data (`logger-<i>/`), the checkpoints —
+//! and a `manifest` of `key value` lines: format version, job id, world
+//! size, program and arguments (hex), protocol, and per rank the counters
+//! it published at finalize. Without a directory, recordings go under the
+//! user's data directory (`$XDG_DATA_HOME/vpml/recordings/`, else
+//! `~/.local/share/vpml/recordings/`) with a `latest` link, as rr does.
+//!
+//! `vpml replay [DIR] --rank R` starts rank R's program alone, with the
+//! `replay` protocol (`vpml_vprotocol::replay`): no launcher, no peers.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use vpml_pml::bootstrap::env;
+
+/// Manifest format version.
+const FORMAT: u32 = 1;
+
+/// Where recordings go by default.
+fn default_root() -> Result<PathBuf, String> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .ok_or("neither XDG_DATA_HOME nor HOME is set: give --record a directory")?;
+    Ok(data.join("vpml").join("recordings"))
+}
+
+/// The directory a `--record` run writes to (created, empty), and whether
+/// it is under the default root (then `latest` points to it).
+pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), String> {
+    let (dir, default) = if choice.as_os_str().is_empty() {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        (
+            default_root()?.join(format!("{stamp}-{}", std::process::id())),
+            true,
+        )
+    } else {
+        (choice.to_path_buf(), false)
+    };
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .next()
+            .is_some()
+    {
+        return Err(format!(
+            "the recording directory {} is not empty",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok((dir, default))
+}
+
+/// What a manifest says.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Manifest {
+    pub job: String,
+    pub size: usize,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub protocol: String,
+    /// Per rank: the counters it published (`name=value ...`), if any.
+    pub ranks: Vec<Option<String>>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl Manifest {
+    fn encode(&self) -> String {
+        let mut s = format!("format {FORMAT}\njob {}\nsize {}\n", self.job, self.size);
+        s += &format!("program {}\n", hex(self.program.as_bytes()));
+        for a in &self.args {
+            s += &format!("arg {}\n", hex(a.as_bytes()));
+        }
+        s += &format!("protocol {}\n", self.protocol);
+        for (r, c) in self.ranks.iter().enumerate() {
+            match c {
+                Some(c) => s += &format!("rank {r} {}\n", c.replace(',', " ")),
+                None => s += &format!("rank {r} (no counters: it did not finalize)\n"),
+            }
+        }
+        s
+    }
+
+    fn decode(text: &str, path: &Path) -> Result<Manifest, String> {
+        let bad = |why: String| format!("{}: {why}", path.display());
+        let mut m = Manifest {
+            job: String::new(),
+            size: 0,
+            program: OsString::new(),
+            args: Vec::new(),
+            protocol: String::new(),
+            ranks: Vec::new(),
+        };
+        let mut format = None;
+        for (i, line) in text.lines().enumerate() {
+            let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+            let field = |v: &str| bad(format!("line {}: bad {key} {v:?}", i + 1));
+            match key {
+                "format" => format = Some(value.parse::<u32>().map_err(|_| field(value))?),
+                "job" => m.job = value.to_string(),
+                "size" => m.size = value.parse().map_err(|_| field(value))?,
+                "program" => m.program = OsString::from_vec(unhex(value).ok_or_else(|| field(value))?),
+                "arg" => m.args.push(OsString::from_vec(unhex(value).ok_or_else(|| field(value))?)),
+                "protocol" => m.protocol = value.to_string(),
+                "rank" => m.ranks.push(Some(value.to_string())),
+                _ => return Err(bad(format!("line {}: unknown key {key:?}", i + 1))),
+            }
+        }
+        match format {
+            Some(FORMAT) => {}
+            Some(v) => return Err(bad(format!("format version {v} (this vpml reads {FORMAT})"))),
+            None => return Err(bad("no format line: not a vpml recording manifest".into())),
+        }
+        if m.size == 0 || m.job.is_empty() || m.program.is_empty() {
+            return Err(bad("incomplete manifest (job, size and program are required)".into()));
+        }
+        Ok(m)
+    }
+}
+
+/// Write the manifest of a finished recording (and point `latest` at it).
+pub(crate) fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), String> {
+    let path = dir.join("manifest");
+    std::fs::write(&path, m.encode()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if default && let Some(root) = dir.parent() {
+        let link = root.join("latest");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(dir, &link)
+            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    }
+    eprintln!("vpml run: recorded to {}", dir.display());
+    Ok(())
+}
+
+/// Options of `vpml replay`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The recording (default: the latest under the user's data directory).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The rank to replay.
+    #[arg(long, value_name = "R")]
+    pub rank: usize,
+    /// Stop (SIGSTOP) when event N is about to be replayed, for a debugger
+    /// to attach.
+    #[arg(long, value_name = "N")]
+    pub until: Option<u64>,
+    /// Run the rank under gdb.
+    #[arg(long)]
+    pub gdb: bool,
+    /// Run the rank under this debugger command instead (after `--`).
+    #[arg(last = true, value_name = "DEBUGGER")]
+    pub debugger: Vec<OsString>,
+}
+
+/// `vpml replay`: exit status of the replayed rank (1 on divergence).
+pub fn replay_main(args: ReplayArgs) -> ExitCode {
+    match replay(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("vpml replay: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn replay(args: &ReplayArgs) -> Result<u8, String> {
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            let latest = default_root()?.join("latest");
+            std::fs::canonicalize(&latest)
+                .map_err(|e| format!("no recording given and {}: {e}", latest.display()))?
+        }
+    };
+    let path = dir.join("manifest");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e} (not a recording?)", path.display()))?;
+    let m = Manifest::decode(&text, &path)?;
+    if args.rank >= m.size {
+        return Err(format!(
+            "rank {} is outside the recorded job of {} ranks",
+            args.rank, m.size
+        ));
+    }
+    let mut cmd = if args.gdb || !args.debugger.is_empty() {
+        let mut parts: Vec<OsString> = if args.debugger.is_empty() {
+            vec!["gdb".into(), "--args".into()]
+        } else {
+            args.debugger.clone()
+        };
+        let first = parts.remove(0);
+        let mut c = Command::new(first);
+        c.args(parts).arg(&m.program).args(&m.args);
+        c
+    } else {
+        let mut c = Command::new(&m.program);
+        c.args(&m.args);
+        c
+    };
+    for var in [env::KV_ADDR, env::MAILBOX_FDS, env::JOB_PAGE_FD, env::TOKEN] {
+        cmd.env_remove(var);
+    }
+    cmd.env(env::REPLAY_DIR, &dir)
+        .env(env::RANK, args.rank.to_string())
+        .env(env::SIZE, m.size.to_string())
+        .env(env::JOB_ID, &m.job)
+        .env("VPML_PROTOCOL", "replay");
+    if let Some(n) = args.until {
+        cmd.env("VPML_REPLAY_UNTIL", n.to_string());
+    }
+    eprintln!(
+        "vpml replay: rank {} of {} ({} ranks), alone",
+        args.rank,
+        dir.display(),
+        m.size
+    );
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", m.program.to_string_lossy()))?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => 128 + s as u8,
+        _ => 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_round_trip_and_damage_is_named() {
+        let m = Manifest {
+            job: "abc".into(),
+            size: 3,
+            program: "/bin/x y".into(),
+            args: vec!["a\nb".into()],
+            protocol: "pessimist".into(),
+            ranks: vec![Some("messages_sent=3 events_total=1".into()), None, None],
+        };
+        let p = Path::new("/r/manifest");
+        let back = Manifest::decode(&m.encode(), p).unwrap();
+        assert_eq!((back.job, back.size, back.program, back.args), (m.job, m.size, m.program, m.args));
+        assert!(Manifest::decode("job x\n", p).unwrap_err().contains("/r/manifest"));
+        assert!(Manifest::decode("format 9\njob x\nsize 1\nprogram 61\n", p)
+            .unwrap_err()
+            .contains("version 9"));
+        assert!(Manifest::decode("format 1\nsize x\n", p).unwrap_err().contains("line 2"));
+    }
+}

@@ -1,0 +1,406 @@
+//! Replaying logged events: the answers a re-executed rank must give
+//! ([`ReplayLog`], used by the pessimist protocol after a restart), and
+//! [`Replayer`], the protocol behind `vpml replay`, which re-runs one rank
+//! of a recorded job alone: its receptions come from the other ranks'
+//! recorded sender logs, its non-deterministic outcomes from its recorded
+//! events, and each message it sends is checked against the one it
+//! recorded. The first difference stops it with a report.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use vpml_event_logger::Event;
+use vpml_pml::bootstrap::JobEnv;
+use vpml_pml::matching::RecvSpec;
+use vpml_pml::protocol::{
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo,
+    SendPlan,
+};
+use vpml_pml::recovery::EngineSnapshot;
+use vpml_pml::{Error, Result, Status};
+use vpml_sender_log::SenderLog;
+
+/// The logged events of a restarted process, by call id.
+#[derive(Default, Debug)]
+pub(crate) struct ReplayLog {
+    /// Highest call id any event names: replay ends after it.
+    pub(crate) end: CallId,
+    pub(crate) matches: HashMap<CallId, usize>,
+    pub(crate) deliveries: HashMap<CallId, Vec<CallId>>,
+    pub(crate) probes: HashMap<CallId, Option<(usize, i32)>>,
+    pub(crate) cancels: HashMap<CallId, bool>,
+    /// The event id of each call's event (for `vpml replay --until`).
+    pub(crate) event_of: HashMap<CallId, u64>,
+}
+
+impl ReplayLog {
+    pub(crate) fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
+        let mut r = ReplayLog::default();
+        for (id, ev) in events {
+            let call = match &ev {
+                Event::Match { recv, .. } => *recv,
+                Event::Probe { call, .. }
+                | Event::Delivery { call, .. }
+                | Event::Cancel { call, .. } => *call,
+                Event::NoneRun { last, .. } => *last,
+            };
+            if call > after_call {
+                r.event_of.insert(call, id);
+            }
+            match ev {
+                Event::Match { recv, source } if recv > after_call => {
+                    r.end = r.end.max(recv);
+                    r.matches.insert(recv, source as usize);
+                }
+                Event::Probe {
+                    call,
+                    found,
+                    source,
+                    tag,
+                    ..
+                } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.probes
+                        .insert(call, found.then_some((source as usize, tag)));
+                }
+                Event::Delivery { call, completed } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.deliveries.insert(call, completed);
+                }
+                Event::NoneRun { last, .. } if last > after_call => r.end = r.end.max(last),
+                Event::Cancel { call, cancelled } if call > after_call => {
+                    r.end = r.end.max(call);
+                    r.cancels.insert(call, cancelled);
+                }
+                _ => {}
+            }
+        }
+        r
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.matches.len() + self.deliveries.len() + self.probes.len() + self.cancels.len()
+    }
+}
+
+
+impl ReplayLog {
+    /// The ANY_SOURCE receive of call `call` takes this source.
+    pub(crate) fn forced_source(&self, call: CallId) -> Option<usize> {
+        self.matches.get(&call).copied()
+    }
+
+    /// Calls up to the last logged event are replayed, not logged again.
+    pub(crate) fn covers(&self, call: CallId) -> bool {
+        call <= self.end
+    }
+
+    /// The answer of completion call `call`.
+    pub(crate) fn completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
+        if !self.covers(call) {
+            return Replay::Free;
+        }
+        match self.deliveries.remove(&call) {
+            Some(set) => Replay::Logged(set),
+            None => Replay::NotYet,
+        }
+    }
+
+    /// The answer of probe call `call`.
+    pub(crate) fn probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
+        if !self.covers(call) {
+            return Replay::Free;
+        }
+        match self.probes.remove(&call) {
+            Some(found) => Replay::Logged(found),
+            None => Replay::NotYet,
+        }
+    }
+
+    /// The outcome of cancel call `call`.
+    pub(crate) fn cancel(&mut self, call: CallId) -> Replay<bool> {
+        match self.cancels.remove(&call) {
+            Some(c) => Replay::Logged(c),
+            None => Replay::Free,
+        }
+    }
+}
+
+/// Environment of a replayed rank (set by `vpml replay`).
+pub mod env {
+    /// The recording directory.
+    pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";
+    /// Stop when the event with this id is about to be replayed.
+    pub const REPLAY_UNTIL: &str = "VPML_REPLAY_UNTIL";
+}
+
+/// The protocol of `vpml replay` (see the module docs).
+pub struct Replayer {
+    rank: usize,
+    events: ReplayLog,
+    /// This rank's recorded sender log: what it must send.
+    own: SenderLog,
+    /// The other ranks' recorded logs: what it receives (mapped for as
+    /// long as the engine reads from them).
+    peers: Vec<Option<SenderLog>>,
+    sends_checked: u64,
+    until: Option<u64>,
+    /// Recent calls with an event, for the divergence report.
+    recent: Vec<String>,
+}
+
+fn fail(what: String) -> Error {
+    Error::EngineFailed(format!("replay: {what}"))
+}
+
+impl Replayer {
+    /// Open the recording in `dir` for rank `job.rank`.
+    pub fn start(job: &JobEnv, dir: &Path) -> Result<Replayer> {
+        let open = |r: usize| {
+            SenderLog::open_read_only(&dir.join(format!("rank-{r}")))
+                .map_err(|e| fail(format!("cannot read the recording: {e}")))
+        };
+        let own = open(job.rank)?;
+        let mut peers = Vec::with_capacity(job.size);
+        for p in 0..job.size {
+            peers.push(if p == job.rank { None } else { Some(open(p)?) });
+        }
+        // The rank's events are on one logger (or several replicas): take
+        // the most complete copy.
+        let mut events = Vec::new();
+        for entry in std::fs::read_dir(dir)
+            .map_err(|e| fail(format!("cannot list {}: {e}", dir.display())))?
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("logger-") {
+                continue;
+            }
+            let got = vpml_event_logger::read_stored_events(&entry.path(), &job.job_id, job.rank as u32)
+                .map_err(|e| fail(format!("cannot read the recorded events: {e}")))?;
+            if got.len() > events.len() {
+                events = got;
+            }
+        }
+        let until = match std::env::var(env::REPLAY_UNTIL) {
+            Ok(v) if !v.is_empty() => Some(
+                v.parse()
+                    .map_err(|_| fail(format!("{}={v:?} is not an event number", env::REPLAY_UNTIL)))?,
+            ),
+            _ => None,
+        };
+        let events = ReplayLog::new(events, 0);
+        Ok(Replayer {
+            rank: job.rank,
+            events,
+            own,
+            peers,
+            sends_checked: 0,
+            until,
+            recent: Vec::new(),
+        })
+    }
+
+    /// The recording directory from the environment, if this process is
+    /// a replay.
+    pub fn dir_from_env() -> Option<PathBuf> {
+        std::env::var_os(env::REPLAY_DIR).map(PathBuf::from)
+    }
+
+    /// Note that call `call` is answered from its event; stop there if
+    /// asked to.
+    fn reached(&mut self, call: CallId, what: String) {
+        let Some(&id) = self.events.event_of.get(&call) else {
+            return;
+        };
+        self.recent.push(format!("event {id} (call {call}): {what}"));
+        if self.recent.len() > 5 {
+            self.recent.remove(0);
+        }
+        if self.until.is_some_and(|u| id >= u) {
+            self.until = None;
+            eprintln!(
+                "vpml replay: rank {} stopped at event {id} (call {call}: {what}); attach a debugger: gdb -p {}",
+                self.rank,
+                std::process::id()
+            );
+            // SAFETY: raise() on our own process; a debugger or SIGCONT resumes it.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+    }
+
+    fn diverged(&self, what: String) -> Error {
+        let context = if self.recent.is_empty() {
+            "none".to_string()
+        } else {
+            self.recent.join("; ")
+        };
+        let report = format!(
+            "rank {} diverged from the recording: {what} (after {} matching sends; last events replayed: {context})",
+            self.rank, self.sends_checked
+        );
+        eprintln!("vpml replay: {report}");
+        fail(report)
+    }
+}
+
+impl Protocol for Replayer {
+    fn name(&self) -> &'static str {
+        "replay"
+    }
+
+    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        let Some(rec) = self.own.get(msg.dest as u32, msg.seq) else {
+            return Err(self.diverged(format!(
+                "send #{} to rank {} (call {}, tag {}, {} bytes) was not made in the recording",
+                msg.seq,
+                msg.dest,
+                msg.call,
+                msg.tag,
+                msg.payload.len()
+            )));
+        };
+        let now = crc32c::crc32c(msg.payload);
+        let then = crc32c::crc32c(rec.payload);
+        if rec.header.tag != msg.tag
+            || rec.header.context != msg.context
+            || rec.payload.len() != msg.payload.len()
+            || now != then
+        {
+            return Err(self.diverged(format!(
+                "send #{} to rank {} (call {}): recorded tag {}, {} bytes, checksum {then:08x}; now tag {}, {} bytes, checksum {now:08x}",
+                msg.seq,
+                msg.dest,
+                msg.call,
+                rec.header.tag,
+                rec.payload.len(),
+                msg.tag,
+                msg.payload.len()
+            )));
+        }
+        self.sends_checked += 1;
+        Ok(SendPlan::Transmit)
+    }
+
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
+        if spec.source.is_none()
+            && let Some(source) = self.events.forced_source(call)
+        {
+            spec.source = Some(source);
+            self.reached(call, format!("ANY_SOURCE receive matched rank {source}"));
+        }
+        Ok(())
+    }
+
+    fn matched(&mut self, _recv: CallId, _source: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn completion(
+        &mut self,
+        _call: CallId,
+        _kind: CompletionKind,
+        _requests: &[Option<RequestInfo>],
+        _done: &[usize],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn probe(
+        &mut self,
+        _call: CallId,
+        _any_source: bool,
+        _blocking: bool,
+        _found: Option<&Status>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn cancel(&mut self, _call: CallId, _request: CallId, _cancelled: bool) -> Result<()> {
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<()> {
+        eprintln!(
+            "vpml replay: rank {} replayed {} events and checked {} sends: no divergence",
+            self.rank,
+            self.events.event_of.len(),
+            self.sends_checked
+        );
+        Ok(())
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        vec![
+            ("events_recorded".into(), self.events.event_of.len() as u64),
+            ("sends_checked".into(), self.sends_checked),
+        ]
+    }
+
+    fn take_restored(&mut self) -> Option<EngineSnapshot> {
+        None
+    }
+
+    fn restart_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn replay_end(&self) -> CallId {
+        self.events.end
+    }
+
+    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
+        let r = self.events.completion(call);
+        if let Replay::Logged(set) = &r {
+            self.reached(call, format!("completed the requests of calls {set:?}"));
+        }
+        r
+    }
+
+    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
+        let r = self.events.probe(call);
+        if let Replay::Logged(found) = &r {
+            self.reached(call, format!("probe found {found:?}"));
+        }
+        r
+    }
+
+    fn replay_cancel(&mut self, call: CallId) -> Replay<bool> {
+        let r = self.events.cancel(call);
+        if let Replay::Logged(c) = &r {
+            self.reached(call, format!("cancel took effect: {c}"));
+        }
+        r
+    }
+
+    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Vec<LoggedMessage> {
+        Vec::new()
+    }
+
+    fn recorded_incoming(&mut self, from: usize) -> Vec<LoggedMessage> {
+        let rank = self.rank as u32;
+        self.peers
+            .get(from)
+            .and_then(Option::as_ref)
+            .map(|log| {
+                log.iter_from(rank, 1)
+                    .map(|r| LoggedMessage {
+                        context: r.header.context,
+                        tag: r.header.tag,
+                        seq: r.header.seq,
+                        ptr: r.payload.as_ptr(),
+                        len: r.payload.len(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {
+        Ok(Vec::new())
+    }
+
+    fn free_log(&mut self, _dest: usize, _up_to: u64) -> Result<()> {
+        Ok(())
+    }
+}
