@@ -123,8 +123,12 @@ impl Manifest {
                 "format" => format = Some(value.parse::<u32>().map_err(|_| field(value))?),
                 "job" => m.job = value.to_string(),
                 "size" => m.size = value.parse().map_err(|_| field(value))?,
-                "program" => m.program = OsString::from_vec(unhex(value).ok_or_else(|| field(value))?),
-                "arg" => m.args.push(OsString::from_vec(unhex(value).ok_or_else(|| field(value))?)),
+                "program" => {
+                    m.program = OsString::from_vec(unhex(value).ok_or_else(|| field(value))?)
+                }
+                "arg" => m.args.push(OsString::from_vec(
+                    unhex(value).ok_or_else(|| field(value))?,
+                )),
                 "protocol" => m.protocol = value.to_string(),
                 "rank" => m.ranks.push(Some(value.to_string())),
                 _ => return Err(bad(format!("line {}: unknown key {key:?}", i + 1))),
@@ -132,11 +136,17 @@ impl Manifest {
         }
         match format {
             Some(FORMAT) => {}
-            Some(v) => return Err(bad(format!("format version {v} (this vpml reads {FORMAT})"))),
+            Some(v) => {
+                return Err(bad(format!(
+                    "format version {v} (this vpml reads {FORMAT})"
+                )));
+            }
             None => return Err(bad("no format line: not a vpml recording manifest".into())),
         }
         if m.size == 0 || m.job.is_empty() || m.program.is_empty() {
-            return Err(bad("incomplete manifest (job, size and program are required)".into()));
+            return Err(bad(
+                "incomplete manifest (job, size and program are required)".into(),
+            ));
         }
         Ok(m)
     }
@@ -145,7 +155,8 @@ impl Manifest {
 /// Write the manifest of a finished recording (and point `latest` at it).
 pub(crate) fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), String> {
     let path = dir.join("manifest");
-    std::fs::write(&path, m.encode()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, m.encode())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     if default && let Some(root) = dir.parent() {
         let link = root.join("latest");
         let _ = std::fs::remove_file(&link);
@@ -265,11 +276,24 @@ mod tests {
         };
         let p = Path::new("/r/manifest");
         let back = Manifest::decode(&m.encode(), p).unwrap();
-        assert_eq!((back.job, back.size, back.program, back.args), (m.job, m.size, m.program, m.args));
-        assert!(Manifest::decode("job x\n", p).unwrap_err().contains("/r/manifest"));
-        assert!(Manifest::decode("format 9\njob x\nsize 1\nprogram 61\n", p)
-            .unwrap_err()
-            .contains("version 9"));
-        assert!(Manifest::decode("format 1\nsize x\n", p).unwrap_err().contains("line 2"));
+        assert_eq!(
+            (back.job, back.size, back.program, back.args),
+            (m.job, m.size, m.program, m.args)
+        );
+        assert!(
+            Manifest::decode("job x\n", p)
+                .unwrap_err()
+                .contains("/r/manifest")
+        );
+        assert!(
+            Manifest::decode("format 9\njob x\nsize 1\nprogram 61\n", p)
+                .unwrap_err()
+                .contains("version 9")
+        );
+        assert!(
+            Manifest::decode("format 1\nsize x\n", p)
+                .unwrap_err()
+                .contains("line 2")
+        );
     }
 }

@@ -15,8 +15,7 @@ use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::{Envelope, MatchQueues, Posted, RecvSpec};
 use crate::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo,
-    SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
 };
 use crate::recovery::JobPage;
 use crate::shm::futex;

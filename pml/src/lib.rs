@@ -105,7 +105,9 @@ pub fn init_with(
         None => bootstrap::JobEnv::from_env()?,
     };
     let mut engine = match &env {
-        Some(env) if replay_alone() => engine::Engine::replaying_alone(env.rank, env.size, &env.job_id),
+        Some(env) if replay_alone() => {
+            engine::Engine::replaying_alone(env.rank, env.size, &env.job_id)
+        }
         Some(env) => engine::Engine::join(env)?,
         None => engine::Engine::singleton(),
     };

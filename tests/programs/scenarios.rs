@@ -26,6 +26,7 @@ fn main() {
         "large" => large(&world),
         "huge" => huge(&world),
         "big-ring" => big_ring(&world),
+        "clock" => clock(&world),
         "self" => self_messages(&world),
         "alltoall" => alltoall(&world),
         "idle-cpu" => idle_cpu(&world),
@@ -566,6 +567,31 @@ fn cancel(w: &Comm) -> R {
 
 /// Large messages in both directions, expected and unexpected, around the
 /// eager limit and far above it (rendezvous or fragments).
+/// Not piecewise deterministic on purpose: rank 1 sends rank 0 three
+/// messages, the third holding the wall-clock time. A replay of rank 1
+/// must report its third send to rank 0 as the divergence.
+fn clock(w: &Comm) -> R {
+    match w.rank() {
+        1 => {
+            w.send(0, 1, b"first")?;
+            w.send(0, 1, b"second")?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos();
+            w.send(0, 1, &now.to_le_bytes())?;
+        }
+        0 => {
+            let mut buf = [0u8; 16];
+            for _ in 0..3 {
+                w.recv(1, 1, &mut buf)?;
+            }
+            println!("ok clock");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Every rank passes 4 MiB messages around the ring for 12 rounds (so
 /// most of the time some large message is in transit), folds what it
 /// receives into a checksum, and rank 0 prints the combined checksum —

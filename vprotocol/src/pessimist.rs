@@ -49,8 +49,8 @@ use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
 use crate::checkpoint::CheckpointStore;
-use crate::replay::ReplayLog;
 use crate::env;
+use crate::replay::ReplayLog;
 
 /// Everything the pessimist protocol needs to start.
 #[derive(Clone, Debug)]

@@ -13,8 +13,7 @@ use vpml_event_logger::Event;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo,
-    SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -83,7 +82,6 @@ impl ReplayLog {
     }
 }
 
-
 impl ReplayLog {
     /// The ANY_SOURCE receive of call `call` takes this source.
     pub(crate) fn forced_source(&self, call: CallId) -> Option<usize> {
@@ -147,6 +145,8 @@ pub struct Replayer {
     until: Option<u64>,
     /// Recent calls with an event, for the divergence report.
     recent: Vec<String>,
+    /// Highest call id seen so far.
+    last_call: CallId,
 }
 
 fn fail(what: String) -> Error {
@@ -176,17 +176,20 @@ impl Replayer {
             if !name.starts_with("logger-") {
                 continue;
             }
-            let got = vpml_event_logger::read_stored_events(&entry.path(), &job.job_id, job.rank as u32)
-                .map_err(|e| fail(format!("cannot read the recorded events: {e}")))?;
+            let got =
+                vpml_event_logger::read_stored_events(&entry.path(), &job.job_id, job.rank as u32)
+                    .map_err(|e| fail(format!("cannot read the recorded events: {e}")))?;
             if got.len() > events.len() {
                 events = got;
             }
         }
         let until = match std::env::var(env::REPLAY_UNTIL) {
-            Ok(v) if !v.is_empty() => Some(
-                v.parse()
-                    .map_err(|_| fail(format!("{}={v:?} is not an event number", env::REPLAY_UNTIL)))?,
-            ),
+            Ok(v) if !v.is_empty() => Some(v.parse().map_err(|_| {
+                fail(format!(
+                    "{}={v:?} is not an event number",
+                    env::REPLAY_UNTIL
+                ))
+            })?),
             _ => None,
         };
         let events = ReplayLog::new(events, 0);
@@ -198,6 +201,7 @@ impl Replayer {
             sends_checked: 0,
             until,
             recent: Vec::new(),
+            last_call: 0,
         })
     }
 
@@ -213,7 +217,8 @@ impl Replayer {
         let Some(&id) = self.events.event_of.get(&call) else {
             return;
         };
-        self.recent.push(format!("event {id} (call {call}): {what}"));
+        self.recent
+            .push(format!("event {id} (call {call}): {what}"));
         if self.recent.len() > 5 {
             self.recent.remove(0);
         }
@@ -250,6 +255,7 @@ impl Protocol for Replayer {
     }
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        self.last_call = self.last_call.max(msg.call);
         let Some(rec) = self.own.get(msg.dest as u32, msg.seq) else {
             return Err(self.diverged(format!(
                 "send #{} to rank {} (call {}, tag {}, {} bytes) was not made in the recording",
@@ -283,6 +289,7 @@ impl Protocol for Replayer {
     }
 
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
+        self.last_call = self.last_call.max(call);
         if spec.source.is_none()
             && let Some(source) = self.events.forced_source(call)
         {
@@ -331,7 +338,16 @@ impl Protocol for Replayer {
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
+        // As the recorded run counted them at this point, so a program
+        // that reports its protocol counters sends the same bytes.
+        let logged = self
+            .events
+            .event_of
+            .keys()
+            .filter(|&&c| c <= self.last_call)
+            .count() as u64;
         vec![
+            ("events_total".into(), logged),
             ("events_recorded".into(), self.events.event_of.len() as u64),
             ("sends_checked".into(), self.sends_checked),
         ]
@@ -350,6 +366,7 @@ impl Protocol for Replayer {
     }
 
     fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
+        self.last_call = self.last_call.max(call);
         let r = self.events.completion(call);
         if let Replay::Logged(set) = &r {
             self.reached(call, format!("completed the requests of calls {set:?}"));
@@ -358,6 +375,7 @@ impl Protocol for Replayer {
     }
 
     fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
+        self.last_call = self.last_call.max(call);
         let r = self.events.probe(call);
         if let Replay::Logged(found) = &r {
             self.reached(call, format!("probe found {found:?}"));
@@ -366,6 +384,7 @@ impl Protocol for Replayer {
     }
 
     fn replay_cancel(&mut self, call: CallId) -> Replay<bool> {
+        self.last_call = self.last_call.max(call);
         let r = self.events.cancel(call);
         if let Replay::Logged(c) = &r {
             self.reached(call, format!("cancel took effect: {c}"));

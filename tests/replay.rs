@@ -1,0 +1,170 @@
+//! Record a real job (`vpml run --record`), then replay single ranks alone
+//! (`vpml replay`): no divergence for piecewise-deterministic programs,
+//! the exact send for one that is not, and clear errors for damaged
+//! recordings.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{example, serial, vpml};
+
+/// A fresh directory for a recording, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("vpml-rec-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn record(dir: &Path, n: usize, program: &str, args: &[&str]) -> Output {
+    let out = Command::new(vpml())
+        .args(["run", "-n", &n.to_string(), "--timeout", "240", "--record"])
+        .arg(dir)
+        .arg(example(program))
+        .args(args)
+        .output()
+        .expect("run vpml");
+    assert!(
+        out.status.success(),
+        "recording {program} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn replay(dir: &Path, rank: usize) -> Output {
+    Command::new(vpml())
+        .arg("replay")
+        .arg(dir)
+        .args(["--rank", &rank.to_string()])
+        .output()
+        .expect("run vpml replay")
+}
+
+/// Application output without the protocol's counters.
+fn app_lines(b: &[u8]) -> String {
+    String::from_utf8_lossy(b)
+        .lines()
+        .filter(|l| !l.starts_with("events_logged"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn every_rank_of_every_example_replays_alone_without_divergence() {
+    let _g = serial();
+    for (n, program, args) in [
+        (4, "heat3d", vec!["--points", "6x6x12", "--steps", "10"]),
+        (4, "cg-pattern", vec![]),
+        (4, "mg-pattern", vec!["--cycles", "5"]),
+        (4, "lu-pattern", vec!["--iterations", "5"]),
+        (2, "anysource-pingpong", vec!["--check", "--max", "16"]),
+        (4, "request-mix", vec!["--rounds", "60"]),
+    ] {
+        let dir = Dir::new(program);
+        let recorded = record(&dir.0, n, program, &args);
+        let manifest = std::fs::read_to_string(dir.0.join("manifest")).expect("manifest");
+        assert!(manifest.contains(&format!("size {n}")), "{manifest}");
+        for rank in 0..n {
+            let out = replay(&dir.0, rank);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stderr.contains("no divergence"),
+                "{program}: replay of rank {rank} failed ({}):\n{stderr}",
+                out.status
+            );
+            if rank == 0 {
+                // Rank 0 prints the results: the replay prints them again.
+                assert_eq!(
+                    app_lines(&out.stdout),
+                    app_lines(&recorded.stdout),
+                    "{program}: rank 0's output differs in the replay"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_message_holding_the_time_is_reported_at_exactly_that_send() {
+    let _g = serial();
+    let dir = Dir::new("clock");
+    record(&dir.0, 2, "scenarios", &["clock"]);
+    let out = replay(&dir.0, 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("diverged") && stderr.contains("send #3 to rank 0"),
+        "the report names the third send to rank 0:\n{stderr}"
+    );
+    assert!(stderr.contains("after 2 matching sends"), "{stderr}");
+    // Rank 0 only receives: its replay is fine.
+    let out = replay(&dir.0, 0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn replaying_rank_3_of_8_runs_that_rank_alone() {
+    let _g = serial();
+    let dir = Dir::new("eight");
+    record(&dir.0, 8, "heat3d", &["--points", "4x4x8", "--steps", "5"]);
+    // No other rank exists during the replay: if rank 3 needed one, it
+    // would wait forever (and the replay reports a wait for a message that
+    // is not in the recording).
+    let out = replay(&dir.0, 3);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rank 3 of") && stderr.contains("alone"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no divergence"), "{stderr}");
+    assert_eq!(out.stdout, b"", "rank 3 prints nothing");
+}
+
+#[test]
+fn damaged_or_incomplete_recordings_give_clear_errors() {
+    let _g = serial();
+    let dir = Dir::new("damage");
+    record(&dir.0, 2, "scenarios", &["order"]);
+    // A bad rank.
+    let out = replay(&dir.0, 5);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the recorded job"));
+    // A damaged sender log names its file.
+    let seg = std::fs::read_dir(dir.0.join("rank-1"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "vlog"))
+        .expect("a segment of rank 1");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    for b in &mut bytes[64 + 48..64 + 56] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    let out = replay(&dir.0, 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let name = seg.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(stderr.contains(&name), "the error names {name}:\n{stderr}");
+    // No manifest: not a recording.
+    std::fs::remove_file(dir.0.join("manifest")).unwrap();
+    let out = replay(&dir.0, 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a recording"), "{stderr}");
+}
