@@ -29,8 +29,8 @@ impl Drop for Dir {
 
 fn record(dir: &Path, n: usize, program: &str, args: &[&str]) -> Output {
     let out = Command::new(vpml())
-        .args(["run", "-n", &n.to_string(), "--timeout", "240", "--record"])
-        .arg(dir)
+        .args(["run", "-n", &n.to_string(), "--timeout", "240"])
+        .arg(format!("--record={}", dir.display()))
         .arg(example(program))
         .args(args)
         .output()
@@ -167,4 +167,144 @@ fn damaged_or_incomplete_recordings_give_clear_errors() {
     let out = replay(&dir.0, 0);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not a recording"), "{stderr}");
+}
+
+fn vpml_cmd(args: &[&str]) -> Output {
+    Command::new(vpml()).args(args).output().expect("run vpml")
+}
+
+#[test]
+fn trace_lists_dumps_counts_and_diffs_recordings() {
+    let _g = serial();
+    let (a, b) = (Dir::new("trace-a"), Dir::new("trace-b"));
+    record(&a.0, 2, "scenarios", &["clock"]);
+    record(&b.0, 2, "scenarios", &["clock"]);
+    let pa = a.0.to_string_lossy().into_owned();
+    let pb = b.0.to_string_lossy().into_owned();
+    // info
+    let out = vpml_cmd(&["trace", "info", &pa]);
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && info.contains("2 ranks"), "{info}");
+    assert!(info.contains("rank 1: protocol=pessimist"), "{info}");
+    // dump --json: one object per send, the same count as stats says
+    let out = vpml_cmd(&["trace", "dump", &pa, "--json"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let sends = lines.iter().filter(|v| v["kind"] == "send").count();
+    assert_eq!(sends, 3, "rank 1 sent three messages");
+    assert_eq!(lines[2]["seq"], 3);
+    let out = vpml_cmd(&["trace", "stats", &pa]);
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.split_whitespace().take(3).collect::<Vec<_>>() == ["1", "3", "27"]),
+        "{stats}"
+    );
+    // diff: the third send (the wall-clock time) differs
+    let out = vpml_cmd(&["trace", "diff", &pa, &pb]);
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{diff}");
+    assert!(
+        diff.contains("rank 1: first difference: send #3 to rank 0"),
+        "{diff}"
+    );
+    assert!(diff.contains("rank 0: same 0 sends"), "{diff}");
+}
+
+#[test]
+fn check_determinism_tells_deterministic_programs_from_others() {
+    let _g = serial();
+    let heat = example("heat3d");
+    let out = Command::new(vpml())
+        .args(["check-determinism", "-n", "4"])
+        .arg(&heat)
+        .args(["--points", "4x4x8", "--steps", "4"])
+        .output()
+        .expect("run vpml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("no divergence"),
+        "{stdout}"
+    );
+    let out = Command::new(vpml())
+        .args(["check-determinism", "-n", "2"])
+        .arg(example("scenarios"))
+        .arg("clock")
+        .output()
+        .expect("run vpml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("not deterministic"), "{stdout}");
+}
+
+#[test]
+fn recordings_default_to_the_data_directory_with_a_latest_link() {
+    let _g = serial();
+    let data = Dir::new("xdg");
+    let run = |args: &[&str]| {
+        Command::new(vpml())
+            .env("XDG_DATA_HOME", &data.0)
+            .args(args)
+            .output()
+            .expect("run vpml")
+    };
+    let mut rec = vec!["run", "-n", "2", "--record"];
+    let prog = example("scenarios").to_string_lossy().into_owned();
+    rec.extend([prog.as_str(), "order"]);
+    let out = run(&rec);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let root = data.0.join("vpml").join("recordings");
+    assert!(root.join("latest").join("manifest").exists());
+    let out = run(&["replay", "--rank", "1"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no divergence"),
+        "the latest recording replays without naming it"
+    );
+    let out = run(&["trace", "ls"]);
+    let ls = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(ls.lines().count(), 1, "{ls}");
+    assert!(ls.contains("2 ranks"), "{ls}");
+}
+
+#[test]
+fn replay_until_stops_at_the_event_for_a_debugger() {
+    use std::io::{BufRead, BufReader};
+    let _g = serial();
+    let dir = Dir::new("until");
+    record(&dir.0, 2, "anysource-pingpong", &["--check", "--max", "4"]);
+    let mut child = Command::new(vpml())
+        .arg("replay")
+        .arg(&dir.0)
+        .args(["--rank", "1", "--until", "5"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run vpml replay");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let stopped = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("stopped at event"))
+        .expect("the replay stops at event 5");
+    assert!(stopped.contains("stopped at event 5"), "{stopped}");
+    // The stopped process waits for a debugger; resume it instead.
+    let pid: i32 = stopped
+        .rsplit("gdb -p ")
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the message names the pid");
+    // SAFETY: plain syscall; the pid is the replayed rank, our grandchild.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("no divergence")), "{rest:?}");
 }

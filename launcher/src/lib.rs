@@ -22,6 +22,7 @@ pub mod agent;
 mod kv;
 mod protocol;
 pub mod record;
+pub mod trace;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -102,9 +103,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub stats: bool,
     /// Record the job for `vpml replay` (implies the pessimist protocol):
-    /// keep sender logs, events and checkpoints in DIR (default: a new
-    /// directory under ~/.local/share/vpml/recordings, linked as `latest`).
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    /// keep sender logs, events and checkpoints in DIR (`--record=DIR`;
+    /// plain `--record`: a new directory under
+    /// ~/.local/share/vpml/recordings, linked as `latest`).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "@default")]
     pub record: Option<PathBuf>,
     /// With a protocol: how many times crashed ranks may be restarted in
     /// all before the job is given up.
@@ -143,6 +145,11 @@ pub struct RunArgs {
     /// How long agents get to connect before a host counts as unreachable.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub agent_timeout: f64,
+    /// Perturb message delivery timing (deterministically from SEED), to
+    /// expose races: each rank skips reading from a random subset of its
+    /// peers on each progress pass.
+    #[arg(long, value_name = "SEED")]
+    pub chaos: Option<u64>,
     /// Seed for `--inject-failure random:…` (default: random, printed).
     #[arg(long, value_name = "N")]
     pub inject_seed: Option<u64>,
@@ -385,6 +392,9 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             (env::TRANSPORT.to_string(), args.transport.clone()),
             (env::HOST_OF.to_string(), host_of.join(",")),
         ];
+        if let Some(seed) = args.chaos {
+            envs.push((env::CHAOS.to_string(), seed.to_string()));
+        }
         envs.extend(protocol.envs.iter().cloned());
         // Hosts started by fork or netns share this machine's cores: their
         // ranks count together when a rank decides whether to spin.
@@ -480,7 +490,12 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             ranks: args.ranks,
             cores,
             bind,
-            protocol_envs: protocol.envs.clone(),
+            protocol_envs: protocol
+                .envs
+                .iter()
+                .cloned()
+                .chain(args.chaos.map(|s| (env::CHAOS.to_string(), s.to_string())))
+                .collect(),
             transport: args.transport.clone(),
             host_of: host_of.join(","),
             job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),

@@ -24,7 +24,7 @@ use vpml_pml::bootstrap::env;
 const FORMAT: u32 = 1;
 
 /// Where recordings go by default.
-fn default_root() -> Result<PathBuf, String> {
+pub(crate) fn default_root() -> Result<PathBuf, String> {
     let data = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -36,7 +36,7 @@ fn default_root() -> Result<PathBuf, String> {
 /// The directory a `--record` run writes to (created, empty), and whether
 /// it is under the default root (then `latest` points to it).
 pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), String> {
-    let (dir, default) = if choice.as_os_str().is_empty() {
+    let (dir, default) = if choice.as_os_str().is_empty() || choice == Path::new("@default") {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -130,7 +130,12 @@ impl Manifest {
                     unhex(value).ok_or_else(|| field(value))?,
                 )),
                 "protocol" => m.protocol = value.to_string(),
-                "rank" => m.ranks.push(Some(value.to_string())),
+                "rank" => {
+                    let (_, counters) = value.split_once(' ').unwrap_or((value, ""));
+                    m.ranks.push(
+                        (!counters.starts_with("(no counters")).then(|| counters.to_string()),
+                    );
+                }
                 _ => return Err(bad(format!("line {}: unknown key {key:?}", i + 1))),
             }
         }
@@ -199,19 +204,29 @@ pub fn replay_main(args: ReplayArgs) -> ExitCode {
     }
 }
 
-fn replay(args: &ReplayArgs) -> Result<u8, String> {
-    let dir = match &args.dir {
-        Some(d) => d.clone(),
+/// The recording `dir`, or the latest under the default directory.
+pub(crate) fn resolve(dir: Option<&Path>) -> Result<PathBuf, String> {
+    match dir {
+        Some(d) => Ok(d.to_path_buf()),
         None => {
             let latest = default_root()?.join("latest");
             std::fs::canonicalize(&latest)
-                .map_err(|e| format!("no recording given and {}: {e}", latest.display()))?
+                .map_err(|e| format!("no recording given and {}: {e}", latest.display()))
         }
-    };
+    }
+}
+
+/// Read the manifest of the recording in `dir`.
+pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     let path = dir.join("manifest");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("{}: {e} (not a recording?)", path.display()))?;
-    let m = Manifest::decode(&text, &path)?;
+    Manifest::decode(&text, &path)
+}
+
+fn replay(args: &ReplayArgs) -> Result<u8, String> {
+    let dir = resolve(args.dir.as_deref())?;
+    let m = read_manifest(&dir)?;
     if args.rank >= m.size {
         return Err(format!(
             "rank {} is outside the recorded job of {} ranks",

@@ -52,6 +52,8 @@ pub mod env {
     pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
     /// This process's incarnation (0 at first start).
     pub const INCARNATION: &str = "VPML_INCARNATION";
+    /// `vpml run --chaos SEED`: perturb delivery timing from this seed.
+    pub const CHAOS: &str = "VPML_CHAOS";
     /// Set by `vpml replay`: the recording this rank is replayed from
     /// (alone: no launcher, no peers).
     pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";

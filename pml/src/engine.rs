@@ -435,6 +435,9 @@ pub(crate) struct Engine {
     last_checkpoint: Instant,
     /// This rank is replayed alone from a recording (`vpml replay`).
     replay_alone: bool,
+    /// `--chaos`: state of the generator that decides which peers a
+    /// progress pass skips (0: off).
+    chaos: u64,
 }
 
 impl Engine {
@@ -462,6 +465,7 @@ impl Engine {
             recovery: None,
             last_checkpoint: Instant::now(),
             replay_alone: false,
+            chaos: 0,
         }
     }
 
@@ -596,6 +600,12 @@ impl Engine {
             recovery,
             last_checkpoint: Instant::now(),
             replay_alone: false,
+            chaos: std::env::var(crate::bootstrap::env::CHAOS)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map_or(0, |seed| {
+                    (seed ^ (env.rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
+                }),
         })
     }
 
@@ -1494,6 +1504,15 @@ impl Engine {
             self.check_caught_up();
         }
         for p in 0..self.peers.len() {
+            if self.chaos != 0 {
+                // xorshift64: skip this peer on about a quarter of passes.
+                self.chaos ^= self.chaos << 13;
+                self.chaos ^= self.chaos >> 7;
+                self.chaos ^= self.chaos << 17;
+                if self.chaos.is_multiple_of(4) {
+                    continue;
+                }
+            }
             let Some(peer) = self.peers[p].as_mut() else {
                 continue;
             };

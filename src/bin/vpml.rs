@@ -24,6 +24,11 @@ enum Command {
     /// receptions come from the recorded logs, its sends are checked
     /// against the recorded ones, and the first divergence is reported.
     Replay(vpml_launcher::record::ReplayArgs),
+    /// Look into recordings: ls, info, dump, stats, diff.
+    Trace(vpml_launcher::trace::TraceArgs),
+    /// Record a program twice with different delivery timing (--chaos)
+    /// and report the first send that differs.
+    CheckDeterminism(vpml_launcher::trace::CheckArgs),
     /// A host's agent in a multi-host job (started by `vpml run`; reads
     /// the job token from standard input).
     #[command(hide = true)]
@@ -44,5 +49,7 @@ fn main() -> ExitCode {
         Command::EventLogger(args) => vpml_event_logger::cli::run(args),
         Command::Agent(args) => vpml_launcher::agent::agent_main(args),
         Command::Replay(args) => vpml_launcher::record::replay_main(args),
+        Command::Trace(args) => vpml_launcher::trace::trace_main(args),
+        Command::CheckDeterminism(args) => vpml_launcher::trace::check_main(args),
     }
 }
