@@ -65,7 +65,19 @@ fn app_lines(b: &[u8]) -> String {
 fn every_rank_of_every_example_replays_alone_without_divergence() {
     let _g = serial();
     for (n, program, args) in [
-        (4, "heat3d", vec!["--points", "6x6x12", "--steps", "10"]),
+        // Checkpoints free nothing in a recording: replays start over.
+        (
+            4,
+            "heat3d",
+            vec![
+                "--points",
+                "6x6x12",
+                "--steps",
+                "10",
+                "--checkpoint-every",
+                "3",
+            ],
+        ),
         (4, "cg-pattern", vec![]),
         (4, "mg-pattern", vec!["--cycles", "5"]),
         (4, "lu-pattern", vec!["--iterations", "5"]),
@@ -162,6 +174,15 @@ fn damaged_or_incomplete_recordings_give_clear_errors() {
     assert!(!out.status.success(), "{stderr}");
     let name = seg.file_name().unwrap().to_string_lossy().into_owned();
     assert!(stderr.contains(&name), "the error names {name}:\n{stderr}");
+    // A lost sender log: the recording is incomplete, and says where.
+    std::fs::remove_dir_all(dir.0.join("rank-1")).unwrap();
+    std::fs::create_dir(dir.0.join("rank-1")).unwrap();
+    let out = replay(&dir.0, 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("incomplete") && stderr.contains("rank-1"),
+        "{stderr}"
+    );
     // No manifest: not a recording.
     std::fs::remove_file(dir.0.join("manifest")).unwrap();
     let out = replay(&dir.0, 0);
@@ -307,4 +328,26 @@ fn replay_until_stops_at_the_event_for_a_debugger() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("no divergence")), "{rest:?}");
+}
+
+#[test]
+fn a_rank_replays_under_a_debugger() {
+    let _g = serial();
+    if Command::new("gdb").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: gdb is not installed");
+        return;
+    }
+    let dir = Dir::new("gdb");
+    record(&dir.0, 2, "scenarios", &["any"]);
+    let out = Command::new(vpml())
+        .arg("replay")
+        .arg(&dir.0)
+        .args(["--rank", "1", "--", "gdb", "-batch", "-ex", "run", "--args"])
+        .output()
+        .expect("run vpml replay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("no divergence"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("exited normally"), "gdb ran it:\n{stdout}");
 }

@@ -371,7 +371,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         .find(|(k, _)| k == "VPML_LOG_DIR")
         .map(|(_, v)| PathBuf::from(v));
     let mut forwarders = Vec::new();
-    let code = if let Some(hosts) = hosts {
+    let (code, ended) = if let Some(hosts) = hosts {
         // Several hosts: every rank is started by its host's agent.
         let placement: Vec<usize> = hosts
             .iter()
@@ -439,7 +439,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             spares,
             incarnations: vec![0; args.ranks],
         };
-        let code = supervise(
+        let (code, ended) = supervise(
             args,
             &mut backend,
             &rx,
@@ -450,7 +450,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         );
         drop(backend);
         agents.stop();
-        code
+        (code, ended)
     } else {
         let mailboxes: Vec<OwnedFd> = (0..args.ranks)
             .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{job_id}-{r}"), args.ranks))
@@ -521,7 +521,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             page: job_page.as_ref().map(|(_, page, bells)| (page, bells)),
             pids,
         };
-        let code = supervise(
+        let (code, ended) = supervise(
             args,
             &mut backend,
             &rx,
@@ -534,7 +534,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         drop(spawner);
         drop(job_page);
         drop(mailboxes);
-        code
+        (code, ended)
     };
     forwarders.extend(outputs.take_previous());
     drop(tx);
@@ -556,6 +556,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             ranks: (0..args.ranks)
                 .map(|r| kv.get(&format!("stats.{r}")))
                 .collect(),
+            ended,
         };
         record::finish(dir, *default, &m)?;
     }
@@ -866,9 +867,11 @@ fn supervise(
     log_dir: Option<PathBuf>,
     injections: &[Injection],
     forwarders: &mut Vec<std::thread::JoinHandle<()>>,
-) -> u8 {
+) -> (u8, Vec<String>) {
     let n = args.ranks;
     let start = Instant::now();
+    // How each rank's last process ended (for a recording's manifest).
+    let mut ended = vec!["still running when the job ended".to_string(); n];
     let mut finalized = vec![false; n];
     let mut all_finalized = false;
     let mut alive = vec![true; n];
@@ -1032,6 +1035,11 @@ fn supervise(
                     continue;
                 }
                 alive[rank] = false;
+                ended[rank] = match (status.code(), status.signal()) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (_, Some(sig)) => format!("signal {sig}"),
+                    _ => "unknown".into(),
+                };
                 if let Some(sig) = status.signal() {
                     deaths.push((rank, Death::Signal(sig)));
                 } else if let Some(code) = status.code().filter(|c| *c != 0) {
@@ -1150,7 +1158,7 @@ fn supervise(
             }
         }
     }
-    failure.unwrap_or(0)
+    (failure.unwrap_or(0), ended)
 }
 
 /// Print the counters each rank published at finalize (`stats.<rank>`,

@@ -143,6 +143,12 @@ impl ProtocolSetup {
             (LOG_DIR.into(), root.display().to_string()),
             ("VPML_SENDER_LOG".into(), args.sender_log.clone()),
         ];
+        if args.record.is_some() {
+            // A recording keeps every event and message (no garbage
+            // collection after checkpoints): a replay starts from the
+            // beginning.
+            setup.envs.push(("VPML_KEEP_LOGS".into(), "1".into()));
+        }
         Ok(setup)
     }
 

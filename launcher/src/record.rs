@@ -72,6 +72,8 @@ pub(crate) struct Manifest {
     pub protocol: String,
     /// Per rank: the counters it published (`name=value ...`), if any.
     pub ranks: Vec<Option<String>>,
+    /// Per rank: how its last process ended (`exit 0`, `signal 9`, …).
+    pub ended: Vec<String>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -102,6 +104,9 @@ impl Manifest {
                 None => s += &format!("rank {r} (no counters: it did not finalize)\n"),
             }
         }
+        for (r, e) in self.ended.iter().enumerate() {
+            s += &format!("ended {r} {e}\n");
+        }
         s
     }
 
@@ -114,6 +119,7 @@ impl Manifest {
             args: Vec::new(),
             protocol: String::new(),
             ranks: Vec::new(),
+            ended: Vec::new(),
         };
         let mut format = None;
         for (i, line) in text.lines().enumerate() {
@@ -130,6 +136,10 @@ impl Manifest {
                     unhex(value).ok_or_else(|| field(value))?,
                 )),
                 "protocol" => m.protocol = value.to_string(),
+                "ended" => {
+                    let (_, how) = value.split_once(' ').unwrap_or((value, ""));
+                    m.ended.push(how.to_string());
+                }
                 "rank" => {
                     let (_, counters) = value.split_once(' ').unwrap_or((value, ""));
                     m.ranks.push(
@@ -224,9 +234,35 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     Manifest::decode(&text, &path)
 }
 
+/// Every rank's sender log holds as many messages as the rank said it
+/// sent (a truncated or lost file would otherwise surface later, as a
+/// wait for a message that never comes).
+fn check_complete(dir: &Path, m: &Manifest) -> Result<(), String> {
+    for (r, counters) in m.ranks.iter().enumerate() {
+        let Some(sent) = counters.as_deref().and_then(|c| {
+            c.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("messages_sent=")?.parse::<usize>().ok())
+        }) else {
+            continue;
+        };
+        let rank_dir = dir.join(format!("rank-{r}"));
+        let log =
+            vpml_sender_log::SenderLog::open_read_only(&rank_dir).map_err(|e| e.to_string())?;
+        let held: usize = log.destinations().iter().map(|&d| log.records_to(d)).sum();
+        if held < sent {
+            return Err(format!(
+                "the recording is incomplete: {} holds {held} message(s) but rank {r} sent {sent}",
+                rank_dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn replay(args: &ReplayArgs) -> Result<u8, String> {
     let dir = resolve(args.dir.as_deref())?;
     let m = read_manifest(&dir)?;
+    check_complete(&dir, &m)?;
     if args.rank >= m.size {
         return Err(format!(
             "rank {} is outside the recorded job of {} ranks",
@@ -288,9 +324,16 @@ mod tests {
             args: vec!["a\nb".into()],
             protocol: "pessimist".into(),
             ranks: vec![Some("messages_sent=3 events_total=1".into()), None, None],
+            ended: vec!["exit 0".into(), "signal 9".into(), "exit 0".into()],
         };
         let p = Path::new("/r/manifest");
         let back = Manifest::decode(&m.encode(), p).unwrap();
+        assert_eq!(back.ended, m.ended);
+        assert_eq!(
+            back.ranks[0].as_deref(),
+            Some("messages_sent=3 events_total=1")
+        );
+        assert_eq!(back.ranks[1], None);
         assert_eq!(
             (back.job, back.size, back.program, back.args),
             (m.job, m.size, m.program, m.args)

@@ -74,6 +74,9 @@ pub struct Config {
     /// Keep the sender log in memory (spilled to a file at each
     /// checkpoint) rather than in files. `VPML_SENDER_LOG=memory|file`.
     pub log_in_memory: bool,
+    /// Never free events or log records (`vpml run --record`:
+    /// `VPML_KEEP_LOGS=1`).
+    pub keep_logs: bool,
     /// Send each event to the loggers as soon as it exists (`true`), or
     /// batch them until the next send needs them (the default; each socket
     /// write that wakes a logger costs ~10 µs on virtual machines).
@@ -109,6 +112,7 @@ impl Config {
             log_dir: crate::log_dir(job.rank)?,
             segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
             send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
+            keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
             log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
                 Ok("memory") | Ok("") | Err(_) => true,
                 Ok("file") => false,
@@ -212,6 +216,7 @@ pub struct Pessimist {
     /// Logged events to replay (restarted process).
     replay: ReplayLog,
     log_in_memory: bool,
+    keep_logs: bool,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
@@ -341,6 +346,7 @@ impl Pessimist {
             app_state,
             replay,
             log_in_memory: cfg.log_in_memory,
+            keep_logs: cfg.keep_logs,
         })
     }
 
@@ -732,7 +738,7 @@ impl Protocol for Pessimist {
             recv_seq: engine.recv_seq.clone(),
         });
         let mut frees = Vec::new();
-        if let Some(older) = older {
+        if let Some(older) = older.filter(|_| !self.keep_logs) {
             if older.event_id > 0 {
                 self.client
                     .truncate(older.event_id)
