@@ -15,7 +15,15 @@
 //!   doorbell, so a rank blocked in `recv` costs ~0 CPU.
 //! * **Transport** — [`shm`]: per-pair single-producer/single-consumer
 //!   rings in shared memory, eager for small messages and single-copy
-//!   rendezvous for large ones.
+//!   rendezvous for large ones; TCP between hosts (or everywhere with
+//!   `--transport tcp`).
+//! * **Hooks** — [`protocol`]: what a fault-tolerance protocol sees of every
+//!   call, and what it may answer while a restarted (or replayed) rank
+//!   re-executes. [`recovery`] holds the engine's side of restarts: the
+//!   job page, the engine's checkpoint state, and the handshake of a
+//!   restarted process's connections (after which the pair goes back onto
+//!   shared memory if both are on one host). A rank replayed alone
+//!   (`vpml replay`) reads every peer's recorded messages instead of a link.
 //!
 //! Processes are started by `vpml run`, which sets the environment described
 //! in [`bootstrap`]. A program started any other way is a one-rank job, which
