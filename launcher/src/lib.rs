@@ -145,6 +145,11 @@ pub struct RunArgs {
     /// How long agents get to connect before a host counts as unreachable.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub agent_timeout: f64,
+    /// Run an MPI C program (built against MPICH) on vpml's MPICH-ABI
+    /// library; detected automatically for programs that link
+    /// `libmpich.so.12`.
+    #[arg(long)]
+    pub mpi_abi: bool,
     /// Perturb message delivery timing (deterministically from SEED), to
     /// expose races: each rank skips reading from a random subset of its
     /// peers on each progress pass.
@@ -361,6 +366,20 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mpi = mpi_abi_dir(args, &program, &job_id)?;
+    let mut extra_envs: Vec<(String, String)> = protocol.envs.clone();
+    if let Some(dir) = &mpi {
+        let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+        let path = if old.is_empty() {
+            dir.display().to_string()
+        } else {
+            format!("{}:{old}", dir.display())
+        };
+        extra_envs.push(("LD_LIBRARY_PATH".into(), path));
+    }
+    if let Some(seed) = args.chaos {
+        extra_envs.push((env::CHAOS.to_string(), seed.to_string()));
+    }
     let signals = watch_signals(tx.clone())?;
     let restartable = args.protocol != "none";
     let injections = plan_injections(args)?;
@@ -392,10 +411,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             (env::TRANSPORT.to_string(), args.transport.clone()),
             (env::HOST_OF.to_string(), host_of.join(",")),
         ];
-        if let Some(seed) = args.chaos {
-            envs.push((env::CHAOS.to_string(), seed.to_string()));
-        }
-        envs.extend(protocol.envs.iter().cloned());
+        envs.extend(extra_envs.iter().cloned());
         // Hosts started by fork or netns share this machine's cores: their
         // ranks count together when a rank decides whether to spin.
         let same_machine = |h: usize| hosts[h].via != agent::StartMethod::Ssh;
@@ -490,12 +506,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             ranks: args.ranks,
             cores,
             bind,
-            protocol_envs: protocol
-                .envs
-                .iter()
-                .cloned()
-                .chain(args.chaos.map(|s| (env::CHAOS.to_string(), s.to_string())))
-                .collect(),
+            protocol_envs: extra_envs.clone(),
             transport: args.transport.clone(),
             host_of: host_of.join(","),
             job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),
@@ -543,6 +554,9 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
     }
     signals.close();
     protocol.stop();
+    if let Some(dir) = &mpi {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     if args.stats {
         print_stats(&kv, args.ranks);
     }
@@ -561,6 +575,50 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         record::finish(dir, *default, &m)?;
     }
     Ok(code)
+}
+
+/// For an MPI C program (`--mpi-abi`, or a program that links MPICH's
+/// `libmpich.so.12`): a directory where `libmpich.so.12` and
+/// `libmpi.so.12` are vpml's MPICH-ABI library, to put first on the ranks'
+/// loader path.
+fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<PathBuf>, String> {
+    let linked = std::fs::read(program)
+        .map(|b| {
+            b.windows(14)
+                .any(|w| w == b"libmpich.so.12" || &w[..12] == b"libmpi.so.12")
+        })
+        .unwrap_or(false);
+    if !args.mpi_abi && !linked {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
+    let dir = exe.parent().ok_or("the vpml binary has no directory")?;
+    let lib = [
+        dir.join("libvpml_mpich.so"),
+        dir.join("deps").join("libvpml_mpich.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .ok_or_else(|| {
+        format!(
+            "{} is an MPI program, but vpml's MPI library (libvpml_mpich.so) is not next to {}: build it with `cargo build --release -p vpml-mpi-abi`",
+            program.display(),
+            exe.display()
+        )
+    })?;
+    let links = std::env::temp_dir().join(format!("vpml-mpi-{job_id}"));
+    std::fs::create_dir_all(&links).map_err(|e| format!("{}: {e}", links.display()))?;
+    for name in ["libmpich.so.12", "libmpi.so.12"] {
+        let link = links.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&lib, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    eprintln!(
+        "vpml run: {} runs on vpml's MPI library ({})",
+        program.display(),
+        lib.display()
+    );
+    Ok(Some(links))
 }
 
 /// The hosts of a multi-host job (`--hosts`, `--hostfile`, plus
