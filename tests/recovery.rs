@@ -213,7 +213,7 @@ fn a_rank_killed_again_while_it_recovers_recovers() {
     for delay in ["0.001", "0.005", "0.012"] {
         let launcher: Vec<String> = [
             "--inject-failure".to_string(),
-            format!("2@{:.3}", took.as_secs_f64() * 0.5),
+            format!("2@{:.3}", took.as_secs_f64() * 0.3),
             "--inject-failure".into(),
             format!("2@restart+{delay}"),
         ]
@@ -265,7 +265,9 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     let extra: Vec<String> = Vec::new();
     let (reference, took) = run(4, &extra, "heat3d", HEAT);
     assert!(reference.status.success());
-    let at = took.as_secs_f64() * 0.7;
+    // Early enough to land even if this run is faster than the reference
+    // (checkpoints every 5 of 40 steps: at 40 % there are already two).
+    let at = took.as_secs_f64() * 0.4;
     let launcher = vec![
         "--inject-failure".to_string(),
         format!("1@{at:.3}:corrupt-checkpoint"),
