@@ -142,6 +142,18 @@ fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
         .map_err(|_| Error::Bootstrap(format!("{name}={value:?} is not a valid number")))
 }
 
+/// `VPML_RANK` and `VPML_SIZE`, checked against each other.
+fn rank_and_size() -> Result<(usize, usize)> {
+    let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
+    let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
+    if size == 0 || rank >= size {
+        return Err(Error::Bootstrap(format!(
+            "rank {rank} is not inside a job of {size} ranks"
+        )));
+    }
+    Ok((rank, size))
+}
+
 impl JobEnv {
     /// The environment of a rank replayed alone (`vpml replay` sets
     /// `VPML_REPLAY_DIR`, the rank, the size and the job id); `Ok(None)`
@@ -150,13 +162,7 @@ impl JobEnv {
         if std::env::var_os(env::REPLAY_DIR).is_none() {
             return Ok(None);
         }
-        let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
-        let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
-        if size == 0 || rank >= size {
-            return Err(Error::Bootstrap(format!(
-                "rank {rank} is not inside a job of {size} ranks"
-            )));
-        }
+        let (rank, size) = rank_and_size()?;
         Ok(Some(JobEnv {
             job_id: var(env::JOB_ID)?,
             rank,
@@ -179,13 +185,7 @@ impl JobEnv {
         if std::env::var_os(env::RANK).is_none() {
             return Ok(None);
         }
-        let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
-        let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
-        if size == 0 || rank >= size {
-            return Err(Error::Bootstrap(format!(
-                "rank {rank} is not inside a job of {size} ranks"
-            )));
-        }
+        let (rank, size) = rank_and_size()?;
         let fds = var(env::MAILBOX_FDS)?;
         let mailbox_fds = fds
             .split(',')

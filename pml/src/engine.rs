@@ -381,8 +381,12 @@ struct Recovery {
     known_inc: Vec<u32>,
     /// Restarted processes connect here.
     listener: TcpListener,
-    /// A connection from this peer's newer process is expected.
+    /// A connection from this peer's newer process is expected (change
+    /// it with `Recovery::expect`, which keeps `expected` in step).
     expecting: Vec<bool>,
+    /// How many peers are expected: progress accepts connections only
+    /// while this is non-zero.
+    expected: usize,
     /// Messages to each peer it already had when the link was set up: a
     /// re-executed send up to this number is logged but not transmitted.
     suppress: Vec<u64>,

@@ -31,7 +31,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 const HEADER: usize = 64;
 const PER_RANK: usize = 16;
@@ -77,43 +77,8 @@ impl JobPage {
     /// Map the job page behind `fd` (a rank's side).
     pub fn map(fd: RawFd, size: usize) -> Result<JobPage> {
         let len = page_len(size);
-        // SAFETY: fstat fills a plain struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid out-pointer.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(Error::shm(
-                format!("job page descriptor {fd}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        if (st.st_size as u64) < len as u64 {
-            return Err(Error::Bootstrap(format!(
-                "job page descriptor {fd} holds {} bytes, expected {len}",
-                st.st_size
-            )));
-        }
-        // SAFETY: shared mapping of a file we hold open and checked the size of.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::shm(
-                "mapping the job page".to_string(),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(JobPage {
-            base: p as *mut u8,
-            len,
-            size,
-        })
+        let p = crate::shm::mailbox::map_shared(fd, len, "job page")?;
+        Ok(JobPage { base: p, len, size })
     }
 
     fn word(&self, offset: usize) -> &AtomicU32 {

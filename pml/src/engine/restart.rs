@@ -73,6 +73,7 @@ impl Recovery {
             known_inc,
             listener,
             expecting: vec![false; env.size],
+            expected: 0,
             suppress: vec![0; env.size],
             my_host: env.host_of.get(env.rank).copied().unwrap_or(0),
             transport_tcp: env.transport_tcp,
@@ -80,6 +81,20 @@ impl Recovery {
             catching_up,
             page,
         })
+    }
+}
+
+impl Recovery {
+    /// Whether a connection from `q`'s newer process is expected.
+    fn expect(&mut self, q: usize, yes: bool) {
+        if self.expecting[q] != yes {
+            self.expecting[q] = yes;
+            if yes {
+                self.expected += 1;
+            } else {
+                self.expected -= 1;
+            }
+        }
     }
 }
 
@@ -211,7 +226,7 @@ impl Engine {
             let inc = rc.page.incarnation(q);
             rc.known_inc[q] = inc;
             if rc.page.start_epoch(q) > rc.my_start {
-                rc.expecting[q] = true;
+                rc.expect(q, true);
                 continue;
             }
             match self.connect_to(q, inc) {
@@ -308,7 +323,8 @@ impl Engine {
             let inc = rc.page.incarnation(q);
             if inc != rc.known_inc[q] {
                 rc.known_inc[q] = inc;
-                rc.expecting[q] = rc.page.start_epoch(q) > rc.my_start;
+                let newer = rc.page.start_epoch(q) > rc.my_start;
+                rc.expect(q, newer);
                 restarted.push(q);
             }
         }
@@ -352,7 +368,7 @@ impl Engine {
             let Some(rc) = self.recovery.as_ref() else {
                 return Ok(());
             };
-            if !rc.expecting.iter().any(|&e| e) {
+            if rc.expected == 0 {
                 return Ok(());
             }
             let (mut s, from) = match rc.listener.accept() {
@@ -486,7 +502,7 @@ impl Engine {
         self.drop_link(q);
         let (link, single_copy) = self.new_link(q, stream, single_copy, host)?;
         if let Some(rc) = self.recovery.as_mut() {
-            rc.expecting[q] = false;
+            rc.expect(q, false);
             rc.suppress[q] = received;
         }
         let logged = self
@@ -657,7 +673,7 @@ impl Engine {
     pub(super) fn idle_fds(&self) -> Option<libc::pollfd> {
         use std::os::fd::AsRawFd;
         let rc = self.recovery.as_ref()?;
-        rc.expecting.iter().any(|&e| e).then(|| libc::pollfd {
+        (rc.expected > 0).then(|| libc::pollfd {
             fd: rc.listener.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,

@@ -69,6 +69,46 @@ impl Doorbells {
     }
 }
 
+/// Map `len` bytes of the shared file behind `fd` (inherited from the
+/// launcher) read-write, after checking that the file is that large;
+/// `what` names it in errors. The caller unmaps it.
+pub(crate) fn map_shared(fd: RawFd, len: usize, what: &str) -> Result<*mut u8> {
+    // SAFETY: fstat fills a plain struct; an invalid fd gives an error.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(Error::shm(
+            format!("{what} descriptor {fd}"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    if (st.st_size as u64) < len as u64 {
+        return Err(Error::Bootstrap(format!(
+            "{what} descriptor {fd} holds {} bytes, expected {len}",
+            st.st_size
+        )));
+    }
+    // SAFETY: shared mapping of a file we hold open and checked the size
+    // of; the result is checked below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::shm(
+            format!("mapping {what} descriptor {fd}"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(p as *mut u8)
+}
+
 /// A shared mapping of one mailbox, unmapped on drop.
 pub(crate) struct Mailbox {
     base: *mut u8,
@@ -80,43 +120,8 @@ impl Mailbox {
     /// `size` ranks, checking that the file is large enough.
     pub(crate) fn map(fd: RawFd, size: usize) -> Result<Mailbox> {
         let len = mailbox_len(size);
-        // SAFETY: fstat fills a plain struct; an invalid fd gives an error.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `st` is a valid out-pointer.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(Error::shm(
-                format!("mailbox descriptor {fd}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        if (st.st_size as u64) < len as u64 {
-            return Err(Error::Bootstrap(format!(
-                "mailbox descriptor {fd} holds {} bytes, expected {len}",
-                st.st_size
-            )));
-        }
-        // SAFETY: mapping a regular shared file we hold open; the result is
-        // checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::shm(
-                format!("mapping mailbox descriptor {fd}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(Mailbox {
-            base: p as *mut u8,
-            len,
-        })
+        let p = map_shared(fd, len, "mailbox")?;
+        Ok(Mailbox { base: p, len })
     }
 
     /// The owner's doorbell (futex word: 1 while the owner sleeps).
