@@ -459,14 +459,35 @@ impl SenderLog {
         self.segments.len()
     }
 
+    /// Start a new current segment with room for a record of
+    /// `min_payload` bytes: anonymous memory (reusing a freed one when
+    /// possible) or a file.
     fn new_segment(&mut self, min_payload: usize) -> Result<u64> {
-        if self.in_memory {
-            return self.new_memory_segment(min_payload);
-        }
         let idx = self.next_index;
         let capacity = self
             .segment_size
             .max(SEGMENT_HEADER + record_span(min_payload));
+        let (path, map) = if self.in_memory {
+            self.memory_segment(idx, capacity)?
+        } else {
+            self.file_segment(idx, capacity)?
+        };
+        self.segments.insert(
+            idx,
+            Segment {
+                path,
+                on_disk: !self.in_memory,
+                map: Map::Writable(map),
+                used: SEGMENT_HEADER,
+                live: 0,
+            },
+        );
+        self.next_index += 1;
+        self.current = Some(idx);
+        Ok(idx)
+    }
+
+    fn file_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
         let path = segment_path(&self.dir, idx);
         // Built under a temporary name and renamed once its header is
         // written: a crash in between leaves no half-made segment.
@@ -485,26 +506,10 @@ impl SenderLog {
             .map_err(io(&path, "mapping a segment"))?;
         map[..SEGMENT_HEADER].copy_from_slice(&segment_header(self.rank, idx, capacity as u64));
         std::fs::rename(&tmp, &path).map_err(io(&path, "naming a new segment"))?;
-        self.segments.insert(
-            idx,
-            Segment {
-                path,
-                on_disk: true,
-                map: Map::Writable(map),
-                used: SEGMENT_HEADER,
-                live: 0,
-            },
-        );
-        self.next_index += 1;
-        self.current = Some(idx);
-        Ok(idx)
+        Ok((path, map))
     }
 
-    fn new_memory_segment(&mut self, min_payload: usize) -> Result<u64> {
-        let idx = self.next_index;
-        let capacity = self
-            .segment_size
-            .max(SEGMENT_HEADER + record_span(min_payload));
+    fn memory_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
         let path = PathBuf::from(format!("(memory segment {idx})"));
         let map = match self.spare.iter().position(|m| m.len() >= capacity) {
             Some(i) => self.spare.swap_remove(i),
@@ -518,19 +523,7 @@ impl SenderLog {
                 map
             }
         };
-        self.segments.insert(
-            idx,
-            Segment {
-                path,
-                on_disk: false,
-                map: Map::Writable(map),
-                used: SEGMENT_HEADER,
-                live: 0,
-            },
-        );
-        self.next_index += 1;
-        self.current = Some(idx);
-        Ok(idx)
+        Ok((path, map))
     }
 
     /// Write every kept record to the file `path` (one read-only segment,
