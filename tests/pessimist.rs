@@ -190,6 +190,23 @@ fn cancels_log_whether_they_took_effect() {
     check_mode(2, "cancel");
 }
 
+/// SIGSTOPs `child` and returns once the whole process has stopped. The
+/// signal alone only starts a group stop: until the thread that takes it
+/// runs, the logger's other threads keep serving (and acknowledging).
+fn stop_until_stopped(child: &Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP");
+    let mut status = 0;
+    // SAFETY: waiting for our own child's stop; WUNTRACED reports it
+    // without reaping, so `Child` still owns the process.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    assert!(
+        r == pid && libc::WIFSTOPPED(status),
+        "the logger did not stop (waitpid {r}, status {status:#x})"
+    );
+}
+
 #[test]
 fn a_send_after_an_event_waits_for_the_stopped_logger() {
     let _g = serial();
@@ -224,8 +241,7 @@ fn a_send_after_an_event_waits_for_the_stopped_logger() {
         }
     };
     wait_for("rank 0 ready");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(logger.child.id() as i32, libc::SIGSTOP) };
+    stop_until_stopped(&logger.child);
     writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
     wait_for("rank 0 sending the reply");
     // The reply follows an unlogged ANY_SOURCE match: it must not arrive

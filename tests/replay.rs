@@ -322,6 +322,22 @@ fn replay_until_stops_at_the_event_for_a_debugger() {
         .next()
         .and_then(|p| p.trim().parse().ok())
         .expect("the message names the pid");
+    // The message comes just before the rank stops itself: a SIGCONT sent
+    // in between would be lost and leave it stopped for good. It is our
+    // grandchild (no waitpid), so watch its state in /proc.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the rank lives");
+        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+        if state == Some('T') {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rank never stopped: {stat}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // SAFETY: plain syscall; the pid is the replayed rank, our grandchild.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
