@@ -8,7 +8,11 @@
 //! ```
 //!
 //! Every part runs vpml without a protocol (`vpml`) and with the pessimist
-//! protocol (`vpml-pessimist`, ratio = overhead). Parts: `pingpong`
+//! protocol (`vpml-pessimist`, ratio = overhead). `pingpong` runs both
+//! with an empty checkpoint per 16 MiB each rank moves (the steady state
+//! of a long job: receivers' checkpoints let senders reuse their log
+//! memory) and adds `vpml-pessimist-nogc`, the same without checkpoints
+//! (a log that only grows, paying for fresh memory). Parts: `pingpong`
 //! (latency and bandwidth, 0 B … 4 MiB, 2 ranks), `pingpong-tcp` (the same
 //! with every pair over TCP, against Open MPI's tcp BTL), `anysource` (the
 //! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
@@ -56,6 +60,12 @@ struct Part {
     parse: fn(&Value) -> Vec<(String, u64, f64)>,
     /// Every pair over TCP (vpml `--transport tcp`, Open MPI's tcp BTL).
     tcp: bool,
+    /// Extra program arguments for vpml's runs that put a logging protocol
+    /// in its steady state (periodic checkpoints, so sender-log memory is
+    /// freed and reused). When set, `vpml-pessimist` uses them (and so
+    /// does `vpml`, where they cost nothing), and `vpml-pessimist-nogc`
+    /// runs without them: a log that only grows.
+    steady: &'static [&'static str],
 }
 
 fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
@@ -93,6 +103,7 @@ const PARTS: [Part; 5] = [
         args: &["--json"],
         parse: parse_pingpong,
         tcp: true,
+        steady: &[],
     },
     Part {
         name: "pingpong",
@@ -102,6 +113,7 @@ const PARTS: [Part; 5] = [
         args: &["--json"],
         parse: parse_pingpong,
         tcp: false,
+        steady: &["--checkpoint-every-mib", "16"],
     },
     Part {
         name: "anysource",
@@ -111,6 +123,7 @@ const PARTS: [Part; 5] = [
         args: &["--json"],
         parse: parse_pingpong,
         tcp: false,
+        steady: &[],
     },
     Part {
         name: "collectives",
@@ -120,6 +133,7 @@ const PARTS: [Part; 5] = [
         args: &["--json"],
         parse: parse_collective,
         tcp: false,
+        steady: &[],
     },
     Part {
         name: "heat3d",
@@ -129,6 +143,7 @@ const PARTS: [Part; 5] = [
         args: &["--size", "small", "--steps", "50", "--timing"],
         parse: parse_heat3d,
         tcp: false,
+        steady: &[],
     },
 ];
 
@@ -161,26 +176,36 @@ fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     } else {
         &[]
     };
+    let steady: Vec<String> = part.steady.iter().map(|a| a.to_string()).collect();
+    let pessimist = |name: &str, program_args: Vec<String>| Config {
+        name: name.into(),
+        cmd: [
+            vpml_run_with(
+                ranks,
+                &[transport, &["--protocol", "pessimist"]].concat(),
+                &program,
+            ),
+            program_args,
+        ]
+        .concat(),
+        envs: vec![],
+    };
     let mut out = vec![
         Config {
             name: "vpml".into(),
-            cmd: [vpml_run_with(ranks, transport, &program), args.clone()].concat(),
-            envs: vec![],
-        },
-        Config {
-            name: "vpml-pessimist".into(),
             cmd: [
-                vpml_run_with(
-                    ranks,
-                    &[transport, &["--protocol", "pessimist"]].concat(),
-                    &program,
-                ),
+                vpml_run_with(ranks, transport, &program),
                 args.clone(),
+                steady.clone(),
             ]
             .concat(),
             envs: vec![],
         },
+        pessimist("vpml-pessimist", [args.clone(), steady.clone()].concat()),
     ];
+    if !steady.is_empty() {
+        out.push(pessimist("vpml-pessimist-nogc", args.clone()));
+    }
     match part.c_source {
         Some(src) => {
             for f in FLAVOURS {

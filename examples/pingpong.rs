@@ -10,8 +10,18 @@
 //!
 //! ```text
 //! vpml run -n 2 target/release/examples/pingpong [--json] [--max BYTES]
+//!     [--checkpoint-every-mib N]
 //! ```
 //! Extra ranks idle (asleep) until the end.
+//!
+//! With `--checkpoint-every-mib N` each rank takes an (empty) checkpoint
+//! whenever it has sent and received N MiB since its last one, as a
+//! long-running application would: under a logging protocol a receiver's
+//! checkpoint lets its senders free
+//! and reuse their sender-log memory, so the figures show the steady
+//! state instead of a log growing without bound. The ranks first exchange
+//! 4 N MiB unmeasured, so the log has reached its working size. Without a
+//! protocol a checkpoint does nothing.
 
 use std::time::Instant;
 
@@ -51,6 +61,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|v| v.parse::<usize>())
         .transpose()?
         .unwrap_or(4 << 20);
+    let checkpoint_every = args
+        .iter()
+        .position(|a| a == "--checkpoint-every-mib")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse::<usize>())
+        .transpose()?
+        .map(|mib| mib << 20);
+    let mut moved_since_checkpoint = 0usize;
+    let mut checkpoint_after = |world: &vpml::Comm, moved: usize| -> vpml::Result<()> {
+        moved_since_checkpoint += moved;
+        if checkpoint_every.is_some_and(|every| moved_since_checkpoint >= every) {
+            moved_since_checkpoint = 0;
+            world.checkpoint(&[])?;
+        }
+        Ok(())
+    };
     let world = vpml::init()?;
     let (rank, size) = (world.rank(), world.size());
     if size < 2 {
@@ -77,6 +103,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let mut buf = vec![0u8; max];
+    if let Some(every) = checkpoint_every {
+        let mut chunk = vec![0u8; 1 << 20];
+        for _ in 0..4 * every / chunk.len() {
+            if rank == 0 {
+                world.send(peer, 4, &chunk)?;
+                world.recv(peer, 4, &mut chunk)?;
+            } else {
+                world.recv(peer, 4, &mut chunk)?;
+                world.send(peer, 4, &chunk)?;
+            }
+            checkpoint_after(&world, 2 * chunk.len())?;
+        }
+    }
     let mut window: Vec<Vec<u8>> = (0..WINDOW).map(|_| Vec::with_capacity(max)).collect();
     for s in sizes(max) {
         // Latency.
@@ -94,6 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 world.recv(peer, 1, &mut buf[..s])?;
                 world.send(peer, 1, &buf[..s])?;
             }
+            checkpoint_after(&world, 2 * s)?;
         }
         let lat_us = t0.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64);
 
@@ -121,8 +161,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             if rank == 0 {
                 world.recv(peer, 3, &mut ack)?;
+                checkpoint_after(&world, s * WINDOW)?;
             } else {
                 world.send(peer, 3, &ack)?;
+                checkpoint_after(&world, s * WINDOW)?;
             }
         }
         let secs = t0.elapsed().as_secs_f64();

@@ -302,14 +302,15 @@ fn recovery_works_over_tcp_and_across_hosts() {
 }
 
 #[test]
-fn recovery_works_with_sender_logs_in_files() {
-    // With file logs the restarted process reopens its predecessor's
-    // files instead of the checkpoint's spill file.
+fn recovery_works_with_sender_logs_in_memory() {
+    // With memory logs the restarted process restores the records peers
+    // may need from its checkpoint's spill file (file logs, the default,
+    // are reopened instead).
     same_output_after_kills(
         4,
         "heat3d",
         HEAT,
-        &["--sender-log", "file"],
+        &["--sender-log", "memory"],
         &[vec![(1, 0.3), (1, 0.6)]],
     );
 }

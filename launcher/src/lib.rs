@@ -89,11 +89,12 @@ pub struct RunArgs {
     /// temporary directory removed after the job.
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
-    /// Where senders keep their logs: `memory` (fast; the records a peer
-    /// may still need are written out with each checkpoint) or `file`
-    /// (memory-mapped files under the log directory, kept with
-    /// `--log-dir` for reading after the job).
-    #[arg(long, value_name = "KIND", env = "VPML_SENDER_LOG", default_value = "memory", value_parser = ["memory", "file"])]
+    /// Where senders keep their logs: `file` (memory-mapped files under
+    /// the log directory, which survive the process: a checkpoint adds
+    /// nothing, freed segments are reused; kept with `--log-dir` for
+    /// reading after the job) or `memory` (anonymous memory; each
+    /// checkpoint writes the records peers may still need to a file).
+    #[arg(long, value_name = "KIND", env = "VPML_SENDER_LOG", default_value = "file", value_parser = ["memory", "file"])]
     pub sender_log: String,
     /// Job token from a file in the event logger's format (`* TOKEN`), for
     /// loggers started separately.

@@ -3,11 +3,13 @@
 //! Under pessimistic sender-based message logging every message a rank sends
 //! stays in the sender's memory until the receiver no longer needs it, so a
 //! crashed receiver can be sent its messages again. This crate keeps that
-//! log either in memory ([`SenderLog::create_in_memory`], the fast default:
-//! anonymous memory with huge pages where the kernel gives them, freed
-//! segments reused) or in files of the rank's log directory, mapped
-//! `MAP_SHARED` ([`SenderLog::create`]; kept after the job for replay).
-//! A memory log dies with its process; [`SenderLog::spill`] writes its
+//! log in files of the rank's log directory, mapped `MAP_SHARED`
+//! ([`SenderLog::create`], vpml's default: they survive the process and
+//! can be kept after the job for replay) or in anonymous memory
+//! ([`SenderLog::create_in_memory`], huge pages where the kernel gives
+//! them). Either way freed segments are reused, so a log that checkpoints
+//! garbage-collect stops costing page faults and kernel zeroing once it
+//! has reached its working size. A memory log dies with its process; [`SenderLog::spill`] writes its
 //! kept records to one file (at a checkpoint: peers may need them after a
 //! restart) and [`SenderLog::restore`] starts a new log from such a file.
 //!
@@ -22,7 +24,9 @@
 //! * records are indexed by (destination, channel sequence number),
 //!   iterated from a sequence number for re-sending, and freed per
 //!   destination up to a sequence number; a segment whose records are all
-//!   freed is deleted.
+//!   freed is set aside (renamed out of the log) and reused as the next
+//!   segment, so a log that is garbage-collected by checkpoints stops
+//!   costing page faults once it has reached its working size.
 //!
 //! ## On-disk format (version 1)
 //!
@@ -33,9 +37,10 @@
 //! `0x564C5243` (u32), destination (u32), context (u32), tag (i32), channel
 //! sequence (u64), payload length (u64), payload CRC-32C (u32), CRC-32C of
 //! the header's first 40 bytes (u32) — then the payload. All integers are
-//! little-endian. A zero magic ends a segment; the payload is written
-//! before its header, so a crash mid-append leaves at most a torn last
-//! record, which readers ignore. Segments are preallocated, so a full disk
+//! little-endian. A zero magic ends a segment. An append first zeroes the
+//! magic after its record, then writes the payload, then the header, so a
+//! crash mid-append leaves at most a torn last record, which readers
+//! ignore, and never exposes the old bytes of a reused segment. Segments are preallocated, so a full disk
 //! is an error at segment creation, never a fault while copying.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -168,12 +173,23 @@ pub struct SenderLog {
     bytes_logged: u64,
     /// New segments are anonymous memory, not files.
     in_memory: bool,
-    /// Freed memory segments kept for reuse (their pages are already
-    /// faulted in: reusing them costs nothing).
-    spare: Vec<MmapMut>,
+    /// Freed segments kept for reuse (their pages are already faulted
+    /// in: reusing them costs no page fault and no zeroing).
+    spare: Vec<Spare>,
 }
 
-/// Freed memory segments kept for reuse.
+/// A freed segment kept for reuse.
+struct Spare {
+    map: MmapMut,
+    /// For a file log, the file backing `map`, renamed out of the log
+    /// (`.seg-spare-*.tmp`: readers and restarts ignore it).
+    file: Option<PathBuf>,
+}
+
+/// Freed segments kept for reuse: at least this many, and up to as many
+/// as the log has live segments (a log garbage-collected by checkpoints
+/// frees about what it holds, so its working size stays in memory and
+/// nothing beyond twice that does).
 const SPARE_SEGMENTS: usize = 4;
 
 /// Path of segment `index` in `dir`.
@@ -355,6 +371,18 @@ impl SenderLog {
     }
 
     fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {
+        if writable {
+            // Segments a crashed incarnation had set aside for reuse.
+            for e in std::fs::read_dir(dir)
+                .map_err(io(dir, "listing the log directory"))?
+                .flatten()
+            {
+                if e.file_name().to_string_lossy().starts_with(".seg-") {
+                    let p = e.path();
+                    std::fs::remove_file(&p).map_err(io(&p, "removing a spare segment"))?;
+                }
+            }
+        }
         let mut paths: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
             .map_err(io(dir, "listing the log directory"))?
             .flatten()
@@ -489,6 +517,26 @@ impl SenderLog {
 
     fn file_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
         let path = segment_path(&self.dir, idx);
+        let reusable = self
+            .spare
+            .iter()
+            .position(|s| s.file.is_some() && s.map.len() >= capacity);
+        if let Some(i) = reusable
+            && let Spare {
+                mut map,
+                file: Some(tmp),
+            } = self.spare.swap_remove(i)
+        {
+            // Made ready under its spare name, then renamed into the log: a
+            // crash in between leaves no half-made segment. Old records stay
+            // after the new header, but the zero magic that ends the chain
+            // hides them (see `append`).
+            let cap = map.len();
+            map[..SEGMENT_HEADER].copy_from_slice(&segment_header(self.rank, idx, cap as u64));
+            end_chain(&mut map, SEGMENT_HEADER);
+            std::fs::rename(&tmp, &path).map_err(io(&path, "reusing a freed segment"))?;
+            return Ok((path, map));
+        }
         // Built under a temporary name and renamed once its header is
         // written: a crash in between leaves no half-made segment.
         let tmp = self.dir.join(format!(".seg-{idx:010}.tmp"));
@@ -511,8 +559,12 @@ impl SenderLog {
 
     fn memory_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
         let path = PathBuf::from(format!("(memory segment {idx})"));
-        let map = match self.spare.iter().position(|m| m.len() >= capacity) {
-            Some(i) => self.spare.swap_remove(i),
+        let map = match self
+            .spare
+            .iter()
+            .position(|s| s.file.is_none() && s.map.len() >= capacity)
+        {
+            Some(i) => self.spare.swap_remove(i).map,
             None => {
                 let map = MmapOptions::new()
                     .len(capacity)
@@ -660,6 +712,11 @@ impl SenderLog {
         };
         let off = seg.used;
         let start = off + RECORD_HEADER;
+        // The chain of records ends at a zero magic. A reused segment holds
+        // old bytes past `used`: end the chain after this record before
+        // the record itself becomes valid, so a crash at any point leaves
+        // readers a chain of whole records and nothing stale behind it.
+        end_chain(map, off + span);
         map[start..start + payload.len()].copy_from_slice(payload);
         let crc = crc32c::crc32c(payload);
         // Header last: a record is complete once its header is there.
@@ -762,22 +819,53 @@ impl SenderLog {
         for i in &empty {
             if let Some(seg) = self.segments.remove(i) {
                 match seg.map {
-                    Map::Writable(m)
-                        if !seg.on_disk
-                            && self.spare.len() < SPARE_SEGMENTS
-                            && m.len() == self.segment_size =>
+                    Map::Writable(map)
+                        if self.writable
+                            && self.spare.len() < SPARE_SEGMENTS.max(self.segments.len())
+                            && map.len() == self.segment_size =>
                     {
-                        self.spare.push(m)
+                        // Out of the log (for readers, as good as deleted)
+                        // but kept, pages and all, for the next segment.
+                        let file = if seg.on_disk {
+                            let tmp = self.dir.join(format!(".seg-spare-{i:08}.tmp"));
+                            std::fs::rename(&seg.path, &tmp)
+                                .map_err(io(&seg.path, "setting a freed segment aside"))?;
+                            Some(tmp)
+                        } else {
+                            None
+                        };
+                        self.spare.push(Spare { map, file });
                     }
-                    map => drop(map),
-                }
-                if self.writable && seg.on_disk {
-                    std::fs::remove_file(&seg.path)
-                        .map_err(io(&seg.path, "deleting a freed segment"))?;
+                    map => {
+                        drop(map);
+                        if self.writable && seg.on_disk {
+                            std::fs::remove_file(&seg.path)
+                                .map_err(io(&seg.path, "deleting a freed segment"))?;
+                        }
+                    }
                 }
             }
         }
         Ok(empty.len())
+    }
+}
+
+/// Zero the record magic at `off` (if a record fits there): readers stop
+/// at it.
+fn end_chain(map: &mut [u8], off: usize) {
+    if off + RECORD_HEADER <= map.len() {
+        map[off..off + 4].fill(0);
+    }
+}
+
+impl Drop for SenderLog {
+    fn drop(&mut self) {
+        // Spare files are not part of the log: leave none behind.
+        for s in &self.spare {
+            if let Some(f) = &s.file {
+                let _ = std::fs::remove_file(f);
+            }
+        }
     }
 }
 
@@ -894,8 +982,28 @@ mod tests {
         let freed = log.free_up_to(2, 60).unwrap();
         assert!(freed > 0 && log.segment_count() == before - freed);
         assert!(log.get(2, 60).is_none() && log.get(2, 61).is_some());
-        let on_disk = std::fs::read_dir(&dir).unwrap().count();
-        assert_eq!(on_disk, log.segment_count());
+        let names = |dir: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        let in_log = names(&dir).iter().filter(|n| n.starts_with("seg-")).count();
+        assert_eq!(in_log, log.segment_count());
+        // Freed segments are set aside for reuse, at most SPARE_SEGMENTS.
+        let spares = names(&dir)
+            .iter()
+            .filter(|n| n.starts_with(".seg-spare-"))
+            .count();
+        assert_eq!(spares, freed.min(SPARE_SEGMENTS));
+        drop(log);
+        assert!(
+            names(&dir).iter().all(|n| n.starts_with("seg-")),
+            "spares are deleted with the log: {:?}",
+            names(&dir)
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -926,6 +1034,51 @@ mod tests {
             err.contains("seg-00000000.vlog") && err.contains("offset 64"),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_reused_segment_never_shows_its_old_records() {
+        let dir = tmp("reuse");
+        let mut log = SenderLog::create(&dir, 2, 4096).unwrap();
+        for seq in 1..=100u64 {
+            log.append(hdr(0, seq), &[seq as u8; 300]).unwrap();
+        }
+        let current = log.get(0, 100).unwrap().location.segment;
+        let mut want: Vec<u64> = (1..=100)
+            .filter(|&s| log.get(0, s).unwrap().location.segment == current)
+            .collect();
+        assert!(log.free_up_to(0, 100).unwrap() >= SPARE_SEGMENTS);
+        // Shorter records: the reused segments keep whole old records
+        // after the new ones.
+        let mut reused = false;
+        for seq in 101..=120u64 {
+            let at = log.append(hdr(0, seq), &[!(seq as u8); 10]).unwrap();
+            reused |= at.segment > current;
+        }
+        assert!(reused, "later records go to a reused segment");
+        want.extend(101..=120);
+        let seqs = |dir: &Path| -> Vec<u64> {
+            let r = SenderLog::open_read_only(dir).unwrap();
+            let mut v: Vec<u64> = r.iter_from(0, 0).map(|r| r.header.seq).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(seqs(&dir), want);
+        let r = SenderLog::open_read_only(&dir).unwrap();
+        assert_eq!(r.get(0, 120).unwrap().payload, &[!120u8; 10]);
+        // A crash between payload and header of the last record: the
+        // chain ends before it, not at the old bytes behind it.
+        let last = log.get(0, 120).unwrap().location;
+        let hdr_at = last.offset as usize - RECORD_HEADER;
+        let seg = segment_path(&dir, last.segment);
+        drop(r);
+        drop(log);
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes[hdr_at..hdr_at + RECORD_HEADER].fill(0);
+        std::fs::write(&seg, &bytes).unwrap();
+        want.pop();
+        assert_eq!(seqs(&dir), want);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -114,8 +114,8 @@ impl Config {
             send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
             keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
             log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
-                Ok("memory") | Ok("") | Err(_) => true,
-                Ok("file") => false,
+                Ok("memory") => true,
+                Ok("file") | Ok("") | Err(_) => false,
                 Ok(other) => {
                     return Err(Error::Bootstrap(format!(
                         "VPML_SENDER_LOG={other:?}: expected memory or file"
