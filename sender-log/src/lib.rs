@@ -43,11 +43,12 @@
 //! ignore, and never exposes the old bytes of a reused segment. Segments are preallocated, so a full disk
 //! is an error at segment creation, never a fault while copying.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
+use rustc_hash::FxHashMap;
 
 /// Default capacity of a segment.
 pub const DEFAULT_SEGMENT_SIZE: usize = 64 << 20;
@@ -168,7 +169,9 @@ pub struct SenderLog {
     segments: BTreeMap<u64, Segment>,
     current: Option<u64>,
     next_index: u64,
-    index: HashMap<u32, VecDeque<Entry>>,
+    /// Per destination, its records in sequence order (hashed cheaply:
+    /// one lookup per append).
+    index: FxHashMap<u32, VecDeque<Entry>>,
     writable: bool,
     bytes_logged: u64,
     /// New segments are anonymous memory, not files.
@@ -176,6 +179,8 @@ pub struct SenderLog {
     /// Freed segments kept for reuse (their pages are already faulted
     /// in: reusing them costs no page fault and no zeroing).
     spare: Vec<Spare>,
+    /// The most segments the log has had at once.
+    peak_segments: usize,
 }
 
 /// A freed segment kept for reuse.
@@ -186,10 +191,10 @@ struct Spare {
     file: Option<PathBuf>,
 }
 
-/// Freed segments kept for reuse: at least this many, and up to as many
-/// as the log has live segments (a log garbage-collected by checkpoints
-/// frees about what it holds, so its working size stays in memory and
-/// nothing beyond twice that does).
+/// Freed segments are kept for reuse while live and spare segments
+/// together stay within the most the log ever had live (its working size:
+/// a log garbage-collected by checkpoints needs it again at the next
+/// burst), or within this many.
 const SPARE_SEGMENTS: usize = 4;
 
 /// Path of segment `index` in `dir`.
@@ -293,11 +298,12 @@ impl SenderLog {
             segments: BTreeMap::new(),
             current: None,
             next_index: 0,
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             writable: true,
             bytes_logged: 0,
             in_memory: false,
             spare: Vec::new(),
+            peak_segments: 0,
         })
     }
 
@@ -311,11 +317,12 @@ impl SenderLog {
             segments: BTreeMap::new(),
             current: None,
             next_index: 0,
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             writable: true,
             bytes_logged: 0,
             in_memory: true,
             spare: Vec::new(),
+            peak_segments: 0,
         }
     }
 
@@ -404,11 +411,12 @@ impl SenderLog {
             segments: BTreeMap::new(),
             current: None,
             next_index: 0,
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             writable,
             bytes_logged: 0,
             in_memory: false,
             spare: Vec::new(),
+            peak_segments: 0,
         };
         for (idx, path) in paths {
             let file = OpenOptions::new()
@@ -512,6 +520,7 @@ impl SenderLog {
         );
         self.next_index += 1;
         self.current = Some(idx);
+        self.peak_segments = self.peak_segments.max(self.segments.len());
         Ok(idx)
     }
 
@@ -550,8 +559,12 @@ impl SenderLog {
         preallocate(&file, capacity).map_err(io(&path, "reserving disk space for a segment"))?;
         // SAFETY: the file is ours alone to write (fresh, create_new); other
         // processes only read records we have completed.
-        let mut map = unsafe { MmapOptions::new().len(capacity).populate().map_mut(&file) }
+        let mut map = unsafe { MmapOptions::new().len(capacity).map_mut(&file) }
             .map_err(io(&path, "mapping a segment"))?;
+        // Fault every page in writable now (MAP_POPULATE maps a shared file
+        // read-only, so each first write would still fault). Best effort:
+        // an older kernel just faults on first touch.
+        let _ = map.advise(Advice::PopulateWrite);
         map[..SEGMENT_HEADER].copy_from_slice(&segment_header(self.rank, idx, capacity as u64));
         std::fs::rename(&tmp, &path).map_err(io(&path, "naming a new segment"))?;
         Ok((path, map))
@@ -680,6 +693,16 @@ impl SenderLog {
 
     /// Append a message. Sequence numbers per destination must increase.
     pub fn append(&mut self, header: RecordHeader, payload: &[u8]) -> Result<Location> {
+        self.append_stored(header, payload).map(|(loc, _)| loc)
+    }
+
+    /// [`SenderLog::append`], also returning the logged copy of the payload
+    /// (what a transport sends from).
+    pub fn append_stored(
+        &mut self,
+        header: RecordHeader,
+        payload: &[u8],
+    ) -> Result<(Location, &[u8])> {
         if !self.writable {
             return Err(Error::Corrupt {
                 path: self.dir.clone(),
@@ -718,7 +741,11 @@ impl SenderLog {
         // readers a chain of whole records and nothing stale behind it.
         end_chain(map, off + span);
         map[start..start + payload.len()].copy_from_slice(payload);
-        let crc = crc32c::crc32c(payload);
+        let crc = if payload.is_empty() {
+            0 // crc32c of nothing, without the call
+        } else {
+            crc32c::crc32c(payload)
+        };
         // Header last: a record is complete once its header is there.
         map[off..off + RECORD_HEADER].copy_from_slice(&encode_record_header(
             &header,
@@ -733,11 +760,12 @@ impl SenderLog {
             segment: idx,
             offset: off,
         });
-        Ok(Location {
+        let location = Location {
             segment: idx,
             offset: start as u64,
             len: payload.len() as u64,
-        })
+        };
+        Ok((location, &map[start..start + payload.len()]))
     }
 
     fn record(&self, e: &Entry) -> Option<Record<'_>> {
@@ -821,7 +849,8 @@ impl SenderLog {
                 match seg.map {
                     Map::Writable(map)
                         if self.writable
-                            && self.spare.len() < SPARE_SEGMENTS.max(self.segments.len())
+                            && self.spare.len() + self.segments.len()
+                                < SPARE_SEGMENTS.max(self.peak_segments)
                             && map.len() == self.segment_size =>
                     {
                         // Out of the log (for readers, as good as deleted)
@@ -992,12 +1021,19 @@ mod tests {
         };
         let in_log = names(&dir).iter().filter(|n| n.starts_with("seg-")).count();
         assert_eq!(in_log, log.segment_count());
-        // Freed segments are set aside for reuse, at most SPARE_SEGMENTS.
-        let spares = names(&dir)
-            .iter()
-            .filter(|n| n.starts_with(".seg-spare-"))
-            .count();
-        assert_eq!(spares, freed.min(SPARE_SEGMENTS));
+        let spares = |dir: &Path| {
+            names(dir)
+                .iter()
+                .filter(|n| n.starts_with(".seg-spare-"))
+                .count()
+        };
+        // Freed segments are set aside for reuse: all of them, as live and
+        // spare segments together stay within the log's peak.
+        assert_eq!(spares(&dir), freed);
+        // Never more: a log that shrinks for good gives memory back.
+        log.free_up_to(2, 100).unwrap();
+        assert!(spares(&dir) > freed);
+        assert!(spares(&dir) + log.segment_count() <= before.max(SPARE_SEGMENTS));
         drop(log);
         assert!(
             names(&dir).iter().all(|n| n.starts_with("seg-")),

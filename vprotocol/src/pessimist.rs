@@ -509,14 +509,10 @@ impl Protocol for Pessimist {
             tag: msg.tag,
             seq: msg.seq,
         };
-        let loc = self
+        let (_, stored) = self
             .log
-            .append(header, msg.payload)
+            .append_stored(header, msg.payload)
             .map_err(|e| fail("appending to the sender log", e))?;
-        let stored = self
-            .log
-            .payload(&loc)
-            .ok_or_else(|| fail("reading back the sender log", "record missing"))?;
         Ok(SendPlan::Logged {
             ptr: stored.as_ptr(),
             len: stored.len(),
