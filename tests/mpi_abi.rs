@@ -1,28 +1,47 @@
-//! Unmodified MPI C programs on vpml: a program compiled with MPICH's
-//! `mpicc.mpich` runs on vpml's MPICH-ABI library (picked automatically by
-//! `vpml run`), and recovers from a killed rank under `--protocol
-//! pessimist` with the same output. Skipped (with a message) where MPICH's
-//! compiler wrapper is not installed (`apt-get install -y mpich
-//! libmpich-dev`).
+//! Unmodified MPI C programs on vpml. Our C programs (`tests/c/`) are
+//! built with `vpml mpicc` (vpml's own `mpi.h` and library) and, where
+//! MPICH's compiler wrapper is installed (`apt-get install -y mpich
+//! libmpich-dev`), also with `mpicc.mpich`; either binary runs on vpml's
+//! MPICH-ABI library, picked automatically by `vpml run`. `api.c` checks
+//! every implemented function; `ring.c` recovers from a killed rank under
+//! `--protocol pessimist` with the same output.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{serial, vpml};
 
-/// `tests/c/ring.c` built with `mpicc.mpich`, or `None` if it cannot be.
-fn ring() -> Option<PathBuf> {
-    let out = std::env::temp_dir().join(format!("vpml-ring-mpich-{}", std::process::id()));
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/ring.c");
-    match Command::new("mpicc.mpich")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-    {
-        Ok(s) if s.success() => Some(out),
+/// Which compiler builds a test program.
+#[derive(Clone, Copy, Debug)]
+enum Compiler {
+    /// `vpml mpicc`: always available.
+    Vpml,
+    /// MPICH's `mpicc.mpich`, if installed.
+    Mpich,
+}
+
+/// `tests/c/<name>.c` built with `compiler`, or `None` (with a SKIPPED
+/// line) if MPICH's wrapper is missing.
+fn build(name: &str, compiler: Compiler) -> Option<PathBuf> {
+    let out = std::env::temp_dir().join(format!("vpml-{name}-{compiler:?}-{}", std::process::id()));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let mut cmd = match compiler {
+        Compiler::Vpml => {
+            let mut c = Command::new(vpml());
+            c.arg("mpicc");
+            c
+        }
+        Compiler::Mpich => Command::new("mpicc.mpich"),
+    };
+    match cmd.args(["-O2", "-o"]).arg(&out).arg(&src).output() {
+        Ok(o) if o.status.success() => Some(out),
+        Ok(o) if matches!(compiler, Compiler::Vpml) => panic!(
+            "vpml mpicc failed on {name}.c: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) if matches!(compiler, Compiler::Vpml) => panic!("vpml mpicc: {e}"),
         _ => {
             eprintln!(
                 "SKIPPED: mpicc.mpich is not installed (apt-get install -y mpich libmpich-dev)"
@@ -32,25 +51,23 @@ fn ring() -> Option<PathBuf> {
     }
 }
 
-fn run(extra: &[&str], program: &PathBuf) -> (String, String, bool) {
+fn run(extra: &[&str], program: &Path, args: &[&str]) -> (String, String, Option<i32>) {
     let out = Command::new(vpml())
         .args(["run", "-n", "4", "--timeout", "120"])
         .args(extra)
         .arg(program)
+        .args(args)
         .output()
         .expect("run vpml");
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
+        out.status.code(),
     )
 }
 
-#[test]
-fn an_mpich_program_runs_unchanged_and_recovers_from_a_kill() {
-    let _g = serial();
-    let Some(prog) = ring() else { return };
-    // The ring's result, computed as the program does.
+/// The ring's result, computed as the program does.
+fn ring_checksum() -> i64 {
     let (size, rounds) = (4i64, 200i64);
     let mut want = 0i64;
     for r in 0..rounds {
@@ -62,11 +79,64 @@ fn an_mpich_program_runs_unchanged_and_recovers_from_a_kill() {
         let total: f64 = (0..size).map(|k| k as f64 + r as f64 * 0.5).sum();
         want += total as i64;
     }
-    let (stdout, stderr, ok) = run(&[], &prog);
-    assert!(ok, "{stderr}");
-    assert!(stderr.contains("runs on vpml's MPI library"), "{stderr}");
-    assert_eq!(stdout, format!("ring checksum {want}\n"), "{stderr}");
-    let (after_kill, stderr, ok) = run(
+    want
+}
+
+fn api_checks_pass(compiler: Compiler) {
+    let _g = serial();
+    let Some(prog) = build("api", compiler) else {
+        return;
+    };
+    for protocol in ["none", "pessimist"] {
+        let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
+        assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
+        assert!(stderr.contains("runs on vpml's MPI library"), "{stderr}");
+        assert!(
+            stdout.starts_with("api ok ") && !stdout.contains("FAIL"),
+            "{protocol}: {stdout}"
+        );
+    }
+    let _ = std::fs::remove_file(&prog);
+}
+
+#[test]
+fn every_implemented_function_passes_its_checks_built_with_vpml_mpicc() {
+    api_checks_pass(Compiler::Vpml);
+}
+
+#[test]
+fn every_implemented_function_passes_its_checks_built_with_mpich() {
+    api_checks_pass(Compiler::Mpich);
+}
+
+#[test]
+fn errors_are_fatal_by_default_with_one_line_naming_the_call() {
+    let _g = serial();
+    let prog = build("api", Compiler::Vpml).expect("vpml mpicc");
+    let (stdout, stderr, code) = run(&[], &prog, &["fatal"]);
+    assert!(!stdout.contains("still running"), "{stdout}");
+    assert_eq!(code, Some(6), "MPI_ERR_RANK is the exit status: {stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("vpml libmpi: "))
+        .unwrap_or_else(|| panic!("no error line in {stderr}"));
+    assert!(
+        line.contains("MPI_Send") && line.contains("invalid rank"),
+        "{line}"
+    );
+    let _ = std::fs::remove_file(&prog);
+}
+
+fn ring_recovers(compiler: Compiler) {
+    let _g = serial();
+    let Some(prog) = build("ring", compiler) else {
+        return;
+    };
+    let want = format!("ring checksum {}\n", ring_checksum());
+    let (stdout, stderr, code) = run(&[], &prog, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, want, "{stderr}");
+    let (after_kill, stderr, code) = run(
         &[
             "--protocol",
             "pessimist",
@@ -76,8 +146,23 @@ fn an_mpich_program_runs_unchanged_and_recovers_from_a_kill() {
             "2@restart+0.002",
         ],
         &prog,
+        &[],
     );
-    assert!(ok, "{stderr}");
-    assert_eq!(after_kill, stdout, "{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("restarted it as incarnation 1"),
+        "the kill must land while the ring runs: {stderr}"
+    );
+    assert_eq!(after_kill, want, "{stderr}");
     let _ = std::fs::remove_file(&prog);
+}
+
+#[test]
+fn a_vpml_mpicc_program_recovers_from_a_kill() {
+    ring_recovers(Compiler::Vpml);
+}
+
+#[test]
+fn an_mpich_program_runs_unchanged_and_recovers_from_a_kill() {
+    ring_recovers(Compiler::Mpich);
 }

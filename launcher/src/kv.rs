@@ -71,7 +71,15 @@ pub(crate) fn start(
                             .map(|a| a.to_string())
                             .unwrap_or_else(|_| "unknown peer".into());
                         if let Err(reason) = serve(&shared, conn) {
-                            tracing::warn!("key/value connection from {peer} closed: {reason}");
+                            // A rank that dies (killed, aborted) resets its
+                            // connection: expected, and reported elsewhere.
+                            if reason.contains("reset by peer") {
+                                tracing::debug!(
+                                    "key/value connection from {peer} closed: {reason}"
+                                );
+                            } else {
+                                tracing::warn!("key/value connection from {peer} closed: {reason}");
+                            }
                         }
                     });
             }

@@ -20,6 +20,7 @@
 
 pub mod agent;
 mod kv;
+pub mod mpicc;
 mod protocol;
 pub mod record;
 pub mod trace;
@@ -594,21 +595,8 @@ fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<Pa
     if !args.mpi_abi && !linked {
         return Ok(None);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
-    let dir = exe.parent().ok_or("the vpml binary has no directory")?;
-    let lib = [
-        dir.join("libvpml_mpich.so"),
-        dir.join("deps").join("libvpml_mpich.so"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-    .ok_or_else(|| {
-        format!(
-            "{} is an MPI program, but vpml's MPI library (libvpml_mpich.so) is not next to {}: build it with `cargo build --release -p vpml-mpi-abi`",
-            program.display(),
-            exe.display()
-        )
-    })?;
+    let lib =
+        mpi_library().map_err(|e| format!("{} is an MPI program, but {e}", program.display()))?;
     let links = std::env::temp_dir().join(format!("vpml-mpi-{job_id}"));
     std::fs::create_dir_all(&links).map_err(|e| format!("{}: {e}", links.display()))?;
     for name in ["libmpich.so.12", "libmpi.so.12"] {
@@ -622,6 +610,25 @@ fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<Pa
         lib.display()
     );
     Ok(Some(links))
+}
+
+/// vpml's MPICH-ABI library (`libvpml_mpich.so`), found next to the
+/// `vpml` binary (or in its `deps/` directory, where `cargo test` builds it).
+pub fn mpi_library() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
+    let dir = exe.parent().ok_or("the vpml binary has no directory")?;
+    [
+        dir.join("libvpml_mpich.so"),
+        dir.join("deps").join("libvpml_mpich.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .ok_or_else(|| {
+        format!(
+            "vpml's MPI library (libvpml_mpich.so) is not next to {}: build it with `cargo build --release -p vpml-mpi-abi`",
+            exe.display()
+        )
+    })
 }
 
 /// The hosts of a multi-host job (`--hosts`, `--hostfile`, plus

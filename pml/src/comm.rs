@@ -88,6 +88,12 @@ impl Comm {
         }
     }
 
+    /// The members' ranks in the world communicator, in this
+    /// communicator's rank order.
+    pub fn world_ranks(&self) -> Vec<usize> {
+        (0..self.size()).map(|r| self.world_rank(r)).collect()
+    }
+
     fn localize(&self, st: Status) -> Status {
         localize(&self.group, st)
     }

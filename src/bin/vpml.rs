@@ -29,6 +29,9 @@ enum Command {
     /// Record a program twice with different delivery timing (--chaos)
     /// and report the first send that differs.
     CheckDeterminism(vpml_launcher::trace::CheckArgs),
+    /// Compile and link an MPI C program for vpml (vpml's mpi.h and MPI
+    /// library; the C compiler is $VPML_CC or cc): `vpml mpicc -O2 prog.c -o prog`.
+    Mpicc(vpml_launcher::mpicc::MpiccArgs),
     /// A host's agent in a multi-host job (started by `vpml run`; reads
     /// the job token from standard input).
     #[command(hide = true)]
@@ -51,5 +54,6 @@ fn main() -> ExitCode {
         Command::Replay(args) => vpml_launcher::record::replay_main(args),
         Command::Trace(args) => vpml_launcher::trace::trace_main(args),
         Command::CheckDeterminism(args) => vpml_launcher::trace::check_main(args),
+        Command::Mpicc(args) => vpml_launcher::mpicc::mpicc_main(args),
     }
 }

@@ -1,0 +1,324 @@
+/* mpi.h — vpml's MPI header (MPICH ABI).
+ *
+ * Written for vpml: the handle values and the MPI_Status layout are those
+ * of MPICH's mpi.h, so a program built with this header links against
+ * libmpich.so.12 and runs on vpml's library (or on MPICH). Build with
+ * `vpml mpicc prog.c -o prog`, run with `vpml run -n 4 ./prog`.
+ * Declares what vpml implements; see the vpml-mpi-abi crate docs. */
+#ifndef VPML_MPI_H
+#define VPML_MPI_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+#define VPML_MPI_ABI 1
+
+typedef int MPI_Comm;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Errhandler;
+typedef int MPI_Info;
+typedef int MPI_Group;
+typedef long MPI_Aint;
+typedef long long MPI_Offset;
+typedef long long MPI_Count;
+
+typedef struct MPI_Status {
+    int count_lo;
+    int count_hi_and_cancelled;
+    int MPI_SOURCE;
+    int MPI_TAG;
+    int MPI_ERROR;
+} MPI_Status;
+
+typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
+
+/* Handles */
+#define MPI_COMM_NULL      ((MPI_Comm)0x04000000)
+#define MPI_COMM_WORLD     ((MPI_Comm)0x44000000)
+#define MPI_COMM_SELF      ((MPI_Comm)0x44000001)
+#define MPI_OP_NULL        ((MPI_Op)0x18000000)
+#define MPI_DATATYPE_NULL  ((MPI_Datatype)0x0c000000)
+#define MPI_REQUEST_NULL   ((MPI_Request)0x2c000000)
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
+#define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x54000001)
+#define MPI_INFO_NULL      ((MPI_Info)0x1c000000)
+
+/* Datatypes: 0x4c00SSxx is SS bytes */
+#define MPI_CHAR           ((MPI_Datatype)0x4c000101)
+#define MPI_SIGNED_CHAR    ((MPI_Datatype)0x4c000118)
+#define MPI_UNSIGNED_CHAR  ((MPI_Datatype)0x4c000102)
+#define MPI_BYTE           ((MPI_Datatype)0x4c00010d)
+#define MPI_WCHAR          ((MPI_Datatype)0x4c00040e)
+#define MPI_SHORT          ((MPI_Datatype)0x4c000203)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000204)
+#define MPI_INT            ((MPI_Datatype)0x4c000405)
+#define MPI_UNSIGNED       ((MPI_Datatype)0x4c000406)
+#define MPI_LONG           ((MPI_Datatype)0x4c000807)
+#define MPI_UNSIGNED_LONG  ((MPI_Datatype)0x4c000808)
+#define MPI_FLOAT          ((MPI_Datatype)0x4c00040a)
+#define MPI_DOUBLE         ((MPI_Datatype)0x4c00080b)
+#define MPI_LONG_DOUBLE    ((MPI_Datatype)0x4c00100c)
+#define MPI_LONG_LONG_INT  ((MPI_Datatype)0x4c000809)
+#define MPI_LONG_LONG      MPI_LONG_LONG_INT
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000819)
+#define MPI_PACKED         ((MPI_Datatype)0x4c00010f)
+#define MPI_FLOAT_INT      ((MPI_Datatype)0x8c000000)
+#define MPI_DOUBLE_INT     ((MPI_Datatype)0x8c000001)
+#define MPI_LONG_INT       ((MPI_Datatype)0x8c000002)
+#define MPI_SHORT_INT      ((MPI_Datatype)0x8c000003)
+#define MPI_2INT           ((MPI_Datatype)0x4c000816)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)0x8c000004)
+#define MPI_INT8_T         ((MPI_Datatype)0x4c000137)
+#define MPI_INT16_T        ((MPI_Datatype)0x4c000238)
+#define MPI_INT32_T        ((MPI_Datatype)0x4c000439)
+#define MPI_INT64_T        ((MPI_Datatype)0x4c00083a)
+#define MPI_UINT8_T        ((MPI_Datatype)0x4c00013b)
+#define MPI_UINT16_T       ((MPI_Datatype)0x4c00023c)
+#define MPI_UINT32_T       ((MPI_Datatype)0x4c00043d)
+#define MPI_UINT64_T       ((MPI_Datatype)0x4c00083e)
+#define MPI_C_BOOL         ((MPI_Datatype)0x4c00013f)
+#define MPI_C_FLOAT_COMPLEX  ((MPI_Datatype)0x4c000840)
+#define MPI_C_COMPLEX      MPI_C_FLOAT_COMPLEX
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001041)
+#define MPI_AINT           ((MPI_Datatype)0x4c000843)
+#define MPI_OFFSET         ((MPI_Datatype)0x4c000844)
+#define MPI_COUNT          ((MPI_Datatype)0x4c000845)
+
+/* Reduction operations */
+#define MPI_MAX     ((MPI_Op)0x58000001)
+#define MPI_MIN     ((MPI_Op)0x58000002)
+#define MPI_SUM     ((MPI_Op)0x58000003)
+#define MPI_PROD    ((MPI_Op)0x58000004)
+#define MPI_LAND    ((MPI_Op)0x58000005)
+#define MPI_BAND    ((MPI_Op)0x58000006)
+#define MPI_LOR     ((MPI_Op)0x58000007)
+#define MPI_BOR     ((MPI_Op)0x58000008)
+#define MPI_LXOR    ((MPI_Op)0x58000009)
+#define MPI_BXOR    ((MPI_Op)0x5800000a)
+#define MPI_MINLOC  ((MPI_Op)0x5800000b)
+#define MPI_MAXLOC  ((MPI_Op)0x5800000c)
+#define MPI_REPLACE ((MPI_Op)0x5800000d)
+#define MPI_NO_OP   ((MPI_Op)0x5800000e)
+
+/* Special values */
+#define MPI_PROC_NULL   (-1)
+#define MPI_ANY_SOURCE  (-2)
+#define MPI_ROOT        (-3)
+#define MPI_ANY_TAG     (-1)
+#define MPI_UNDEFINED   (-32766)
+#define MPI_IDENT       0
+#define MPI_CONGRUENT   1
+#define MPI_SIMILAR     2
+#define MPI_UNEQUAL     3
+#define MPI_BOTTOM      ((void *)0)
+#define MPI_IN_PLACE    ((void *)-1)
+#define MPI_STATUS_IGNORE   ((MPI_Status *)1)
+#define MPI_STATUSES_IGNORE ((MPI_Status *)1)
+#define MPI_THREAD_SINGLE     0
+#define MPI_THREAD_FUNNELED   1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE   3
+#define MPI_MAX_PROCESSOR_NAME 128
+#define MPI_MAX_ERROR_STRING   512
+#define MPI_MAX_LIBRARY_VERSION_STRING 8192
+#define MPI_BSEND_OVERHEAD 96
+
+/* Error classes */
+#define MPI_SUCCESS          0
+#define MPI_ERR_BUFFER       1
+#define MPI_ERR_COUNT        2
+#define MPI_ERR_TYPE         3
+#define MPI_ERR_TAG          4
+#define MPI_ERR_COMM         5
+#define MPI_ERR_RANK         6
+#define MPI_ERR_ROOT         7
+#define MPI_ERR_GROUP        8
+#define MPI_ERR_OP           9
+#define MPI_ERR_ARG         12
+#define MPI_ERR_UNKNOWN     13
+#define MPI_ERR_TRUNCATE    14
+#define MPI_ERR_OTHER       15
+#define MPI_ERR_INTERN      16
+#define MPI_ERR_IN_STATUS   17
+#define MPI_ERR_PENDING     18
+#define MPI_ERR_REQUEST     19
+#define MPI_ERR_NO_MEM      34
+#define MPI_ERR_UNSUPPORTED_OPERATION 44
+#define MPI_ERR_LASTCODE    0x3fffffff
+
+double MPI_Wtime(void);
+double PMPI_Wtime(void);
+double MPI_Wtick(void);
+double PMPI_Wtick(void);
+int MPI_Abort(MPI_Comm comm, int code);
+int PMPI_Abort(MPI_Comm comm, int code);
+int MPI_Allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+int MPI_Allgatherv(const void *send, int scount, MPI_Datatype stype, void *recv, const int *rcounts, const int *displs, MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Allgatherv(const void *send, int scount, MPI_Datatype stype, void *recv, const int *rcounts, const int *displs, MPI_Datatype rtype, MPI_Comm comm);
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *base);
+int PMPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *base);
+int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int PMPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int MPI_Alltoall(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Alltoall(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+int MPI_Alltoallv(const void *send, const int *scounts, const int *sdispls, MPI_Datatype stype, void *recv, const int *rcounts, const int *rdispls, MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Alltoallv(const void *send, const int *scounts, const int *sdispls, MPI_Datatype stype, void *recv, const int *rcounts, const int *rdispls, MPI_Datatype rtype, MPI_Comm comm);
+int MPI_Barrier(MPI_Comm comm);
+int PMPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm);
+int PMPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm);
+int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int PMPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int MPI_Buffer_attach(void *buf, int size);
+int PMPI_Buffer_attach(void *buf, int size);
+int MPI_Buffer_detach(void *buf, int *size);
+int PMPI_Buffer_detach(void *buf, int *size);
+int MPI_Cancel(MPI_Request *req);
+int PMPI_Cancel(MPI_Request *req);
+int MPI_Comm_compare(MPI_Comm a, MPI_Comm b, int *result);
+int PMPI_Comm_compare(MPI_Comm a, MPI_Comm b, int *result);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *new);
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *new);
+int MPI_Comm_free(MPI_Comm *h);
+int PMPI_Comm_free(MPI_Comm *h);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *handler);
+int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *handler);
+int MPI_Comm_rank(MPI_Comm comm, int *rank);
+int PMPI_Comm_rank(MPI_Comm comm, int *rank);
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler);
+int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler);
+int MPI_Comm_size(MPI_Comm comm, int *size);
+int PMPI_Comm_size(MPI_Comm comm, int *size);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *new);
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *new);
+int MPI_Errhandler_free(MPI_Errhandler *handler);
+int PMPI_Errhandler_free(MPI_Errhandler *handler);
+int MPI_Error_class(int code, int *class);
+int PMPI_Error_class(int code, int *class);
+int MPI_Error_string(int code, char *text, int *len);
+int PMPI_Error_string(int code, char *text, int *len);
+int MPI_Exscan(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int PMPI_Exscan(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int MPI_Finalize(void);
+int PMPI_Finalize(void);
+int MPI_Finalized(int *flag);
+int PMPI_Finalized(int *flag);
+int MPI_Free_mem(void *base);
+int PMPI_Free_mem(void *base);
+int MPI_Gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int PMPI_Gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Gatherv(const void *send, int scount, MPI_Datatype stype, void *recv, const int *rcounts, const int *displs, MPI_Datatype rtype, int root, MPI_Comm comm);
+int PMPI_Gatherv(const void *send, int scount, MPI_Datatype stype, void *recv, const int *rcounts, const int *displs, MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Get_address(const void *location, MPI_Aint *address);
+int PMPI_Get_address(const void *location, MPI_Aint *address);
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype dt, int *count);
+int PMPI_Get_count(const MPI_Status *status, MPI_Datatype dt, int *count);
+int MPI_Get_elements(const MPI_Status *status, MPI_Datatype dt, int *count);
+int PMPI_Get_elements(const MPI_Status *status, MPI_Datatype dt, int *count);
+int MPI_Get_library_version(char *version, int *len);
+int PMPI_Get_library_version(char *version, int *len);
+int MPI_Get_processor_name(char *name, int *len);
+int PMPI_Get_processor_name(char *name, int *len);
+int MPI_Get_version(int *version, int *subversion);
+int PMPI_Get_version(int *version, int *subversion);
+int MPI_Init(int *argc, char ***argv);
+int PMPI_Init(int *argc, char ***argv);
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
+int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided);
+int MPI_Initialized(int *flag);
+int PMPI_Initialized(int *flag);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Op_create(MPI_User_function *f, int commute, MPI_Op *op);
+int PMPI_Op_create(MPI_User_function *f, int commute, MPI_Op *op);
+int MPI_Op_free(MPI_Op *op);
+int PMPI_Op_free(MPI_Op *op);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Query_thread(int *provided);
+int PMPI_Query_thread(int *provided);
+int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Reduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm);
+int PMPI_Reduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm);
+int MPI_Reduce_scatter_block(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int PMPI_Reduce_scatter_block(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int MPI_Request_free(MPI_Request *req);
+int PMPI_Request_free(MPI_Request *req);
+int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int PMPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int MPI_Scan(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int PMPI_Scan(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int MPI_Scatter(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int PMPI_Scatter(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Scatterv(const void *send, const int *scounts, const int *displs, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int PMPI_Scatterv(const void *send, const int *scounts, const int *displs, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int PMPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status);
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source, int rtag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source, int rtag, MPI_Comm comm, MPI_Status *status);
+int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int PMPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int MPI_Start(MPI_Request *req);
+int PMPI_Start(MPI_Request *req);
+int MPI_Startall(int count, MPI_Request *reqs);
+int PMPI_Startall(int count, MPI_Request *reqs);
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status);
+int PMPI_Test(MPI_Request *req, int *flag, MPI_Status *status);
+int MPI_Test_cancelled(const MPI_Status *status, int *flag);
+int PMPI_Test_cancelled(const MPI_Status *status, int *flag);
+int MPI_Testall(int count, MPI_Request *reqs, int *flag, MPI_Status *statuses);
+int PMPI_Testall(int count, MPI_Request *reqs, int *flag, MPI_Status *statuses);
+int MPI_Testany(int count, MPI_Request *reqs, int *index, int *flag, MPI_Status *status);
+int PMPI_Testany(int count, MPI_Request *reqs, int *index, int *flag, MPI_Status *status);
+int MPI_Testsome(int count, MPI_Request *reqs, int *outcount, int *indices, MPI_Status *statuses);
+int PMPI_Testsome(int count, MPI_Request *reqs, int *outcount, int *indices, MPI_Status *statuses);
+int MPI_Type_commit(MPI_Datatype *dt);
+int PMPI_Type_commit(MPI_Datatype *dt);
+int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *new);
+int PMPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *new);
+int MPI_Type_free(MPI_Datatype *dt);
+int PMPI_Type_free(MPI_Datatype *dt);
+int MPI_Type_get_extent(MPI_Datatype dt, MPI_Aint *lb, MPI_Aint *extent);
+int PMPI_Type_get_extent(MPI_Datatype dt, MPI_Aint *lb, MPI_Aint *extent);
+int MPI_Type_size(MPI_Datatype dt, int *size);
+int PMPI_Type_size(MPI_Datatype dt, int *size);
+int MPI_Wait(MPI_Request *req, MPI_Status *status);
+int PMPI_Wait(MPI_Request *req, MPI_Status *status);
+int MPI_Waitall(int count, MPI_Request *reqs, MPI_Status *statuses);
+int PMPI_Waitall(int count, MPI_Request *reqs, MPI_Status *statuses);
+int MPI_Waitany(int count, MPI_Request *reqs, int *index, MPI_Status *status);
+int PMPI_Waitany(int count, MPI_Request *reqs, int *index, MPI_Status *status);
+int MPI_Waitsome(int count, MPI_Request *reqs, int *outcount, int *indices, MPI_Status *statuses);
+int PMPI_Waitsome(int count, MPI_Request *reqs, int *outcount, int *indices, MPI_Status *statuses);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VPML_MPI_H */

@@ -1,0 +1,342 @@
+//! Collectives: barrier, broadcast, reductions, gathers, scatters and
+//! all-to-all, each on vpml's collective of the same name. Data moves as
+//! bytes (counts and displacements scaled by the datatype's size);
+//! reductions go through [`crate::types::reduce`].
+
+use std::ffi::{c_int, c_void};
+
+use crate::consts::*;
+use crate::state::{comm, error, vpml_error};
+use crate::types::{CombineOp, Reduction, bytes, info, reduce};
+
+/// Shorthand: run `f` or report its error on `h` as `func`.
+fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err((code, why)) => error(h, func, code, &why),
+    }
+}
+
+fn from_vpml(r: vpml::Result<()>) -> Result<(), (c_int, String)> {
+    r.map_err(|e| (crate::state::class_of(&e), e.to_string()))
+}
+
+fn checked<T>(r: Result<T, (c_int, &'static str)>) -> Result<T, (c_int, String)> {
+    r.map_err(|(c, w)| (c, w.to_string()))
+}
+
+fn root_of(c: &vpml::Comm, root: c_int) -> Result<usize, (c_int, String)> {
+    usize::try_from(root)
+        .ok()
+        .filter(|&r| r < c.size())
+        .ok_or((MPI_ERR_ROOT, format!("invalid root {root}")))
+}
+
+/// `count` ints of a C array, scaled to bytes of `dt`.
+///
+/// # Safety
+/// `p` holds `n` ints (caller contract).
+unsafe fn scaled(p: *const c_int, n: usize, dt: Datatype) -> Result<Vec<usize>, (c_int, String)> {
+    let size = info(dt)
+        .ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?
+        .size;
+    if p.is_null() {
+        return Err((MPI_ERR_ARG, "null count or displacement array".into()));
+    }
+    // SAFETY: caller contract.
+    let v = unsafe { std::slice::from_raw_parts(p, n) };
+    v.iter()
+        .map(|&x| {
+            usize::try_from(x)
+                .map(|x| x * size)
+                .map_err(|_| (MPI_ERR_COUNT, "negative count or displacement".to_string()))
+        })
+        .collect()
+}
+
+/// The bytes a `v` layout spans: max over i of `displs[i] + counts[i]`.
+fn extent(counts: &[usize], displs: &[usize]) -> usize {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(c, d)| c + d)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A C buffer of `n` bytes (empty when `n` is 0 or the pointer is null).
+///
+/// # Safety
+/// `p` holds `n` bytes when not null.
+unsafe fn raw<'a>(p: *const c_void, n: usize) -> &'a mut [u8] {
+    if n == 0 || p.is_null() {
+        return &mut [];
+    }
+    // SAFETY: caller contract.
+    unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn run_reduction(
+    func: &str,
+    kind: impl FnOnce(&vpml::Comm) -> Result<Reduction, (c_int, String)>,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    recv_count: c_int,
+    dt: Datatype,
+    op: Op,
+    h: Comm,
+) -> c_int {
+    let c = match comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let r = (|| {
+        let kind = kind(&c)?;
+        let op = checked(CombineOp::new(op, dt))?;
+        let out = match kind {
+            Reduction::To(root) if c.rank() != root => &mut [][..],
+            // SAFETY: the caller's `recv` holds `recv_count` elements.
+            _ => checked(unsafe { bytes(recv, recv_count, dt) })?,
+        };
+        let input: Vec<u8> = if in_place(send) {
+            // SAFETY: in place: the input is in `recv` (`count` elements).
+            checked(unsafe { bytes(recv, count, dt) })?.to_vec()
+        } else {
+            // SAFETY: the caller's buffer holds `count` elements.
+            checked(unsafe { bytes(send, count, dt) })?.to_vec()
+        };
+        reduce(&c, kind, &input, out, op, dt)
+    })();
+    report(h, func, r)
+}
+
+export! {
+    fn MPI_Barrier / PMPI_Barrier(h: Comm) -> c_int {
+        match comm("MPI_Barrier", h) {
+            Ok(c) => match c.barrier() {
+                Ok(()) => MPI_SUCCESS,
+                Err(e) => vpml_error(h, "MPI_Barrier", &e),
+            },
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, count: c_int, dt: Datatype, root: c_int, h: Comm) -> c_int {
+        let c = match comm("MPI_Bcast", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let root = root_of(&c, root)?;
+            // SAFETY: the caller's buffer holds `count` elements of `dt`.
+            let data = checked(unsafe { bytes(buf, count, dt) })?;
+            from_vpml(c.bcast(data, root))
+        })();
+        report(h, "MPI_Bcast", r)
+    }
+
+    fn MPI_Reduce / PMPI_Reduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, root: c_int, h: Comm) -> c_int {
+        run_reduction("MPI_Reduce", |c| Ok(Reduction::To(root_of(c, root)?)), send, recv, count, count, dt, op, h)
+    }
+
+    fn MPI_Allreduce / PMPI_Allreduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        run_reduction("MPI_Allreduce", |_| Ok(Reduction::All), send, recv, count, count, dt, op, h)
+    }
+
+    fn MPI_Scan / PMPI_Scan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        run_reduction("MPI_Scan", |_| Ok(Reduction::Scan), send, recv, count, count, dt, op, h)
+    }
+
+    fn MPI_Exscan / PMPI_Exscan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        run_reduction("MPI_Exscan", |_| Ok(Reduction::Exscan), send, recv, count, count, dt, op, h)
+    }
+
+    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        let n = match comm("MPI_Reduce_scatter_block", h) { Ok(c) => c.size() as c_int, Err(code) => return code };
+        if in_place(send) {
+            // The input is the whole of `recv`: n blocks.
+            // SAFETY: MPI's contract: `recv` holds n·count elements here.
+            let input = match unsafe { bytes(recv, count.saturating_mul(n), dt) } {
+                Ok(b) => b.to_vec(),
+                Err((code, why)) => return error(h, "MPI_Reduce_scatter_block", code, why),
+            };
+            // SAFETY: `input` is a private copy holding n·count elements.
+            return unsafe { MPI_Reduce_scatter_block(input.as_ptr() as *const c_void, recv, count, dt, op, h) };
+        }
+        run_reduction("MPI_Reduce_scatter_block", |_| Ok(Reduction::ScatterBlock), send, recv, count.saturating_mul(n), count, dt, op, h)
+    }
+
+    fn MPI_Gather / PMPI_Gather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
+        let c = match comm("MPI_Gather", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let root = root_of(&c, root)?;
+            let n = c.size();
+            if c.rank() != root {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                let data = checked(unsafe { bytes(send, scount, stype) })?;
+                return from_vpml(c.gather(data, &mut [], root));
+            }
+            // SAFETY: at the root `recv` holds n·rcount elements.
+            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n as c_int), rtype) })?;
+            let block = out.len() / n.max(1);
+            let mine: Vec<u8> = if in_place(send) {
+                out[root * block..(root + 1) * block].to_vec()
+            } else {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+            };
+            from_vpml(c.gather(&mine, out, root))
+        })();
+        report(h, "MPI_Gather", r)
+    }
+
+    fn MPI_Gatherv / PMPI_Gatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
+        let c = match comm("MPI_Gatherv", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let root = root_of(&c, root)?;
+            let n = c.size();
+            if c.rank() != root {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                let data = checked(unsafe { bytes(send, scount, stype) })?;
+                return from_vpml(c.gatherv(data, &mut [], &[], &[], root));
+            }
+            // SAFETY: at the root the arrays hold n ints.
+            let (counts, offs) = unsafe { (scaled(rcounts, n, rtype)?, scaled(displs, n, rtype)?) };
+            // SAFETY: `recv` spans the layout (caller contract).
+            let out = unsafe { raw(recv, extent(&counts, &offs)) };
+            let mine: Vec<u8> = if in_place(send) {
+                out[offs[root]..offs[root] + counts[root]].to_vec()
+            } else {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+            };
+            from_vpml(c.gatherv(&mine, out, &counts, &offs, root))
+        })();
+        report(h, "MPI_Gatherv", r)
+    }
+
+    fn MPI_Scatter / PMPI_Scatter(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
+        let c = match comm("MPI_Scatter", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let root = root_of(&c, root)?;
+            let n = c.size();
+            if c.rank() != root {
+                // SAFETY: the caller's buffer holds `rcount` elements.
+                let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
+                return from_vpml(c.scatter(&[], out, root));
+            }
+            // SAFETY: at the root `send` holds n·scount elements.
+            let data = checked(unsafe { bytes(send, scount.saturating_mul(n as c_int), stype) })?;
+            let block = data.len() / n.max(1);
+            if in_place(recv) {
+                let mut mine = data[root * block..(root + 1) * block].to_vec();
+                return from_vpml(c.scatter(data, &mut mine, root));
+            }
+            // SAFETY: the caller's buffer holds `rcount` elements.
+            let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
+            from_vpml(c.scatter(data, out, root))
+        })();
+        report(h, "MPI_Scatter", r)
+    }
+
+    fn MPI_Scatterv / PMPI_Scatterv(send: *const c_void, scounts: *const c_int, displs: *const c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
+        let c = match comm("MPI_Scatterv", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let root = root_of(&c, root)?;
+            let n = c.size();
+            if c.rank() != root {
+                // SAFETY: the caller's buffer holds `rcount` elements.
+                let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
+                return from_vpml(c.scatterv(&[], &[], &[], out, root));
+            }
+            // SAFETY: at the root the arrays hold n ints.
+            let (counts, offs) = unsafe { (scaled(scounts, n, stype)?, scaled(displs, n, stype)?) };
+            // SAFETY: `send` spans the layout (caller contract).
+            let data = unsafe { raw(send, extent(&counts, &offs)) };
+            if in_place(recv) {
+                let mut mine = data[offs[root]..offs[root] + counts[root]].to_vec();
+                return from_vpml(c.scatterv(data, &counts, &offs, &mut mine, root));
+            }
+            // SAFETY: the caller's buffer holds `rcount` elements.
+            let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
+            from_vpml(c.scatterv(data, &counts, &offs, out, root))
+        })();
+        report(h, "MPI_Scatterv", r)
+    }
+
+    fn MPI_Allgather / PMPI_Allgather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
+        let c = match comm("MPI_Allgather", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let n = c.size();
+            // SAFETY: `recv` holds n·rcount elements.
+            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n as c_int), rtype) })?;
+            let block = out.len() / n.max(1);
+            let me = c.rank();
+            let mine: Vec<u8> = if in_place(send) {
+                out[me * block..(me + 1) * block].to_vec()
+            } else {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+            };
+            from_vpml(c.allgather(&mine, out))
+        })();
+        report(h, "MPI_Allgather", r)
+    }
+
+    fn MPI_Allgatherv / PMPI_Allgatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm) -> c_int {
+        let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let n = c.size();
+            // SAFETY: the arrays hold n ints.
+            let (counts, offs) = unsafe { (scaled(rcounts, n, rtype)?, scaled(displs, n, rtype)?) };
+            // SAFETY: `recv` spans the layout (caller contract).
+            let out = unsafe { raw(recv, extent(&counts, &offs)) };
+            let me = c.rank();
+            let mine: Vec<u8> = if in_place(send) {
+                out[offs[me]..offs[me] + counts[me]].to_vec()
+            } else {
+                // SAFETY: the caller's buffer holds `scount` elements.
+                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+            };
+            from_vpml(c.allgatherv(&mine, out, &counts, &offs))
+        })();
+        report(h, "MPI_Allgatherv", r)
+    }
+
+    fn MPI_Alltoall / PMPI_Alltoall(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
+        let c = match comm("MPI_Alltoall", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let n = c.size() as c_int;
+            // SAFETY: `recv` holds n·rcount elements.
+            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n), rtype) })?;
+            let input: Vec<u8> = if in_place(send) {
+                out.to_vec()
+            } else {
+                // SAFETY: `send` holds n·scount elements.
+                checked(unsafe { bytes(send, scount.saturating_mul(n), stype) })?.to_vec()
+            };
+            from_vpml(c.alltoall(&input, out))
+        })();
+        report(h, "MPI_Alltoall", r)
+    }
+
+    fn MPI_Alltoallv / PMPI_Alltoallv(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtype: Datatype, h: Comm) -> c_int {
+        let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
+        let r = (|| {
+            let n = c.size();
+            // SAFETY: the arrays hold n ints.
+            let (rc, rd) = unsafe { (scaled(rcounts, n, rtype)?, scaled(rdispls, n, rtype)?) };
+            // SAFETY: `recv` spans its layout (caller contract).
+            let out = unsafe { raw(recv, extent(&rc, &rd)) };
+            let (input, sc, sd) = if in_place(send) {
+                (out.to_vec(), rc.clone(), rd.clone())
+            } else {
+                // SAFETY: the arrays hold n ints.
+                let (sc, sd) = unsafe { (scaled(scounts, n, stype)?, scaled(sdispls, n, stype)?) };
+                // SAFETY: `send` spans its layout (caller contract).
+                (unsafe { raw(send, extent(&sc, &sd)) }.to_vec(), sc, sd)
+            };
+            from_vpml(c.alltoallv(&input, &sc, &sd, out, &rc, &rd))
+        })();
+        report(h, "MPI_Alltoallv", r)
+    }
+}

@@ -1,0 +1,341 @@
+//! Environment: initialization, finalization, versions, errors, timers,
+//! memory, and the handle-less datatype and operation calls.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::consts::*;
+use crate::state::{CommEntry, DerivedType, STATE, UserFn, error, insert, put};
+
+/// MPI's text for error class `code`.
+pub(crate) fn error_text(code: c_int) -> &'static str {
+    match code {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_OP => "invalid reduce operation",
+        MPI_ERR_ARG => "invalid argument",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_PENDING => "pending request",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_NO_MEM => "out of memory",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_UNSUPPORTED_OPERATION => "unsupported operation",
+        MPI_ERR_OTHER => "other error",
+        _ => "unknown error",
+    }
+}
+
+fn init(func: &str) -> c_int {
+    if STATE.with(|s| s.borrow().world.is_some()) {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "called twice");
+    }
+    let world = match vpml::init() {
+        Ok(w) => w,
+        Err(e) => return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, &e.to_string()),
+    };
+    // MPI_COMM_SELF: every rank alone (collective over the world, once).
+    let me = world.rank() as u32;
+    let selfc = match world.split(Some(me), 0) {
+        Ok(Some(c)) => c,
+        Ok(None) => return error(MPI_COMM_WORLD, func, MPI_ERR_INTERN, "no MPI_COMM_SELF"),
+        Err(e) => return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, &e.to_string()),
+    };
+    let worldc: vpml::Comm = (*world).clone();
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.comms = vec![
+            Some(CommEntry {
+                comm: worldc,
+                errhandler: MPI_ERRORS_ARE_FATAL,
+            }),
+            Some(CommEntry {
+                comm: selfc,
+                errhandler: MPI_ERRORS_ARE_FATAL,
+            }),
+        ];
+        s.world = Some(world);
+    });
+    MPI_SUCCESS
+}
+
+export! {
+    fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+        init("MPI_Init")
+    }
+
+    fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+        let r = init("MPI_Init_thread");
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(provided, required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED)) };
+        r
+    }
+
+    fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) -> c_int {
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(provided, MPI_THREAD_FUNNELED) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) -> c_int {
+        let v = STATE.with(|s| {
+            let s = s.borrow();
+            s.world.is_some() || s.finalized
+        });
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(flag, c_int::from(v)) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) -> c_int {
+        let v = STATE.with(|s| s.borrow().finalized);
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(flag, c_int::from(v)) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Finalize / PMPI_Finalize() -> c_int {
+        let world = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            let world = s.world.take();
+            // Requests and communicators die before the world does.
+            s.requests.clear();
+            s.comms.clear();
+            s.finalized = true;
+            world
+        });
+        let Some(world) = world else {
+            return error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, "called before MPI_Init");
+        };
+        match world.finalize() {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, &e.to_string()),
+        }
+    }
+
+    fn MPI_Abort / PMPI_Abort(_comm: Comm, code: c_int) -> c_int {
+        let code = if code == 0 { 1 } else { code };
+        STATE.with(|s| {
+            if let Ok(s) = s.try_borrow()
+                && let Some(world) = s.world.as_ref()
+            {
+                world.abort(code);
+            }
+        });
+        std::process::exit(code)
+    }
+
+    fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+        // SAFETY: int pointers (caller contract).
+        unsafe {
+            put(version, 3);
+            put(subversion, 1);
+        }
+        MPI_SUCCESS
+    }
+
+    fn MPI_Get_library_version / PMPI_Get_library_version(version: *mut c_char, len: *mut c_int) -> c_int {
+        let text = format!("vpml {} (MPICH ABI)", env!("CARGO_PKG_VERSION"));
+        // SAFETY: `version` holds MPI_MAX_LIBRARY_VERSION_STRING chars.
+        unsafe { copy_string(&text, version, len, MPI_MAX_LIBRARY_VERSION_STRING) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) -> c_int {
+        let mut buf = [0u8; MPI_MAX_PROCESSOR_NAME];
+        // SAFETY: gethostname writes at most buf.len() - 1 bytes.
+        unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len() - 1) };
+        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len() - 1);
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        // SAFETY: `name` holds MPI_MAX_PROCESSOR_NAME chars (caller contract).
+        unsafe { copy_string(&text, name, len, MPI_MAX_PROCESSOR_NAME) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Error_string / PMPI_Error_string(code: c_int, text: *mut c_char, len: *mut c_int) -> c_int {
+        // SAFETY: `text` holds MPI_MAX_ERROR_STRING chars (caller contract).
+        unsafe { copy_string(error_text(code), text, len, MPI_MAX_ERROR_STRING) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
+        // Every code this library returns is a class.
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(class, if (0..=MPI_ERR_LASTCODE).contains(&code) { code } else { MPI_ERR_UNKNOWN }) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Errhandler_free / PMPI_Errhandler_free(handler: *mut Errhandler) -> c_int {
+        // The predefined handlers are the only ones; freeing one just
+        // clears the caller's handle.
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { put(handler, MPI_ERRHANDLER_NULL) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Alloc_mem / PMPI_Alloc_mem(size: Aint, _info: c_int, base: *mut c_void) -> c_int {
+        let Ok(n) = usize::try_from(size) else {
+            return error(MPI_COMM_WORLD, "MPI_Alloc_mem", MPI_ERR_ARG, "negative size");
+        };
+        // SAFETY: plain allocation; freed by MPI_Free_mem.
+        let p = unsafe { libc::malloc(n.max(1)) };
+        if p.is_null() {
+            return error(MPI_COMM_WORLD, "MPI_Alloc_mem", MPI_ERR_NO_MEM, "out of memory");
+        }
+        // SAFETY: `base` is a `void **` (the standard's contract).
+        unsafe { put(base as *mut *mut c_void, p) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) -> c_int {
+        // SAFETY: memory from MPI_Alloc_mem (caller contract).
+        unsafe { libc::free(base) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) -> c_int {
+        // SAFETY: an MPI_Aint pointer (caller contract).
+        unsafe { put(address, location as Aint) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Type_size / PMPI_Type_size(dt: Datatype, size: *mut c_int) -> c_int {
+        match crate::types::info(dt) {
+            Some(t) => {
+                // SAFETY: an int pointer (caller contract).
+                unsafe { put(size, t.size as c_int) };
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(dt: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
+        match crate::types::info(dt) {
+            Some(t) => {
+                // SAFETY: MPI_Aint pointers (caller contract).
+                unsafe {
+                    put(lb, 0);
+                    put(extent, t.size as Aint);
+                }
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_get_extent", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, old: Datatype, new: *mut Datatype) -> c_int {
+        let (Some(t), Ok(count)) = (crate::types::info(old), usize::try_from(count)) else {
+            return error(MPI_COMM_WORLD, "MPI_Type_contiguous", MPI_ERR_TYPE, "invalid datatype or count");
+        };
+        let d = DerivedType { base: t.base, count: t.per * count };
+        let i = STATE.with(|s| insert(&mut s.borrow_mut().types, 0, d));
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { put(new, (USER_TYPE_KIND | i as u32) as Datatype) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Type_commit / PMPI_Type_commit(dt: *mut Datatype) -> c_int {
+        // SAFETY: a handle pointer (caller contract).
+        let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
+        match crate::types::info(h) {
+            Some(_) => MPI_SUCCESS,
+            None => error(MPI_COMM_WORLD, "MPI_Type_commit", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
+        // SAFETY: a handle pointer (caller contract).
+        let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL) as u32;
+        if h & 0xff00_0000 != USER_TYPE_KIND {
+            return error(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE, "not a derived datatype");
+        }
+        STATE.with(|s| {
+            if let Some(slot) = s.borrow_mut().types.get_mut((h & 0xff_ffff) as usize) {
+                *slot = None;
+            }
+        });
+        // SAFETY: as above.
+        unsafe { put(dt, MPI_DATATYPE_NULL) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Op_create / PMPI_Op_create(f: Option<UserFn>, _commute: c_int, op: *mut Op) -> c_int {
+        let Some(f) = f else {
+            return error(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG, "null function");
+        };
+        let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, f));
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { put(op, (USER_OP_KIND | i as u32) as Op) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Op_free / PMPI_Op_free(op: *mut Op) -> c_int {
+        // SAFETY: a handle pointer (caller contract).
+        let h = unsafe { op.as_ref().copied() }.unwrap_or(MPI_OP_NULL) as u32;
+        if h & 0xff00_0000 != USER_OP_KIND {
+            return error(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP, "not a user operation");
+        }
+        STATE.with(|s| {
+            if let Some(slot) = s.borrow_mut().ops.get_mut((h & 0xff_ffff) as usize) {
+                *slot = None;
+            }
+        });
+        // SAFETY: as above.
+        unsafe { put(op, MPI_OP_NULL) };
+        MPI_SUCCESS
+    }
+}
+
+/// Copy `text` into a C string of at most `max` chars (with its NUL) and
+/// its length into `len`.
+///
+/// # Safety
+/// `out` holds `max` chars; `len` is an int pointer.
+unsafe fn copy_string(text: &str, out: *mut c_char, len: *mut c_int, max: usize) {
+    let n = text.len().min(max - 1);
+    if !out.is_null() {
+        // SAFETY: caller contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, out, n);
+            *out.add(n) = 0;
+        }
+    }
+    // SAFETY: caller contract.
+    unsafe { put(len, n as c_int) };
+}
+
+/// `MPI_Wtime`: seconds since an arbitrary point.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Profiling entry point of `MPI_Wtime`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Wtime() -> f64 {
+    MPI_Wtime()
+}
+
+/// `MPI_Wtick`: resolution of `MPI_Wtime`.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Wtick() -> f64 {
+    1e-9
+}
+
+/// Profiling entry point of `MPI_Wtick`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Wtick() -> f64 {
+    MPI_Wtick()
+}

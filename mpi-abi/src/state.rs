@@ -1,0 +1,219 @@
+//! The library's process state: the world, the handle tables
+//! (communicators, requests, derived datatypes, user operations), and
+//! MPI's error handling.
+
+use std::cell::RefCell;
+use std::ffi::{c_int, c_void};
+
+use crate::consts::*;
+
+/// A communicator the C program holds a handle to.
+pub(crate) struct CommEntry {
+    pub comm: vpml::Comm,
+    pub errhandler: Errhandler,
+}
+
+/// What a persistent request does each time it is started.
+#[derive(Clone, Copy)]
+pub(crate) struct PersistentOp {
+    pub send: bool,
+    pub sync: bool,
+    pub buf: *mut u8,
+    pub len: usize,
+    pub peer: c_int,
+    pub tag: c_int,
+}
+
+/// A request the C program holds a handle to.
+pub(crate) struct ReqEntry {
+    /// The communicator (its error handler applies to the request).
+    pub comm: Comm,
+    /// The operation in flight, if any.
+    pub active: Option<vpml::Request<CBuf>>,
+    /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
+    pub proc_null: bool,
+    /// Set for `Send_init`/`Recv_init` requests: inactive between uses.
+    pub persistent: Option<PersistentOp>,
+}
+
+/// A derived datatype: `count` contiguous elements of a predefined type.
+#[derive(Clone, Copy)]
+pub(crate) struct DerivedType {
+    pub base: Datatype,
+    pub count: usize,
+}
+
+/// A user reduction (`MPI_Op_create`).
+pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Datatype);
+
+/// Everything the library keeps between calls.
+#[derive(Default)]
+pub(crate) struct State {
+    pub world: Option<vpml::World>,
+    pub finalized: bool,
+    /// Slot 0 is `MPI_COMM_WORLD`, slot 1 `MPI_COMM_SELF`.
+    pub comms: Vec<Option<CommEntry>>,
+    pub requests: Vec<Option<ReqEntry>>,
+    pub types: Vec<Option<DerivedType>>,
+    pub ops: Vec<Option<UserFn>>,
+    /// The buffer given to `MPI_Buffer_attach` (buffered sends copy their
+    /// message instead, so it only has to be given back).
+    pub attached: Option<(*mut c_void, c_int)>,
+}
+
+thread_local! {
+    pub(crate) static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+/// A C buffer handed to a nonblocking operation: MPI's contract is that it
+/// stays valid and untouched until the request completes.
+pub(crate) struct CBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl CBuf {
+    /// # Safety
+    /// `ptr..ptr+len` stays valid (and, for a receive, writable) until the
+    /// operation it is given to completes.
+    pub(crate) unsafe fn new(ptr: *mut u8, len: usize) -> CBuf {
+        CBuf { ptr, len }
+    }
+}
+
+// SAFETY: the storage is the C program's, which MPI's rules keep valid,
+// at the same address, and unused by the program until the request
+// completes; moving a `CBuf` moves only the pointer.
+unsafe impl vpml::Buffer for CBuf {
+    fn as_bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: see the impl's comment.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: see the impl's comment.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Table slot of a communicator handle.
+pub(crate) fn comm_slot(h: Comm) -> Option<usize> {
+    match h {
+        MPI_COMM_WORLD => Some(0),
+        MPI_COMM_SELF => Some(1),
+        _ if (h as u32) & 0xff00_0000 == USER_COMM_KIND => Some((h as u32 & 0x00ff_ffff) as usize),
+        _ => None,
+    }
+}
+
+/// Handle of communicator table slot `i`.
+pub(crate) fn comm_handle(i: usize) -> Comm {
+    match i {
+        0 => MPI_COMM_WORLD,
+        1 => MPI_COMM_SELF,
+        _ => (USER_COMM_KIND | i as u32) as Comm,
+    }
+}
+
+/// Table slot of a request handle.
+pub(crate) fn request_slot(h: Request) -> Option<usize> {
+    let h = h as u32;
+    (h & 0xff00_0000 == REQUEST_KIND && h != MPI_REQUEST_NULL as u32)
+        .then(|| (h & 0x00ff_ffff) as usize - 1)
+}
+
+/// Handle of request table slot `i`.
+pub(crate) fn request_handle(i: usize) -> Request {
+    (REQUEST_KIND | (i as u32 + 1)) as Request
+}
+
+/// Store `v` in the first free slot of `table`; its index.
+pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize {
+    if table.len() < first {
+        table.resize_with(first, || None);
+    }
+    match table.iter().skip(first).position(Option::is_none) {
+        Some(i) => {
+            table[first + i] = Some(v);
+            first + i
+        }
+        None => {
+            table.push(Some(v));
+            table.len() - 1
+        }
+    }
+}
+
+/// The communicator behind handle `h` (a cheap clone), or the error code.
+pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
+    let found = STATE.with(|s| {
+        let s = s.borrow();
+        if s.world.is_none() {
+            return Err("called before MPI_Init or after MPI_Finalize");
+        }
+        comm_slot(h)
+            .and_then(|i| s.comms.get(i)?.as_ref())
+            .map(|e| e.comm.clone())
+            .ok_or("invalid communicator")
+    });
+    found.map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_COMM, why))
+}
+
+/// The error class of a vpml error.
+pub(crate) fn class_of(e: &vpml::Error) -> c_int {
+    match e {
+        vpml::Error::Truncated { .. } => MPI_ERR_TRUNCATE,
+        vpml::Error::InvalidRank { .. } => MPI_ERR_RANK,
+        vpml::Error::InvalidTag(_) => MPI_ERR_TAG,
+        _ => MPI_ERR_OTHER,
+    }
+}
+
+/// Report error `code` of `func` on communicator `comm` as MPI says: with
+/// `MPI_ERRORS_RETURN` the code comes back; otherwise (the default,
+/// `MPI_ERRORS_ARE_FATAL`) one line naming the function and the error,
+/// then the job stops.
+pub(crate) fn error(comm: Comm, func: &str, code: c_int, why: &str) -> c_int {
+    let handler = STATE.with(|s| {
+        s.try_borrow().ok().and_then(|s| {
+            let i = comm_slot(comm).unwrap_or(0);
+            s.comms.get(i)?.as_ref().map(|e| e.errhandler)
+        })
+    });
+    if handler == Some(MPI_ERRORS_RETURN) {
+        return code;
+    }
+    eprintln!(
+        "vpml libmpi: {func}: {why} ({})",
+        crate::env::error_text(code)
+    );
+    STATE.with(|s| {
+        if let Ok(s) = s.try_borrow()
+            && let Some(world) = s.world.as_ref()
+        {
+            world.abort(code.max(1));
+        }
+    });
+    std::process::exit(code.max(1))
+}
+
+/// `error` for a vpml error.
+pub(crate) fn vpml_error(comm: Comm, func: &str, e: &vpml::Error) -> c_int {
+    error(comm, func, class_of(e), &e.to_string())
+}
+
+/// Write `v` through a C out-pointer.
+///
+/// # Safety
+/// `p` is null or valid for a write of `T`.
+pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        // SAFETY: caller contract.
+        unsafe { p.write(v) };
+    }
+}

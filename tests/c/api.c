@@ -1,0 +1,360 @@
+/* Exercises the MPI functions vpml's MPICH-ABI library implements, on 4
+   ranks. Every check that fails prints "FAIL <what>" and the program
+   exits 1; rank 0 ends with "api ok <checks>". Built with `vpml mpicc`
+   (vpml's mpi.h) or with MPICH's mpicc.mpich. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, checks, failed;
+
+#define CHECK(cond, ...)                                     \
+    do {                                                     \
+        checks++;                                            \
+        if (!(cond)) {                                       \
+            failed++;                                        \
+            printf("FAIL rank %d line %d: ", rank, __LINE__); \
+            printf(__VA_ARGS__);                             \
+            printf("\n");                                    \
+        }                                                    \
+    } while (0)
+
+static void my_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    /* a ⊕ b = a + b + 1: associative, as MPI assumes. */
+    for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i] + 1;
+}
+
+static void environment(void) {
+    int flag = 0, provided = -1, v = 0, sv = 0, len = 0;
+    MPI_Initialized(&flag);
+    CHECK(flag, "Initialized");
+    MPI_Query_thread(&provided);
+    CHECK(provided == MPI_THREAD_FUNNELED, "Query_thread %d", provided);
+    MPI_Get_version(&v, &sv);
+    CHECK(v == 3 && sv == 1, "Get_version %d.%d", v, sv);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    MPI_Get_library_version(lib, &len);
+    CHECK(len > 0 && strstr(lib, "vpml") != NULL, "Get_library_version %s", lib);
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Get_processor_name(host, &len);
+    CHECK(len > 0 && (int)strlen(host) == len, "Get_processor_name");
+    double t0 = MPI_Wtime();
+    CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0, "Wtime/Wtick");
+    void *mem = NULL;
+    MPI_Alloc_mem(1000, MPI_INFO_NULL, &mem);
+    CHECK(mem != NULL, "Alloc_mem");
+    memset(mem, 1, 1000);
+    MPI_Free_mem(mem);
+    MPI_Aint a1, a2;
+    int arr[4];
+    MPI_Get_address(&arr[0], &a1);
+    MPI_Get_address(&arr[3], &a2);
+    CHECK(a2 - a1 == 3 * (MPI_Aint)sizeof(int), "Get_address");
+}
+
+static void communicators(void) {
+    int r, n, cmp;
+    MPI_Comm_size(MPI_COMM_SELF, &n);
+    MPI_Comm_rank(MPI_COMM_SELF, &r);
+    CHECK(n == 1 && r == 0, "COMM_SELF %d %d", n, r);
+    MPI_Comm dup, half;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_compare(MPI_COMM_WORLD, MPI_COMM_WORLD, &cmp);
+    CHECK(cmp == MPI_IDENT, "compare ident %d", cmp);
+    MPI_Comm_compare(MPI_COMM_WORLD, dup, &cmp);
+    CHECK(cmp == MPI_CONGRUENT, "compare congruent %d", cmp);
+    /* Two halves, ordered by descending world rank. */
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
+    MPI_Comm_size(half, &n);
+    MPI_Comm_rank(half, &r);
+    CHECK(n == size / 2 && r == (size - 1 - rank) / 2, "split %d %d", n, r);
+    MPI_Comm_compare(MPI_COMM_WORLD, half, &cmp);
+    CHECK(cmp == MPI_UNEQUAL, "compare unequal %d", cmp);
+    /* Messages on the dup do not meet those on the world. */
+    int a = rank, b = -1, c = -1;
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Request rq[2];
+    MPI_Irecv(&b, 1, MPI_INT, left, 5, dup, &rq[0]);
+    MPI_Irecv(&c, 1, MPI_INT, left, 5, MPI_COMM_WORLD, &rq[1]);
+    int a2 = rank + 100;
+    MPI_Send(&a2, 1, MPI_INT, right, 5, MPI_COMM_WORLD);
+    MPI_Send(&a, 1, MPI_INT, right, 5, dup);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    CHECK(b == left && c == left + 100, "dup isolation %d %d", b, c);
+    int color = MPI_UNDEFINED;
+    MPI_Comm none;
+    MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : color, 0, &none);
+    CHECK((rank == 0) == (none != MPI_COMM_NULL), "split undefined");
+    if (none != MPI_COMM_NULL) MPI_Comm_free(&none);
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&dup);
+    CHECK(dup == MPI_COMM_NULL, "Comm_free");
+}
+
+static void point_to_point(void) {
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Status st;
+    int n;
+    /* Nonblocking ring, Waitall with statuses. */
+    double out[3] = {rank, rank + 0.5, rank + 0.25}, in[3];
+    MPI_Request rq[2];
+    MPI_Status sts[2];
+    MPI_Irecv(in, 3, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(out, 3, MPI_DOUBLE, right, 7, MPI_COMM_WORLD, &rq[1]);
+    MPI_Waitall(2, rq, sts);
+    MPI_Get_count(&sts[0], MPI_DOUBLE, &n);
+    CHECK(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL, "Waitall frees");
+    CHECK(sts[0].MPI_SOURCE == left && sts[0].MPI_TAG == 7 && n == 3 && in[1] == left + 0.5,
+          "ring status %d %d %d", sts[0].MPI_SOURCE, sts[0].MPI_TAG, n);
+    /* Waitany / Waitsome / Test / Testany / Testall / Testsome. */
+    int v[4] = {0, 0, 0, 0}, w = rank;
+    MPI_Request r4[4];
+    for (int k = 0; k < 4; k++) MPI_Irecv(&v[k], 1, MPI_INT, left, 20 + k, MPI_COMM_WORLD, &r4[k]);
+    for (int k = 3; k >= 0; k--) MPI_Send(&w, 1, MPI_INT, right, 20 + k, MPI_COMM_WORLD);
+    int idx = -1;
+    MPI_Waitany(4, r4, &idx, &st);
+    CHECK(idx >= 0 && idx < 4 && r4[idx] == MPI_REQUEST_NULL && st.MPI_TAG == 20 + idx, "Waitany %d", idx);
+    int outcount = 0, indices[4];
+    MPI_Waitsome(4, r4, &outcount, indices, MPI_STATUSES_IGNORE);
+    CHECK(outcount >= 1, "Waitsome %d", outcount);
+    int flag = 0;
+    while (!flag) MPI_Testall(4, r4, &flag, MPI_STATUSES_IGNORE);
+    CHECK(v[0] == left && v[3] == left, "Testall values");
+    for (int k = 0; k < 4; k++) CHECK(r4[k] == MPI_REQUEST_NULL, "Testall frees %d", k);
+    MPI_Waitany(4, r4, &idx, &st);
+    CHECK(idx == MPI_UNDEFINED, "Waitany on nothing %d", idx);
+    MPI_Testsome(4, r4, &outcount, indices, MPI_STATUSES_IGNORE);
+    CHECK(outcount == MPI_UNDEFINED, "Testsome on nothing %d", outcount);
+    MPI_Request one;
+    MPI_Irecv(&v[0], 1, MPI_INT, left, 30, MPI_COMM_WORLD, &one);
+    MPI_Issend(&w, 1, MPI_INT, right, 30, MPI_COMM_WORLD, &r4[0]);
+    flag = 0;
+    while (!flag) MPI_Test(&one, &flag, &st);
+    CHECK(st.MPI_SOURCE == left && one == MPI_REQUEST_NULL, "Test");
+    flag = 0;
+    while (!flag) MPI_Testany(1, r4, &idx, &flag, MPI_STATUS_IGNORE);
+    CHECK(idx == 0, "Testany %d", idx);
+    /* MPI_PROC_NULL: complete at once, with its status. */
+    MPI_Irecv(&v[0], 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &one);
+    MPI_Wait(&one, &st);
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && n == 0 && one == MPI_REQUEST_NULL, "PROC_NULL source %d count %d", st.MPI_SOURCE, n);
+    MPI_Send(&w, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    /* Probe, Iprobe, Get_count, then the receive. */
+    long big[10];
+    for (int k = 0; k < 10; k++) big[k] = rank * 10 + k;
+    MPI_Send(big, 2 + rank, MPI_LONG, right, 40, MPI_COMM_WORLD);
+    MPI_Probe(MPI_ANY_SOURCE, 40, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_LONG, &n);
+    CHECK(st.MPI_SOURCE == left && n == 2 + left, "Probe count %d", n);
+    flag = 0;
+    while (!flag) MPI_Iprobe(left, 40, MPI_COMM_WORLD, &flag, &st);
+    long got[10];
+    MPI_Recv(got, 10, MPI_LONG, left, 40, MPI_COMM_WORLD, &st);
+    CHECK(got[1] == left * 10 + 1, "Recv after probe");
+    /* Persistent requests, started twice. */
+    int po = 0, pi = -1;
+    MPI_Request pr[2];
+    MPI_Recv_init(&pi, 1, MPI_INT, left, 50, MPI_COMM_WORLD, &pr[0]);
+    MPI_Send_init(&po, 1, MPI_INT, right, 50, MPI_COMM_WORLD, &pr[1]);
+    for (int round = 0; round < 2; round++) {
+        po = rank * 100 + round;
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+        CHECK(pi == left * 100 + round && pr[0] != MPI_REQUEST_NULL, "persistent round %d", round);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    CHECK(pr[0] == MPI_REQUEST_NULL, "Request_free");
+    /* Sendrecv, Sendrecv_replace, Ssend, Rsend, Bsend. */
+    int s1 = rank, r1 = -1;
+    MPI_Sendrecv(&s1, 1, MPI_INT, right, 60, &r1, 1, MPI_INT, left, 60, MPI_COMM_WORLD, &st);
+    CHECK(r1 == left && st.MPI_SOURCE == left, "Sendrecv");
+    int rep = rank;
+    MPI_Sendrecv_replace(&rep, 1, MPI_INT, right, 61, left, 61, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(rep == left, "Sendrecv_replace");
+    char *bbuf = malloc(1000 + MPI_BSEND_OVERHEAD);
+    MPI_Buffer_attach(bbuf, 1000 + MPI_BSEND_OVERHEAD);
+    MPI_Bsend(&s1, 1, MPI_INT, right, 62, MPI_COMM_WORLD);
+    MPI_Recv(&r1, 1, MPI_INT, left, 62, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    void *back;
+    int bsize;
+    MPI_Buffer_detach(&back, &bsize);
+    CHECK(back == bbuf && bsize == 1000 + MPI_BSEND_OVERHEAD && r1 == left, "Bsend/Buffer_detach");
+    free(bbuf);
+    if (rank % 2 == 0) {
+        MPI_Ssend(&s1, 1, MPI_INT, right, 63, MPI_COMM_WORLD);
+        MPI_Recv(&r1, 1, MPI_INT, left, 63, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(&r1, 1, MPI_INT, left, 63, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Rsend(&s1, 1, MPI_INT, right, 63, MPI_COMM_WORLD);
+    }
+    CHECK(r1 == left, "Ssend/Rsend");
+    /* Cancel an unmatched receive. */
+    MPI_Irecv(&r1, 1, MPI_INT, left, 999, MPI_COMM_WORLD, &one);
+    MPI_Cancel(&one);
+    MPI_Wait(&one, &st);
+    MPI_Test_cancelled(&st, &flag);
+    CHECK(flag, "Cancel");
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void datatypes(void) {
+    int sz;
+    MPI_Type_size(MPI_DOUBLE, &sz);
+    CHECK(sz == 8, "Type_size double");
+    MPI_Type_size(MPI_SHORT, &sz);
+    CHECK(sz == 2, "Type_size short");
+    MPI_Datatype triple;
+    MPI_Type_contiguous(3, MPI_INT, &triple);
+    MPI_Type_commit(&triple);
+    MPI_Type_size(triple, &sz);
+    MPI_Aint lb, ext;
+    MPI_Type_get_extent(triple, &lb, &ext);
+    CHECK(sz == 12 && lb == 0 && ext == 12, "contiguous size %d extent %ld", sz, (long)ext);
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    int out[6] = {rank, 1, 2, 3, 4, 5}, in[6];
+    MPI_Status st;
+    MPI_Sendrecv(out, 2, triple, right, 70, in, 2, triple, left, 70, MPI_COMM_WORLD, &st);
+    int n, e;
+    MPI_Get_count(&st, triple, &n);
+    MPI_Get_elements(&st, triple, &e);
+    CHECK(in[0] == left && in[5] == 5 && n == 2 && e == 6, "contiguous transfer %d %d", n, e);
+    MPI_Type_free(&triple);
+    CHECK(triple == MPI_DATATYPE_NULL, "Type_free");
+}
+
+static void collectives(void) {
+    int x = rank + 1, sum = 0, max = 0;
+    MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(sum == size * (size + 1) / 2, "Allreduce sum %d", sum);
+    MPI_Reduce(&x, &max, 1, MPI_INT, MPI_MAX, 2, MPI_COMM_WORLD);
+    if (rank == 2) CHECK(max == size, "Reduce max %d", max);
+    double d[2] = {rank, -rank};
+    MPI_Allreduce(MPI_IN_PLACE, d, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    CHECK(d[0] == 0 && d[1] == -(size - 1), "Allreduce in place min");
+    long long ll = 1LL << (rank * 8), all = 0;
+    MPI_Allreduce(&ll, &all, 1, MPI_LONG_LONG_INT, MPI_BOR, MPI_COMM_WORLD);
+    CHECK(all == 0x01010101LL, "Allreduce bor %llx", all);
+    unsigned char bit = rank == 1, any = 0;
+    MPI_Allreduce(&bit, &any, 1, MPI_UNSIGNED_CHAR, MPI_LOR, MPI_COMM_WORLD);
+    CHECK(any == 1, "Allreduce lor");
+    struct { double v; int i; } loc = {rank == 2 ? 9.5 : rank, rank}, best;
+    MPI_Allreduce(&loc, &best, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    CHECK(best.v == 9.5 && best.i == 2, "MAXLOC %g %d", best.v, best.i);
+    int pair[2] = {rank % 2, rank}, low[2];
+    MPI_Allreduce(pair, low, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    CHECK(low[0] == 0 && low[1] == 0, "MINLOC 2INT");
+    MPI_Op op;
+    MPI_Op_create(my_sum, 1, &op);
+    int us = 0, one = 1;
+    MPI_Allreduce(&one, &us, 1, MPI_INT, op, MPI_COMM_WORLD);
+    /* size ones joined by size - 1 "+ 1"s. */
+    CHECK(us == 2 * size - 1, "user op %d", us);
+    MPI_Op_free(&op);
+    CHECK(op == MPI_OP_NULL, "Op_free");
+    int sc = 0, ex = -7;
+    MPI_Scan(&x, &sc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Exscan(&x, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(sc == (rank + 1) * (rank + 2) / 2, "Scan %d", sc);
+    if (rank > 0) CHECK(ex == rank * (rank + 1) / 2, "Exscan %d", ex);
+    int bc[3] = {0, 0, 0};
+    if (rank == 1) bc[0] = 11, bc[1] = 12, bc[2] = 13;
+    MPI_Bcast(bc, 3, MPI_INT, 1, MPI_COMM_WORLD);
+    CHECK(bc[0] == 11 && bc[2] == 13, "Bcast");
+    int g[16], mine[2] = {rank, rank * rank};
+    MPI_Gather(mine, 2, MPI_INT, g, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0) CHECK(g[2 * (size - 1) + 1] == (size - 1) * (size - 1), "Gather");
+    int counts[4], displs[4], gv[16];
+    for (int i = 0; i < size; i++) counts[i] = i + 1, displs[i] = i * (i + 1) / 2;
+    int mv[4] = {rank, rank, rank, rank};
+    MPI_Gatherv(mv, rank + 1, MPI_INT, gv, counts, displs, MPI_INT, 3, MPI_COMM_WORLD);
+    if (rank == 3) CHECK(gv[0] == 0 && gv[1] == 1 && gv[3] == 2 && gv[9] == 3, "Gatherv");
+    int sv[16], part[4];
+    for (int i = 0; i < 16; i++) sv[i] = 100 + i;
+    MPI_Scatter(sv, 2, MPI_INT, part, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    CHECK(part[0] == 100 + 2 * rank && part[1] == 101 + 2 * rank, "Scatter");
+    MPI_Scatterv(sv, counts, displs, MPI_INT, part, rank + 1, MPI_INT, 0, MPI_COMM_WORLD);
+    CHECK(part[rank] == 100 + displs[rank] + rank, "Scatterv");
+    int ag[8];
+    MPI_Allgather(&x, 1, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD);
+    CHECK(ag[size - 1] == size, "Allgather");
+    ag[rank] = -rank;
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD);
+    CHECK(ag[size - 1] == -(size - 1), "Allgather in place");
+    int agv[16];
+    MPI_Allgatherv(mv, rank + 1, MPI_INT, agv, counts, displs, MPI_INT, MPI_COMM_WORLD);
+    CHECK(agv[9] == 3 && agv[1] == 1, "Allgatherv");
+    int a2a[4], a2b[4];
+    for (int i = 0; i < size; i++) a2a[i] = rank * 10 + i;
+    MPI_Alltoall(a2a, 1, MPI_INT, a2b, 1, MPI_INT, MPI_COMM_WORLD);
+    CHECK(a2b[1] == 10 + rank && a2b[3] == 30 + rank, "Alltoall");
+    int ones[4] = {1, 1, 1, 1}, seq[4] = {0, 1, 2, 3};
+    MPI_Alltoallv(a2a, ones, seq, MPI_INT, a2b, ones, seq, MPI_INT, MPI_COMM_WORLD);
+    CHECK(a2b[2] == 20 + rank, "Alltoallv");
+    int rsb_in[4], rsb = 0;
+    for (int i = 0; i < size; i++) rsb_in[i] = i;
+    MPI_Reduce_scatter_block(rsb_in, &rsb, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(rsb == rank * size, "Reduce_scatter_block %d", rsb);
+}
+
+static void errors(void) {
+    MPI_Comm c;
+    MPI_Errhandler eh;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_get_errhandler(c, &eh);
+    CHECK(eh == MPI_ERRORS_ARE_FATAL, "default errhandler");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    int x = 0;
+    int rc = MPI_Send(&x, 1, MPI_INT, size + 5, 0, c);
+    int cls = -1, len = 0;
+    char text[MPI_MAX_ERROR_STRING];
+    MPI_Error_class(rc, &cls);
+    MPI_Error_string(rc, text, &len);
+    /* Codes may carry more than their class: compare classes. */
+    CHECK(cls == MPI_ERR_RANK && len > 0, "ERRORS_RETURN rank %d %s", rc, text);
+    rc = MPI_Send(&x, 1, (MPI_Datatype)0x12345, 0, 0, c);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TYPE, "ERRORS_RETURN type %d", cls);
+    double dx = 0, dy = 0;
+    rc = MPI_Allreduce(&dx, &dy, 1, MPI_DOUBLE, MPI_BAND, c);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_OP, "ERRORS_RETURN op %d", cls);
+    MPI_Errhandler_free(&eh);
+    MPI_Comm_free(&c);
+}
+
+int main(int argc, char **argv) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 4) {
+        if (rank == 0) printf("FAIL api needs 4 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (argc > 1 && strcmp(argv[1], "fatal") == 0) {
+        /* MPI_ERRORS_ARE_FATAL: this stops the job with one line. */
+        int x = 0;
+        if (rank == 1) MPI_Send(&x, 1, MPI_INT, 99, 0, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        printf("FAIL still running\n");
+        MPI_Finalize();
+        return 1;
+    }
+    environment();
+    communicators();
+    point_to_point();
+    datatypes();
+    collectives();
+    errors();
+    int total = 0;
+    MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && total == 0) printf("api ok %d\n", checks);
+    MPI_Finalize();
+    int fin = 0;
+    MPI_Finalized(&fin);
+    return total == 0 && fin ? 0 : 1;
+}
