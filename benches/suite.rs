@@ -168,6 +168,9 @@ fn heat3d_json(c: &Config) -> Result<Vec<Value>, String> {
         .collect())
 }
 
+/// The configuration running MPICH's build of the C program on vpml.
+const MPICH_ON_VPML: &str = "mpich-on-vpml";
+
 fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     let program = example(part.example)?;
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
@@ -225,6 +228,20 @@ fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
                             );
                         }
                         c.cmd.extend(args.iter().cloned());
+                        // The same MPICH binary on vpml's MPICH-ABI library.
+                        if f == "mpich"
+                            && let Some(at) = c.cmd.iter().position(|a| a == "--name")
+                        {
+                            let exe = std::path::PathBuf::from(&c.cmd[at - 1]);
+                            let mut cmd = vpml_run_with(ranks, transport, &exe);
+                            cmd.extend(["--name".to_string(), MPICH_ON_VPML.into()]);
+                            cmd.extend(args.iter().cloned());
+                            out.push(Config {
+                                name: MPICH_ON_VPML.into(),
+                                cmd,
+                                envs: vec![],
+                            });
+                        }
                         out.push(c);
                     }
                     Err(why) => println!("# {}: skipping {f}: {why}", part.name),
@@ -506,7 +523,8 @@ fn print_tables(table: &Table, rounds: usize) {
         if *part != last {
             println!(
                 "\n## {part} — medians of {rounds} round(s); ratio: vpml / reference MPI, \
-                 vpml-pessimist / vpml (protocol overhead)"
+                 vpml-pessimist / vpml (protocol overhead), mpich-on-vpml / mpich (the \
+                 same MPICH binary on vpml's library and on MPICH)"
             );
             print!(
                 "{:>5} {:>14} {:>9} {:>12}",
@@ -522,7 +540,13 @@ fn print_tables(table: &Table, rounds: usize) {
         print!("{ranks:>5} {metric:>14} {x:>9} {v:>12.3}");
         for r in &refs {
             let o = by[*r];
-            let ratio = if r.starts_with("vpml-") { o / v } else { v / o };
+            let ratio = if r.starts_with("vpml-") {
+                o / v
+            } else if *r == MPICH_ON_VPML {
+                o / by.get("mpich").copied().unwrap_or(f64::NAN)
+            } else {
+                v / o
+            };
             print!(" {o:>12.3} {ratio:>6.2}");
         }
         println!();
