@@ -158,6 +158,38 @@ fn ring_recovers(compiler: Compiler) {
 }
 
 #[test]
+fn a_c_program_with_vpmlx_checkpoints_resumes_from_its_last_one() {
+    let _g = serial();
+    let prog = build("ckpt", Compiler::Vpml).expect("vpml mpicc");
+    let started = std::time::Instant::now();
+    let (want, stderr, code) = run(&["--protocol", "pessimist"], &prog, &[]);
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(want.starts_with("ckpt checksum "), "{want}");
+    assert!(!stderr.contains("resumed"), "{stderr}");
+    // Killed at 40 % of a failure-free run: past several checkpoints.
+    let kill = format!("2@{:.3}", took * 0.4);
+    let (got, stderr, code) = run(
+        &["--protocol", "pessimist", "--inject-failure", &kill],
+        &prog,
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(got, want, "{stderr}");
+    let step: u32 = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rank 2 resumed at step ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("rank 2 did not resume from a checkpoint: {stderr}"));
+    assert!(step > 0 && step.is_multiple_of(25), "{step}");
+    let _ = std::fs::remove_file(&prog);
+}
+
+#[test]
 fn a_vpml_mpicc_program_recovers_from_a_kill() {
     ring_recovers(Compiler::Vpml);
 }

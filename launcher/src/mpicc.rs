@@ -1,7 +1,7 @@
 //! `vpml mpicc`: build MPI C programs for vpml without an MPI installed.
 //!
 //! Runs the C compiler (`$VPML_CC`, else `cc`) with vpml's own `mpi.h`
-//! (MPICH's ABI, written for vpml) on the include path and, when linking,
+//! (MPICH's ABI, written for vpml) and `vpml_ext.h` on the include path and, when linking,
 //! vpml's MPI library, which answers to `libmpich.so.12`. The program then
 //! runs under `vpml run` (which puts vpml's library first on its loader
 //! path), and also on MPICH.
@@ -9,8 +9,14 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-/// vpml's `mpi.h`.
-const MPI_H: &str = include_str!("../../mpi-abi/include/mpi.h");
+/// vpml's headers: `mpi.h` and `vpml_ext.h`.
+const HEADERS: [(&str, &str); 2] = [
+    ("mpi.h", include_str!("../../mpi-abi/include/mpi.h")),
+    (
+        "vpml_ext.h",
+        include_str!("../../mpi-abi/include/vpml_ext.h"),
+    ),
+];
 
 /// Arguments of `vpml mpicc`: everything is passed to the C compiler.
 #[derive(clap::Args, Debug)]
@@ -20,25 +26,29 @@ pub struct MpiccArgs {
     pub args: Vec<String>,
 }
 
-/// A directory holding vpml's `mpi.h` (written once per version of it).
+/// A directory holding vpml's headers (written once per version of them).
 fn include_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join("vpml").join(format!(
-        "include-{}-{:08x}",
-        env!("CARGO_PKG_VERSION"),
-        crc32c::crc32c(MPI_H.as_bytes())
-    ));
-    let header = dir.join("mpi.h");
-    if std::fs::read_to_string(&header).is_ok_and(|h| h == MPI_H) {
-        return Ok(dir);
-    }
+    let crc = HEADERS
+        .iter()
+        .fold(0, |c, (_, text)| crc32c::crc32c_append(c, text.as_bytes()));
+    let dir = base
+        .join("vpml")
+        .join(format!("include-{}-{crc:08x}", env!("CARGO_PKG_VERSION")));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let tmp = dir.join(format!(".mpi.h.{}", std::process::id()));
-    std::fs::write(&tmp, MPI_H).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &header).map_err(|e| format!("{}: {e}", header.display()))?;
+    for (name, text) in HEADERS {
+        let header = dir.join(name);
+        if std::fs::read_to_string(&header).is_ok_and(|h| h == text) {
+            continue;
+        }
+        // Written whole, then renamed: concurrent builds never see half.
+        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &header).map_err(|e| format!("{}: {e}", header.display()))?;
+    }
     Ok(dir)
 }
 

@@ -4,7 +4,9 @@
  * of MPICH's mpi.h, so a program built with this header links against
  * libmpich.so.12 and runs on vpml's library (or on MPICH). Build with
  * `vpml mpicc prog.c -o prog`, run with `vpml run -n 4 ./prog`.
- * Declares what vpml implements; see the vpml-mpi-abi crate docs. */
+ * Declares what vpml implements (other MPICH functions exist in the
+ * library and fail with MPI_ERR_UNSUPPORTED_OPERATION); see the
+ * vpml-mpi-abi crate docs. vpml's extensions are in vpml_ext.h. */
 #ifndef VPML_MPI_H
 #define VPML_MPI_H
 
@@ -154,6 +156,10 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_ERR_UNSUPPORTED_OPERATION 44
 #define MPI_ERR_LASTCODE    0x3fffffff
 
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+MPI_Aint PMPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 double MPI_Wtime(void);
 double PMPI_Wtime(void);
 double MPI_Wtick(void);

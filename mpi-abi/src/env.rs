@@ -39,13 +39,9 @@ fn init(func: &str) -> c_int {
         Ok(w) => w,
         Err(e) => return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, &e.to_string()),
     };
-    // MPI_COMM_SELF: every rank alone (collective over the world, once).
-    let me = world.rank() as u32;
-    let selfc = match world.split(Some(me), 0) {
-        Ok(Some(c)) => c,
-        Ok(None) => return error(MPI_COMM_WORLD, func, MPI_ERR_INTERN, "no MPI_COMM_SELF"),
-        Err(e) => return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, &e.to_string()),
-    };
+    // Made locally: a restarted rank that resumes from a checkpoint runs
+    // MPI_Init again, where a collective would meet nobody.
+    let selfc = world.self_comm();
     let worldc: vpml::Comm = (*world).clone();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
@@ -308,6 +304,30 @@ unsafe fn copy_string(text: &str, out: *mut c_char, len: *mut c_int, max: usize)
     }
     // SAFETY: caller contract.
     unsafe { put(len, n as c_int) };
+}
+
+/// `MPI_Aint_add`: `base + disp` as an address.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Aint_add(base: Aint, disp: Aint) -> Aint {
+    base.wrapping_add(disp)
+}
+
+/// Profiling entry point of `MPI_Aint_add`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Aint_add(base: Aint, disp: Aint) -> Aint {
+    MPI_Aint_add(base, disp)
+}
+
+/// `MPI_Aint_diff`: `a - b` between two addresses.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Aint_diff(a: Aint, b: Aint) -> Aint {
+    a.wrapping_sub(b)
+}
+
+/// Profiling entry point of `MPI_Aint_diff`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Aint_diff(a: Aint, b: Aint) -> Aint {
+    MPI_Aint_diff(a, b)
 }
 
 /// `MPI_Wtime`: seconds since an arbitrary point.

@@ -29,10 +29,15 @@
 //! * [`types`] — datatype sizes (predefined types and contiguous derived
 //!   ones move as bytes) and reductions.
 //!
+//! * [`ext`] — `vpml_ext.h`: `VPMLX_Checkpoint`/`VPMLX_Restarted`, for
+//!   programs that want to restart from a checkpoint rather than replay
+//!   from the start;
+//! * [`unsupported`] — every other function of MPICH's ABI, failing with
+//!   `MPI_ERR_UNSUPPORTED_OPERATION` and its name.
+//!
 //! Every function is also exported as `PMPI_*`. Not yet here: strided and
 //! struct derived datatypes (`Type_vector`, `Type_indexed`,
-//! `Type_create_struct`, which need packing), `MPI_THREAD_SERIALIZED`,
-//! and stubs for the rest of MPI (RMA, I/O, topologies).
+//! `Type_create_struct`, which need packing) and `MPI_THREAD_SERIALIZED`.
 
 use std::ffi::c_int;
 
@@ -64,9 +69,11 @@ pub mod coll;
 pub mod comm;
 pub mod consts;
 pub mod env;
+pub mod ext;
 pub mod p2p;
 pub mod state;
 pub mod types;
+pub mod unsupported;
 
 /// MPICH's `MPI_Status`, for Rust callers of the bindings.
 pub use consts::MpiStatus;

@@ -57,6 +57,10 @@ pub(crate) fn localize(group: &Option<Rc<Group>>, st: Status) -> Status {
 }
 
 /// Send modes.
+/// Context of [`Comm::self_comm`] communicators (the next one is their
+/// collectives'); agreed contexts stay below it.
+const SELF_CONTEXT: u32 = u32::MAX - 2;
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Mode {
     Standard,
@@ -155,6 +159,25 @@ impl Comm {
         }))
     }
 
+    /// A communicator of this process alone (MPI's `MPI_COMM_SELF`). Made
+    /// without communication, so a restarted process can make it again at
+    /// any point; its messages stay apart from every other communicator's
+    /// (a context of its own).
+    pub fn self_comm(&self) -> Comm {
+        let me = self.world_rank(self.rank());
+        let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
+        rank_of_world[me] = 0;
+        Comm {
+            engine: self.engine.clone(),
+            context: SELF_CONTEXT,
+            group: Some(Rc::new(Group {
+                members: vec![me],
+                rank: 0,
+                rank_of_world,
+            })),
+        }
+    }
+
     /// Release the communicator. (Nothing is held beyond the handle; this
     /// exists for symmetry with MPI and to end its use explicitly.)
     pub fn free(self) {}
@@ -167,7 +190,7 @@ impl Comm {
         let mut agreed = [0u32];
         self.allreduce(&[next], &mut agreed, &crate::op::Max)?;
         let id = agreed[0];
-        if id >= u32::MAX - 2 {
+        if id >= SELF_CONTEXT - 1 {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
         self.engine.borrow_mut().set_next_context(id + 2);
