@@ -5,6 +5,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{CommEntry, DerivedType, STATE, UserFn, error, insert, put};
+use crate::types::Builder;
 
 /// MPI's text for error class `code`.
 pub(crate) fn error_text(code: c_int) -> &'static str {
@@ -96,19 +97,25 @@ export! {
     }
 
     fn MPI_Finalize / PMPI_Finalize() -> c_int {
-        let world = STATE.with(|s| {
+        let (world, staging) = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let world = s.world.take();
-            // Requests and communicators die before the world does.
-            s.requests.clear();
+            // Requests and communicators die before the world does; the
+            // staging buffers of requests still in flight after it.
+            let mut staging = std::mem::take(&mut s.orphans);
+            for e in s.requests.drain(..).flatten() {
+                staging.extend(e.staging);
+            }
             s.comms.clear();
             s.finalized = true;
-            world
+            (world, staging)
         });
         let Some(world) = world else {
             return error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, "called before MPI_Init");
         };
-        match world.finalize() {
+        let r = world.finalize();
+        drop(staging);
+        match r {
             Ok(()) => MPI_SUCCESS,
             Err(e) => error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, &e.to_string()),
         }
@@ -212,12 +219,12 @@ export! {
     }
 
     fn MPI_Type_get_extent / PMPI_Type_get_extent(dt: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
-        match crate::types::info(dt) {
+        match crate::types::layout(dt) {
             Some(t) => {
                 // SAFETY: MPI_Aint pointers (caller contract).
                 unsafe {
-                    put(lb, 0);
-                    put(extent, t.size as Aint);
+                    put(lb, t.lb as Aint);
+                    put(extent, t.extent as Aint);
                 }
                 MPI_SUCCESS
             }
@@ -226,14 +233,69 @@ export! {
     }
 
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        let (Some(t), Ok(count)) = (crate::types::info(old), usize::try_from(count)) else {
-            return error(MPI_COMM_WORLD, "MPI_Type_contiguous", MPI_ERR_TYPE, "invalid datatype or count");
-        };
-        let d = DerivedType { base: t.base, count: t.per * count };
-        let i = STATE.with(|s| insert(&mut s.borrow_mut().types, 0, d));
-        // SAFETY: a handle pointer (caller contract).
-        unsafe { put(new, (USER_TYPE_KIND | i as u32) as Datatype) };
-        MPI_SUCCESS
+        make_type("MPI_Type_contiguous", new, || {
+            let o = old_type(old)?;
+            let mut b = Builder::default();
+            for i in 0..counted(count)? {
+                b.place(&o, i as isize * o.extent);
+            }
+            Ok(b.build(false))
+        })
+    }
+
+    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklen: c_int, stride: c_int, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_vector", new, || {
+            let o = old_type(old)?;
+            strided(&o, counted(count)?, counted(blocklen)?, stride as isize * o.extent)
+        })
+    }
+
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklen: c_int, stride: Aint, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_hvector", new, || {
+            let o = old_type(old)?;
+            strided(&o, counted(count)?, counted(blocklen)?, stride)
+        })
+    }
+
+    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklens: *const c_int, displs: *const c_int, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_indexed", new, || {
+            let o = old_type(old)?;
+            let n = counted(count)?;
+            // SAFETY: the arrays hold `count` ints (caller contract).
+            let (lens, offs) = unsafe { (ints(blocklens, n)?, ints(displs, n)?) };
+            let mut b = Builder::default();
+            for (len, off) in lens.iter().zip(offs) {
+                for j in 0..counted(*len)? {
+                    b.place(&o, (*off as isize + j as isize) * o.extent);
+                }
+            }
+            Ok(b.build(false))
+        })
+    }
+
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const Aint, types: *const Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_struct", new, || {
+            let n = counted(count)?;
+            // SAFETY: the arrays hold `count` entries (caller contract).
+            let (lens, offs, tys) = unsafe { (ints(blocklens, n)?, array(displs, n)?, ints(types, n)?) };
+            let mut b = Builder::default();
+            for ((len, off), ty) in lens.iter().zip(offs).zip(tys) {
+                let o = old_type(*ty)?;
+                for j in 0..counted(*len)? {
+                    b.place(&o, off + j as isize * o.extent);
+                }
+            }
+            Ok(b.build(true))
+        })
+    }
+
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(old: Datatype, lb: Aint, extent: Aint, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_resized", new, || {
+            let mut o = old_type(old)?;
+            o.lb = lb;
+            o.extent = extent;
+            Ok(o)
+        })
     }
 
     fn MPI_Type_commit / PMPI_Type_commit(dt: *mut Datatype) -> c_int {
@@ -286,6 +348,71 @@ export! {
         unsafe { put(op, MPI_OP_NULL) };
         MPI_SUCCESS
     }
+}
+
+/// Register the datatype `f` builds and store its handle in `*new`.
+fn make_type(
+    func: &str,
+    new: *mut Datatype,
+    f: impl FnOnce() -> Result<DerivedType, &'static str>,
+) -> c_int {
+    match f() {
+        Ok(d) => {
+            let i = STATE.with(|s| insert(&mut s.borrow_mut().types, 0, d));
+            // SAFETY: a handle pointer (caller contract).
+            unsafe { put(new, (USER_TYPE_KIND | i as u32) as Datatype) };
+            MPI_SUCCESS
+        }
+        Err(why) => error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, why),
+    }
+}
+
+fn old_type(dt: Datatype) -> Result<DerivedType, &'static str> {
+    crate::types::layout(dt).ok_or("invalid datatype")
+}
+
+fn counted(n: c_int) -> Result<usize, &'static str> {
+    usize::try_from(n).map_err(|_| "negative count")
+}
+
+/// `count` blocks of `blocklen` elements of `o`, `stride` bytes apart.
+fn strided(
+    o: &DerivedType,
+    count: usize,
+    blocklen: usize,
+    stride: isize,
+) -> Result<DerivedType, &'static str> {
+    let mut b = Builder::default();
+    for i in 0..count {
+        for j in 0..blocklen {
+            b.place(o, i as isize * stride + j as isize * o.extent);
+        }
+    }
+    Ok(b.build(false))
+}
+
+/// `n` ints of a C array.
+///
+/// # Safety
+/// `p` holds `n` ints, or `n` is 0.
+unsafe fn ints<'a>(p: *const c_int, n: usize) -> Result<&'a [c_int], &'static str> {
+    // SAFETY: caller contract.
+    unsafe { array(p, n) }
+}
+
+/// `n` entries of a C array.
+///
+/// # Safety
+/// `p` holds `n` entries, or `n` is 0.
+unsafe fn array<'a, T>(p: *const T, n: usize) -> Result<&'a [T], &'static str> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err("null array");
+    }
+    // SAFETY: caller contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// Copy `text` into a C string of at most `max` chars (with its NUL) and

@@ -13,7 +13,7 @@ use crate::state::{
     CBuf, PersistentOp, ReqEntry, STATE, comm, error, insert, put, request_handle, request_slot,
     vpml_error,
 };
-use crate::types::{bytes, info, span};
+use crate::types::{Message, info};
 
 fn source_of(source: c_int) -> vpml::Source {
     if source == MPI_ANY_SOURCE {
@@ -65,6 +65,18 @@ unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null
     }
 }
 
+/// `len` bytes at `ptr` (empty when `len` is 0).
+///
+/// # Safety
+/// `ptr..ptr+len` is valid for the call's duration.
+unsafe fn raw<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: caller contract.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
+
 /// The `i`-th status of a C array (or ignore).
 fn nth(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
     if ignored(statuses) {
@@ -74,37 +86,49 @@ fn nth(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
     }
 }
 
-/// Start an operation; `None` for one on `MPI_PROC_NULL`.
-#[allow(clippy::too_many_arguments)]
+/// What `start` gives back: the request (`None` for an operation on
+/// `MPI_PROC_NULL`) and the staging buffer it uses, if any.
+type Started = (Option<vpml::Request<CBuf>>, Option<Message>);
+
+/// Start an operation on `count` elements of `dt` at `buf`.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn start(
     func: &str,
     h: Comm,
     send: bool,
     sync: bool,
-    buf: *mut u8,
-    len: usize,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
     peer: c_int,
     tag: c_int,
-) -> Result<Option<vpml::Request<CBuf>>, c_int> {
+) -> Result<Started, c_int> {
     let c = comm(func, h)?;
     if peer == MPI_PROC_NULL {
-        return Ok(None);
+        return Ok((None, None));
     }
-    // SAFETY: MPI's contract keeps the buffer valid until completion.
-    let cbuf = unsafe { CBuf::new(buf, len) };
+    // SAFETY: the caller's buffer holds `count` elements of `dt`.
+    let mut msg = unsafe { Message::new(buf, count, dt, send) }
+        .map_err(|(code, why)| error(h, func, code, why))?;
+    let (ptr, len) = msg.target();
+    // SAFETY: MPI's contract keeps the C buffer valid until completion; a
+    // staging buffer lives in the request's entry as long.
+    let cbuf = unsafe { CBuf::new(ptr, len) };
     let r = match (send, sync) {
         (true, false) => c.isend(rank_of(peer), tag, cbuf),
         (true, true) => c.issend(rank_of(peer), tag, cbuf),
         (false, _) => c.irecv(source_of(peer), tag_of(tag), cbuf),
     };
-    r.map(Some).map_err(|e| vpml_error(h, func, &e))
+    let staging = matches!(msg, Message::Staged { .. }).then_some(msg);
+    r.map(|r| (Some(r), staging))
+        .map_err(|e| vpml_error(h, func, &e))
 }
 
 fn new_request(entry: ReqEntry) -> Request {
     request_handle(STATE.with(|s| insert(&mut s.borrow_mut().requests, 0, entry)))
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn nonblocking(
     func: &str,
     send: bool,
@@ -117,27 +141,14 @@ fn nonblocking(
     h: Comm,
     req: *mut Request,
 ) -> c_int {
-    // SAFETY: the caller's buffer holds `count` elements of `dt`.
-    let data = match unsafe { bytes(buf, count, dt) } {
-        Ok(d) => d,
-        Err((code, why)) => return error(h, func, code, why),
-    };
-    match start(
-        func,
-        h,
-        send,
-        sync,
-        data.as_mut_ptr(),
-        data.len(),
-        peer,
-        tag,
-    ) {
-        Ok(active) => {
+    match start(func, h, send, sync, buf, count, dt, peer, tag) {
+        Ok((active, staging)) => {
             let entry = ReqEntry {
                 comm: h,
                 proc_null: active.is_none(),
                 active,
                 persistent: None,
+                staging,
             };
             // SAFETY: a handle pointer (caller contract).
             unsafe { put(req, new_request(entry)) };
@@ -147,7 +158,7 @@ fn nonblocking(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn persistent(
     func: &str,
     send: bool,
@@ -160,18 +171,18 @@ fn persistent(
     h: Comm,
     req: *mut Request,
 ) -> c_int {
-    let len = match span(count, dt) {
-        Ok(n) => n,
-        Err((code, why)) => return error(h, func, code, why),
-    };
+    if let Err((code, why)) = crate::types::span(count, dt) {
+        return error(h, func, code, why);
+    }
     if let Err(code) = comm(func, h) {
         return code;
     }
     let op = PersistentOp {
         send,
         sync,
-        buf: buf as *mut u8,
-        len,
+        buf,
+        count,
+        dt,
         peer,
         tag,
     };
@@ -180,6 +191,7 @@ fn persistent(
         active: None,
         proc_null: false,
         persistent: Some(op),
+        staging: None,
     };
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };
@@ -261,6 +273,7 @@ unsafe fn retire(h: *mut Request) {
             Some(Some(e)) if e.persistent.is_some() => {
                 e.proc_null = false;
                 e.active = None;
+                e.staging = None;
                 false
             }
             Some(slot) => {
@@ -421,6 +434,18 @@ fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<Completions, c
         done.extend(proc_null.iter().map(|&i| (i, None)));
     }
     done.sort_by_key(|(i, _)| *i);
+    // Received data of a non-contiguous datatype goes to the C buffer.
+    STATE.with(|s| {
+        let s = s.borrow();
+        for (i, st) in &done {
+            if let Some(st) = st
+                && let Some(e) = request_slot(hs[*i]).and_then(|k| s.requests.get(k)?.as_ref())
+                && let Some(m) = &e.staging
+            {
+                m.finish(st.len());
+            }
+        }
+    });
     for (i, _) in &done {
         // SAFETY: `hs[i]` is a handle of the caller's array.
         unsafe { retire(&mut hs[*i]) };
@@ -435,7 +460,10 @@ export! {
             return MPI_SUCCESS;
         }
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let data = match unsafe { bytes(buf, count, dt) } { Ok(d) => d, Err((code, why)) => return error(h, "MPI_Send", code, why) };
+        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Send", code, why) };
+        let (ptr, len) = msg.target();
+        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
+        let data = unsafe { raw(ptr, len) };
         match c.send(rank_of(dest), tag, &*data) {
             Ok(()) => MPI_SUCCESS,
             Err(e) => vpml_error(h, "MPI_Send", &e),
@@ -453,7 +481,10 @@ export! {
             return MPI_SUCCESS;
         }
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let data = match unsafe { bytes(buf, count, dt) } { Ok(d) => d, Err((code, why)) => return error(h, "MPI_Ssend", code, why) };
+        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Ssend", code, why) };
+        let (ptr, len) = msg.target();
+        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
+        let data = unsafe { raw(ptr, len) };
         match c.ssend(rank_of(dest), tag, &*data) {
             Ok(()) => MPI_SUCCESS,
             Err(e) => vpml_error(h, "MPI_Ssend", &e),
@@ -466,7 +497,10 @@ export! {
             return MPI_SUCCESS;
         }
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let data = match unsafe { bytes(buf, count, dt) } { Ok(d) => d, Err((code, why)) => return error(h, "MPI_Bsend", code, why) };
+        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Bsend", code, why) };
+        let (ptr, len) = msg.target();
+        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
+        let data = unsafe { raw(ptr, len) };
         // Buffered: a copy of the message is sent in the background (the
         // dropped request lets the engine finish it), so the call returns
         // at once whatever the receiver does.
@@ -502,9 +536,13 @@ export! {
             return MPI_SUCCESS;
         }
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let data = match unsafe { bytes(buf, count, dt) } { Ok(d) => d, Err((code, why)) => return error(h, "MPI_Recv", code, why) };
+        let mut msg = match unsafe { Message::new(buf, count, dt, false) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Recv", code, why) };
+        let (ptr, len) = msg.target();
+        // SAFETY: `ptr..ptr+len` is the C buffer or our staging copy.
+        let data = unsafe { raw(ptr, len) };
         match c.recv(source_of(source), tag_of(tag), data) {
             Ok(st) => {
+                msg.finish(st.len());
                 // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                 unsafe { write_status(status, Some(&st), false) };
                 MPI_SUCCESS
@@ -532,10 +570,14 @@ export! {
     }
 
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, dt: Datatype, dest: c_int, stag: c_int, source: c_int, rtag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        // The outgoing message, packed (a private copy).
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let copy = match unsafe { bytes(buf, count, dt) } { Ok(d) => d.to_vec(), Err((code, why)) => return error(h, "MPI_Sendrecv_replace", code, why) };
-        // SAFETY: `copy` is a private copy of the outgoing message.
-        unsafe { MPI_Sendrecv(copy.as_ptr() as *const c_void, count, dt, dest, stag, buf, count, dt, source, rtag, h, status) }
+        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Sendrecv_replace", code, why) };
+        let (ptr, len) = msg.target();
+        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
+        let copy = unsafe { raw(ptr, len) }.to_vec();
+        // SAFETY: `copy` holds `len` bytes, sent as MPI_BYTE.
+        unsafe { MPI_Sendrecv(copy.as_ptr() as *const c_void, len as c_int, MPI_BYTE, dest, stag, buf, count, dt, source, rtag, h, status) }
     }
 
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
@@ -581,13 +623,14 @@ export! {
         if busy {
             return error(c, "MPI_Start", MPI_ERR_REQUEST, "the request is already active");
         }
-        match start("MPI_Start", c, op.send, op.sync, op.buf, op.len, op.peer, op.tag) {
-            Ok(active) => {
+        match start("MPI_Start", c, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
+            Ok((active, staging)) => {
                 STATE.with(|s| {
                     let mut s = s.borrow_mut();
                     if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)?.as_mut()) {
                         e.proc_null = active.is_none();
                         e.active = active;
+                        e.staging = staging;
                     }
                 });
                 MPI_SUCCESS
@@ -726,10 +769,20 @@ export! {
     fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
         // SAFETY: a request handle pointer (caller contract).
         let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
-        // Dropping an active request lets it finish in the background.
+        // Dropping an active request lets it finish in the background;
+        // its staging buffer must outlive it.
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
-            request_slot(h).and_then(|i| s.requests.get_mut(i)?.take()).is_some()
+            let entry = request_slot(h).and_then(|i| s.requests.get_mut(i)?.take());
+            match entry {
+                Some(e) => {
+                    if e.active.is_some() {
+                        s.orphans.extend(e.staging);
+                    }
+                    true
+                }
+                None => false,
+            }
         });
         if !freed {
             return error(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST, "invalid request");

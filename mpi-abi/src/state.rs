@@ -18,8 +18,9 @@ pub(crate) struct CommEntry {
 pub(crate) struct PersistentOp {
     pub send: bool,
     pub sync: bool,
-    pub buf: *mut u8,
-    pub len: usize,
+    pub buf: *const c_void,
+    pub count: c_int,
+    pub dt: Datatype,
     pub peer: c_int,
     pub tag: c_int,
 }
@@ -34,13 +35,27 @@ pub(crate) struct ReqEntry {
     pub proc_null: bool,
     /// Set for `Send_init`/`Recv_init` requests: inactive between uses.
     pub persistent: Option<PersistentOp>,
+    /// The packed copy a non-contiguous datatype travels in (the
+    /// operation reads or writes it until it completes).
+    pub staging: Option<crate::types::Message>,
 }
 
-/// A derived datatype: `count` contiguous elements of a predefined type.
-#[derive(Clone, Copy)]
+/// A derived datatype: where the bytes of one element lie.
+#[derive(Clone, Debug)]
 pub(crate) struct DerivedType {
-    pub base: Datatype,
-    pub count: usize,
+    /// (offset from the element's start, length) of each run of bytes, in
+    /// type-map order; adjacent runs merged.
+    pub blocks: Vec<(isize, usize)>,
+    /// Lower bound and extent (the stride between consecutive elements).
+    pub lb: isize,
+    pub extent: isize,
+    /// The predefined type every byte belongs to, if there is one (what
+    /// reductions and `MPI_Get_elements` count in), and how many of them
+    /// one element holds.
+    pub base: Option<Datatype>,
+    pub per: usize,
+    /// Alignment of the largest predefined type inside (struct padding).
+    pub align: usize,
 }
 
 /// A user reduction (`MPI_Op_create`).
@@ -56,6 +71,9 @@ pub(crate) struct State {
     pub requests: Vec<Option<ReqEntry>>,
     pub types: Vec<Option<DerivedType>>,
     pub ops: Vec<Option<UserFn>>,
+    /// Staging buffers of requests freed while active: the engine may
+    /// still write into them, so they live until `MPI_Finalize` is done.
+    pub orphans: Vec<crate::types::Message>,
     /// The buffer given to `MPI_Buffer_attach` (buffered sends copy their
     /// message instead, so it only has to be given back).
     pub attached: Option<(*mut c_void, c_int)>,

@@ -1,8 +1,11 @@
 //! Datatypes and reduction operations.
 //!
-//! Data moves as bytes: a predefined type's size is in its handle, and a
-//! derived type made by `MPI_Type_contiguous` is a run of a predefined
-//! type, so no packing is needed. Reductions copy the C buffer into a
+//! Data moves as bytes. A predefined type's size is in its handle; a
+//! derived type (contiguous, vector, hvector, indexed, struct) is a list
+//! of byte runs with a lower bound and an extent, built by [`Builder`].
+//! Contiguous types use the C buffer as it is; point-to-point calls pack
+//! the others into a staging buffer ([`Message`]) and unpack received
+//! data when the receive completes. Reductions copy the C buffer into a
 //! `Vec` of the matching Rust type (no alignment is assumed) and run
 //! vpml's collectives with [`CombineOp`], which applies a predefined
 //! operation or calls the C program's own function.
@@ -10,17 +13,21 @@
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
-use crate::state::{STATE, UserFn};
+use crate::state::{DerivedType, STATE, UserFn};
 
 /// What a datatype handle stands for.
 #[derive(Clone, Copy)]
 pub(crate) struct TypeInfo {
-    /// Bytes per element.
+    /// Bytes of data per element.
     pub size: usize,
-    /// The predefined type it is made of.
-    pub base: Datatype,
+    /// The predefined type every byte belongs to, if one does.
+    pub base: Option<Datatype>,
     /// How many `base` elements one element holds.
     pub per: usize,
+    /// Its bytes are one run starting at the element's address, and
+    /// elements follow each other without gaps: the C buffer can be used
+    /// as it is, no packing.
+    pub contiguous: bool,
 }
 
 /// Size of a predefined datatype, if `dt` is one.
@@ -37,32 +44,154 @@ fn predefined_size(dt: Datatype) -> Option<usize> {
     }
 }
 
-/// The datatype behind handle `dt`.
-pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
+/// Alignment of a predefined datatype (for struct extents).
+fn predefined_align(dt: Datatype, size: usize) -> usize {
+    match dt {
+        MPI_FLOAT_INT | MPI_SHORT_INT | MPI_2INT => 4,
+        MPI_DOUBLE_INT | MPI_LONG_INT => 8,
+        MPI_LONG_DOUBLE_INT => 16,
+        _ => size.clamp(1, 16),
+    }
+}
+
+/// The layout of datatype `dt` (predefined or derived).
+pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
     if let Some(size) = predefined_size(dt) {
-        return Some(TypeInfo {
-            size,
-            base: dt,
+        return Some(DerivedType {
+            blocks: vec![(0, size)],
+            lb: 0,
+            extent: size as isize,
+            base: Some(dt),
             per: 1,
+            align: predefined_align(dt, size),
         });
     }
     let h = dt as u32;
     if h & 0xff00_0000 != USER_TYPE_KIND {
         return None;
     }
-    let d = STATE.with(|s| {
+    STATE.with(|s| {
         s.borrow()
             .types
             .get((h & 0xff_ffff) as usize)
-            .copied()
+            .cloned()
             .flatten()
-    })?;
-    let base = predefined_size(d.base)?;
-    Some(TypeInfo {
-        size: base * d.count,
-        base: d.base,
-        per: d.count,
     })
+}
+
+/// What handle `dt` stands for.
+pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
+    let l = layout(dt)?;
+    let size: usize = l.blocks.iter().map(|b| b.1).sum();
+    Some(TypeInfo {
+        size,
+        base: l.base,
+        per: l.per,
+        contiguous: l.lb == 0
+            && l.extent == size as isize
+            && (l.blocks.is_empty() || l.blocks == [(0, size)]),
+    })
+}
+
+/// Builds a derived datatype from copies of others placed at byte
+/// displacements.
+#[derive(Default)]
+pub(crate) struct Builder {
+    blocks: Vec<(isize, usize)>,
+    bounds: Option<(isize, isize)>,
+    base: Option<Option<Datatype>>,
+    per: usize,
+    align: usize,
+}
+
+impl Builder {
+    /// One element of `old` at byte displacement `disp`.
+    pub(crate) fn place(&mut self, old: &DerivedType, disp: isize) {
+        for &(off, len) in &old.blocks {
+            let at = disp + off;
+            match self.blocks.last_mut() {
+                Some((o, l)) if *o + *l as isize == at => *l += len,
+                _ => self.blocks.push((at, len)),
+            }
+        }
+        let (lo, hi) = (disp + old.lb, disp + old.lb + old.extent);
+        self.bounds = Some(match self.bounds {
+            Some((a, b)) => (a.min(lo), b.max(hi)),
+            None => (lo, hi),
+        });
+        self.base = Some(match self.base {
+            None => old.base,
+            Some(b) if b == old.base => b,
+            Some(_) => None,
+        });
+        self.per += old.per;
+        self.align = self.align.max(old.align);
+    }
+
+    /// The datatype; `pad` rounds the extent up to the alignment of the
+    /// largest type inside (as C pads a struct).
+    pub(crate) fn build(self, pad: bool) -> DerivedType {
+        let (lb, ub) = self.bounds.unwrap_or((0, 0));
+        let mut extent = ub - lb;
+        if pad && self.align > 1 {
+            let a = self.align as isize;
+            extent = (extent + a - 1) / a * a;
+        }
+        DerivedType {
+            blocks: self.blocks,
+            lb,
+            extent,
+            base: self.base.flatten(),
+            per: self.per,
+            align: self.align.max(1),
+        }
+    }
+}
+
+/// `count` elements of `t` at `buf`, packed into one run of bytes.
+///
+/// # Safety
+/// `buf` holds `count` elements of `t` (the C caller's contract).
+pub(crate) unsafe fn pack(buf: *const u8, count: usize, t: &DerivedType) -> Vec<u8> {
+    let size: usize = t.blocks.iter().map(|b| b.1).sum();
+    let mut out = Vec::with_capacity(size * count);
+    for i in 0..count {
+        let elem = buf.wrapping_offset(i as isize * t.extent);
+        for &(off, len) in &t.blocks {
+            // SAFETY: caller contract: the element's bytes are readable.
+            out.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(elem.wrapping_offset(off), len)
+            });
+        }
+    }
+    out
+}
+
+/// Spread packed `data` over elements of `t` at `buf` (as far as it goes).
+///
+/// # Safety
+/// `buf` holds enough elements of `t` for `data` (the C caller's contract).
+pub(crate) unsafe fn unpack(data: &[u8], buf: *mut u8, t: &DerivedType) {
+    if t.blocks.iter().all(|b| b.1 == 0) {
+        return;
+    }
+    let mut at = 0;
+    let mut i = 0isize;
+    while at < data.len() {
+        let elem = buf.wrapping_offset(i * t.extent);
+        for &(off, len) in &t.blocks {
+            let n = len.min(data.len() - at);
+            // SAFETY: caller contract: the element's bytes are writable.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data[at..].as_ptr(), elem.wrapping_offset(off), n)
+            };
+            at += n;
+            if at == data.len() {
+                return;
+            }
+        }
+        i += 1;
+    }
 }
 
 /// Bytes of `count` elements of `dt`.
@@ -73,7 +202,8 @@ pub(crate) fn span(count: c_int, dt: Datatype) -> Result<usize, (c_int, &'static
         .ok_or((MPI_ERR_COUNT, "count too large"))
 }
 
-/// The C buffer of `count` elements of `dt` at `buf`, as bytes.
+/// The C buffer of `count` elements of `dt` at `buf`, as bytes (a
+/// contiguous datatype; see [`Message`] for any).
 ///
 /// # Safety
 /// `buf` holds `count` elements of `dt` (the C caller's contract).
@@ -86,11 +216,88 @@ pub(crate) unsafe fn bytes<'a>(
     if n == 0 {
         return Ok(&mut []);
     }
+    if !info(dt).is_some_and(|t| t.contiguous) {
+        return Err((
+            MPI_ERR_TYPE,
+            "non-contiguous datatypes are supported in point-to-point calls only",
+        ));
+    }
     if buf.is_null() {
         return Err((MPI_ERR_BUFFER, "null buffer"));
     }
     // SAFETY: caller contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) })
+}
+
+/// A point-to-point message buffer: the C buffer itself for a contiguous
+/// datatype, else a packed staging copy (unpacked into the C buffer when
+/// a receive completes).
+pub(crate) enum Message {
+    /// The C buffer.
+    Direct { ptr: *mut u8, len: usize },
+    /// A staging buffer for `count` elements of `layout` at `user`.
+    Staged {
+        data: Box<[u8]>,
+        user: *mut u8,
+        layout: DerivedType,
+    },
+}
+
+impl Message {
+    /// The buffer for `count` elements of `dt` at `buf`; packed now when
+    /// `send`.
+    ///
+    /// # Safety
+    /// `buf` holds `count` elements of `dt` (the C caller's contract).
+    pub(crate) unsafe fn new(
+        buf: *const c_void,
+        count: c_int,
+        dt: Datatype,
+        send: bool,
+    ) -> Result<Message, (c_int, &'static str)> {
+        let len = span(count, dt)?;
+        let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+        if t.contiguous || len == 0 {
+            if len > 0 && buf.is_null() {
+                return Err((MPI_ERR_BUFFER, "null buffer"));
+            }
+            return Ok(Message::Direct {
+                ptr: buf as *mut u8,
+                len,
+            });
+        }
+        let layout = layout(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+        let n = usize::try_from(count).unwrap_or(0);
+        let data = if send {
+            // SAFETY: caller contract.
+            unsafe { pack(buf as *const u8, n, &layout) }.into_boxed_slice()
+        } else {
+            vec![0u8; len].into_boxed_slice()
+        };
+        Ok(Message::Staged {
+            data,
+            user: buf as *mut u8,
+            layout,
+        })
+    }
+
+    /// Where the transfer reads or writes, and how many bytes.
+    pub(crate) fn target(&mut self) -> (*mut u8, usize) {
+        match self {
+            Message::Direct { ptr, len } => (*ptr, *len),
+            Message::Staged { data, .. } => (data.as_mut_ptr(), data.len()),
+        }
+    }
+
+    /// A receive into this buffer completed with `received` bytes: move
+    /// them into the C buffer if they were staged.
+    pub(crate) fn finish(&self, received: usize) {
+        if let Message::Staged { data, user, layout } = self {
+            // SAFETY: `user` holds the elements (the contract of the call
+            // that made this message).
+            unsafe { unpack(&data[..received.min(data.len())], *user, layout) };
+        }
+    }
 }
 
 /// A reduction operation as the C program named it.
@@ -122,7 +329,13 @@ impl CombineOp {
                 None => Err((MPI_ERR_OP, "invalid operation")),
             };
         }
-        let base = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?.base;
+        let base = info(dt)
+            .ok_or((MPI_ERR_TYPE, "invalid datatype"))?
+            .base
+            .ok_or((
+                MPI_ERR_TYPE,
+                "reductions need a datatype of one predefined type",
+            ))?;
         let float = matches!(base, MPI_FLOAT | MPI_DOUBLE);
         let pair = matches!(
             base,
@@ -271,12 +484,21 @@ pub(crate) fn reduce(
     dt: Datatype,
 ) -> Result<(), (c_int, String)> {
     let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
+    if !t.contiguous {
+        return Err((MPI_ERR_TYPE, "reductions need a contiguous datatype".into()));
+    }
+    let Some(base) = t.base else {
+        return Err((
+            MPI_ERR_TYPE,
+            "reductions need a datatype of one predefined type".into(),
+        ));
+    };
     macro_rules! go {
         ($t:ty) => {
             run::<$t>(comm, kind, send, recv, op)
         };
     }
-    let r = match t.base {
+    let r = match base {
         MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
         MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_PACKED => go!(u8),
         MPI_SHORT | MPI_INT16_T => go!(i16),

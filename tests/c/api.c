@@ -237,6 +237,72 @@ static void datatypes(void) {
     CHECK(in[0] == left && in[5] == 5 && n == 2 && e == 6, "contiguous transfer %d %d", n, e);
     MPI_Type_free(&triple);
     CHECK(triple == MPI_DATATYPE_NULL, "Type_free");
+
+    /* A column of a 4x5 matrix (vector), sent and received as a column. */
+    double m[4][5], col[4][5];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++) m[i][j] = rank * 100 + i * 10 + j, col[i][j] = -1;
+    MPI_Datatype column;
+    MPI_Type_vector(4, 1, 5, MPI_DOUBLE, &column);
+    MPI_Type_commit(&column);
+    MPI_Type_size(column, &sz);
+    MPI_Type_get_extent(column, &lb, &ext);
+    CHECK(sz == 32 && ext == (3 * 5 + 1) * 8, "vector size %d extent %ld", sz, (long)ext);
+    MPI_Sendrecv(&m[0][2], 1, column, right, 71, &col[0][4], 1, column, left, 71, MPI_COMM_WORLD, &st);
+    MPI_Get_elements(&st, column, &e);
+    CHECK(col[0][4] == left * 100 + 2 && col[3][4] == left * 100 + 32 && col[3][3] == -1 && e == 4,
+          "vector transfer %g %g %d", col[0][4], col[3][4], e);
+    /* Nonblocking and persistent receives unpack when they complete. */
+    MPI_Request rq[2];
+    for (int i = 0; i < 4; i++) col[i][1] = -1;
+    MPI_Irecv(&col[0][1], 1, column, left, 72, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(&m[0][3], 1, column, right, 72, MPI_COMM_WORLD, &rq[1]);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    CHECK(col[2][1] == left * 100 + 23, "vector nonblocking %g", col[2][1]);
+    MPI_Recv_init(&col[0][0], 1, column, left, 73, MPI_COMM_WORLD, &rq[0]);
+    MPI_Send_init(&m[0][0], 1, column, right, 73, MPI_COMM_WORLD, &rq[1]);
+    MPI_Startall(2, rq);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    CHECK(col[1][0] == left * 100 + 10, "vector persistent %g", col[1][0]);
+    MPI_Request_free(&rq[0]);
+    MPI_Request_free(&rq[1]);
+    MPI_Type_free(&column);
+
+    /* Indexed: elements 1, 2 and 5 of an int array. */
+    int lens[2] = {2, 1}, offs[2] = {1, 5}, src[8], dst[8];
+    for (int i = 0; i < 8; i++) src[i] = rank * 10 + i, dst[i] = -1;
+    MPI_Datatype picks;
+    MPI_Type_indexed(2, lens, offs, MPI_INT, &picks);
+    MPI_Type_commit(&picks);
+    MPI_Sendrecv(src, 1, picks, right, 74, dst, 1, picks, left, 74, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(dst[0] == -1 && dst[1] == left * 10 + 1 && dst[2] == left * 10 + 2 && dst[3] == -1 &&
+          dst[5] == left * 10 + 5, "indexed");
+    MPI_Type_free(&picks);
+
+    /* A struct {int; double} array, as C lays it out. */
+    struct pt { int id; double x; } ps[3], pr[3];
+    for (int i = 0; i < 3; i++) ps[i].id = rank * 10 + i, ps[i].x = rank + i * 0.5, pr[i].id = -1;
+    int bl[2] = {1, 1};
+    MPI_Aint dsp[2], base;
+    MPI_Get_address(&ps[0], &base);
+    MPI_Get_address(&ps[0].id, &dsp[0]);
+    MPI_Get_address(&ps[0].x, &dsp[1]);
+    dsp[0] -= base;
+    dsp[1] -= base;
+    MPI_Datatype tys[2] = {MPI_INT, MPI_DOUBLE}, pt_type;
+    MPI_Type_create_struct(2, bl, dsp, tys, &pt_type);
+    MPI_Type_commit(&pt_type);
+    MPI_Type_size(pt_type, &sz);
+    MPI_Type_get_extent(pt_type, &lb, &ext);
+    CHECK(sz == 12 && ext == (MPI_Aint)sizeof(struct pt), "struct size %d extent %ld", sz, (long)ext);
+    MPI_Sendrecv(ps, 3, pt_type, right, 75, pr, 3, pt_type, left, 75, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(pr[2].id == left * 10 + 2 && pr[2].x == left + 1.0, "struct transfer %d %g", pr[2].id, pr[2].x);
+    MPI_Datatype wide;
+    MPI_Type_create_resized(MPI_INT, 0, 8, &wide);
+    MPI_Type_get_extent(wide, &lb, &ext);
+    CHECK(ext == 8, "resized extent %ld", (long)ext);
+    MPI_Type_free(&wide);
+    MPI_Type_free(&pt_type);
 }
 
 static void collectives(void) {
