@@ -1,13 +1,25 @@
 //! Collectives: barrier, broadcast, reductions, gathers, scatters and
 //! all-to-all, each on vpml's collective of the same name. Data moves as
-//! bytes (counts and displacements scaled by the datatype's size);
+//! bytes; non-contiguous datatypes are packed around the call (except in
+//! the `v` variants, whose displacements need contiguous types);
 //! reductions go through [`crate::types::reduce`].
 
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{comm, error, vpml_error};
-use crate::types::{CombineOp, Reduction, bytes, info, reduce};
+use crate::types::{CombineOp, Message, Reduction, bytes, info, reduce};
+
+/// The bytes a [`Message`] transfers (the C buffer, or its packed copy).
+fn slice(m: &mut Message) -> &mut [u8] {
+    let (ptr, len) = m.target();
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: `target` is the C buffer (valid for the call, the C
+    // caller's contract) or the message's own staging buffer.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
 
 /// Shorthand: run `f` or report its error on `h` as `func`.
 fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
@@ -95,19 +107,34 @@ fn run_reduction(
     let r = (|| {
         let kind = kind(&c)?;
         let op = checked(CombineOp::new(op, dt))?;
-        let out = match kind {
-            Reduction::To(root) if c.rank() != root => &mut [][..],
-            // SAFETY: the caller's `recv` holds `recv_count` elements.
-            _ => checked(unsafe { bytes(recv, recv_count, dt) })?,
-        };
-        let input: Vec<u8> = if in_place(send) {
-            // SAFETY: in place: the input is in `recv` (`count` elements).
-            checked(unsafe { bytes(recv, count, dt) })?.to_vec()
+        // The input, packed (in place: the first `count` elements of `recv`).
+        let from = if in_place(send) {
+            recv as *const c_void
         } else {
-            // SAFETY: the caller's buffer holds `count` elements.
-            checked(unsafe { bytes(send, count, dt) })?.to_vec()
+            send
         };
-        reduce(&c, kind, &input, out, op, dt)
+        // SAFETY: the caller's buffer holds `count` elements of `dt`.
+        let input = slice(&mut checked(unsafe {
+            Message::new(from, count, dt, true)
+        })?)
+        .to_vec();
+        let mut out = match kind {
+            Reduction::To(root) if c.rank() != root => None,
+            // SAFETY: the caller's `recv` holds `recv_count` elements.
+            _ => Some(checked(unsafe {
+                Message::new(recv, recv_count, dt, false)
+            })?),
+        };
+        let n = usize::try_from(count).unwrap_or(0);
+        match &mut out {
+            Some(m) => {
+                let len = m.target().1;
+                reduce(&c, kind, &input, slice(m), op, dt, n)?;
+                m.finish(len);
+                Ok(())
+            }
+            None => reduce(&c, kind, &input, &mut [], op, dt, n),
+        }
     })();
     report(h, func, r)
 }
@@ -128,8 +155,11 @@ export! {
         let r = (|| {
             let root = root_of(&c, root)?;
             // SAFETY: the caller's buffer holds `count` elements of `dt`.
-            let data = checked(unsafe { bytes(buf, count, dt) })?;
-            from_vpml(c.bcast(data, root))
+            let mut m = checked(unsafe { Message::new(buf, count, dt, c.rank() == root) })?;
+            let len = m.target().1;
+            from_vpml(c.bcast(slice(&mut m), root))?;
+            m.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Bcast", r)
     }
@@ -151,17 +181,8 @@ export! {
     }
 
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        // In place, the input is the whole of `recv` (n blocks).
         let n = match comm("MPI_Reduce_scatter_block", h) { Ok(c) => c.size() as c_int, Err(code) => return code };
-        if in_place(send) {
-            // The input is the whole of `recv`: n blocks.
-            // SAFETY: MPI's contract: `recv` holds n·count elements here.
-            let input = match unsafe { bytes(recv, count.saturating_mul(n), dt) } {
-                Ok(b) => b.to_vec(),
-                Err((code, why)) => return error(h, "MPI_Reduce_scatter_block", code, why),
-            };
-            // SAFETY: `input` is a private copy holding n·count elements.
-            return unsafe { MPI_Reduce_scatter_block(input.as_ptr() as *const c_void, recv, count, dt, op, h) };
-        }
         run_reduction("MPI_Reduce_scatter_block", |_| Ok(Reduction::ScatterBlock), send, recv, count.saturating_mul(n), count, dt, op, h)
     }
 
@@ -172,19 +193,23 @@ export! {
             let n = c.size();
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                let data = checked(unsafe { bytes(send, scount, stype) })?;
-                return from_vpml(c.gather(data, &mut [], root));
+                let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                return from_vpml(c.gather(slice(&mut m), &mut [], root));
             }
             // SAFETY: at the root `recv` holds n·rcount elements.
-            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n as c_int), rtype) })?;
-            let block = out.len() / n.max(1);
+            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
+            let len = out.target().1;
+            let all = slice(&mut out);
+            let block = all.len() / n.max(1);
             let mine: Vec<u8> = if in_place(send) {
-                out[root * block..(root + 1) * block].to_vec()
+                all[root * block..(root + 1) * block].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
             };
-            from_vpml(c.gather(&mine, out, root))
+            from_vpml(c.gather(&mine, all, root))?;
+            out.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Gather", r)
     }
@@ -221,19 +246,26 @@ export! {
             let n = c.size();
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `rcount` elements.
-                let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
-                return from_vpml(c.scatter(&[], out, root));
+                let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+                let len = out.target().1;
+                from_vpml(c.scatter(&[], slice(&mut out), root))?;
+                out.finish(len);
+                return Ok(());
             }
             // SAFETY: at the root `send` holds n·scount elements.
-            let data = checked(unsafe { bytes(send, scount.saturating_mul(n as c_int), stype) })?;
+            let mut m = checked(unsafe { Message::new(send, scount.saturating_mul(n as c_int), stype, true) })?;
+            let data = slice(&mut m);
             let block = data.len() / n.max(1);
             if in_place(recv) {
                 let mut mine = data[root * block..(root + 1) * block].to_vec();
                 return from_vpml(c.scatter(data, &mut mine, root));
             }
             // SAFETY: the caller's buffer holds `rcount` elements.
-            let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
-            from_vpml(c.scatter(data, out, root))
+            let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+            let len = out.target().1;
+            from_vpml(c.scatter(data, slice(&mut out), root))?;
+            out.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Scatter", r)
     }
@@ -268,16 +300,20 @@ export! {
         let r = (|| {
             let n = c.size();
             // SAFETY: `recv` holds n·rcount elements.
-            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n as c_int), rtype) })?;
-            let block = out.len() / n.max(1);
+            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
+            let len = out.target().1;
+            let all = slice(&mut out);
+            let block = all.len() / n.max(1);
             let me = c.rank();
             let mine: Vec<u8> = if in_place(send) {
-                out[me * block..(me + 1) * block].to_vec()
+                all[me * block..(me + 1) * block].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
             };
-            from_vpml(c.allgather(&mine, out))
+            from_vpml(c.allgather(&mine, all))?;
+            out.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Allgather", r)
     }
@@ -307,14 +343,17 @@ export! {
         let r = (|| {
             let n = c.size() as c_int;
             // SAFETY: `recv` holds n·rcount elements.
-            let out = checked(unsafe { bytes(recv, rcount.saturating_mul(n), rtype) })?;
+            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
+            let len = out.target().1;
             let input: Vec<u8> = if in_place(send) {
-                out.to_vec()
+                slice(&mut out).to_vec()
             } else {
                 // SAFETY: `send` holds n·scount elements.
-                checked(unsafe { bytes(send, scount.saturating_mul(n), stype) })?.to_vec()
+                slice(&mut checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?).to_vec()
             };
-            from_vpml(c.alltoall(&input, out))
+            from_vpml(c.alltoall(&input, slice(&mut out)))?;
+            out.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Alltoall", r)
     }

@@ -217,10 +217,7 @@ pub(crate) unsafe fn bytes<'a>(
         return Ok(&mut []);
     }
     if !info(dt).is_some_and(|t| t.contiguous) {
-        return Err((
-            MPI_ERR_TYPE,
-            "non-contiguous datatypes are supported in point-to-point calls only",
-        ));
+        return Err((MPI_ERR_TYPE, "the v collectives need contiguous datatypes"));
     }
     if buf.is_null() {
         return Err((MPI_ERR_BUFFER, "null buffer"));
@@ -305,7 +302,6 @@ impl Message {
 pub(crate) struct CombineOp {
     op: Op,
     user: Option<UserFn>,
-    dt: Datatype,
 }
 
 impl CombineOp {
@@ -321,11 +317,7 @@ impl CombineOp {
                     .flatten()
             });
             return match f {
-                Some(f) => Ok(CombineOp {
-                    op,
-                    user: Some(f),
-                    dt,
-                }),
+                Some(f) => Ok(CombineOp { op, user: Some(f) }),
                 None => Err((MPI_ERR_OP, "invalid operation")),
             };
         }
@@ -351,7 +343,7 @@ impl CombineOp {
         if !ok {
             return Err((MPI_ERR_OP, "operation not defined for this datatype"));
         }
-        Ok(CombineOp { op, user: None, dt })
+        Ok(CombineOp { op, user: None })
     }
 }
 
@@ -440,25 +432,8 @@ pair_element!(
 
 impl<T: Element> vpml::Op<T> for CombineOp {
     fn apply(&self, a: T, b: T) -> T {
-        let Some(f) = self.user else {
-            return T::combine(self.op, a, b);
-        };
-        // MPI's user function computes inout = in ⊕ inout, `in` being the
-        // operand from lower ranks.
-        let (mut a, mut b) = (a, b);
-        let mut len: c_int = 1;
-        let mut dt = self.dt;
-        // SAFETY: a C function of the program's, given one element of the
-        // datatype it was called with (its contract).
-        unsafe {
-            f(
-                &mut a as *mut T as *mut c_void,
-                &mut b as *mut T as *mut c_void,
-                &mut len,
-                &mut dt,
-            )
-        };
-        b
+        // User operations never get here (see `reduce`).
+        T::combine(self.op, a, b)
     }
 }
 
@@ -472,9 +447,9 @@ pub(crate) enum Reduction {
     ScatterBlock,
 }
 
-/// Run reduction `kind` of `n` elements of `dt` (`n` × size of `dt` bytes
-/// in `send`; `recv` gets the result, `n`/size elements for
-/// `ScatterBlock`).
+/// Run reduction `kind` over `count` elements of `dt`, packed in `send`;
+/// `recv` (packed too) gets the result (for `ScatterBlock`, this rank's
+/// block of it).
 pub(crate) fn reduce(
     comm: &vpml::Comm,
     kind: Reduction,
@@ -482,11 +457,13 @@ pub(crate) fn reduce(
     recv: &mut [u8],
     op: CombineOp,
     dt: Datatype,
+    count: usize,
 ) -> Result<(), (c_int, String)> {
-    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
-    if !t.contiguous {
-        return Err((MPI_ERR_TYPE, "reductions need a contiguous datatype".into()));
+    if let Some(f) = op.user {
+        return user_reduce(comm, kind, send, recv, f, dt, count)
+            .map_err(|e| (crate::state::class_of(&e), e.to_string()));
     }
+    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
     let Some(base) = t.base else {
         return Err((
             MPI_ERR_TYPE,
@@ -523,6 +500,90 @@ pub(crate) fn reduce(
         }
     };
     r.map_err(|e| (crate::state::class_of(&e), e.to_string()))
+}
+
+/// A user operation: every contribution is gathered, then folded in rank
+/// order by the program's function, called as MPI defines it (on whole
+/// buffers laid out as `dt` says, `inout = in ⊕ inout` with `in` from the
+/// lower ranks). Simple and exact for any datatype; user operations trade
+/// speed for that.
+fn user_reduce(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: &[u8],
+    recv: &mut [u8],
+    f: UserFn,
+    dt: Datatype,
+    count: usize,
+) -> vpml::Result<()> {
+    let (n, r) = (comm.size(), comm.rank());
+    let mut all = vec![0u8; send.len() * n];
+    comm.allgather(send, &mut all)?;
+    let Some(t) = layout(dt) else {
+        return Err(vpml::Error::RequestState("invalid datatype"));
+    };
+    let block = |i: usize| &all[i * send.len()..(i + 1) * send.len()];
+    // The bytes `count` elements span, relative to the buffer's address.
+    let last = count.saturating_sub(1) as isize * t.extent;
+    let lo = t
+        .blocks
+        .iter()
+        .map(|b| b.0.min(b.0 + last))
+        .min()
+        .unwrap_or(0)
+        .min(0);
+    let hi = t
+        .blocks
+        .iter()
+        .map(|b| (b.0 + b.1 as isize).max(b.0 + last + b.1 as isize))
+        .max()
+        .unwrap_or(0)
+        .max(0);
+    let fold = |ranks: std::ops::Range<usize>| -> Vec<u8> {
+        let scratch = |data: &[u8]| {
+            let mut v = vec![0u8; (hi - lo) as usize];
+            let at = v.as_mut_ptr().wrapping_offset(-lo);
+            // SAFETY: `v` covers every byte `count` elements of `t` touch
+            // from `at` (computed above).
+            unsafe { unpack(data, at, &t) };
+            v
+        };
+        let mut acc = scratch(block(ranks.start));
+        for i in ranks.start + 1..ranks.end {
+            let mut next = scratch(block(i));
+            let mut len = count as c_int;
+            let mut d = dt;
+            // SAFETY: the program's function, on two buffers of `count`
+            // elements of `dt` (MPI's contract for user operations).
+            unsafe {
+                f(
+                    acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                    next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                    &mut len,
+                    &mut d,
+                )
+            };
+            acc = next;
+        }
+        // SAFETY: as for `scratch`.
+        unsafe { pack(acc.as_ptr().wrapping_offset(-lo), count, &t) }
+    };
+    let result = match kind {
+        Reduction::All => Some(fold(0..n)),
+        Reduction::To(root) => (r == root).then(|| fold(0..n)),
+        Reduction::Scan => Some(fold(0..r + 1)),
+        Reduction::Exscan => (r > 0).then(|| fold(0..r)),
+        Reduction::ScatterBlock => {
+            let whole = fold(0..n);
+            let b = recv.len();
+            Some(whole[r * b..(r + 1) * b].to_vec())
+        }
+    };
+    if let Some(v) = result {
+        let m = v.len().min(recv.len());
+        recv[..m].copy_from_slice(&v[..m]);
+    }
+    Ok(())
 }
 
 fn run<T: Element>(

@@ -32,6 +32,19 @@ static void my_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
     for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i] + 1;
 }
 
+/* A complex product on a 2-double datatype: the function gets whole
+   elements of that type. */
+static void cmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    double *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) {
+        double re = a[2 * i] * b[2 * i] - a[2 * i + 1] * b[2 * i + 1];
+        double im = a[2 * i] * b[2 * i + 1] + a[2 * i + 1] * b[2 * i];
+        b[2 * i] = re;
+        b[2 * i + 1] = im;
+    }
+}
+
 static void environment(void) {
     int flag = 0, provided = -1, v = 0, sv = 0, len = 0;
     MPI_Initialized(&flag);
@@ -334,6 +347,44 @@ static void collectives(void) {
     CHECK(us == 2 * size - 1, "user op %d", us);
     MPI_Op_free(&op);
     CHECK(op == MPI_OP_NULL, "Op_free");
+    MPI_Datatype cplx;
+    MPI_Type_contiguous(2, MPI_DOUBLE, &cplx);
+    MPI_Type_commit(&cplx);
+    MPI_Op cop;
+    MPI_Op_create(cmul, 1, &cop);
+    double z[4] = {0, 1, 1, 0}, zp[4];
+    MPI_Allreduce(z, zp, 2, cplx, cop, MPI_COMM_WORLD);
+    /* i^4 = 1 and 1^4 = 1 */
+    CHECK(zp[0] == 1 && zp[1] == 0 && zp[2] == 1 && zp[3] == 0, "user op on a derived type %g %g", zp[0], zp[1]);
+    double zs[2];
+    MPI_Scan(z, zs, 1, cplx, cop, MPI_COMM_WORLD);
+    /* i^(rank+1): i, -1, -i, 1 */
+    double want_re[4] = {0, -1, 0, 1}, want_im[4] = {1, 0, -1, 0};
+    CHECK(zs[0] == want_re[rank] && zs[1] == want_im[rank], "user scan %g %g", zs[0], zs[1]);
+    MPI_Op_free(&cop);
+    MPI_Type_free(&cplx);
+    /* Non-contiguous datatypes in collectives: matrix columns. */
+    double m[4][3], mo[4][3];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) m[i][j] = rank * 100 + i * 10 + j, mo[i][j] = -1;
+    MPI_Datatype column;
+    MPI_Type_vector(4, 1, 3, MPI_DOUBLE, &column);
+    MPI_Type_commit(&column);
+    MPI_Bcast(&m[0][2], 1, column, 1, MPI_COMM_WORLD);
+    CHECK(m[3][2] == 100 + 32 && m[3][1] == rank * 100 + 31, "Bcast column");
+    MPI_Allreduce(&m[0][0], &mo[0][1], 1, column, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(mo[2][1] == 100 * (size * (size - 1) / 2) + 20 * size && mo[2][0] == -1, "Allreduce column %g", mo[2][1]);
+    double gcol[4][3 * 4];
+    MPI_Datatype gcolumn;
+    MPI_Type_vector(4, 1, 12, MPI_DOUBLE, &gcolumn);
+    MPI_Datatype gcol1;
+    MPI_Type_create_resized(gcolumn, 0, sizeof(double), &gcol1);
+    MPI_Type_commit(&gcol1);
+    MPI_Allgather(&m[0][0], 1, column, gcol, 1, gcol1, MPI_COMM_WORLD);
+    CHECK(gcol[1][size - 1] == (size - 1) * 100 + 10 && gcol[3][0] == 30, "Allgather columns %g", gcol[1][size - 1]);
+    MPI_Type_free(&gcol1);
+    MPI_Type_free(&gcolumn);
+    MPI_Type_free(&column);
     int sc = 0, ex = -7;
     MPI_Scan(&x, &sc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Exscan(&x, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
