@@ -443,6 +443,8 @@ impl Pessimist {
 struct Histogram {
     counts: Box<[u64; 64 * 8]>,
     total: u64,
+    /// Sum of the values, for the exact mean.
+    sum: u64,
 }
 
 impl Default for Histogram {
@@ -450,6 +452,7 @@ impl Default for Histogram {
         Histogram {
             counts: Box::new([0; 64 * 8]),
             total: 0,
+            sum: 0,
         }
     }
 }
@@ -476,6 +479,12 @@ impl Histogram {
     fn record(&mut self, v: u64) {
         self.counts[Self::bucket(v)] += 1;
         self.total += 1;
+        self.sum = self.sum.saturating_add(v);
+    }
+
+    /// The exact mean (0 when empty).
+    fn mean(&self) -> u64 {
+        self.sum.checked_div(self.total).unwrap_or(0)
     }
 
     /// The value at quantile `p` (0 when empty).
@@ -635,6 +644,7 @@ impl Protocol for Pessimist {
             ("sends_waiting_for_loggers".into(), c.sends_waited),
             ("logger_wait_p50_ns".into(), c.waits.quantile(0.5)),
             ("logger_wait_p99_ns".into(), c.waits.quantile(0.99)),
+            ("logger_wait_mean_ns".into(), c.waits.mean()),
             ("sender_log_bytes".into(), self.log.bytes_logged()),
             (
                 "sender_log_segments".into(),
@@ -770,9 +780,11 @@ mod tests {
     fn histogram_quantiles_are_within_an_eighth() {
         let mut h = Histogram::default();
         assert_eq!(h.quantile(0.5), 0);
+        assert_eq!(h.mean(), 0);
         for v in 1..=10_000u64 {
             h.record(v * 100);
         }
+        assert_eq!(h.mean(), 500_050);
         for (p, exact) in [(0.5, 500_000.0), (0.99, 990_000.0)] {
             let got = h.quantile(p) as f64;
             assert!(
