@@ -25,6 +25,11 @@ enum Compiler {
 /// `tests/c/<name>.c` built with `compiler`, or `None` (with a SKIPPED
 /// line) if MPICH's wrapper is missing.
 fn build(name: &str, compiler: Compiler) -> Option<PathBuf> {
+    build_with(name, compiler, &[])
+}
+
+/// [`build`] with extra compiler flags.
+fn build_with(name: &str, compiler: Compiler, flags: &[&str]) -> Option<PathBuf> {
     let out = std::env::temp_dir().join(format!("vpml-{name}-{compiler:?}-{}", std::process::id()));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let mut cmd = match compiler {
@@ -35,7 +40,13 @@ fn build(name: &str, compiler: Compiler) -> Option<PathBuf> {
         }
         Compiler::Mpich => Command::new("mpicc.mpich"),
     };
-    match cmd.args(["-O2", "-o"]).arg(&out).arg(&src).output() {
+    match cmd
+        .args(flags)
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+    {
         Ok(o) if o.status.success() => Some(out),
         Ok(o) if matches!(compiler, Compiler::Vpml) => panic!(
             "vpml mpicc failed on {name}.c: {}",
@@ -107,6 +118,26 @@ fn every_implemented_function_passes_its_checks_built_with_vpml_mpicc() {
 #[test]
 fn every_implemented_function_passes_its_checks_built_with_mpich() {
     api_checks_pass(Compiler::Mpich);
+}
+
+#[test]
+fn threads_take_turns_under_mpi_thread_serialized() {
+    let _g = serial();
+    let prog = build_with("threads", Compiler::Vpml, &["-pthread"]).expect("vpml mpicc");
+    // Each of 4 ranks' two threads receives 200 values from its left
+    // neighbour: left·1000 + i.
+    let left_sum: i64 = (0..4).sum();
+    let want = 2 * (200 * 1000 * left_sum + 4 * (0..200).sum::<i64>());
+    for protocol in ["none", "pessimist"] {
+        let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
+        assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
+        assert_eq!(
+            stdout,
+            format!("threads checksum {want}\n"),
+            "{protocol}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&prog);
 }
 
 #[test]

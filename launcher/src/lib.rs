@@ -613,16 +613,22 @@ fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<Pa
 }
 
 /// vpml's MPICH-ABI library (`libvpml_mpich.so`), found next to the
-/// `vpml` binary (or in its `deps/` directory, where `cargo test` builds it).
+/// `vpml` binary or in its `deps/` directory (where `cargo test` builds
+/// it), the newer of the two.
 pub fn mpi_library() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
     let dir = exe.parent().ok_or("the vpml binary has no directory")?;
+    // Both may exist in a cargo target directory (`cargo build -p
+    // vpml-mpi-abi` writes the first, `cargo test` only the second): the
+    // newer one is the current build.
     [
         dir.join("libvpml_mpich.so"),
         dir.join("deps").join("libvpml_mpich.so"),
     ]
     .into_iter()
-    .find(|p| p.exists())
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max_by_key(|(modified, _)| *modified)
+    .map(|(_, p)| p)
     .ok_or_else(|| {
         format!(
             "vpml's MPI library (libvpml_mpich.so) is not next to {}: build it with `cargo build --release -p vpml-mpi-abi`",

@@ -67,15 +67,22 @@ export! {
     }
 
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+        let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
         let r = init("MPI_Init_thread");
+        if r == MPI_SUCCESS {
+            STATE.with(|s| s.borrow_mut().thread_level = level);
+            // From now on every call takes the call lock.
+            crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, std::sync::atomic::Ordering::Release);
+        }
         // SAFETY: an int pointer (caller contract).
-        unsafe { put(provided, required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED)) };
+        unsafe { put(provided, level) };
         r
     }
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) -> c_int {
+        let level = STATE.with(|s| s.borrow().thread_level);
         // SAFETY: an int pointer (caller contract).
-        unsafe { put(provided, MPI_THREAD_FUNNELED) };
+        unsafe { put(provided, level) };
         MPI_SUCCESS
     }
 

@@ -50,7 +50,10 @@ macro_rules! export {
             /// # Safety
             /// The pointers follow the MPI standard's contract for this call.
             #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int $body
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                let _call = crate::state::enter();
+                $body
+            }
 
             /// Profiling entry point of the same function.
             ///

@@ -4,6 +4,9 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::thread::ThreadId;
 
 use crate::consts::*;
 
@@ -62,7 +65,6 @@ pub(crate) struct DerivedType {
 pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Datatype);
 
 /// Everything the library keeps between calls.
-#[derive(Default)]
 pub(crate) struct State {
     pub world: Option<vpml::World>,
     pub finalized: bool,
@@ -77,10 +79,98 @@ pub(crate) struct State {
     /// The buffer given to `MPI_Buffer_attach` (buffered sends copy their
     /// message instead, so it only has to be given back).
     pub attached: Option<(*mut c_void, c_int)>,
+    /// The thread support granted at init.
+    pub thread_level: c_int,
 }
 
-thread_local! {
-    pub(crate) static STATE: RefCell<State> = RefCell::new(State::default());
+impl State {
+    const fn new() -> State {
+        State {
+            world: None,
+            finalized: false,
+            comms: Vec::new(),
+            requests: Vec::new(),
+            types: Vec::new(),
+            ops: Vec::new(),
+            orphans: Vec::new(),
+            attached: None,
+            thread_level: MPI_THREAD_FUNNELED,
+        }
+    }
+}
+
+/// The state, shared by the threads of a program: under
+/// `MPI_THREAD_FUNNELED` only the thread that initialized MPI calls it;
+/// under `MPI_THREAD_SERIALIZED` any thread may, one at a time, and every
+/// call holds [`enter`]'s lock.
+pub(crate) struct Shared(RefCell<State>);
+
+// SAFETY: the state (and the vpml objects inside, which are not `Send`)
+// is only touched from MPI calls. Under FUNNELED those all come from one
+// thread; under SERIALIZED each call holds the process-wide call lock for
+// its whole duration, so one thread at a time uses it and the lock's
+// release/acquire orders one thread's accesses before the next's.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// Run `f` on the state (the call lock, when needed, is already held
+    /// by the MPI call this runs in).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&RefCell<State>) -> R) -> R {
+        f(&self.0)
+    }
+}
+
+/// The library's state.
+pub(crate) static STATE: Shared = Shared(RefCell::new(State::new()));
+
+/// Set by `MPI_Init_thread` when the program asked for
+/// `MPI_THREAD_SERIALIZED` (or more): calls then take the call lock.
+pub(crate) static SERIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The call lock: re-entrant (a user reduction may call MPI), so it
+/// records its owner and depth.
+static CALL_LOCK: Mutex<(Option<ThreadId>, usize)> = Mutex::new((None, 0));
+static CALL_FREE: Condvar = Condvar::new();
+
+/// Held for the duration of one MPI call.
+pub(crate) struct CallGuard(bool);
+
+/// Enter an MPI call: under `MPI_THREAD_SERIALIZED`, wait until no other
+/// thread is inside one.
+pub(crate) fn enter() -> CallGuard {
+    if !SERIALIZED.load(Ordering::Acquire) {
+        return CallGuard(false);
+    }
+    let me = std::thread::current().id();
+    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        match g.0 {
+            None => {
+                *g = (Some(me), 1);
+                break;
+            }
+            Some(t) if t == me => {
+                g.1 += 1;
+                break;
+            }
+            Some(_) => g = CALL_FREE.wait(g).unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+    CallGuard(true)
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if !self.0 {
+            return;
+        }
+        let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        g.1 = g.1.saturating_sub(1);
+        if g.1 == 0 {
+            g.0 = None;
+            CALL_FREE.notify_one();
+        }
+    }
 }
 
 /// A C buffer handed to a nonblocking operation: MPI's contract is that it

@@ -329,13 +329,23 @@ impl CombineOp {
                 "reductions need a datatype of one predefined type",
             ))?;
         let float = matches!(base, MPI_FLOAT | MPI_DOUBLE);
+        let complex = matches!(
+            base,
+            MPI_C_FLOAT_COMPLEX
+                | MPI_C_DOUBLE_COMPLEX
+                | MPI_CXX_FLOAT_COMPLEX
+                | MPI_CXX_DOUBLE_COMPLEX
+        );
         let pair = matches!(
             base,
             MPI_2INT | MPI_FLOAT_INT | MPI_DOUBLE_INT | MPI_LONG_INT
         );
         let ok = match op {
-            MPI_MAX | MPI_MIN | MPI_SUM | MPI_PROD => !pair,
-            MPI_LAND | MPI_LOR | MPI_LXOR | MPI_BAND | MPI_BOR | MPI_BXOR => !pair && !float,
+            MPI_SUM | MPI_PROD => !pair,
+            MPI_MAX | MPI_MIN => !pair && !complex,
+            MPI_LAND | MPI_LOR | MPI_LXOR | MPI_BAND | MPI_BOR | MPI_BXOR => {
+                !pair && !float && !complex
+            }
             MPI_MINLOC | MPI_MAXLOC => pair,
             MPI_REPLACE | MPI_NO_OP => true,
             _ => return Err((MPI_ERR_OP, "invalid operation")),
@@ -430,6 +440,42 @@ pair_element!(
     LongInt(i64, u32)
 );
 
+/// A C complex number (`float _Complex`, `double _Complex`).
+macro_rules! complex_element {
+    ($($name:ident($t:ty)),*) => {$(
+        #[repr(C)]
+        #[derive(Clone, Copy, PartialEq, Default)]
+        pub(crate) struct $name {
+            re: $t,
+            im: $t,
+        }
+        // SAFETY: two floats, no padding: every bit pattern is valid.
+        unsafe impl bytemuck::Zeroable for $name {}
+        // SAFETY: as above.
+        unsafe impl bytemuck::Pod for $name {}
+        impl PartialOrd for $name {
+            // Complex numbers are not ordered (MAX/MIN are refused).
+            fn partial_cmp(&self, _: &Self) -> Option<std::cmp::Ordering> {
+                None
+            }
+        }
+        impl Element for $name {
+            fn combine(op: Op, a: Self, b: Self) -> Self {
+                match op {
+                    MPI_SUM => $name { re: a.re + b.re, im: a.im + b.im },
+                    MPI_PROD => $name {
+                        re: a.re * b.re - a.im * b.im,
+                        im: a.re * b.im + a.im * b.re,
+                    },
+                    MPI_NO_OP => a,
+                    _ => b, // MPI_REPLACE (others were refused)
+                }
+            }
+        }
+    )*};
+}
+complex_element!(ComplexF32(f32), ComplexF64(f64));
+
 impl<T: Element> vpml::Op<T> for CombineOp {
     fn apply(&self, a: T, b: T) -> T {
         // User operations never get here (see `reduce`).
@@ -492,6 +538,8 @@ pub(crate) fn reduce(
         MPI_FLOAT_INT => go!(FloatInt),
         MPI_DOUBLE_INT => go!(DoubleInt),
         MPI_LONG_INT => go!(LongInt),
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX => go!(ComplexF32),
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX => go!(ComplexF64),
         _ => {
             return Err((
                 MPI_ERR_TYPE,

@@ -363,6 +363,10 @@ static void collectives(void) {
     CHECK(zs[0] == want_re[rank] && zs[1] == want_im[rank], "user scan %g %g", zs[0], zs[1]);
     MPI_Op_free(&cop);
     MPI_Type_free(&cplx);
+    /* The same product with the predefined complex type and MPI_PROD. */
+    double zc[2] = {0, 1}, zq[2];
+    MPI_Allreduce(zc, zq, 1, MPI_C_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD);
+    CHECK(zq[0] == 1 && zq[1] == 0, "complex PROD %g %g", zq[0], zq[1]);
     /* Non-contiguous datatypes in collectives: matrix columns. */
     double m[4][3], mo[4][3];
     for (int i = 0; i < 4; i++)
