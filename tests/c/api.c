@@ -310,6 +310,23 @@ static void datatypes(void) {
     CHECK(sz == 12 && ext == (MPI_Aint)sizeof(struct pt), "struct size %d extent %ld", sz, (long)ext);
     MPI_Sendrecv(ps, 3, pt_type, right, 75, pr, 3, pt_type, left, 75, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     CHECK(pr[2].id == left * 10 + 2 && pr[2].x == left + 1.0, "struct transfer %d %g", pr[2].id, pr[2].x);
+    /* MPI_BOTTOM with absolute addresses. */
+    int a_int = rank + 40, b_int = -1;
+    double a_dbl = rank + 0.75, b_dbl = -1;
+    MPI_Aint abs_out[2], abs_in[2];
+    MPI_Get_address(&a_int, &abs_out[0]);
+    MPI_Get_address(&a_dbl, &abs_out[1]);
+    MPI_Get_address(&b_int, &abs_in[0]);
+    MPI_Get_address(&b_dbl, &abs_in[1]);
+    MPI_Datatype t_out, t_in;
+    MPI_Type_create_struct(2, bl, abs_out, tys, &t_out);
+    MPI_Type_create_struct(2, bl, abs_in, tys, &t_in);
+    MPI_Type_commit(&t_out);
+    MPI_Type_commit(&t_in);
+    MPI_Sendrecv(MPI_BOTTOM, 1, t_out, right, 76, MPI_BOTTOM, 1, t_in, left, 76, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(b_int == left + 40 && b_dbl == left + 0.75, "MPI_BOTTOM %d %g", b_int, b_dbl);
+    MPI_Type_free(&t_out);
+    MPI_Type_free(&t_in);
     MPI_Datatype wide;
     MPI_Type_create_resized(MPI_INT, 0, 8, &wide);
     MPI_Type_get_extent(wide, &lb, &ext);
