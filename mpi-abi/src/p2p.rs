@@ -10,8 +10,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{
-    CBuf, PersistentOp, ReqEntry, STATE, comm, error, insert, put, request_handle, request_slot,
-    vpml_error,
+    CBuf, PersistentOp, ReqEntry, STATE, class_of, comm, error, insert, put, request_handle,
+    request_slot, vpml_error,
 };
 use crate::types::{Message, info};
 
@@ -43,6 +43,7 @@ unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null
     if ignored(out) {
         return;
     }
+    let err = st.and_then(|s| s.error()).map_or(MPI_SUCCESS, class_of);
     let (source, tag, len, cancelled) = match st {
         Some(s) => (
             s.source() as c_int,
@@ -60,7 +61,7 @@ unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null
             count_hi_and_cancelled: (((len >> 32) as c_int) << 1) | c_int::from(cancelled),
             source,
             tag,
-            error: MPI_SUCCESS,
+            error: err,
         };
     }
 }
@@ -341,14 +342,19 @@ enum Call {
 /// their statuses (`None`: an operation on `MPI_PROC_NULL`), or `None`
 /// when nothing was active (the `MPI_UNDEFINED` answers), or the error
 /// code.
-fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<Completions, c_int> {
+fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<(Completions, Comm), c_int> {
     let st = standings(func, hs)?;
+    // Whose error handler applies (taken before the handles are retired).
+    let comm = hs
+        .iter()
+        .find(|&&h| h != MPI_REQUEST_NULL)
+        .map_or(MPI_COMM_WORLD, |&h| comm_of(h));
     let proc_null: Vec<usize> = (0..hs.len())
         .filter(|&i| matches!(st[i], Standing::ProcNull))
         .collect();
     let active = st.iter().any(|s| matches!(s, Standing::Active));
     if !active && proc_null.is_empty() {
-        return Ok(None);
+        return Ok((None, comm));
     }
     let mut done: Vec<(usize, Option<vpml::Status>)> = Vec::new();
     // Operations on MPI_PROC_NULL are complete: the "any" calls take the
@@ -365,10 +371,6 @@ fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<Completions, c
         && active
     {
         let mut slots = take(hs);
-        let comm = hs
-            .iter()
-            .find(|&&h| h != MPI_REQUEST_NULL)
-            .map_or(MPI_COMM_WORLD, |&h| comm_of(h));
         let outcome: vpml::Result<Vec<(usize, vpml::Status)>> = (|| {
             Ok(match call {
                 Call::WaitAll => {
@@ -418,7 +420,7 @@ fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<Completions, c
                 let all = matches!(call, Call::WaitAll | Call::TestAll);
                 if all && v.is_empty() {
                     // Test_all: not all done; complete nothing.
-                    return Ok(Some(Vec::new()));
+                    return Ok((Some(Vec::new()), comm));
                 }
                 done.extend(v.into_iter().map(|(i, s)| (i, Some(s))));
             }
@@ -450,7 +452,29 @@ fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<Completions, c
         // SAFETY: `hs[i]` is a handle of the caller's array.
         unsafe { retire(&mut hs[*i]) };
     }
-    Ok(Some(done))
+    Ok((Some(done), comm))
+}
+
+/// The first error among completed requests, as (class, message).
+fn first_error(done: &[(usize, Option<vpml::Status>)]) -> Option<(c_int, String)> {
+    done.iter()
+        .find_map(|(_, s)| s.as_ref()?.error())
+        .map(|e| (class_of(e), e.to_string()))
+}
+
+/// Report a completed request's error once the statuses are written: its
+/// own class from a call that completes one request, `MPI_ERR_IN_STATUS`
+/// (each status's `MPI_ERROR` says which) from one that completes several.
+fn raise(func: &str, comm: Comm, err: Option<(c_int, String)>, several: bool) -> c_int {
+    match err {
+        None => MPI_SUCCESS,
+        Some((class, why)) => error(
+            comm,
+            func,
+            if several { MPI_ERR_IN_STATUS } else { class },
+            &why,
+        ),
+    }
 }
 
 export! {
@@ -655,12 +679,14 @@ export! {
         // SAFETY: one handle (caller contract).
         let hs = unsafe { handles(req, 1) };
         match complete("MPI_Wait", hs, Call::WaitAll) {
-            Ok(done) => {
-                let st = done.and_then(|d| d.into_iter().next());
+            Ok((done, c)) => {
+                let done = done.unwrap_or_default();
+                let err = first_error(&done);
+                let st = done.into_iter().next();
                 let proc_null = st.as_ref().is_some_and(|(_, s)| s.is_none());
                 // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                 unsafe { write_status(status, st.and_then(|(_, s)| s).as_ref(), proc_null) };
-                MPI_SUCCESS
+                raise("MPI_Wait", c, err, false)
             }
             Err(code) => code,
         }
@@ -671,9 +697,11 @@ export! {
         let hs = unsafe { handles(reqs, count) };
         let n = hs.len();
         match complete("MPI_Waitall", hs, Call::WaitAll) {
-            Ok(done) => {
+            Ok((done, c)) => {
+                let done = done.unwrap_or_default();
+                let err = first_error(&done);
                 let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
-                for (i, s) in done.unwrap_or_default() {
+                for (i, s) in done {
                     let pn = s.is_none();
                     out[i] = (s, pn);
                 }
@@ -681,7 +709,7 @@ export! {
                     // SAFETY: `statuses` holds `count` statuses or is ignored.
                     unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
                 }
-                MPI_SUCCESS
+                raise("MPI_Waitall", c, err, true)
             }
             Err(code) => code,
         }
@@ -690,20 +718,20 @@ export! {
     fn MPI_Waitany / PMPI_Waitany(count: c_int, reqs: *mut Request, index: *mut c_int, status: *mut MpiStatus) -> c_int {
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
-        any_result(complete("MPI_Waitany", hs, Call::WaitAny), index, None, status)
+        any_result("MPI_Waitany", complete("MPI_Waitany", hs, Call::WaitAny), index, None, status)
     }
 
     fn MPI_Waitsome / PMPI_Waitsome(count: c_int, reqs: *mut Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) -> c_int {
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
-        some_result(complete("MPI_Waitsome", hs, Call::WaitSome), outcount, indices, statuses)
+        some_result("MPI_Waitsome", complete("MPI_Waitsome", hs, Call::WaitSome), outcount, indices, statuses)
     }
 
     fn MPI_Test / PMPI_Test(req: *mut Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         // SAFETY: one handle (caller contract).
         let hs = unsafe { handles(req, 1) };
         match complete("MPI_Test", hs, Call::Test) {
-            Ok(None) => {
+            Ok((None, _)) => {
                 // SAFETY: caller's pointers.
                 unsafe {
                     put(flag, 1);
@@ -711,7 +739,8 @@ export! {
                 }
                 MPI_SUCCESS
             }
-            Ok(Some(done)) => {
+            Ok((Some(done), c)) => {
+                let err = first_error(&done);
                 let st = done.into_iter().next();
                 // SAFETY: caller's pointers.
                 unsafe {
@@ -720,7 +749,7 @@ export! {
                         write_status(status, s.as_ref(), s.is_none());
                     }
                 }
-                MPI_SUCCESS
+                raise("MPI_Test", c, err, false)
             }
             Err(code) => code,
         }
@@ -729,7 +758,7 @@ export! {
     fn MPI_Testany / PMPI_Testany(count: c_int, reqs: *mut Request, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
-        any_result(complete("MPI_Testany", hs, Call::TestAny), index, Some(flag), status)
+        any_result("MPI_Testany", complete("MPI_Testany", hs, Call::TestAny), index, Some(flag), status)
     }
 
     fn MPI_Testall / PMPI_Testall(count: c_int, reqs: *mut Request, flag: *mut c_int, statuses: *mut MpiStatus) -> c_int {
@@ -738,8 +767,9 @@ export! {
         let n = hs.len();
         let pending = hs.iter().any(|&h| h != MPI_REQUEST_NULL && matches!(standing(h), Ok(Standing::Active)));
         match complete("MPI_Testall", hs, Call::TestAll) {
-            Ok(done) => {
+            Ok((done, c)) => {
                 let done = done.unwrap_or_default();
+                let err = first_error(&done);
                 let all = !pending || !done.is_empty();
                 // SAFETY: an int pointer (caller contract).
                 unsafe { put(flag, c_int::from(all)) };
@@ -754,7 +784,7 @@ export! {
                         unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
                     }
                 }
-                MPI_SUCCESS
+                raise("MPI_Testall", c, err, true)
             }
             Err(code) => code,
         }
@@ -763,7 +793,7 @@ export! {
     fn MPI_Testsome / PMPI_Testsome(count: c_int, reqs: *mut Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) -> c_int {
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
-        some_result(complete("MPI_Testsome", hs, Call::TestSome), outcount, indices, statuses)
+        some_result("MPI_Testsome", complete("MPI_Testsome", hs, Call::TestSome), outcount, indices, statuses)
     }
 
     fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
@@ -869,13 +899,14 @@ export! {
 
 /// Outputs of `Waitany`/`Testany`.
 fn any_result(
-    r: Result<Completions, c_int>,
+    func: &str,
+    r: Result<(Completions, Comm), c_int>,
     index: *mut c_int,
     flag: Option<*mut c_int>,
     status: *mut MpiStatus,
 ) -> c_int {
     match r {
-        Ok(None) => {
+        Ok((None, _)) => {
             // Nothing active: flag true, index MPI_UNDEFINED, empty status.
             // SAFETY: caller's pointers.
             unsafe {
@@ -887,7 +918,8 @@ fn any_result(
             }
             MPI_SUCCESS
         }
-        Ok(Some(done)) => {
+        Ok((Some(done), c)) => {
+            let err = first_error(&done);
             let first = done.into_iter().next();
             // SAFETY: caller's pointers.
             unsafe {
@@ -902,7 +934,7 @@ fn any_result(
                     None => put(index, MPI_UNDEFINED),
                 }
             }
-            MPI_SUCCESS
+            raise(func, c, err, false)
         }
         Err(code) => code,
     }
@@ -910,18 +942,20 @@ fn any_result(
 
 /// Outputs of `Waitsome`/`Testsome`.
 fn some_result(
-    r: Result<Completions, c_int>,
+    func: &str,
+    r: Result<(Completions, Comm), c_int>,
     outcount: *mut c_int,
     indices: *mut c_int,
     statuses: *mut MpiStatus,
 ) -> c_int {
     match r {
-        Ok(None) => {
+        Ok((None, _)) => {
             // SAFETY: an int pointer (caller contract).
             unsafe { put(outcount, MPI_UNDEFINED) };
             MPI_SUCCESS
         }
-        Ok(Some(done)) => {
+        Ok((Some(done), c)) => {
+            let err = first_error(&done);
             // SAFETY: `indices`/`statuses` hold room for every request.
             unsafe {
                 put(outcount, done.len() as c_int);
@@ -930,7 +964,7 @@ fn some_result(
                     write_status(nth(statuses, k), s.as_ref(), s.is_none());
                 }
             }
-            MPI_SUCCESS
+            raise(func, c, err, true)
         }
         Err(code) => code,
     }

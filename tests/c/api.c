@@ -473,6 +473,23 @@ static void errors(void) {
     rc = MPI_Allreduce(&dx, &dy, 1, MPI_DOUBLE, MPI_BAND, c);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_OP, "ERRORS_RETURN op %d", cls);
+    /* A truncated receive: its own class from MPI_Wait, MPI_ERR_IN_STATUS
+       from MPI_Waitall with the class in its status. */
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    int two[2] = {1, 2}, one = 0, ecls = -1;
+    MPI_Request tr[2];
+    MPI_Status ts[2];
+    MPI_Irecv(&one, 1, MPI_INT, left, 90, c, &tr[0]);
+    MPI_Send(two, 2, MPI_INT, right, 90, c);
+    rc = MPI_Wait(&tr[0], &ts[0]);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE, "Wait truncation %d", cls);
+    MPI_Irecv(&one, 1, MPI_INT, left, 91, c, &tr[0]);
+    MPI_Isend(two, 2, MPI_INT, right, 91, c, &tr[1]);
+    rc = MPI_Waitall(2, tr, ts);
+    MPI_Error_class(rc, &cls);
+    MPI_Error_class(ts[0].MPI_ERROR, &ecls);
+    CHECK(cls == MPI_ERR_IN_STATUS && ecls == MPI_ERR_TRUNCATE, "Waitall truncation %d %d", cls, ecls);
     MPI_Errhandler_free(&eh);
     MPI_Comm_free(&c);
     /* Functions vpml does not implement fail with their own class. */
