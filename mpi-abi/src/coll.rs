@@ -1,14 +1,15 @@
 //! Collectives: barrier, broadcast, reductions, gathers, scatters and
 //! all-to-all, each on vpml's collective of the same name. Data moves as
-//! bytes; non-contiguous datatypes are packed around the call (except in
-//! the `v` variants, whose displacements need contiguous types);
-//! reductions go through [`crate::types::reduce`].
+//! bytes; non-contiguous datatypes are packed around the call (the `v`
+//! variants pack each block, [`VBlocks`]); reductions go through
+//! [`crate::types::reduce`].
 
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
+use crate::state::DerivedType;
 use crate::state::{comm, error, vpml_error};
-use crate::types::{CombineOp, Message, Reduction, bytes, info, reduce};
+use crate::types::{CombineOp, Message, Reduction, layout, pack, reduce, unpack};
 
 /// The bytes a [`Message`] transfers (the C buffer, or its packed copy).
 fn slice(m: &mut Message) -> &mut [u8] {
@@ -44,48 +45,96 @@ fn root_of(c: &vpml::Comm, root: c_int) -> Result<usize, (c_int, String)> {
         .ok_or((MPI_ERR_ROOT, format!("invalid root {root}")))
 }
 
-/// `count` ints of a C array, scaled to bytes of `dt`.
-///
-/// # Safety
-/// `p` holds `n` ints (caller contract).
-unsafe fn scaled(p: *const c_int, n: usize, dt: Datatype) -> Result<Vec<usize>, (c_int, String)> {
-    let size = info(dt)
-        .ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?
-        .size;
-    if p.is_null() {
-        return Err((MPI_ERR_ARG, "null count or displacement array".into()));
-    }
-    // SAFETY: caller contract.
-    let v = unsafe { std::slice::from_raw_parts(p, n) };
-    v.iter()
-        .map(|&x| {
-            usize::try_from(x)
-                .map(|x| x * size)
-                .map_err(|_| (MPI_ERR_COUNT, "negative count or displacement".to_string()))
+/// The blocks of a `v` collective's buffer: `counts[i]` elements of the
+/// datatype at element displacement `displs[i]` (in extents). They travel
+/// packed one after the other, so any datatype works.
+struct VBlocks {
+    t: DerivedType,
+    size: usize,
+    counts: Vec<usize>,
+    displs: Vec<isize>,
+}
+
+impl VBlocks {
+    /// # Safety
+    /// `counts` and `displs` hold `n` ints each (the C caller's contract).
+    unsafe fn new(
+        counts: *const c_int,
+        displs: *const c_int,
+        n: usize,
+        dt: Datatype,
+    ) -> Result<VBlocks, (c_int, String)> {
+        let t = layout(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
+        let size = t.blocks.iter().map(|b| b.1).sum();
+        if n > 0 && (counts.is_null() || displs.is_null()) {
+            return Err((MPI_ERR_ARG, "null count or displacement array".into()));
+        }
+        // SAFETY: caller contract.
+        let (c, d) = unsafe {
+            (
+                std::slice::from_raw_parts(counts, n),
+                std::slice::from_raw_parts(displs, n),
+            )
+        };
+        let counts = c
+            .iter()
+            .map(|&x| usize::try_from(x))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
+        Ok(VBlocks {
+            t,
+            size,
+            counts,
+            displs: d.iter().map(|&x| x as isize).collect(),
         })
-        .collect()
-}
-
-/// The bytes a `v` layout spans: max over i of `displs[i] + counts[i]`.
-fn extent(counts: &[usize], displs: &[usize]) -> usize {
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(c, d)| c + d)
-        .max()
-        .unwrap_or(0)
-}
-
-/// A C buffer of `n` bytes (empty when `n` is 0 or the pointer is null).
-///
-/// # Safety
-/// `p` holds `n` bytes when not null.
-unsafe fn raw<'a>(p: *const c_void, n: usize) -> &'a mut [u8] {
-    if n == 0 || p.is_null() {
-        return &mut [];
     }
-    // SAFETY: caller contract.
-    unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) }
+
+    /// Bytes of each block, packed.
+    fn lens(&self) -> Vec<usize> {
+        self.counts.iter().map(|c| c * self.size).collect()
+    }
+
+    /// Where each block starts in the packed run.
+    fn offs(&self) -> Vec<usize> {
+        self.lens()
+            .iter()
+            .scan(0, |at, l| {
+                let o = *at;
+                *at += l;
+                Some(o)
+            })
+            .collect()
+    }
+
+    fn total(&self) -> usize {
+        self.lens().iter().sum()
+    }
+
+    /// The blocks of `buf`, packed.
+    ///
+    /// # Safety
+    /// `buf` holds the blocks.
+    unsafe fn pack(&self, buf: *const c_void) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.total());
+        for (c, d) in self.counts.iter().zip(&self.displs) {
+            let at = (buf as *const u8).wrapping_offset(d * self.t.extent);
+            // SAFETY: caller contract.
+            out.extend(unsafe { pack(at, *c, &self.t) });
+        }
+        out
+    }
+
+    /// Spread packed blocks back into `buf`.
+    ///
+    /// # Safety
+    /// `buf` holds the blocks, writable.
+    unsafe fn unpack(&self, data: &[u8], buf: *mut c_void) {
+        for ((l, o), d) in self.lens().iter().zip(self.offs()).zip(&self.displs) {
+            let at = (buf as *mut u8).wrapping_offset(d * self.t.extent);
+            // SAFETY: caller contract.
+            unsafe { unpack(&data[o..o + l], at, &self.t) };
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
@@ -218,23 +267,26 @@ export! {
         let c = match comm("MPI_Gatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let root = root_of(&c, root)?;
-            let n = c.size();
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                let data = checked(unsafe { bytes(send, scount, stype) })?;
-                return from_vpml(c.gatherv(data, &mut [], &[], &[], root));
+                let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                return from_vpml(c.gatherv(slice(&mut m), &mut [], &[], &[], root));
             }
-            // SAFETY: at the root the arrays hold n ints.
-            let (counts, offs) = unsafe { (scaled(rcounts, n, rtype)?, scaled(displs, n, rtype)?) };
-            // SAFETY: `recv` spans the layout (caller contract).
-            let out = unsafe { raw(recv, extent(&counts, &offs)) };
+            // SAFETY: at the root the arrays hold one int per rank.
+            let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
+            let (lens, offs) = (vb.lens(), vb.offs());
+            // SAFETY: `recv` holds the blocks (caller contract).
+            let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
             let mine: Vec<u8> = if in_place(send) {
-                out[offs[root]..offs[root] + counts[root]].to_vec()
+                all[offs[root]..offs[root] + lens[root]].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
             };
-            from_vpml(c.gatherv(&mine, out, &counts, &offs, root))
+            from_vpml(c.gatherv(&mine, &mut all, &lens, &offs, root))?;
+            // SAFETY: as above.
+            unsafe { vb.unpack(&all, recv) };
+            Ok(())
         })();
         report(h, "MPI_Gatherv", r)
     }
@@ -274,23 +326,30 @@ export! {
         let c = match comm("MPI_Scatterv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let root = root_of(&c, root)?;
-            let n = c.size();
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `rcount` elements.
-                let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
-                return from_vpml(c.scatterv(&[], &[], &[], out, root));
+                let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+                let len = out.target().1;
+                from_vpml(c.scatterv(&[], &[], &[], slice(&mut out), root))?;
+                out.finish(len);
+                return Ok(());
             }
-            // SAFETY: at the root the arrays hold n ints.
-            let (counts, offs) = unsafe { (scaled(scounts, n, stype)?, scaled(displs, n, stype)?) };
-            // SAFETY: `send` spans the layout (caller contract).
-            let data = unsafe { raw(send, extent(&counts, &offs)) };
+            // SAFETY: at the root the arrays hold one int per rank, and
+            // `send` holds the blocks (caller contract).
+            let vb = unsafe { VBlocks::new(scounts, displs, c.size(), stype) }?;
+            let (lens, offs) = (vb.lens(), vb.offs());
+            // SAFETY: as above.
+            let data = unsafe { vb.pack(send) };
             if in_place(recv) {
-                let mut mine = data[offs[root]..offs[root] + counts[root]].to_vec();
-                return from_vpml(c.scatterv(data, &counts, &offs, &mut mine, root));
+                let mut mine = data[offs[root]..offs[root] + lens[root]].to_vec();
+                return from_vpml(c.scatterv(&data, &lens, &offs, &mut mine, root));
             }
             // SAFETY: the caller's buffer holds `rcount` elements.
-            let out = checked(unsafe { bytes(recv, rcount, rtype) })?;
-            from_vpml(c.scatterv(data, &counts, &offs, out, root))
+            let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+            let len = out.target().1;
+            from_vpml(c.scatterv(&data, &lens, &offs, slice(&mut out), root))?;
+            out.finish(len);
+            Ok(())
         })();
         report(h, "MPI_Scatterv", r)
     }
@@ -321,19 +380,22 @@ export! {
     fn MPI_Allgatherv / PMPI_Allgatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm) -> c_int {
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
-            let n = c.size();
-            // SAFETY: the arrays hold n ints.
-            let (counts, offs) = unsafe { (scaled(rcounts, n, rtype)?, scaled(displs, n, rtype)?) };
-            // SAFETY: `recv` spans the layout (caller contract).
-            let out = unsafe { raw(recv, extent(&counts, &offs)) };
+            // SAFETY: the arrays hold one int per rank.
+            let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
+            let (lens, offs) = (vb.lens(), vb.offs());
+            // SAFETY: `recv` holds the blocks (caller contract).
+            let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
             let me = c.rank();
             let mine: Vec<u8> = if in_place(send) {
-                out[offs[me]..offs[me] + counts[me]].to_vec()
+                all[offs[me]..offs[me] + lens[me]].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { bytes(send, scount, stype) })?.to_vec()
+                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
             };
-            from_vpml(c.allgatherv(&mine, out, &counts, &offs))
+            from_vpml(c.allgatherv(&mine, &mut all, &lens, &offs))?;
+            // SAFETY: as above.
+            unsafe { vb.unpack(&all, recv) };
+            Ok(())
         })();
         report(h, "MPI_Allgatherv", r)
     }
@@ -362,19 +424,23 @@ export! {
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let n = c.size();
-            // SAFETY: the arrays hold n ints.
-            let (rc, rd) = unsafe { (scaled(rcounts, n, rtype)?, scaled(rdispls, n, rtype)?) };
-            // SAFETY: `recv` spans its layout (caller contract).
-            let out = unsafe { raw(recv, extent(&rc, &rd)) };
-            let (input, sc, sd) = if in_place(send) {
-                (out.to_vec(), rc.clone(), rd.clone())
+            // SAFETY: the arrays hold one int per rank; the buffers hold
+            // their blocks (caller contract).
+            let rb = unsafe { VBlocks::new(rcounts, rdispls, n, rtype) }?;
+            let (input, slens, soffs) = if in_place(send) {
+                // SAFETY: as above.
+                (unsafe { rb.pack(recv) }, rb.lens(), rb.offs())
             } else {
-                // SAFETY: the arrays hold n ints.
-                let (sc, sd) = unsafe { (scaled(scounts, n, stype)?, scaled(sdispls, n, stype)?) };
-                // SAFETY: `send` spans its layout (caller contract).
-                (unsafe { raw(send, extent(&sc, &sd)) }.to_vec(), sc, sd)
+                // SAFETY: as above.
+                let sb = unsafe { VBlocks::new(scounts, sdispls, n, stype) }?;
+                // SAFETY: as above.
+                (unsafe { sb.pack(send) }, sb.lens(), sb.offs())
             };
-            from_vpml(c.alltoallv(&input, &sc, &sd, out, &rc, &rd))
+            let mut out = vec![0; rb.total()];
+            from_vpml(c.alltoallv(&input, &slens, &soffs, &mut out, &rb.lens(), &rb.offs()))?;
+            // SAFETY: as above.
+            unsafe { rb.unpack(&out, recv) };
+            Ok(())
         })();
         report(h, "MPI_Alltoallv", r)
     }

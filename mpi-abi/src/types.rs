@@ -202,33 +202,9 @@ pub(crate) fn span(count: c_int, dt: Datatype) -> Result<usize, (c_int, &'static
         .ok_or((MPI_ERR_COUNT, "count too large"))
 }
 
-/// The C buffer of `count` elements of `dt` at `buf`, as bytes (a
-/// contiguous datatype; see [`Message`] for any).
-///
-/// # Safety
-/// `buf` holds `count` elements of `dt` (the C caller's contract).
-pub(crate) unsafe fn bytes<'a>(
-    buf: *const c_void,
-    count: c_int,
-    dt: Datatype,
-) -> Result<&'a mut [u8], (c_int, &'static str)> {
-    let n = span(count, dt)?;
-    if n == 0 {
-        return Ok(&mut []);
-    }
-    if !info(dt).is_some_and(|t| t.contiguous) {
-        return Err((MPI_ERR_TYPE, "the v collectives need contiguous datatypes"));
-    }
-    if buf.is_null() {
-        return Err((MPI_ERR_BUFFER, "null buffer"));
-    }
-    // SAFETY: caller contract.
-    Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) })
-}
-
-/// A point-to-point message buffer: the C buffer itself for a contiguous
-/// datatype, else a packed staging copy (unpacked into the C buffer when
-/// a receive completes).
+/// A message buffer: the C buffer itself for a contiguous datatype, else
+/// a packed staging copy (unpacked into the C buffer when a receive
+/// completes).
 pub(crate) enum Message {
     /// The C buffer.
     Direct { ptr: *mut u8, len: usize },

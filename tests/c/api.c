@@ -403,6 +403,17 @@ static void collectives(void) {
     MPI_Type_commit(&gcol1);
     MPI_Allgather(&m[0][0], 1, column, gcol, 1, gcol1, MPI_COMM_WORLD);
     CHECK(gcol[1][size - 1] == (size - 1) * 100 + 10 && gcol[3][0] == 30, "Allgather columns %g", gcol[1][size - 1]);
+    /* The v variants with those types: rank r's column goes to column
+       size-1-r (displacements count in extents). */
+    int ones4[4] = {1, 1, 1, 1}, rev[4];
+    for (int i = 0; i < size; i++) rev[i] = size - 1 - i;
+    double gv2[4][12];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 12; j++) gv2[i][j] = -1;
+    MPI_Gatherv(&m[0][0], 1, column, gv2, ones4, rev, gcol1, 2, MPI_COMM_WORLD);
+    if (rank == 2) CHECK(gv2[1][size - 1] == 10 && gv2[1][0] == (size - 1) * 100 + 10 && gv2[1][5] == -1, "Gatherv columns");
+    MPI_Allgatherv(&m[0][0], 1, column, gv2, ones4, rev, gcol1, MPI_COMM_WORLD);
+    CHECK(gv2[2][size - 1] == 20 && gv2[2][0] == (size - 1) * 100 + 20, "Allgatherv columns");
     MPI_Type_free(&gcol1);
     MPI_Type_free(&gcolumn);
     MPI_Type_free(&column);
