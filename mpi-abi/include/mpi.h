@@ -90,6 +90,7 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_C_FLOAT_COMPLEX  ((MPI_Datatype)0x4c000840)
 #define MPI_C_COMPLEX      MPI_C_FLOAT_COMPLEX
 #define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001041)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002042)
 #define MPI_AINT           ((MPI_Datatype)0x4c000843)
 #define MPI_OFFSET         ((MPI_Datatype)0x4c000844)
 #define MPI_COUNT          ((MPI_Datatype)0x4c000845)

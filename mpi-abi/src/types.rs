@@ -304,13 +304,15 @@ impl CombineOp {
                 MPI_ERR_TYPE,
                 "reductions need a datatype of one predefined type",
             ))?;
-        let float = matches!(base, MPI_FLOAT | MPI_DOUBLE);
+        let float = matches!(base, MPI_FLOAT | MPI_DOUBLE | MPI_LONG_DOUBLE);
         let complex = matches!(
             base,
             MPI_C_FLOAT_COMPLEX
                 | MPI_C_DOUBLE_COMPLEX
                 | MPI_CXX_FLOAT_COMPLEX
                 | MPI_CXX_DOUBLE_COMPLEX
+                | MPI_C_LONG_DOUBLE_COMPLEX
+                | MPI_CXX_LONG_DOUBLE_COMPLEX
         );
         let pair = matches!(
             base,
@@ -452,6 +454,164 @@ macro_rules! complex_element {
 }
 complex_element!(ComplexF32(f32), ComplexF64(f64));
 
+/// C's `long double` on x86-64: the x87 80-bit format in 16 bytes. Rust
+/// has no such type, so its arithmetic runs on the x87 unit (small asm
+/// blocks that push their operands, compute, and leave the x87 stack
+/// empty as the ABI requires).
+#[cfg(target_arch = "x86_64")]
+mod long_double {
+    use std::arch::asm;
+
+    /// One `long double`.
+    #[repr(C, align(16))]
+    #[derive(Clone, Copy, Default, PartialEq)]
+    pub(crate) struct LongDouble(pub [u8; 16]);
+
+    // SAFETY: 16 plain bytes, no padding: every bit pattern is a valid
+    // value of this type (the x87 unit takes any as an operand).
+    unsafe impl bytemuck::Zeroable for LongDouble {}
+    // SAFETY: as above.
+    unsafe impl bytemuck::Pod for LongDouble {}
+
+    /// `a + b`, `a - b` or `a * b`.
+    #[derive(Clone, Copy)]
+    pub(crate) enum Arith {
+        Add,
+        Sub,
+        Mul,
+    }
+
+    impl LongDouble {
+        pub(crate) fn arith(self, op: Arith, b: LongDouble) -> LongDouble {
+            let mut out = LongDouble::default();
+            let (pa, pb, po) = (self.0.as_ptr(), b.0.as_ptr(), out.0.as_mut_ptr());
+            // SAFETY: each block loads two 10-byte values from `pa` and
+            // `pb` (16 valid bytes each), stores one to `po` (16 writable
+            // bytes), and pops everything it pushed; the clobbered x87
+            // registers are declared.
+            unsafe {
+                match op {
+                    Arith::Add => asm!(
+                        "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]",
+                        "faddp st(1), st", "fstp tbyte ptr [{o}]",
+                        a = in(reg) pa, b = in(reg) pb, o = in(reg) po,
+                        out("st(0)") _, out("st(1)") _, options(nostack)
+                    ),
+                    Arith::Sub => asm!(
+                        "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]",
+                        "fsubp st(1), st", "fstp tbyte ptr [{o}]",
+                        a = in(reg) pa, b = in(reg) pb, o = in(reg) po,
+                        out("st(0)") _, out("st(1)") _, options(nostack)
+                    ),
+                    Arith::Mul => asm!(
+                        "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]",
+                        "fmulp st(1), st", "fstp tbyte ptr [{o}]",
+                        a = in(reg) pa, b = in(reg) pb, o = in(reg) po,
+                        out("st(0)") _, out("st(1)") _, options(nostack)
+                    ),
+                }
+            }
+            out
+        }
+
+        /// `self < b` (false when unordered: NaN).
+        pub(crate) fn less(self, b: LongDouble) -> bool {
+            let (below, unordered): (u8, u8);
+            // SAFETY: loads two values as above, compares and pops both;
+            // only flags and the two output registers change.
+            unsafe {
+                asm!(
+                    "fld tbyte ptr [{b}]", "fld tbyte ptr [{a}]",
+                    "fucomip st, st(1)", "fstp st(0)",
+                    "setb {lt}", "setp {un}",
+                    a = in(reg) self.0.as_ptr(), b = in(reg) b.0.as_ptr(),
+                    lt = out(reg_byte) below, un = out(reg_byte) unordered,
+                    out("st(0)") _, out("st(1)") _, options(nostack)
+                )
+            };
+            below == 1 && unordered == 0
+        }
+    }
+
+    impl PartialOrd for LongDouble {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            if self.less(*other) {
+                Some(std::cmp::Ordering::Less)
+            } else if other.less(*self) {
+                Some(std::cmp::Ordering::Greater)
+            } else {
+                None
+            }
+        }
+    }
+
+    /// `long double _Complex`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Default, PartialEq)]
+    pub(crate) struct ComplexLongDouble {
+        pub re: LongDouble,
+        pub im: LongDouble,
+    }
+    // SAFETY: two `LongDouble`s, no padding.
+    unsafe impl bytemuck::Zeroable for ComplexLongDouble {}
+    // SAFETY: as above.
+    unsafe impl bytemuck::Pod for ComplexLongDouble {}
+    impl PartialOrd for ComplexLongDouble {
+        // Not ordered (MAX/MIN are refused).
+        fn partial_cmp(&self, _: &Self) -> Option<std::cmp::Ordering> {
+            None
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+use long_double::{Arith, ComplexLongDouble, LongDouble};
+
+#[cfg(target_arch = "x86_64")]
+impl Element for LongDouble {
+    fn combine(op: Op, a: Self, b: Self) -> Self {
+        match op {
+            MPI_MAX => {
+                if a.less(b) {
+                    b
+                } else {
+                    a
+                }
+            }
+            MPI_MIN => {
+                if b.less(a) {
+                    b
+                } else {
+                    a
+                }
+            }
+            MPI_SUM => a.arith(Arith::Add, b),
+            MPI_PROD => a.arith(Arith::Mul, b),
+            MPI_NO_OP => a,
+            _ => b, // MPI_REPLACE (others were refused)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Element for ComplexLongDouble {
+    fn combine(op: Op, a: Self, b: Self) -> Self {
+        let mul = |x: LongDouble, y: LongDouble| x.arith(Arith::Mul, y);
+        match op {
+            MPI_SUM => ComplexLongDouble {
+                re: a.re.arith(Arith::Add, b.re),
+                im: a.im.arith(Arith::Add, b.im),
+            },
+            MPI_PROD => ComplexLongDouble {
+                re: mul(a.re, b.re).arith(Arith::Sub, mul(a.im, b.im)),
+                im: mul(a.re, b.im).arith(Arith::Add, mul(a.im, b.re)),
+            },
+            MPI_NO_OP => a,
+            _ => b, // MPI_REPLACE (others were refused)
+        }
+    }
+}
+
 impl<T: Element> vpml::Op<T> for CombineOp {
     fn apply(&self, a: T, b: T) -> T {
         // User operations never get here (see `reduce`).
@@ -516,6 +676,10 @@ pub(crate) fn reduce(
         MPI_LONG_INT => go!(LongInt),
         MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX => go!(ComplexF32),
         MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX => go!(ComplexF64),
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE => go!(LongDouble),
+        #[cfg(target_arch = "x86_64")]
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => go!(ComplexLongDouble),
         _ => {
             return Err((
                 MPI_ERR_TYPE,
@@ -648,4 +812,29 @@ fn run<T: Element>(
     let n = out.len() * std::mem::size_of::<T>();
     recv[..n].copy_from_slice(bytemuck::cast_slice(&out));
     Ok(())
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::long_double::{Arith, LongDouble};
+
+    /// An x87 extended value from its mantissa and sign+exponent.
+    fn ld(mantissa: u64, sign_exp: u16) -> LongDouble {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&mantissa.to_le_bytes());
+        b[8..10].copy_from_slice(&sign_exp.to_le_bytes());
+        LongDouble(b)
+    }
+
+    #[test]
+    fn long_double_arithmetic_and_order_run_on_the_x87_unit() {
+        let a = ld(0xC000_0000_0000_0000, 0x3FFF); // 1.5
+        let b = ld(0x9000_0000_0000_0000, 0x4000); // 2.25
+        assert!(a.arith(Arith::Add, b) == ld(0xF000_0000_0000_0000, 0x4000)); // 3.75
+        assert!(a.arith(Arith::Mul, b) == ld(0xD800_0000_0000_0000, 0x4000)); // 3.375
+        assert!(a.arith(Arith::Sub, b) == ld(0xC000_0000_0000_0000, 0xBFFE)); // -0.75
+        assert!(a.less(b) && !b.less(a) && !a.less(a));
+        let nan = ld(0xC000_0000_0000_0000, 0x7FFF);
+        assert!(!nan.less(a) && !a.less(nan));
+    }
 }

@@ -384,6 +384,22 @@ static void collectives(void) {
     double zc[2] = {0, 1}, zq[2];
     MPI_Allreduce(zc, zq, 1, MPI_C_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD);
     CHECK(zq[0] == 1 && zq[1] == 0, "complex PROD %g %g", zq[0], zq[1]);
+    /* long double: 1/3 needs more than a double's precision to sum back. */
+    long double ld = 1.0L / 3.0L + rank, lsum = 0, lmax = 0, lprod = 0;
+    MPI_Allreduce(&ld, &lsum, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&ld, &lmax, 1, MPI_LONG_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    long double two_l = 2.0L;
+    MPI_Allreduce(&two_l, &lprod, 1, MPI_LONG_DOUBLE, MPI_PROD, MPI_COMM_WORLD);
+    long double want_sum = 0;
+    for (int i = 0; i < size; i++) want_sum += 1.0L / 3.0L + i;
+    /* Exact up to long double rounding (any summation order); a double
+       sum would be ~1e-15 off. */
+    long double dev = lsum - want_sum;
+    if (dev < 0) dev = -dev;
+    CHECK(dev < 1e-17L && lmax == 1.0L / 3.0L + (size - 1) && lprod == 16.0L, "long double %Lg %Lg %Lg", lsum, lmax, lprod);
+    long double _Complex lz = 1.0L + 1.0L * __extension__ 1.0iL, lzs = 0;
+    MPI_Allreduce(&lz, &lzs, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(__real__ lzs == size && __imag__ lzs == size, "long double complex SUM");
     /* Non-contiguous datatypes in collectives: matrix columns. */
     double m[4][3], mo[4][3];
     for (int i = 0; i < 4; i++)
