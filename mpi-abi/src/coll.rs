@@ -7,20 +7,8 @@
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
-use crate::state::DerivedType;
-use crate::state::{comm, error, vpml_error};
+use crate::state::{DerivedType, comm, error, vpml_error};
 use crate::types::{CombineOp, Message, Reduction, layout, pack, reduce, unpack};
-
-/// The bytes a [`Message`] transfers (the C buffer, or its packed copy).
-fn slice(m: &mut Message) -> &mut [u8] {
-    let (ptr, len) = m.target();
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: `target` is the C buffer (valid for the call, the C
-    // caller's contract) or the message's own staging buffer.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
-}
 
 /// Shorthand: run `f` or report its error on `h` as `func`.
 fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
@@ -163,10 +151,9 @@ fn run_reduction(
             send
         };
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let input = slice(&mut checked(unsafe {
-            Message::new(from, count, dt, true)
-        })?)
-        .to_vec();
+        let input = checked(unsafe { Message::new(from, count, dt, true) })?
+            .bytes()
+            .to_vec();
         let mut out = match kind {
             Reduction::To(root) if c.rank() != root => None,
             // SAFETY: the caller's `recv` holds `recv_count` elements.
@@ -177,9 +164,8 @@ fn run_reduction(
         let n = usize::try_from(count).unwrap_or(0);
         match &mut out {
             Some(m) => {
-                let len = m.target().1;
-                reduce(&c, kind, &input, slice(m), op, dt, n)?;
-                m.finish(len);
+                reduce(&c, kind, &input, m.bytes(), op, dt, n)?;
+                m.finish(None);
                 Ok(())
             }
             None => reduce(&c, kind, &input, &mut [], op, dt, n),
@@ -205,9 +191,8 @@ export! {
             let root = root_of(&c, root)?;
             // SAFETY: the caller's buffer holds `count` elements of `dt`.
             let mut m = checked(unsafe { Message::new(buf, count, dt, c.rank() == root) })?;
-            let len = m.target().1;
-            from_vpml(c.bcast(slice(&mut m), root))?;
-            m.finish(len);
+            from_vpml(c.bcast(m.bytes(), root))?;
+            m.finish(None);
             Ok(())
         })();
         report(h, "MPI_Bcast", r)
@@ -243,21 +228,20 @@ export! {
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `scount` elements.
                 let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                return from_vpml(c.gather(slice(&mut m), &mut [], root));
+                return from_vpml(c.gather(m.bytes(), &mut [], root));
             }
             // SAFETY: at the root `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
-            let len = out.target().1;
-            let all = slice(&mut out);
+            let all = out.bytes();
             let block = all.len() / n.max(1);
             let mine: Vec<u8> = if in_place(send) {
                 all[root * block..(root + 1) * block].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
+                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
             };
             from_vpml(c.gather(&mine, all, root))?;
-            out.finish(len);
+            out.finish(None);
             Ok(())
         })();
         report(h, "MPI_Gather", r)
@@ -270,7 +254,7 @@ export! {
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `scount` elements.
                 let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                return from_vpml(c.gatherv(slice(&mut m), &mut [], &[], &[], root));
+                return from_vpml(c.gatherv(m.bytes(), &mut [], &[], &[], root));
             }
             // SAFETY: at the root the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
@@ -281,7 +265,7 @@ export! {
                 all[offs[root]..offs[root] + lens[root]].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
+                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
             };
             from_vpml(c.gatherv(&mine, &mut all, &lens, &offs, root))?;
             // SAFETY: as above.
@@ -299,14 +283,13 @@ export! {
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `rcount` elements.
                 let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-                let len = out.target().1;
-                from_vpml(c.scatter(&[], slice(&mut out), root))?;
-                out.finish(len);
+                from_vpml(c.scatter(&[], out.bytes(), root))?;
+                out.finish(None);
                 return Ok(());
             }
             // SAFETY: at the root `send` holds n·scount elements.
             let mut m = checked(unsafe { Message::new(send, scount.saturating_mul(n as c_int), stype, true) })?;
-            let data = slice(&mut m);
+            let data = m.bytes();
             let block = data.len() / n.max(1);
             if in_place(recv) {
                 let mut mine = data[root * block..(root + 1) * block].to_vec();
@@ -314,9 +297,8 @@ export! {
             }
             // SAFETY: the caller's buffer holds `rcount` elements.
             let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-            let len = out.target().1;
-            from_vpml(c.scatter(data, slice(&mut out), root))?;
-            out.finish(len);
+            from_vpml(c.scatter(data, out.bytes(), root))?;
+            out.finish(None);
             Ok(())
         })();
         report(h, "MPI_Scatter", r)
@@ -329,9 +311,8 @@ export! {
             if c.rank() != root {
                 // SAFETY: the caller's buffer holds `rcount` elements.
                 let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-                let len = out.target().1;
-                from_vpml(c.scatterv(&[], &[], &[], slice(&mut out), root))?;
-                out.finish(len);
+                from_vpml(c.scatterv(&[], &[], &[], out.bytes(), root))?;
+                out.finish(None);
                 return Ok(());
             }
             // SAFETY: at the root the arrays hold one int per rank, and
@@ -346,9 +327,8 @@ export! {
             }
             // SAFETY: the caller's buffer holds `rcount` elements.
             let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-            let len = out.target().1;
-            from_vpml(c.scatterv(&data, &lens, &offs, slice(&mut out), root))?;
-            out.finish(len);
+            from_vpml(c.scatterv(&data, &lens, &offs, out.bytes(), root))?;
+            out.finish(None);
             Ok(())
         })();
         report(h, "MPI_Scatterv", r)
@@ -360,18 +340,17 @@ export! {
             let n = c.size();
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
-            let len = out.target().1;
-            let all = slice(&mut out);
+            let all = out.bytes();
             let block = all.len() / n.max(1);
             let me = c.rank();
             let mine: Vec<u8> = if in_place(send) {
                 all[me * block..(me + 1) * block].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
+                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
             };
             from_vpml(c.allgather(&mine, all))?;
-            out.finish(len);
+            out.finish(None);
             Ok(())
         })();
         report(h, "MPI_Allgather", r)
@@ -390,7 +369,7 @@ export! {
                 all[offs[me]..offs[me] + lens[me]].to_vec()
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                slice(&mut checked(unsafe { Message::new(send, scount, stype, true) })?).to_vec()
+                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
             };
             from_vpml(c.allgatherv(&mine, &mut all, &lens, &offs))?;
             // SAFETY: as above.
@@ -406,15 +385,14 @@ export! {
             let n = c.size() as c_int;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
-            let len = out.target().1;
             let input: Vec<u8> = if in_place(send) {
-                slice(&mut out).to_vec()
+                out.bytes().to_vec()
             } else {
                 // SAFETY: `send` holds n·scount elements.
-                slice(&mut checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?).to_vec()
+                checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?.bytes().to_vec()
             };
-            from_vpml(c.alltoall(&input, slice(&mut out)))?;
-            out.finish(len);
+            from_vpml(c.alltoall(&input, out.bytes()))?;
+            out.finish(None);
             Ok(())
         })();
         report(h, "MPI_Alltoall", r)

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use crate::consts::*;
-use crate::state::{CommEntry, DerivedType, STATE, UserFn, error, insert, put};
+use crate::state::{CommEntry, DerivedType, STATE, UserFn, error, handle_of, insert, put, release};
 use crate::types::Builder;
 
 /// MPI's text for error class `code`.
@@ -316,15 +316,10 @@ export! {
 
     fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
         // SAFETY: a handle pointer (caller contract).
-        let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL) as u32;
-        if h & 0xff00_0000 != USER_TYPE_KIND {
+        let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
+        if !STATE.with(|s| release(&mut s.borrow_mut().types, h, USER_TYPE_KIND)) {
             return error(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE, "not a derived datatype");
         }
-        STATE.with(|s| {
-            if let Some(slot) = s.borrow_mut().types.get_mut((h & 0xff_ffff) as usize) {
-                *slot = None;
-            }
-        });
         // SAFETY: as above.
         unsafe { put(dt, MPI_DATATYPE_NULL) };
         MPI_SUCCESS
@@ -336,21 +331,16 @@ export! {
         };
         let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, f));
         // SAFETY: a handle pointer (caller contract).
-        unsafe { put(op, (USER_OP_KIND | i as u32) as Op) };
+        unsafe { put(op, handle_of(USER_OP_KIND, i)) };
         MPI_SUCCESS
     }
 
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) -> c_int {
         // SAFETY: a handle pointer (caller contract).
-        let h = unsafe { op.as_ref().copied() }.unwrap_or(MPI_OP_NULL) as u32;
-        if h & 0xff00_0000 != USER_OP_KIND {
+        let h = unsafe { op.as_ref().copied() }.unwrap_or(MPI_OP_NULL);
+        if !STATE.with(|s| release(&mut s.borrow_mut().ops, h, USER_OP_KIND)) {
             return error(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP, "not a user operation");
         }
-        STATE.with(|s| {
-            if let Some(slot) = s.borrow_mut().ops.get_mut((h & 0xff_ffff) as usize) {
-                *slot = None;
-            }
-        });
         // SAFETY: as above.
         unsafe { put(op, MPI_OP_NULL) };
         MPI_SUCCESS
@@ -367,7 +357,7 @@ fn make_type(
         Ok(d) => {
             let i = STATE.with(|s| insert(&mut s.borrow_mut().types, 0, d));
             // SAFETY: a handle pointer (caller contract).
-            unsafe { put(new, (USER_TYPE_KIND | i as u32) as Datatype) };
+            unsafe { put(new, handle_of(USER_TYPE_KIND, i)) };
             MPI_SUCCESS
         }
         Err(why) => error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, why),

@@ -66,16 +66,51 @@ unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null
     }
 }
 
-/// `len` bytes at `ptr` (empty when `len` is 0).
-///
-/// # Safety
-/// `ptr..ptr+len` is valid for the call's duration.
-unsafe fn raw<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
+/// How a blocking send completes.
+#[derive(Clone, Copy)]
+enum Blocking {
+    /// `MPI_Send` (and `MPI_Rsend`).
+    Standard,
+    /// `MPI_Ssend`: once the receive has matched.
+    Synchronous,
+    /// `MPI_Bsend`: at once; a copy of the message is sent in the
+    /// background (the dropped request lets the engine finish it).
+    Buffered,
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn blocking_send(
+    func: &str,
+    how: Blocking,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    h: Comm,
+) -> c_int {
+    let c = match comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if dest == MPI_PROC_NULL {
+        return MPI_SUCCESS;
     }
-    // SAFETY: caller contract.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+    // SAFETY: the caller's buffer holds `count` elements of `dt`.
+    let mut msg = match unsafe { Message::new(buf, count, dt, true) } {
+        Ok(m) => m,
+        Err((code, why)) => return error(h, func, code, why),
+    };
+    let data = msg.bytes();
+    let r = match how {
+        Blocking::Standard => c.send(rank_of(dest), tag, &*data),
+        Blocking::Synchronous => c.ssend(rank_of(dest), tag, &*data),
+        Blocking::Buffered => c.isend(rank_of(dest), tag, data.to_vec()).map(drop),
+    };
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => vpml_error(h, func, &e),
+    }
 }
 
 /// The `i`-th status of a C array (or ignore).
@@ -444,7 +479,7 @@ fn complete(func: &str, hs: &mut [Request], call: Call) -> Result<(Completions, 
                 && let Some(e) = request_slot(hs[*i]).and_then(|k| s.requests.get(k)?.as_ref())
                 && let Some(m) = &e.staging
             {
-                m.finish(st.len());
+                m.finish(Some(st.len()));
             }
         }
     });
@@ -479,19 +514,7 @@ fn raise(func: &str, comm: Comm, err: Option<(c_int, String)>, several: bool) ->
 
 export! {
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
-        let c = match comm("MPI_Send", h) { Ok(c) => c, Err(code) => return code };
-        if dest == MPI_PROC_NULL {
-            return MPI_SUCCESS;
-        }
-        // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Send", code, why) };
-        let (ptr, len) = msg.target();
-        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
-        let data = unsafe { raw(ptr, len) };
-        match c.send(rank_of(dest), tag, &*data) {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => vpml_error(h, "MPI_Send", &e),
-        }
+        blocking_send("MPI_Send", Blocking::Standard, buf, count, dt, dest, tag, h)
     }
 
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
@@ -500,41 +523,11 @@ export! {
     }
 
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
-        let c = match comm("MPI_Ssend", h) { Ok(c) => c, Err(code) => return code };
-        if dest == MPI_PROC_NULL {
-            return MPI_SUCCESS;
-        }
-        // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Ssend", code, why) };
-        let (ptr, len) = msg.target();
-        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
-        let data = unsafe { raw(ptr, len) };
-        match c.ssend(rank_of(dest), tag, &*data) {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => vpml_error(h, "MPI_Ssend", &e),
-        }
+        blocking_send("MPI_Ssend", Blocking::Synchronous, buf, count, dt, dest, tag, h)
     }
 
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
-        let c = match comm("MPI_Bsend", h) { Ok(c) => c, Err(code) => return code };
-        if dest == MPI_PROC_NULL {
-            return MPI_SUCCESS;
-        }
-        // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Bsend", code, why) };
-        let (ptr, len) = msg.target();
-        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
-        let data = unsafe { raw(ptr, len) };
-        // Buffered: a copy of the message is sent in the background (the
-        // dropped request lets the engine finish it), so the call returns
-        // at once whatever the receiver does.
-        match c.isend(rank_of(dest), tag, data.to_vec()) {
-            Ok(r) => {
-                drop(r);
-                MPI_SUCCESS
-            }
-            Err(e) => vpml_error(h, "MPI_Bsend", &e),
-        }
+        blocking_send("MPI_Bsend", Blocking::Buffered, buf, count, dt, dest, tag, h)
     }
 
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) -> c_int {
@@ -561,12 +554,9 @@ export! {
         }
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
         let mut msg = match unsafe { Message::new(buf, count, dt, false) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Recv", code, why) };
-        let (ptr, len) = msg.target();
-        // SAFETY: `ptr..ptr+len` is the C buffer or our staging copy.
-        let data = unsafe { raw(ptr, len) };
-        match c.recv(source_of(source), tag_of(tag), data) {
+        match c.recv(source_of(source), tag_of(tag), msg.bytes()) {
             Ok(st) => {
-                msg.finish(st.len());
+                msg.finish(Some(st.len()));
                 // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                 unsafe { write_status(status, Some(&st), false) };
                 MPI_SUCCESS
@@ -597,9 +587,8 @@ export! {
         // The outgoing message, packed (a private copy).
         // SAFETY: the caller's buffer holds `count` elements of `dt`.
         let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Sendrecv_replace", code, why) };
-        let (ptr, len) = msg.target();
-        // SAFETY: `ptr..ptr+len` is the C buffer or our packed copy.
-        let copy = unsafe { raw(ptr, len) }.to_vec();
+        let copy = msg.bytes().to_vec();
+        let len = copy.len();
         // SAFETY: `copy` holds `len` bytes, sent as MPI_BYTE.
         unsafe { MPI_Sendrecv(copy.as_ptr() as *const c_void, len as c_int, MPI_BYTE, dest, stag, buf, count, dt, source, rtag, h, status) }
     }

@@ -209,13 +209,32 @@ unsafe impl vpml::Buffer for CBuf {
     }
 }
 
+/// The handle of slot `i` of a table whose handles are of `kind` (the
+/// top byte, as MPICH encodes handle kinds).
+pub(crate) fn handle_of(kind: u32, i: usize) -> c_int {
+    (kind | i as u32) as c_int
+}
+
+/// The table slot of handle `h`, if it is of `kind`.
+pub(crate) fn slot_of(h: c_int, kind: u32) -> Option<usize> {
+    let h = h as u32;
+    (h & 0xff00_0000 == kind).then_some((h & 0x00ff_ffff) as usize)
+}
+
+/// Empty the slot of handle `h` (of `kind`) in `table`; false if it held
+/// nothing.
+pub(crate) fn release<T>(table: &mut [Option<T>], h: c_int, kind: u32) -> bool {
+    slot_of(h, kind)
+        .and_then(|i| table.get_mut(i)?.take())
+        .is_some()
+}
+
 /// Table slot of a communicator handle.
 pub(crate) fn comm_slot(h: Comm) -> Option<usize> {
     match h {
         MPI_COMM_WORLD => Some(0),
         MPI_COMM_SELF => Some(1),
-        _ if (h as u32) & 0xff00_0000 == USER_COMM_KIND => Some((h as u32 & 0x00ff_ffff) as usize),
-        _ => None,
+        _ => slot_of(h, USER_COMM_KIND),
     }
 }
 
@@ -224,7 +243,7 @@ pub(crate) fn comm_handle(i: usize) -> Comm {
     match i {
         0 => MPI_COMM_WORLD,
         1 => MPI_COMM_SELF,
-        _ => (USER_COMM_KIND | i as u32) as Comm,
+        _ => handle_of(USER_COMM_KIND, i),
     }
 }
 

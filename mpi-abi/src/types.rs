@@ -13,7 +13,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
-use crate::state::{DerivedType, STATE, UserFn};
+use crate::state::{DerivedType, STATE, UserFn, slot_of};
 
 /// What a datatype handle stands for.
 #[derive(Clone, Copy)]
@@ -66,17 +66,8 @@ pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
             align: predefined_align(dt, size),
         });
     }
-    let h = dt as u32;
-    if h & 0xff00_0000 != USER_TYPE_KIND {
-        return None;
-    }
-    STATE.with(|s| {
-        s.borrow()
-            .types
-            .get((h & 0xff_ffff) as usize)
-            .cloned()
-            .flatten()
-    })
+    let i = slot_of(dt, USER_TYPE_KIND)?;
+    STATE.with(|s| s.borrow().types.get(i).cloned().flatten())
 }
 
 /// What handle `dt` stands for.
@@ -262,13 +253,26 @@ impl Message {
         }
     }
 
-    /// A receive into this buffer completed with `received` bytes: move
-    /// them into the C buffer if they were staged.
-    pub(crate) fn finish(&self, received: usize) {
+    /// The bytes the transfer reads or writes (for a call that completes
+    /// before it returns).
+    pub(crate) fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Message::Direct { len: 0, .. } => &mut [],
+            // SAFETY: the C buffer holds `len` bytes for the duration of
+            // the call that made this message (the C caller's contract).
+            Message::Direct { ptr, len } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
+            Message::Staged { data, .. } => data,
+        }
+    }
+
+    /// A transfer into this buffer completed with `received` bytes (all of
+    /// them when `None`): move them into the C buffer if they were staged.
+    pub(crate) fn finish(&self, received: Option<usize>) {
         if let Message::Staged { data, user, layout } = self {
+            let n = received.map_or(data.len(), |r| r.min(data.len()));
             // SAFETY: `user` holds the elements (the contract of the call
             // that made this message).
-            unsafe { unpack(&data[..received.min(data.len())], *user, layout) };
+            unsafe { unpack(&data[..n], *user, layout) };
         }
     }
 }
@@ -283,15 +287,8 @@ pub(crate) struct CombineOp {
 impl CombineOp {
     /// The operation `op` over elements of `dt`, if it applies to them.
     pub(crate) fn new(op: Op, dt: Datatype) -> Result<CombineOp, (c_int, &'static str)> {
-        let h = op as u32;
-        if h & 0xff00_0000 == USER_OP_KIND {
-            let f = STATE.with(|s| {
-                s.borrow()
-                    .ops
-                    .get((h & 0xff_ffff) as usize)
-                    .copied()
-                    .flatten()
-            });
+        if let Some(i) = slot_of(op, USER_OP_KIND) {
+            let f = STATE.with(|s| s.borrow().ops.get(i).copied().flatten());
             return match f {
                 Some(f) => Ok(CombineOp { op, user: Some(f) }),
                 None => Err((MPI_ERR_OP, "invalid operation")),
@@ -340,13 +337,22 @@ pub(crate) trait Element: vpml::Pod + PartialOrd {
     fn combine(op: Op, a: Self, b: Self) -> Self;
 }
 
+/// `MAX`, `MIN`, `NO_OP` and `REPLACE`, the same for every type
+/// (`MAX`/`MIN` keep the first operand when the two are unordered).
+fn select<T: PartialOrd>(op: Op, a: T, b: T) -> T {
+    match op {
+        MPI_MAX if b > a => b,
+        MPI_MIN if b < a => b,
+        MPI_MAX | MPI_MIN | MPI_NO_OP => a,
+        _ => b, // MPI_REPLACE
+    }
+}
+
 macro_rules! int_element {
     ($($t:ty),*) => {$(
         impl Element for $t {
             fn combine(op: Op, a: Self, b: Self) -> Self {
                 match op {
-                    MPI_MAX => if b > a { b } else { a },
-                    MPI_MIN => if b < a { b } else { a },
                     MPI_SUM => a.wrapping_add(b),
                     MPI_PROD => a.wrapping_mul(b),
                     MPI_LAND => ((a != 0) && (b != 0)) as $t,
@@ -355,8 +361,7 @@ macro_rules! int_element {
                     MPI_BAND => a & b,
                     MPI_BOR => a | b,
                     MPI_BXOR => a ^ b,
-                    MPI_NO_OP => a,
-                    _ => b, // MPI_REPLACE
+                    _ => select(op, a, b),
                 }
             }
         }
@@ -369,12 +374,9 @@ macro_rules! float_element {
         impl Element for $t {
             fn combine(op: Op, a: Self, b: Self) -> Self {
                 match op {
-                    MPI_MAX => if b > a { b } else { a },
-                    MPI_MIN => if b < a { b } else { a },
                     MPI_SUM => a + b,
                     MPI_PROD => a * b,
-                    MPI_NO_OP => a,
-                    _ => b, // MPI_REPLACE (others were refused)
+                    _ => select(op, a, b),
                 }
             }
         }
@@ -445,8 +447,7 @@ macro_rules! complex_element {
                         re: a.re * b.re - a.im * b.im,
                         im: a.re * b.im + a.im * b.re,
                     },
-                    MPI_NO_OP => a,
-                    _ => b, // MPI_REPLACE (others were refused)
+                    _ => select(op, a, b),
                 }
             }
         }
@@ -571,24 +572,9 @@ use long_double::{Arith, ComplexLongDouble, LongDouble};
 impl Element for LongDouble {
     fn combine(op: Op, a: Self, b: Self) -> Self {
         match op {
-            MPI_MAX => {
-                if a.less(b) {
-                    b
-                } else {
-                    a
-                }
-            }
-            MPI_MIN => {
-                if b.less(a) {
-                    b
-                } else {
-                    a
-                }
-            }
             MPI_SUM => a.arith(Arith::Add, b),
             MPI_PROD => a.arith(Arith::Mul, b),
-            MPI_NO_OP => a,
-            _ => b, // MPI_REPLACE (others were refused)
+            _ => select(op, a, b),
         }
     }
 }
@@ -606,8 +592,7 @@ impl Element for ComplexLongDouble {
                 re: mul(a.re, b.re).arith(Arith::Sub, mul(a.im, b.im)),
                 im: mul(a.re, b.im).arith(Arith::Add, mul(a.im, b.re)),
             },
-            MPI_NO_OP => a,
-            _ => b, // MPI_REPLACE (others were refused)
+            _ => select(op, a, b),
         }
     }
 }
