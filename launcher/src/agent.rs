@@ -17,6 +17,7 @@
 //! length + payload (little-endian), bounded in size; anything malformed
 //! ends the connection with a message naming the host.
 
+use crate::{hex, unhex};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -73,20 +74,6 @@ pub(crate) fn read_msg(r: &mut impl Read) -> Result<Option<(String, Vec<u8>)>, S
     r.read_exact(&mut payload)
         .map_err(|e| format!("message cut short: {e}"))?;
     Ok(Some((header, payload)))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// What every rank of the job gets, sent to each agent once.
@@ -336,13 +323,7 @@ fn spawn_rank(
         .env(env::LOCAL_SIZE, job.local_ranks.max(1).to_string())
         .env(env::HOST_CORES, cores.to_string())
         .env(env::INCARNATION, inc.to_string())
-        .env(
-            env::SPAWNED_AT_NS,
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-                .to_string(),
-        )
+        .env(env::SPAWNED_AT_NS, crate::spawned_at_ns())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

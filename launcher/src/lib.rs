@@ -715,13 +715,7 @@ impl Spawner {
             .env(env::TRANSPORT, &self.transport)
             .env(env::HOST_OF, &self.host_of)
             .env(env::INCARNATION, incarnation.to_string())
-            .env(
-                env::SPAWNED_AT_NS,
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos())
-                    .to_string(),
-            )
+            .env(env::SPAWNED_AT_NS, spawned_at_ns())
             .stdin(if rank == 0 && incarnation == 0 {
                 Stdio::inherit()
             } else {
@@ -1504,8 +1498,30 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
     Ok(b)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal of `bytes` (ids, tokens, and the byte strings
+/// of the agents' setup and the recording manifests).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of [`hex`]'s output; `None` if `s` is not such a string.
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Now, in nanoseconds since the Unix epoch, as a rank's
+/// `SPAWNED_AT_NS` (it measures its own start from it).
+pub(crate) fn spawned_at_ns() -> String {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+        .to_string()
 }
 
 fn signal_name(sig: i32) -> &'static str {

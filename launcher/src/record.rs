@@ -12,6 +12,7 @@
 //! `vpml replay [DIR] --rank R` starts rank R's program alone, with the
 //! `replay` protocol (`vpml_vprotocol::replay`): no launcher, no peers.
 
+use crate::{hex, unhex};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
@@ -74,20 +75,6 @@ pub(crate) struct Manifest {
     pub ranks: Vec<Option<String>>,
     /// Per rank: how its last process ended (`exit 0`, `signal 9`, …).
     pub ended: Vec<String>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 impl Manifest {

@@ -49,6 +49,18 @@ use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
 use crate::checkpoint::CheckpointStore;
+
+/// A sender-log record as the engine re-sends it (the payload stays in
+/// the log's mapping).
+pub(crate) fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
+    LoggedMessage {
+        context: r.header.context,
+        tag: r.header.tag,
+        seq: r.header.seq,
+        ptr: r.payload.as_ptr(),
+        len: r.payload.len(),
+    }
+}
 use crate::env;
 use crate::replay::ReplayLog;
 
@@ -700,13 +712,7 @@ impl Protocol for Pessimist {
     fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
         self.log
             .iter_from(dest as u32, after + 1)
-            .map(|r| LoggedMessage {
-                context: r.header.context,
-                tag: r.header.tag,
-                seq: r.header.seq,
-                ptr: r.payload.as_ptr(),
-                len: r.payload.len(),
-            })
+            .map(logged)
             .collect()
     }
 

@@ -403,13 +403,7 @@ impl Protocol for Replayer {
             .and_then(Option::as_ref)
             .map(|log| {
                 log.iter_from(rank, 1)
-                    .map(|r| LoggedMessage {
-                        context: r.header.context,
-                        tag: r.header.tag,
-                        seq: r.header.seq,
-                        ptr: r.payload.as_ptr(),
-                        len: r.payload.len(),
-                    })
+                    .map(crate::pessimist::logged)
                     .collect()
             })
             .unwrap_or_default()
