@@ -9,8 +9,8 @@
 //!   bytes of the window divided by the time per window.
 //!
 //! ```text
-//! vpml run -n 2 target/release/examples/pingpong [--json] [--max BYTES]
-//!     [--checkpoint-every-mib N]
+//! vpml run -n 2 target/release/examples/pingpong [--json] [--min BYTES]
+//!     [--max BYTES] [--checkpoint-every-mib N]
 //! ```
 //! Extra ranks idle (asleep) until the end.
 //!
@@ -88,6 +88,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|v| v.parse::<usize>())
         .transpose()?
         .unwrap_or(4 << 20);
+    let min = args
+        .iter()
+        .position(|a| a == "--min")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse::<usize>())
+        .transpose()?
+        .unwrap_or(0);
     let checkpoint_every = args
         .iter()
         .position(|a| a == "--checkpoint-every-mib")
@@ -142,7 +149,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             checkpoint_after(&world, (max + ENVELOPE) * WINDOW)?;
         }
     }
-    for s in sizes(max) {
+    for s in sizes(max).into_iter().filter(|&s| s >= min) {
         // Latency.
         let iters = latency_iters(s);
         let warm = iters / 10 + 1;

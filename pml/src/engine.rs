@@ -689,34 +689,23 @@ impl Engine {
         }
     }
 
-    /// Show a message about to leave to the protocol (if any): the call id
-    /// it got (0 without a protocol) and what to transmit.
-    fn protocol_send(
-        &mut self,
-        dest: usize,
-        context: u32,
-        tag: i32,
-        seq: u64,
-        payload: &[u8],
-        synchronous: bool,
-    ) -> Result<(CallId, SendPlan)> {
+    /// Show a message about to leave to the protocol (if any), which may
+    /// wait (commit rule); sets `msg.call` (0 without a protocol).
+    fn protocol_send(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
         if self.protocol.is_none() {
-            return Ok((0, SendPlan::Transmit));
+            return Ok(());
         }
         // Matches made since the last report are events this send follows.
         self.report_matches()?;
-        let call = self.next_call();
-        let msg = OutgoingMessage {
-            call,
-            dest,
-            context,
-            tag,
-            seq,
-            payload,
-            synchronous,
-        };
-        let plan = self.hook(|p| p.send(&msg))?.unwrap_or(SendPlan::Transmit);
-        Ok((call, plan))
+        msg.call = self.next_call();
+        self.hook(|p| p.send(msg))?;
+        Ok(())
+    }
+
+    /// Let the protocol (if any) keep the payload of a message it saw in
+    /// [`Engine::protocol_send`]; returns what to transmit.
+    fn protocol_keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        Ok(self.hook(|p| p.keep(msg))?.unwrap_or(SendPlan::Transmit))
     }
 
     /// Tell the protocol about ANY_SOURCE receives matched since last time.
@@ -868,34 +857,65 @@ impl Engine {
         ctx: u32,
         data: &[u8],
     ) -> Result<bool> {
-        if data.len() > EAGER_LIMIT || dest == self.core.rank || self.failed.is_some() {
-            return Ok(false);
-        }
-        let Some(peer) = self.peers[dest].as_mut() else {
-            return Ok(false);
-        };
-        if peer.broken || !peer.pending.is_empty() || !peer.link.has_room(kind::EAGER, data.len()) {
-            return Ok(false);
-        }
         let seq = self.send_seq[dest] + 1;
-        if self.suppressed(dest, seq) {
+        if !self.can_write_now(dest, seq, data.len()) {
             return Ok(false);
         }
-        let hdr = message_header(kind::EAGER, tag, ctx, seq, data.len());
-        // The bytes are written right below, so a logged copy is not needed.
-        self.protocol_send(dest, ctx, tag, seq, data, false)?;
-        let Some(peer) = self.peers[dest].as_mut() else {
-            return Ok(false);
+        let mut msg = OutgoingMessage {
+            call: 0,
+            dest,
+            context: ctx,
+            tag,
+            seq,
+            payload: data,
+            synchronous: false,
         };
-        // Room was checked above and only grows meanwhile.
-        if !peer.link.try_write(&hdr, data) {
+        self.protocol_send(&mut msg)?;
+        self.write_now(&msg)?;
+        // Transmitted from the caller's buffer: the protocol copies it
+        // while the receiver takes it.
+        self.protocol_keep(&msg)?;
+        Ok(true)
+    }
+
+    /// Can a standard send of `len` bytes, sequence `seq`, to `dest` be
+    /// written whole into the ring right now?
+    fn can_write_now(&mut self, dest: usize, seq: u64, len: usize) -> bool {
+        if len > EAGER_LIMIT
+            || dest == self.core.rank
+            || self.failed.is_some()
+            || self.suppressed(dest, seq)
+        {
+            return false;
+        }
+        let Some(peer) = self.peers[dest].as_mut() else {
+            return false;
+        };
+        !peer.broken && peer.pending.is_empty() && peer.link.has_room(kind::EAGER, len)
+    }
+
+    /// Write `msg` into the ring to its destination, which
+    /// [`Engine::can_write_now`] said has room (the protocol hook between
+    /// them runs no engine code, and room only grows meanwhile).
+    fn write_now(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
+        let hdr = message_header(
+            kind::EAGER,
+            msg.tag,
+            msg.context,
+            msg.seq,
+            msg.payload.len(),
+        );
+        let Some(peer) = self.peers[msg.dest].as_mut() else {
+            return Err(Error::RequestState("peer vanished"));
+        };
+        if !peer.link.try_write(&hdr, msg.payload) {
             return Err(Error::RequestState("ring space vanished"));
         }
-        self.send_seq[dest] = seq;
+        self.send_seq[msg.dest] = msg.seq;
         self.core.stats.messages_sent += 1;
-        self.core.stats.bytes_sent += data.len() as u64;
-        self.ring_doorbell(dest);
-        Ok(true)
+        self.core.stats.bytes_sent += msg.payload.len() as u64;
+        self.ring_doorbell(msg.dest);
+        Ok(())
     }
 
     /// Start a send of `len` bytes at `ptr`.
@@ -921,7 +941,32 @@ impl Engine {
         let mut logged = false;
         // SAFETY: caller contract.
         let payload = unsafe { data.as_slice() };
-        let (call, plan) = self.protocol_send(dest, ctx, tag, seq, payload, sync)?;
+        let direct = !sync && self.can_write_now(dest, seq, len);
+        let mut msg = OutgoingMessage {
+            call: 0,
+            dest,
+            context: ctx,
+            tag,
+            seq,
+            payload,
+            synchronous: sync,
+        };
+        self.protocol_send(&mut msg)?;
+        let call = msg.call;
+        if direct {
+            // As `try_send_now`, with a request that is complete at once.
+            self.write_now(&msg)?;
+            self.protocol_keep(&msg)?;
+            let id = self.core.alloc(SlotKind::Send, data);
+            if let Some(s) = self.core.slot_mut(id) {
+                s.call = call;
+                s.completed_at_start = true;
+            }
+            self.core.set_status(id, Status::new(dest, tag, len, seq));
+            self.core.complete(id);
+            return Ok(id);
+        }
+        let plan = self.protocol_keep(&msg)?;
         if let SendPlan::Logged { ptr, len: l } = plan
             && l == len
         {
@@ -1368,6 +1413,13 @@ impl Engine {
                 continue;
             }
             idle += 1;
+            if idle == 1 {
+                // Nothing arrived: the protocol may prepare for what comes.
+                self.hook(|p| {
+                    p.idle();
+                    Ok(())
+                })?;
+            }
             if idle < self.idle.spin {
                 std::hint::spin_loop();
                 continue;

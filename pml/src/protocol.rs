@@ -125,8 +125,23 @@ pub trait Protocol {
 
     /// A message is about to leave the process (any send, including those
     /// of collectives). Called before anything is transmitted; may block
-    /// (e.g. until earlier events are durable).
-    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan>;
+    /// (e.g. until earlier events are durable). Once it returned `Ok`,
+    /// [`Protocol::keep`] of the same message must not fail for want of
+    /// room.
+    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()>;
+
+    /// Keep the payload of the message [`Protocol::send`] just accepted,
+    /// before the sending call returns. The engine calls it either before
+    /// transmitting, and then transmits what the plan says, or, for a small
+    /// standard send it can write to the transport whole at once, right
+    /// after writing it (the plan is then ignored): the copy then overlaps
+    /// the receiver's work instead of delaying the message.
+    fn keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan>;
+
+    /// The engine waits with nothing to do: a moment for short work that
+    /// would otherwise delay the next call (warming the caches the next
+    /// send writes to).
+    fn idle(&mut self);
 
     /// A receive was posted. `spec.source == None` means ANY_SOURCE.
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()>;

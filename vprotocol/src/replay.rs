@@ -254,7 +254,7 @@ impl Protocol for Replayer {
         "replay"
     }
 
-    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.last_call = self.last_call.max(msg.call);
         let Some(rec) = self.own.get(msg.dest as u32, msg.seq) else {
             return Err(self.diverged(format!(
@@ -285,8 +285,14 @@ impl Protocol for Replayer {
             )));
         }
         self.sends_checked += 1;
+        Ok(())
+    }
+
+    fn keep(&mut self, _msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
         Ok(SendPlan::Transmit)
     }
+
+    fn idle(&mut self) {}
 
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
         self.last_call = self.last_call.max(call);
