@@ -153,6 +153,9 @@ struct Segment {
     live: usize,
     /// Up to where [`SenderLog::warm_up`] already fetched.
     warm_until: usize,
+    /// Bytes from the start backed by memory and mapped writable (see
+    /// [`populate`]): appends below it neither fault nor fail.
+    populated: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -192,6 +195,8 @@ pub struct SenderLog {
 /// A freed segment kept for reuse.
 struct Spare {
     map: MmapMut,
+    /// Its `populated` bytes when it was freed.
+    populated: usize,
     /// For a file log, the file backing `map`, renamed out of the log
     /// (`.seg-spare-*.tmp`: readers and restarts ignore it).
     file: Option<PathBuf>,
@@ -275,6 +280,40 @@ fn decode_record(
         ));
     }
     Ok(Some((header, start, len)))
+}
+
+/// Memory page size assumed for rounding (the kernel rounds to its own).
+const PAGE: usize = 4096;
+/// How much memory `reserve` takes at a time beyond what a record needs.
+const POPULATE_STEP: usize = 64 * 1024;
+/// How far ahead of the last record [`SenderLog::warm_up`] keeps memory
+/// taken.
+pub const POPULATE_AHEAD: usize = 512 * 1024;
+
+/// Back bytes `from..to` of `map` (rounded out to pages, clipped to the
+/// map) with memory, mapped writable (`MADV_POPULATE_WRITE`): later writes
+/// there neither fault nor fail. Taking pages as records reach them, rather
+/// than a whole segment at once, spreads the kernel's zeroing over the
+/// appends instead of stalling one of them for milliseconds; and a full
+/// file system shows up here as an error, not as a `SIGBUS` on a write.
+fn populate(map: &MmapMut, from: usize, to: usize) -> std::io::Result<()> {
+    let start = from / PAGE * PAGE;
+    let end = to.next_multiple_of(PAGE).min(map.len());
+    if start >= end {
+        return Ok(());
+    }
+    map.advise_range(Advice::PopulateWrite, start, end - start)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::EFAULT) {
+                // What the kernel says when a page cannot be had.
+                std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "no space left on the log's file system or in memory",
+                )
+            } else {
+                e
+            }
+        })
 }
 
 /// Ask the cache for the line holding `byte`, in a state ready for
@@ -506,6 +545,8 @@ impl SenderLog {
                     used: off,
                     live,
                     warm_until: 0,
+                    // Written, so backed; we never write there again.
+                    populated: off / PAGE * PAGE,
                 },
             );
             log.next_index = idx + 1;
@@ -548,15 +589,16 @@ impl SenderLog {
     /// possible) or a file.
     fn new_segment(&mut self, min_payload: usize) -> Result<u64> {
         let idx = self.next_index;
-        // The first segments are smaller (1/16, 1/8, … of the full size):
-        // a short job does not pay for zeroing memory it never uses.
-        let shift = 4u32.saturating_sub(self.made);
-        let capacity = (self.segment_size >> shift)
+        // Full size at once: memory is only taken as records need it (see
+        // `populate`), so a short job pays for what it logs, not for the
+        // segment.
+        let capacity = self
+            .segment_size
             .max(4096)
             .next_multiple_of(ALIGN)
             .max(SEGMENT_HEADER + record_span(min_payload));
         self.made = self.made.saturating_add(1);
-        let (path, map) = if self.in_memory {
+        let (path, map, populated) = if self.in_memory {
             self.memory_segment(idx, capacity)?
         } else {
             self.file_segment(idx, capacity)?
@@ -570,6 +612,7 @@ impl SenderLog {
                 used: SEGMENT_HEADER,
                 live: 0,
                 warm_until: 0,
+                populated,
             },
         );
         self.next_index += 1;
@@ -578,7 +621,7 @@ impl SenderLog {
         Ok(idx)
     }
 
-    fn file_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
+    fn file_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut, usize)> {
         let path = segment_path(&self.dir, idx);
         let reusable = self
             .spare
@@ -587,6 +630,7 @@ impl SenderLog {
         if let Some(i) = reusable
             && let Spare {
                 mut map,
+                populated,
                 file: Some(tmp),
             } = self.spare.swap_remove(i)
         {
@@ -599,7 +643,7 @@ impl SenderLog {
             end_chain(&mut map, SEGMENT_HEADER);
             std::fs::rename(&tmp, &path).map_err(io(&path, "reusing a freed segment"))?;
             self.reused += 1;
-            return Ok((path, map));
+            return Ok((path, map, populated));
         }
         // Built under a temporary name and renamed once its header is
         // written: a crash in between leaves no half-made segment.
@@ -611,30 +655,40 @@ impl SenderLog {
             .create_new(true)
             .open(&tmp)
             .map_err(io(&tmp, "creating a segment"))?;
-        preallocate(&file, capacity).map_err(io(&path, "reserving disk space for a segment"))?;
+        // Sparse: pages are taken as records reach them (`populate`).
+        file.set_len(capacity as u64)
+            .map_err(io(&tmp, "sizing a segment"))?;
         // SAFETY: the file is ours alone to write (fresh, create_new); other
         // processes only read records we have completed.
         let mut map = unsafe { MmapOptions::new().len(capacity).map_mut(&file) }
             .map_err(io(&path, "mapping a segment"))?;
-        // Fault every page in writable now (MAP_POPULATE maps a shared file
-        // read-only, so each first write would still fault). Best effort:
-        // an older kernel just faults on first touch.
-        let _ = map.advise(Advice::PopulateWrite);
+        let populated = match populate(&map, 0, SEGMENT_HEADER) {
+            Ok(()) => PAGE,
+            // A kernel without MADV_POPULATE_WRITE (before 5.14): reserve
+            // the whole file at once instead, so writes cannot fail later.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                preallocate(&file, capacity)
+                    .map_err(io(&path, "reserving disk space for a segment"))?;
+                capacity
+            }
+            Err(e) => return Err(io(&path, "taking memory for a segment")(e)),
+        };
         map[..SEGMENT_HEADER].copy_from_slice(&segment_header(self.rank, idx, capacity as u64));
         std::fs::rename(&tmp, &path).map_err(io(&path, "naming a new segment"))?;
-        Ok((path, map))
+        Ok((path, map, populated))
     }
 
-    fn memory_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut)> {
+    fn memory_segment(&mut self, idx: u64, capacity: usize) -> Result<(PathBuf, MmapMut, usize)> {
         let path = PathBuf::from(format!("(memory segment {idx})"));
-        let map = match self
+        let (map, populated) = match self
             .spare
             .iter()
             .position(|s| s.file.is_none() && s.map.len() >= capacity)
         {
             Some(i) => {
                 self.reused += 1;
-                self.spare.swap_remove(i).map
+                let spare = self.spare.swap_remove(i);
+                (spare.map, spare.populated)
             }
             None => {
                 let map = MmapOptions::new()
@@ -643,10 +697,10 @@ impl SenderLog {
                     .map_err(io(&path, "allocating a memory segment"))?;
                 // Fewer page faults where the kernel allows huge pages.
                 let _ = map.advise(Advice::HugePage);
-                map
+                (map, 0)
             }
         };
-        Ok((path, map))
+        Ok((path, map, populated))
     }
 
     /// Write every kept record to the file `path` (one read-only segment,
@@ -744,6 +798,7 @@ impl SenderLog {
                 used: off,
                 live,
                 warm_until: 0,
+                populated: off / PAGE * PAGE,
             },
         );
         log.next_index += 1;
@@ -768,23 +823,37 @@ impl SenderLog {
             });
         }
         let span = record_span(payload_len);
-        match self.current {
+        let idx = match self.current {
             Some(i)
                 if self
                     .segments
                     .get(&i)
                     .is_some_and(|s| s.used + span <= s.map.bytes().len()) =>
             {
-                Ok(i)
+                i
             }
-            _ => self.new_segment(payload_len),
+            _ => self.new_segment(payload_len)?,
+        };
+        if let Some(seg) = self.segments.get_mut(&idx)
+            && let Map::Writable(map) = &seg.map
+            // The record, and the zero magic written after it.
+            && let needed = (seg.used + span + RECORD_HEADER).min(map.len())
+            && seg.populated < needed
+        {
+            // A step ahead, so that small records do not each pay a call.
+            let to = needed.max(seg.populated + POPULATE_STEP);
+            populate(map, seg.populated, to)
+                .map_err(io(&seg.path, "taking memory for the sender log"))?;
+            seg.populated = to.next_multiple_of(PAGE).min(map.len());
         }
+        Ok(idx)
     }
 
-    /// Bring the `ahead` bytes that the next records of the current
-    /// segment will take into this core's cache, ready for writing (a
-    /// hint: nothing changes in the log). For idle moments: the next
-    /// appends then copy into cached memory instead of waiting for it.
+    /// Get the next records' memory ready for writing, for idle moments:
+    /// take memory a step further ahead if less than [`POPULATE_AHEAD`] is,
+    /// and bring the next `ahead` bytes into this core's cache (a hint:
+    /// nothing changes in the log). The next appends then copy into cached
+    /// memory instead of waiting for it, or for the kernel.
     pub fn warm_up(&mut self, ahead: usize) {
         let Some(seg) = self.current.and_then(|i| self.segments.get_mut(&i)) else {
             return;
@@ -792,7 +861,14 @@ impl SenderLog {
         let Map::Writable(map) = &mut seg.map else {
             return;
         };
-        let end = (seg.used + ahead).min(map.len());
+        if seg.populated < seg.used + POPULATE_AHEAD {
+            // Best effort: `reserve` reports a failure when it matters.
+            let to = seg.populated + POPULATE_STEP;
+            if populate(map, seg.populated, to).is_ok() {
+                seg.populated = to.min(map.len());
+            }
+        }
+        let end = (seg.used + ahead).min(seg.populated);
         let mut line = seg.used.max(seg.warm_until).next_multiple_of(64);
         while line < end {
             prefetch_for_write(&map[line]);
@@ -947,7 +1023,11 @@ impl SenderLog {
                         } else {
                             None
                         };
-                        self.spare.push(Spare { map, file });
+                        self.spare.push(Spare {
+                            map,
+                            populated: seg.populated,
+                            file,
+                        });
                     }
                     map => {
                         drop(map);
@@ -1067,6 +1147,33 @@ mod tests {
             assert_eq!(dst, &src[..len]);
             assert_eq!(crc, crc32c::crc32c(&src[..len]), "length {len}");
         }
+    }
+
+    #[test]
+    fn a_segment_takes_memory_only_as_records_reach_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tmp("lazy");
+        let mut log = SenderLog::create(&dir, 0, 16 << 20).unwrap();
+        log.append(hdr(1, 1), &[1u8; 100]).unwrap();
+        let file = segment_path(&dir, 0);
+        let taken = |f: &Path| std::fs::metadata(f).unwrap().blocks() * 512;
+        let first = taken(&file);
+        assert!(
+            first <= (POPULATE_STEP + PAGE) as u64,
+            "a 16 MiB segment took {first} bytes for one record"
+        );
+        // Records far past the first step still land on taken memory.
+        for seq in 2..=200u64 {
+            log.append(hdr(1, seq), &[seq as u8; 4000]).unwrap();
+        }
+        assert!(
+            taken(&file) < 4 << 20,
+            "200 records took {} bytes",
+            taken(&file)
+        );
+        let r = log.get(1, 200).unwrap();
+        assert_eq!(r.payload, &[200u8; 4000][..]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
