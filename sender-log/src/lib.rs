@@ -18,6 +18,11 @@
 //! * appending a record is a memory copy into the current segment (a send
 //!   completes once its payload is in the log), and the bytes survive the
 //!   process (they are in the page cache and the file);
+//! * a segment is a sparse file whose memory is taken as records reach it
+//!   ([`SenderLog::reserve`] populates pages a step ahead, and
+//!   [`SenderLog::warm_up`] further ahead in idle moments), so no append
+//!   waits for a whole segment to be zeroed, and a full file system is an
+//!   error before the message leaves, never a `SIGBUS` during the copy;
 //! * another process can map the same files: the shared-memory transport
 //!   copies large payloads straight out of the sender's segment, the replay
 //!   debugger reads a finished job's logs;
