@@ -861,21 +861,18 @@ impl Engine {
         if !self.can_write_now(dest, seq, data.len()) {
             return Ok(false);
         }
-        let mut msg = OutgoingMessage {
-            call: 0,
-            dest,
-            context: ctx,
-            tag,
-            seq,
-            payload: data,
-            synchronous: false,
-        };
-        self.protocol_send(&mut msg)?;
-        self.write_now(&msg)?;
-        // Transmitted from the caller's buffer: the protocol copies it
-        // while the receiver takes it.
-        self.protocol_keep(&msg)?;
+        self.send_now(&mut outgoing(dest, ctx, tag, seq, data, false))?;
         Ok(true)
+    }
+
+    /// Send `msg`, which [`Engine::can_write_now`] accepted, from the
+    /// caller's buffer; the protocol copies it after, while the receiver
+    /// takes it.
+    fn send_now(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
+        self.protocol_send(msg)?;
+        self.write_now(msg)?;
+        self.protocol_keep(msg)?;
+        Ok(())
     }
 
     /// Can a standard send of `len` bytes, sequence `seq`, to `dest` be
@@ -941,31 +938,21 @@ impl Engine {
         let mut logged = false;
         // SAFETY: caller contract.
         let payload = unsafe { data.as_slice() };
-        let direct = !sync && self.can_write_now(dest, seq, len);
-        let mut msg = OutgoingMessage {
-            call: 0,
-            dest,
-            context: ctx,
-            tag,
-            seq,
-            payload,
-            synchronous: sync,
-        };
-        self.protocol_send(&mut msg)?;
-        let call = msg.call;
-        if direct {
+        let mut msg = outgoing(dest, ctx, tag, seq, payload, sync);
+        if !sync && self.can_write_now(dest, seq, len) {
             // As `try_send_now`, with a request that is complete at once.
-            self.write_now(&msg)?;
-            self.protocol_keep(&msg)?;
+            self.send_now(&mut msg)?;
             let id = self.core.alloc(SlotKind::Send, data);
             if let Some(s) = self.core.slot_mut(id) {
-                s.call = call;
+                s.call = msg.call;
                 s.completed_at_start = true;
             }
             self.core.set_status(id, Status::new(dest, tag, len, seq));
             self.core.complete(id);
             return Ok(id);
         }
+        self.protocol_send(&mut msg)?;
+        let call = msg.call;
         let plan = self.protocol_keep(&msg)?;
         if let SendPlan::Logged { ptr, len: l } = plan
             && l == len
@@ -1699,6 +1686,26 @@ fn ring(bell: &AtomicU32) {
     if bell.load(Ordering::Relaxed) != 0 {
         bell.store(0, Ordering::Relaxed);
         futex::wake(bell);
+    }
+}
+
+/// A message about to leave, before the protocol gave it a call id.
+fn outgoing<'a>(
+    dest: usize,
+    context: u32,
+    tag: i32,
+    seq: u64,
+    payload: &'a [u8],
+    synchronous: bool,
+) -> OutgoingMessage<'a> {
+    OutgoingMessage {
+        call: 0,
+        dest,
+        context,
+        tag,
+        seq,
+        payload,
+        synchronous,
     }
 }
 
