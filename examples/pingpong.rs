@@ -89,27 +89,17 @@ fn window_round(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
-    let max = args
-        .iter()
-        .position(|a| a == "--max")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse::<usize>())
-        .transpose()?
-        .unwrap_or(4 << 20);
-    let min = args
-        .iter()
-        .position(|a| a == "--min")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse::<usize>())
-        .transpose()?
-        .unwrap_or(0);
-    let checkpoint_every = args
-        .iter()
-        .position(|a| a == "--checkpoint-every-mib")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse::<usize>())
-        .transpose()?
-        .map(|mib| mib << 20);
+    // The number after option `name`, if given.
+    let number = |name: &str| -> Result<Option<usize>, std::num::ParseIntError> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.parse::<usize>())
+            .transpose()
+    };
+    let max = number("--max")?.unwrap_or(4 << 20);
+    let min = number("--min")?.unwrap_or(0);
+    let checkpoint_every = number("--checkpoint-every-mib")?.map(|mib| mib << 20);
     let mut moved_since_checkpoint = 0usize;
     let mut checkpoint_after = |world: &vpml::Comm, moved: usize| -> vpml::Result<()> {
         moved_since_checkpoint += moved;
