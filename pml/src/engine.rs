@@ -188,6 +188,11 @@ struct Peer {
     /// by sequence number (with a protocol: a re-sent message carries
     /// the token again).
     sync_waiting: BTreeMap<u64, u64>,
+    /// Standard sends to this peer read in place (single copy from the
+    /// caller's buffer) and waiting for the receiver's FIN, by sequence
+    /// number, when the peer can restart: its next incarnation gets them
+    /// from the sender log, so they complete when its link is dropped.
+    fin_waiting: BTreeMap<u64, u64>,
 }
 
 impl Peer {
@@ -199,6 +204,7 @@ impl Peer {
             single_copy,
             broken: false,
             sync_waiting: BTreeMap::new(),
+            fin_waiting: BTreeMap::new(),
         }
     }
 }
@@ -353,10 +359,6 @@ struct Core {
     stats: EngineStats,
     /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
     matches: Vec<(CallId, usize)>,
-    /// Large messages announced from a protocol's log (the send already
-    /// complete) that each receiver has not read yet: this process must
-    /// stay alive until they are (one FIN each).
-    unread_logged: Vec<usize>,
     /// Crashed ranks can be restarted (a protocol logs every message): a
     /// failed read from a dead sender is not fatal, and large unexpected
     /// messages are read at once, so nothing queued here ever points into
@@ -953,7 +955,20 @@ impl Engine {
         }
         self.protocol_send(&mut msg)?;
         let call = msg.call;
-        let plan = self.protocol_keep(&msg)?;
+        // A large message to a single-copy peer leaves first: the receiver
+        // reads it out of the caller's buffer while the protocol copies it
+        // into its log (after the announcement below), so the two copies
+        // overlap; the send completes on the receiver's FIN, as without a
+        // protocol. Anything else is kept first and sent from the copy.
+        let read_in_place = len > EAGER_LIMIT
+            && dest != self.core.rank
+            && !self.suppressed(dest, seq)
+            && self.peers[dest].as_ref().is_some_and(|p| p.single_copy);
+        let plan = if read_in_place {
+            SendPlan::Transmit
+        } else {
+            self.protocol_keep(&msg)?
+        };
         if let SendPlan::Logged { ptr, len: l } = plan
             && l == len
         {
@@ -1027,13 +1042,10 @@ impl Engine {
                 data,
                 complete: pending_id.filter(|_| !sync),
             }
-        } else if self.peers[dest].as_ref().is_some_and(|p| p.single_copy) {
+        } else if read_in_place {
             let mut hdr = message_header(kind::RTS, tag, ctx, seq, len);
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
-            if token == 0 {
-                self.core.unread_logged[dest] += 1;
-            }
             Outgoing::Frame {
                 hdr,
                 data: RawBytes {
@@ -1059,9 +1071,16 @@ impl Engine {
         let peer = self.peer_mut(dest)?;
         if sync && restartable {
             peer.sync_waiting.insert(seq, id.token());
+        } else if read_in_place && restartable {
+            peer.fin_waiting.insert(seq, id.token());
         }
         peer.pending.push_back(item);
         self.push_pending(dest);
+        if read_in_place {
+            // The send completes only after this (its FIN cannot be
+            // handled before the call returns).
+            self.protocol_keep(&msg)?;
+        }
         Ok(id)
     }
 
@@ -1628,9 +1647,6 @@ impl Engine {
                     .slots
                     .iter()
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
-                // Large logged messages are read from our memory: stay
-                // until every receiver has.
-                && e.core.unread_logged.iter().all(|&n| n == 0)
         })?;
         self.hook(|p| p.finalize())?;
         let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
@@ -1824,7 +1840,6 @@ impl Core {
             pids: vec![0; size],
             stats: EngineStats::default(),
             matches: Vec::new(),
-            unread_logged: vec![0; size],
             restartable: false,
             gone: None,
             gc_notices: Vec::new(),
@@ -2138,14 +2153,10 @@ impl Core {
                         .push_unexpected(env, Unexpected::Rendezvous { addr, token });
                 }
             }
-            kind::FIN if hdr.aux1 == 0 => {
-                // A logged send completed when it started; only finalize
-                // waits for the receiver to have read it.
-                self.unread_logged[p] = self.unread_logged[p].saturating_sub(1);
-            }
             kind::FIN | kind::SYNC_ACK => {
                 let id = ReqId::from_token(hdr.aux1);
                 peer.sync_waiting.remove(&hdr.seq);
+                peer.fin_waiting.remove(&hdr.seq);
                 match self.slot(id) {
                     Some(s) if s.kind == SlotKind::Send && !s.done => self.complete(id),
                     // A restarted receiver may acknowledge a message again.

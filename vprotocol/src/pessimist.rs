@@ -13,11 +13,15 @@
 //! * **Commit rule.** Events are batched and pipelined to the loggers by
 //!   the client; before an application message leaves, every event created
 //!   before it must be durable. A send with no event pending pays nothing.
-//! * **Sender-based log.** Every payload is appended to the rank's
-//!   memory-mapped sender log before it is transmitted, and the transport
-//!   sends from the log: a standard send completes once its payload is in
-//!   the log, and a large message is copied by the receiver straight out of
-//!   the log (no copy beyond the log's own).
+//! * **Sender-based log.** Every payload is copied into the rank's
+//!   memory-mapped sender log, and a send completes only once it is there.
+//!   [`Protocol::send`] reserves the room (so the copy cannot fail later);
+//!   [`Protocol::keep`] copies. The engine overlaps the copy with the
+//!   transfer where it can: a small message is copied right after it is
+//!   written to the receiver's ring, and a large one on shared memory while
+//!   the receiver reads it out of the caller's buffer (single copy), so
+//!   logging adds one copy that runs beside the transfer's. Otherwise
+//!   (fragments, TCP) the transport sends from the log.
 //! * **Checkpoints and garbage collection.** [`Protocol::checkpoint`]
 //!   stores the engine's state, the id of the last event and the
 //!   application's bytes in the rank's [`CheckpointStore`] (last two

@@ -8,8 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::{
-    CatchUp, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, Unexpected,
-    message_header,
+    CatchUp, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, ReqId,
+    Unexpected, message_header,
 };
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
@@ -337,7 +337,8 @@ impl Engine {
     /// Forget everything in flight with `q`'s dead process: its partial
     /// message (the receive goes back to the posted queue), our queued
     /// frames (every message is in the log and is re-sent), and reads it
-    /// still owed us.
+    /// still owed us (of the log, or of a caller's buffer: those sends
+    /// complete).
     pub(super) fn drop_link(&mut self, q: usize) {
         let Some(peer) = self.peers[q].as_mut() else {
             return;
@@ -351,6 +352,11 @@ impl Engine {
         peer.broken = true;
         peer.single_copy = false;
         let drained: Vec<Outgoing> = peer.pending.drain(..).collect();
+        // Sends it was to read in place: the log re-sends them.
+        let unread = std::mem::take(&mut peer.fin_waiting);
+        for token in unread.into_values() {
+            self.core.complete(ReqId::from_token(token));
+        }
         for item in drained {
             let complete = match item {
                 Outgoing::Frame { complete, .. } | Outgoing::Fragments { complete, .. } => complete,
@@ -359,7 +365,6 @@ impl Engine {
                 self.core.complete(id);
             }
         }
-        self.core.unread_logged[q] = 0;
     }
 
     /// Accept connections of restarted processes (only while one is expected).
