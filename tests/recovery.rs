@@ -341,7 +341,9 @@ fn without_a_protocol_a_killed_rank_ends_the_job() {
         .args(["run", "-n", "4", "--timeout", "240", "--protocol", "none"])
         .args(["--inject-failure", "1@0.2"])
         .arg(example("heat3d"))
-        .args(HEAT)
+        // Far more steps than 0.2 s allows even in a release build (about
+        // 3 ms a step there): the kill always comes first.
+        .args(["--points", "6x6x24", "--steps", "4000"])
         .output()
         .expect("run vpml");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,8 +1,8 @@
 //! Collectives: barrier, broadcast, reductions, gathers, scatters and
 //! all-to-all, each on vpml's collective of the same name. Data moves as
 //! bytes; non-contiguous datatypes are packed around the call (the `v`
-//! variants pack each block, [`VBlocks`]); reductions go through
-//! [`crate::types::reduce`].
+//! variants pack each block, `VBlocks`); reductions go through
+//! `types::reduce`.
 
 use std::ffi::{c_int, c_void};
 

@@ -15,7 +15,7 @@
 //!   `MPI_ERRORS_ARE_FATAL` (the default) one line naming the function and
 //!   error, then the job stops; with `MPI_ERRORS_RETURN` the code comes
 //!   back to the caller;
-//! * [`env`] — init/finalize, versions, error strings, timers, memory,
+//! * [`env`](mod@env) — init/finalize, versions, error strings, timers, memory,
 //!   datatype and operation handles;
 //! * [`comm`] — communicators (`dup`, `split`, `free`, `compare`, error
 //!   handlers); `MPI_COMM_SELF` is made at init;

@@ -2,12 +2,12 @@
 //!
 //! Data moves as bytes. A predefined type's size is in its handle; a
 //! derived type (contiguous, vector, hvector, indexed, struct) is a list
-//! of byte runs with a lower bound and an extent, built by [`Builder`].
+//! of byte runs with a lower bound and an extent, built by `Builder`.
 //! Contiguous types use the C buffer as it is; point-to-point calls pack
-//! the others into a staging buffer ([`Message`]) and unpack received
+//! the others into a staging buffer (`Message`) and unpack received
 //! data when the receive completes. Reductions copy the C buffer into a
 //! `Vec` of the matching Rust type (no alignment is assumed) and run
-//! vpml's collectives with [`CombineOp`], which applies a predefined
+//! vpml's collectives with `CombineOp`, which applies a predefined
 //! operation or calls the C program's own function.
 
 use std::ffi::{c_int, c_void};

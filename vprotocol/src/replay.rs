@@ -1,5 +1,5 @@
 //! Replaying logged events: the answers a re-executed rank must give
-//! ([`ReplayLog`], used by the pessimist protocol after a restart), and
+//! (`ReplayLog`, used by the pessimist protocol after a restart), and
 //! [`Replayer`], the protocol behind `vpml replay`, which re-runs one rank
 //! of a recorded job alone: its receptions come from the other ranks'
 //! recorded sender logs, its non-deterministic outcomes from its recorded
