@@ -346,20 +346,84 @@ fn crc32c(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
+/// Payloads at least this long are written to the log with streaming
+/// (non-temporal) stores: nothing reads a record soon after it is written
+/// (on shared memory the receiver reads the sender's buffer, not the log),
+/// and writing around the cache skips reading each destination line
+/// first. From a cached source into the log's uncached memory that copies
+/// 1.6-2x faster here (16 KiB-4 MiB).
+const STREAM_FROM: usize = 16 * 1024;
+
 /// Copy `src` into `dst` (same length) and return the crc32c of the bytes,
 /// in one pass: each chunk is summed, then copied while it is still in the
 /// core's cache, so a large payload is read from memory once. Summing
 /// first keeps the sum from waiting on the (uncached) destination; the two
 /// agree because a send's buffer does not change until the send completes.
+/// Once it returns, every byte is in place for the stores that follow
+/// (the record header is written after the payload).
 fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u32 {
     /// Small enough to stay in L1/L2 between the sum and the copy.
     const CHUNK: usize = 16 * 1024;
+    let stream = src.len() >= STREAM_FROM;
     let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
     for (d, s) in dst.chunks_mut(CHUNK).zip(src.chunks(CHUNK)) {
         crc.update(s);
-        d.copy_from_slice(s);
+        if stream {
+            copy_streaming(d, s);
+        } else {
+            d.copy_from_slice(s);
+        }
+    }
+    if stream {
+        store_fence();
     }
     crc.finalize() as u32
+}
+
+/// Copy `src` into `dst` (same length), whole 16-byte blocks with
+/// non-temporal stores; call [`store_fence`] before stores that must be
+/// seen after these.
+fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    let len = dst.len().min(src.len());
+    // Plain stores up to `dst`'s first 16-byte boundary, then whole
+    // blocks from there (each 16-byte aligned), then plain stores again.
+    let head = dst.as_ptr().align_offset(16).min(len);
+    dst[..head].copy_from_slice(&src[..head]);
+    let mut at = head;
+    while at + 16 <= len {
+        stream_block(&mut dst[at..at + 16], &src[at..at + 16]);
+        at += 16;
+    }
+    dst[at..len].copy_from_slice(&src[at..len]);
+}
+
+/// Write the 16 bytes of `src` to `dst` (16 bytes, 16-byte aligned) with a
+/// non-temporal store (a plain copy where there is none, and under Miri,
+/// which cannot run it).
+#[inline(always)]
+fn stream_block(dst: &mut [u8], src: &[u8]) {
+    debug_assert!(dst.len() == 16 && src.len() == 16 && dst.as_ptr().addr() % 16 == 0);
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: both slices hold 16 bytes (the caller slices them so), and
+    // `dst` is 16-byte aligned, as `_mm_stream_si128` requires (the
+    // caller starts at an aligned address and steps by 16); the load may
+    // be unaligned.
+    unsafe {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let v = _mm_loadu_si128(src.as_ptr().cast::<__m128i>());
+        _mm_stream_si128(dst.as_mut_ptr().cast::<__m128i>(), v);
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    dst.copy_from_slice(src);
+}
+
+/// Order the non-temporal stores before this after every store after it.
+fn store_fence() {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: `sfence` only orders stores (SSE, present on every x86_64).
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
 }
 
 fn record_span(len: usize) -> usize {
@@ -1174,10 +1238,23 @@ mod tests {
     #[test]
     fn the_one_pass_copy_sums_like_crc32c() {
         let src: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        for len in [0, 1, 63, 16 * 1024, 16 * 1024 + 1, 100_000] {
-            let mut dst = vec![0u8; len];
-            let crc = copy_with_checksum(&mut dst, &src[..len]);
-            assert_eq!(dst, &src[..len]);
+        let lens = [
+            0,
+            1,
+            63,
+            STREAM_FROM - 1,
+            STREAM_FROM,
+            STREAM_FROM + 1,
+            100_000 - 48,
+        ];
+        for (len, at) in lens.into_iter().flat_map(|l| [0, 1, 48].map(|a| (l, a))) {
+            // Misaligned by `at`, as a payload after a record header is:
+            // the streaming copy's head and tail take plain stores.
+            let mut dst = vec![0u8; len + at + 1];
+            let crc = copy_with_checksum(&mut dst[at..at + len], &src[..len]);
+            assert_eq!(&dst[at..at + len], &src[..len], "length {len} at {at}");
+            assert!(dst[..at].iter().all(|&b| b == 0), "wrote before {at}");
+            assert_eq!(dst[at + len], 0, "wrote past {len} at {at}");
             assert_eq!(crc, crc32c::crc32c(&src[..len]), "length {len}");
             assert_eq!(super::crc32c(&src[..len]), crc, "length {len}");
         }
