@@ -13,7 +13,9 @@
 //! of a long job: receivers' checkpoints let senders reuse their log
 //! memory) and adds `vpml-pessimist-nogc`, the same without checkpoints
 //! (a log that only grows, paying for fresh memory). Parts: `pingpong`
-//! (latency and bandwidth, 0 B … 4 MiB, 2 ranks), `pingpong-tcp` (the same
+//! (latency and bandwidth, 0 B … 4 MiB, 2 ranks; vpml's runs also give
+//! `latency_p50_us`, half the median round trip, which rare stalls do not
+//! move), `pingpong-tcp` (the same
 //! with every pair over TCP, against Open MPI's tcp BTL), `anysource` (the
 //! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
 //! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks),
@@ -73,6 +75,10 @@ fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
     let mut out = Vec::new();
     if let Some(l) = v["latency_us"].as_f64() {
         out.push(("latency_us".into(), b, l));
+    }
+    // vpml's own programs also give the median round trip.
+    if let Some(l) = v["latency_p50_us"].as_f64() {
+        out.push(("latency_p50_us".into(), b, l));
     }
     if let Some(bw) = v["bandwidth_mbs"].as_f64() {
         out.push(("bandwidth_mbs".into(), b, bw));
@@ -518,9 +524,18 @@ fn medians(samples: &[Sample]) -> Table {
 
 fn print_tables(table: &Table, rounds: usize) {
     let mut last = String::new();
+    let mut refs: Vec<String> = Vec::new();
     for ((part, ranks, metric, x), by) in table {
-        let refs: Vec<&String> = by.keys().filter(|c| *c != "vpml").collect();
         if *part != last {
+            // Columns: every configuration any row of this part has (some
+            // metrics only come from some configurations).
+            refs = table
+                .iter()
+                .filter(|((p, ..), _)| p == part)
+                .flat_map(|(_, by)| by.keys().filter(|c| *c != "vpml").cloned())
+                .collect();
+            refs.sort();
+            refs.dedup();
             println!(
                 "\n## {part} — medians of {rounds} round(s); ratio: vpml / reference MPI, \
                  vpml-pessimist / vpml (protocol overhead), mpich-on-vpml / mpich (the \
@@ -539,10 +554,13 @@ fn print_tables(table: &Table, rounds: usize) {
         let v = by.get("vpml").copied().unwrap_or(f64::NAN);
         print!("{ranks:>5} {metric:>14} {x:>9} {v:>12.3}");
         for r in &refs {
-            let o = by[*r];
+            let Some(&o) = by.get(r) else {
+                print!(" {:>12} {:>6}", "-", "-");
+                continue;
+            };
             let ratio = if r.starts_with("vpml-") {
                 o / v
-            } else if *r == MPICH_ON_VPML {
+            } else if r == MPICH_ON_VPML {
                 o / by.get("mpich").copied().unwrap_or(f64::NAN)
             } else {
                 v / o
