@@ -402,7 +402,7 @@ fn copy_streaming(dst: &mut [u8], src: &[u8]) {
 /// which cannot run it).
 #[inline(always)]
 fn stream_block(dst: &mut [u8], src: &[u8]) {
-    debug_assert!(dst.len() == 16 && src.len() == 16 && dst.as_ptr().addr() % 16 == 0);
+    debug_assert!(dst.len() == 16 && src.len() == 16 && dst.as_ptr().addr().is_multiple_of(16));
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: both slices hold 16 bytes (the caller slices them so), and
     // `dst` is 16-byte aligned, as `_mm_stream_si128` requires (the
