@@ -489,6 +489,7 @@ fn main() {
     }
     let table = medians(&samples);
     print_tables(&table, rounds);
+    print_protocol_overhead(&table);
     let mut pattern_rows =
         if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
             patterns()
@@ -531,6 +532,38 @@ fn medians(samples: &[Sample]) -> Table {
         .into_iter()
         .map(|(k, by)| (k, by.into_iter().map(|(c, v)| (c, median(v))).collect()))
         .collect()
+}
+
+/// The pessimist protocol's ping-pong targets in one place: latency
+/// overhead up to 1 KiB (mean and median round trip) and bandwidth ratio
+/// at 1-4 MiB, each as the geometric mean and the range of the per-size
+/// ratios (pessimist / vpml, medians over rounds).
+fn print_protocol_overhead(table: &Table) {
+    let ratios = |metric: &str, sizes: std::ops::RangeInclusive<u64>| -> Vec<f64> {
+        table
+            .iter()
+            .filter(|((p, _, m, x), _)| p == "pingpong" && m == metric && sizes.contains(x))
+            .filter_map(|(_, by)| Some(by.get("vpml-pessimist")? / by.get("vpml")?))
+            .filter(|r| r.is_finite())
+            .collect()
+    };
+    for (what, metric, sizes) in [
+        ("latency 0 B-1 KiB (mean)", "latency_us", 0..=1024),
+        ("latency 0 B-1 KiB (median)", "latency_p50_us", 0..=1024),
+        ("bandwidth 1-4 MiB", "bandwidth_mbs", 1 << 20..=4 << 20),
+    ] {
+        let r = ratios(metric, sizes);
+        if r.is_empty() {
+            continue;
+        }
+        let geo = (r.iter().map(|v| v.ln()).sum::<f64>() / r.len() as f64).exp();
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} sizes (range {lo:.2}-{hi:.2})",
+            r.len()
+        );
+    }
 }
 
 fn print_tables(table: &Table, rounds: usize) {
