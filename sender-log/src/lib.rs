@@ -166,7 +166,7 @@ struct Segment {
     populated: usize,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Entry {
     seq: u64,
     segment: u64,
@@ -1004,11 +1004,14 @@ impl SenderLog {
         seg.used += span;
         seg.live += 1;
         self.bytes_logged += payload.len() as u64;
-        self.index.entry(header.dest).or_default().push_back(Entry {
-            seq: header.seq,
-            segment: idx,
-            offset: off,
-        });
+        push_touched(
+            self.index.entry(header.dest).or_default(),
+            Entry {
+                seq: header.seq,
+                segment: idx,
+                offset: off,
+            },
+        );
         let location = Location {
             segment: idx,
             offset: start as u64,
@@ -1130,6 +1133,21 @@ impl SenderLog {
         }
         Ok(empty.len())
     }
+}
+
+/// Append `e` to a destination's index. When the queue is full it
+/// doubles, and every slot of the new room is written once right away: the
+/// queue is a ring that later appends go round, so otherwise each fresh
+/// page would cost its own page fault whenever an append first reached it
+/// (every 170 appends, for as long as it takes to go once round).
+fn push_touched(q: &mut VecDeque<Entry>, e: Entry) {
+    if q.len() == q.capacity() {
+        let len = q.len();
+        q.reserve(len.max(64));
+        q.resize(q.capacity(), Entry::default());
+        q.truncate(len);
+    }
+    q.push_back(e);
 }
 
 /// The spare segment (a file, or memory) of at least `capacity` bytes
