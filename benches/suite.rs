@@ -50,6 +50,8 @@ struct Sample {
     metric: String,
     x: u64,
     value: f64,
+    /// Which round measured it (1, 2, …).
+    round: usize,
 }
 
 /// A benchmark part: which example and C program, on how many ranks, with
@@ -478,6 +480,7 @@ fn main() {
                                     metric,
                                     x,
                                     value,
+                                    round,
                                 });
                             }
                         }
@@ -489,7 +492,7 @@ fn main() {
     }
     let table = medians(&samples);
     print_tables(&table, rounds);
-    print_protocol_overhead(&table);
+    print_protocol_overhead(&samples);
     let mut pattern_rows =
         if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
             patterns()
@@ -536,32 +539,57 @@ fn medians(samples: &[Sample]) -> Table {
 
 /// The pessimist protocol's ping-pong targets in one place: latency
 /// overhead up to 1 KiB (mean and median round trip) and bandwidth ratio
-/// at 1-4 MiB, each as the geometric mean and the range of the per-size
-/// ratios (pessimist / vpml, medians over rounds).
-fn print_protocol_overhead(table: &Table) {
-    let ratios = |metric: &str, sizes: std::ops::RangeInclusive<u64>| -> Vec<f64> {
-        table
+/// at 1-4 MiB. Each size's ratio pessimist / vpml is taken within a round
+/// (the two runs are next to each other in time, so the machine's drift
+/// cancels) and then the median over rounds; the line gives the geometric
+/// mean of those over the sizes, and their range.
+fn print_protocol_overhead(samples: &[Sample]) {
+    let value = |config: &str, metric: &str, x: u64, round: usize| {
+        samples
             .iter()
-            .filter(|((p, _, m, x), _)| p == "pingpong" && m == metric && sizes.contains(x))
-            .filter_map(|(_, by)| Some(by.get("vpml-pessimist")? / by.get("vpml")?))
-            .filter(|r| r.is_finite())
-            .collect()
+            .find(|s| {
+                s.part == "pingpong"
+                    && s.config == config
+                    && s.metric == metric
+                    && s.x == x
+                    && s.round == round
+            })
+            .map(|s| s.value)
     };
+    let rounds = samples.iter().map(|s| s.round).max().unwrap_or(0);
     for (what, metric, sizes) in [
-        ("latency 0 B-1 KiB (mean)", "latency_us", 0..=1024),
+        ("latency 0 B-1 KiB (mean)", "latency_us", 0..=1024u64),
         ("latency 0 B-1 KiB (median)", "latency_p50_us", 0..=1024),
         ("bandwidth 1-4 MiB", "bandwidth_mbs", 1 << 20..=4 << 20),
     ] {
-        let r = ratios(metric, sizes);
-        if r.is_empty() {
+        let mut xs: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.part == "pingpong" && s.metric == metric && sizes.contains(&s.x))
+            .map(|s| s.x)
+            .collect();
+        xs.sort_unstable();
+        xs.dedup();
+        let per_size: Vec<f64> = xs
+            .iter()
+            .filter_map(|&x| {
+                let r: Vec<f64> = (1..=rounds)
+                    .filter_map(|k| {
+                        Some(value("vpml-pessimist", metric, x, k)? / value("vpml", metric, x, k)?)
+                    })
+                    .filter(|r| r.is_finite())
+                    .collect();
+                (!r.is_empty()).then(|| median(r))
+            })
+            .collect();
+        if per_size.is_empty() {
             continue;
         }
-        let geo = (r.iter().map(|v| v.ln()).sum::<f64>() / r.len() as f64).exp();
-        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let geo = (per_size.iter().map(|v| v.ln()).sum::<f64>() / per_size.len() as f64).exp();
+        let lo = per_size.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = per_size.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} sizes (range {lo:.2}-{hi:.2})",
-            r.len()
+            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} sizes (range {lo:.2}-{hi:.2}; per size, the median over rounds of the ratio within a round)",
+            per_size.len()
         );
     }
 }
