@@ -115,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // time taken is returned, and left out of the timings.
     let mut checkpoint_after = |world: &vpml::Comm, moved: usize| -> vpml::Result<Duration> {
         moved_since_checkpoint += moved;
-        if !checkpoint_every.is_some_and(|every| moved_since_checkpoint >= every) {
+        if checkpoint_every.is_none_or(|every| moved_since_checkpoint < every) {
             return Ok(Duration::ZERO);
         }
         let t = Instant::now();
