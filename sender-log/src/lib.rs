@@ -899,15 +899,14 @@ impl SenderLog {
         }
         let span = record_span(payload_len);
         let idx = match self.current.and_then(|i| Some((i, self.segments.get(&i)?))) {
+            // The common case: room, and memory taken for it (the record
+            // and the zero magic after it).
+            Some((i, s)) if s.used + span + RECORD_HEADER <= s.populated => return Ok(i),
             // Memory the log already took is reused before more is taken:
             // a record that would reach past the current segment's taken
             // memory starts a spare segment that has it (the rest of this
             // one stays untouched, costing nothing).
-            Some((i, s))
-                if s.used + span <= s.map.bytes().len()
-                    && (s.used + span + RECORD_HEADER <= s.populated
-                        || !self.spare_has_taken(span)) =>
-            {
+            Some((i, s)) if s.used + span <= s.map.bytes().len() && !self.spare_has_taken(span) => {
                 i
             }
             _ => self.new_segment(payload_len)?,
