@@ -67,6 +67,20 @@ fn bandwidth_reps(size: usize) -> usize {
     (512 * 1024 * 1024 / (WINDOW * size.max(1))).clamp(5, 200)
 }
 
+/// One round trip of `buf` between ranks 0 and 1 on `tag`: rank 0 sends
+/// first, rank 1 answers with the same bytes.
+fn round_trip(world: &vpml::Comm, tag: i32, buf: &mut [u8]) -> vpml::Result<()> {
+    let peer = 1 - world.rank();
+    if world.rank() == 0 {
+        world.send(peer, tag, buf)?;
+        world.recv(peer, tag, buf)?;
+    } else {
+        world.recv(peer, tag, buf)?;
+        world.send(peer, tag, buf)?;
+    }
+    Ok(())
+}
+
 /// One bandwidth round: rank `sender` sends the window's buffers, the
 /// other rank receives into them, then answers with an empty message.
 fn window_round(
@@ -121,17 +135,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         moved_since_checkpoint = 0;
         world.checkpoint(&[])?;
-        let (peer, none): (usize, &mut [u8]) = (1 - world.rank(), &mut []);
-        if world.rank() == 0 {
-            world.send(peer, 4, none)?;
-            world.recv(peer, 4, none)?;
-        } else {
-            world.recv(peer, 4, none)?;
-            world.send(peer, 4, none)?;
-        }
+        round_trip(world, 4, &mut [])?;
+        let took = t.elapsed();
         checkpoints.0 += 1;
-        checkpoints.1 += t.elapsed();
-        Ok(t.elapsed())
+        checkpoints.1 += took;
+        Ok(took)
     };
     let world = vpml::init()?;
     let (rank, size) = (world.rank(), world.size());
@@ -183,37 +191,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Two checkpoint intervals of empty messages: the most records a
         // log ever keeps (what was sent since the receiver's previous
         // checkpoint), so each log's index has grown to hold them.
-        let empty: &mut [u8] = &mut [];
         for _ in 0..2 * checkpoint_every.unwrap_or(0) / (2 * ENVELOPE) {
-            if rank == 0 {
-                world.send(peer, 1, empty)?;
-                world.recv(peer, 1, empty)?;
-            } else {
-                world.recv(peer, 1, empty)?;
-                world.send(peer, 1, empty)?;
-            }
+            round_trip(&world, 1, &mut [])?;
             checkpoint_after(&world, 2 * ENVELOPE)?;
         }
     }
     for s in sizes(max).into_iter().filter(|&s| s >= min) {
         // Latency.
         let iters = latency_iters(s);
-        let mut round_trip = |s: usize| -> vpml::Result<()> {
-            if rank == 0 {
-                world.send(peer, 1, &buf[..s])?;
-                world.recv(peer, 1, &mut buf[..s]).map(drop)
-            } else {
-                world.recv(peer, 1, &mut buf[..s])?;
-                world.send(peer, 1, &buf[..s])
-            }
-        };
         let warm = iters / 10 + 1;
         let (mut t0, mut paused) = (Instant::now(), Duration::ZERO);
         for i in 0..warm + iters {
             if i == warm {
                 (t0, paused) = (Instant::now(), Duration::ZERO);
             }
-            round_trip(s)?;
+            round_trip(&world, 1, &mut buf[..s])?;
             paused += checkpoint_after(&world, 2 * (s + ENVELOPE))?;
         }
         let lat_us = (t0.elapsed() - paused).as_secs_f64() * 1e6 / (2.0 * iters as f64);
@@ -222,7 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut round_trips_ns: Vec<u64> = Vec::with_capacity(iters);
         for _ in 0..iters {
             let t = Instant::now();
-            round_trip(s)?;
+            round_trip(&world, 1, &mut buf[..s])?;
             round_trips_ns.push(t.elapsed().as_nanos() as u64);
             checkpoint_after(&world, 2 * (s + ENVELOPE))?;
         }

@@ -132,10 +132,12 @@ pub trait Protocol {
 
     /// Keep the payload of the message [`Protocol::send`] just accepted,
     /// before the sending call returns. The engine calls it either before
-    /// transmitting, and then transmits what the plan says, or, for a small
-    /// standard send it can write to the transport whole at once, right
-    /// after writing it (the plan is then ignored): the copy then overlaps
-    /// the receiver's work instead of delaying the message.
+    /// transmitting, and then transmits what the plan says, or right after
+    /// the message left from the caller's buffer (the plan is then
+    /// ignored): a small standard send written whole into the transport,
+    /// or a large message the receiver reads out of the caller's buffer
+    /// (single copy). The copy then overlaps the receiver's work instead of
+    /// delaying the message.
     fn keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan>;
 
     /// The engine waits with nothing to do: a moment for short work that

@@ -53,6 +53,8 @@ use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
 use crate::checkpoint::CheckpointStore;
+use crate::env;
+use crate::replay::ReplayLog;
 
 /// A sender-log record as the engine re-sends it (the payload stays in
 /// the log's mapping).
@@ -65,8 +67,6 @@ pub(crate) fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
         len: r.payload.len(),
     }
 }
-use crate::env;
-use crate::replay::ReplayLog;
 
 /// Everything the pessimist protocol needs to start.
 #[derive(Clone, Debug)]
