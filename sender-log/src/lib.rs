@@ -338,6 +338,19 @@ fn populate(map: &MmapMut, from: usize, to: usize) -> std::io::Result<()> {
         })
 }
 
+/// Prefetch for writing the lines of `map` from `used` to `end` (not past
+/// `populated`) that were not already, up to `warm_until`; returns the new
+/// `warm_until`.
+fn warm_lines(map: &[u8], used: usize, warm_until: usize, end: usize, populated: usize) -> usize {
+    let end = end.min(populated).min(map.len());
+    let mut line = used.max(warm_until).next_multiple_of(64);
+    while line < end {
+        prefetch_for_write(&map[line]);
+        line += 64;
+    }
+    warm_until.max(end)
+}
+
 /// Ask the cache for the line holding `byte`, in a state ready for
 /// writing (`prefetchw`); elsewhere, nothing.
 fn prefetch_for_write(byte: &u8) {
@@ -1022,13 +1035,13 @@ impl SenderLog {
                 seg.populated = to.min(map.len());
             }
         }
-        let end = (seg.used + ahead).min(seg.populated);
-        let mut line = seg.used.max(seg.warm_until).next_multiple_of(64);
-        while line < end {
-            prefetch_for_write(&map[line]);
-            line += 64;
-        }
-        seg.warm_until = seg.warm_until.max(end);
+        seg.warm_until = warm_lines(
+            map,
+            seg.used,
+            seg.warm_until,
+            seg.used + ahead,
+            seg.populated,
+        );
     }
 
     /// [`SenderLog::append`], also returning the logged copy of the payload
@@ -1070,6 +1083,18 @@ impl SenderLog {
         seg.used += span;
         seg.live += 1;
         self.bytes_logged += payload.len() as u64;
+        if span < STREAM_FROM {
+            // The next record likely comes soon and about as long: ask for
+            // its lines now, so that its copy does not wait for memory
+            // (back-to-back sends leave no idle moment for `warm_up`).
+            seg.warm_until = warm_lines(
+                map,
+                seg.used,
+                seg.warm_until,
+                seg.used + span,
+                seg.populated,
+            );
+        }
         push_touched(
             self.index.entry(header.dest).or_default(),
             Entry {
