@@ -1563,7 +1563,12 @@ impl Engine {
 
     fn progress_channels(&mut self) -> Result<bool> {
         let mut any = false;
-        if self.recovery.is_some() {
+        // Every pass, under a protocol: a peer restarted (the job page's
+        // epoch moved), a restarted peer's connection is due, or this
+        // process is catching up. One look in the common case.
+        if let Some(rc) = &self.recovery
+            && (rc.page.epoch() != rc.seen_epoch || rc.expected > 0 || rc.catching_up.is_some())
+        {
             self.notice_restarts();
             self.accept_restarted()?;
             self.check_caught_up();
