@@ -537,18 +537,18 @@ fn medians(samples: &[Sample]) -> Table {
         .collect()
 }
 
-/// The pessimist protocol's ping-pong targets in one place: latency
-/// overhead up to 1 KiB (mean and median round trip) and bandwidth ratio
-/// at 1-4 MiB. Each size's ratio pessimist / vpml is taken within a round
-/// (the two runs are next to each other in time, so the machine's drift
-/// cancels) and then the median over rounds; the line gives the geometric
-/// mean of those over the sizes, and their range.
+/// The pessimist protocol's targets in one place: ping-pong latency
+/// overhead up to 1 KiB (mean and median round trip), bandwidth ratio at
+/// 1-4 MiB, and heat3d's time. Each size's ratio pessimist / vpml is taken
+/// within a round (the two runs are next to each other in time, so the
+/// machine's drift cancels) and then the median over rounds; the line
+/// gives the geometric mean of those over the sizes, and their range.
 fn print_protocol_overhead(samples: &[Sample]) {
-    let value = |config: &str, metric: &str, x: u64, round: usize| {
+    let value = |part: &str, config: &str, metric: &str, x: u64, round: usize| {
         samples
             .iter()
             .find(|s| {
-                s.part == "pingpong"
+                s.part == part
                     && s.config == config
                     && s.metric == metric
                     && s.x == x
@@ -557,14 +557,30 @@ fn print_protocol_overhead(samples: &[Sample]) {
             .map(|s| s.value)
     };
     let rounds = samples.iter().map(|s| s.round).max().unwrap_or(0);
-    for (what, metric, sizes) in [
-        ("latency 0 B-1 KiB (mean)", "latency_us", 0..=1024u64),
-        ("latency 0 B-1 KiB (median)", "latency_p50_us", 0..=1024),
-        ("bandwidth 1-4 MiB", "bandwidth_mbs", 1 << 20..=4 << 20),
+    for (part, what, metric, sizes) in [
+        (
+            "pingpong",
+            "latency 0 B-1 KiB (mean)",
+            "latency_us",
+            0..=1024u64,
+        ),
+        (
+            "pingpong",
+            "latency 0 B-1 KiB (median)",
+            "latency_p50_us",
+            0..=1024,
+        ),
+        (
+            "pingpong",
+            "bandwidth 1-4 MiB",
+            "bandwidth_mbs",
+            1 << 20..=4 << 20,
+        ),
+        ("heat3d", "heat3d time", "elapsed_s", 0..=0),
     ] {
         let mut xs: Vec<u64> = samples
             .iter()
-            .filter(|s| s.part == "pingpong" && s.metric == metric && sizes.contains(&s.x))
+            .filter(|s| s.part == part && s.metric == metric && sizes.contains(&s.x))
             .map(|s| s.x)
             .collect();
         xs.sort_unstable();
@@ -574,7 +590,10 @@ fn print_protocol_overhead(samples: &[Sample]) {
             .filter_map(|&x| {
                 let r: Vec<f64> = (1..=rounds)
                     .filter_map(|k| {
-                        Some(value("vpml-pessimist", metric, x, k)? / value("vpml", metric, x, k)?)
+                        Some(
+                            value(part, "vpml-pessimist", metric, x, k)?
+                                / value(part, "vpml", metric, x, k)?,
+                        )
                     })
                     .filter(|r| r.is_finite())
                     .collect();
@@ -588,7 +607,7 @@ fn print_protocol_overhead(samples: &[Sample]) {
         let lo = per_size.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = per_size.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} sizes (range {lo:.2}-{hi:.2}; per size, the median over rounds of the ratio within a round)",
+            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} size(s) (range {lo:.2}-{hi:.2}; per size, the median over rounds of the ratio within a round)",
             per_size.len()
         );
     }
