@@ -1043,11 +1043,27 @@ impl SenderLog {
     }
 
     /// Get the next records' memory ready for writing, for idle moments:
-    /// take memory a step further ahead if less than [`POPULATE_AHEAD`] is,
-    /// and bring the next `ahead` bytes into this core's cache (a hint:
-    /// nothing changes in the log). The next appends then copy into cached
-    /// memory instead of waiting for it, or for the kernel.
+    /// while less than [`POPULATE_AHEAD`] of taken memory is ready, take
+    /// memory a step further ahead and bring the next `ahead` bytes into
+    /// this core's cache (a hint: nothing changes in the log). The next
+    /// appends then copy into cached memory instead of waiting for it, or
+    /// for the kernel. With that much ready (a log reusing its segments)
+    /// it returns at once: each append prefetches the next record's lines
+    /// itself, and prefetching further on every idle moment measured no
+    /// better.
+    #[inline]
     pub fn warm_up(&mut self, ahead: usize) {
+        // Plenty of taken memory ahead: the common case, inline. The next
+        // record's lines were prefetched by the last append.
+        if self.ready >= POPULATE_AHEAD {
+            return;
+        }
+        self.warm_up_now(ahead);
+    }
+
+    /// [`SenderLog::warm_up`]'s work, when there is some.
+    #[inline(never)]
+    fn warm_up_now(&mut self, ahead: usize) {
         // With a spare's taken memory to go to, `reserve` switches there.
         let spare_ready = self.spare_has_taken(POPULATE_STEP);
         let Some(seg) = self.current.and_then(|i| self.segments.get_mut(&i)) else {
