@@ -28,8 +28,9 @@
 //! the same measurement under Open MPI and MPICH when their `mpicc`
 //! wrappers are installed (`apt-get install -y openmpi-bin libopenmpi-dev
 //! mpich libmpich-dev`); what is missing is skipped with a line saying so.
-//! The configurations take turns within each round; tables show medians
-//! over rounds and the ratio vpml / reference. Results go to
+//! The configurations take turns within each round (in the opposite
+//! order every other round); tables show medians over rounds and the
+//! ratio vpml / reference. Results go to
 //! `target/bench-report/suite.json` and plots to `target/bench-report/*.svg`.
 
 mod common;
@@ -459,7 +460,15 @@ fn main() {
     }
     for round in 1..=rounds {
         for (part, ranks, cfgs) in &plans {
-            for c in cfgs {
+            // Every other round the other way round, so that no
+            // configuration always runs right after the same one (a run
+            // leaves the machine's memory and caches in a state the next
+            // one starts from).
+            let mut order: Vec<&Config> = cfgs.iter().collect();
+            if round % 2 == 0 {
+                order.reverse();
+            }
+            for c in order {
                 eprintln!(
                     "# round {round}/{rounds}: {} on {ranks} ranks, {}",
                     part.name, c.name
