@@ -323,13 +323,15 @@ pub const POPULATE_AHEAD: usize = 512 * 1024;
 /// than a whole segment at once, spreads the kernel's zeroing over the
 /// appends instead of stalling one of them for milliseconds; and a full
 /// file system shows up here as an error, not as a `SIGBUS` on a write.
-fn populate(map: &MmapMut, from: usize, to: usize) -> std::io::Result<()> {
+/// Returns where the backed bytes now end (`to` rounded to pages).
+fn populate(map: &MmapMut, from: usize, to: usize) -> std::io::Result<usize> {
     let start = from / PAGE * PAGE;
     let end = to.next_multiple_of(PAGE).min(map.len());
     if start >= end {
-        return Ok(());
+        return Ok(end.max(from));
     }
     map.advise_range(Advice::PopulateWrite, start, end - start)
+        .map(|()| end)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::EFAULT) {
                 // What the kernel says when a page cannot be had.
@@ -831,7 +833,7 @@ impl SenderLog {
         let mut map = unsafe { MmapOptions::new().len(capacity).map_mut(&file) }
             .map_err(io(&path, "mapping a segment"))?;
         let populated = match populate(&map, 0, SEGMENT_HEADER) {
-            Ok(()) => PAGE,
+            Ok(end) => end,
             // A kernel without MADV_POPULATE_WRITE (before 5.14): reserve
             // the whole file at once instead, so writes cannot fail later.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -1022,9 +1024,8 @@ impl SenderLog {
         {
             // A step ahead, so that small records do not each pay a call.
             let to = needed.max(seg.populated + POPULATE_STEP);
-            populate(map, seg.populated, to)
+            seg.populated = populate(map, seg.populated, to)
                 .map_err(io(&seg.path, "taking memory for the sender log"))?;
-            seg.populated = to.next_multiple_of(PAGE).min(map.len());
         }
         self.ready = self
             .segments
@@ -1075,8 +1076,8 @@ impl SenderLog {
         if seg.populated < (seg.used + POPULATE_AHEAD).min(map.len()) && !spare_ready {
             // Best effort: `reserve` reports a failure when it matters.
             let to = seg.populated + POPULATE_STEP;
-            if populate(map, seg.populated, to).is_ok() {
-                seg.populated = to.min(map.len());
+            if let Ok(end) = populate(map, seg.populated, to) {
+                seg.populated = end;
             }
         }
         seg.warm_until = warm_lines(

@@ -521,7 +521,8 @@ impl Histogram {
 }
 
 /// How much of the sender log ahead of the last record [`Protocol::idle`]
-/// brings into the cache: a few small records' worth.
+/// brings into the cache while the log is still taking memory: a few
+/// small records' worth.
 const WARM_AHEAD: usize = 4096;
 
 impl Protocol for Pessimist {
@@ -556,8 +557,8 @@ impl Protocol for Pessimist {
     }
 
     fn idle(&mut self) {
-        // The next records' memory, fetched now rather than by the next
-        // send (a log this size is never in the cache).
+        // Memory for the next records, taken (and cached) now rather than
+        // by the next send; nothing to do once the log reuses its segments.
         self.log.warm_up(WARM_AHEAD);
     }
 
