@@ -19,23 +19,23 @@
 //!
 //! With `--checkpoint-every-mib N` each rank takes an (empty) checkpoint
 //! whenever it has sent and received N MiB (payload plus 64 bytes per
-//! message) since its last one, as a
-//! long-running application would (far more often, though: every few
-//! milliseconds at small sizes). The checkpoint and an empty exchange
-//! after it (so both ranks are done) are left out of the timings (their count and mean time are printed at
-//! the end): the figures are those of the messages. Checkpoints matter
-//! here because under a logging protocol a receiver's
-//! checkpoint lets its senders free
-//! and reuse their sender-log memory, so the figures show the steady
-//! state instead of a log growing without bound. The ranks first run
-//! unmeasured bandwidth rounds at the largest size (the largest burst
-//! between two checkpoints) from rank 0, then three of at most 1 MiB
-//! messages from rank 1, then eight checkpoint intervals of empty round
-//! trips (more than the records a log keeps, and once round its
-//! segments), so both logs, and their indexes,
-//! have reached their working size: a log's first growth takes fresh
-//! memory from the kernel, a cost a long-running application pays once
-//! (see `vpml-pessimist-nogc` in the suite for a log that never reuses).
+//! message) since its last one, as a long-running application would (far
+//! more often, though: every few milliseconds at small sizes). The
+//! checkpoint and an empty exchange after it (so both ranks are done) are
+//! left out of the timings, and their count and mean time are printed at
+//! the end: the figures are those of the messages. Checkpoints matter here
+//! because under a logging protocol a receiver's checkpoint lets its
+//! senders free and reuse their sender-log memory, so the figures show the
+//! steady state instead of a log growing without bound.
+//!
+//! The ranks first run unmeasured bandwidth rounds at the largest size
+//! (the largest burst between two checkpoints) from rank 0, then three of
+//! at most 1 MiB messages from rank 1, then eight checkpoint intervals of
+//! empty round trips (more than the records a log keeps, and once round
+//! its segments), so both logs, and their indexes, have reached their
+//! working size: a log's first growth takes fresh memory from the kernel,
+//! a cost a long-running application pays once (see
+//! `vpml-pessimist-nogc` in the suite for a log that never reuses).
 //! Without a protocol a checkpoint does nothing.
 
 use std::time::{Duration, Instant};
