@@ -19,7 +19,9 @@
 //! move), `pingpong-tcp` (the same
 //! with every pair over TCP, against Open MPI's tcp BTL), `anysource` (the
 //! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
-//! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks),
+//! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks,
+//! run 4 times per configuration in each round: a run takes about a
+//! second and varies by ±10 % here),
 //! `patterns` (events logged per message for the NAS-like patterns,
 //! next to seed 002's Table I), and `recovery` (heat3d on 4 ranks with
 //! rank 2 killed halfway: the stages of its recovery and the job's extra
@@ -51,7 +53,8 @@ struct Sample {
     metric: String,
     x: u64,
     value: f64,
-    /// Which round measured it (1, 2, …).
+    /// Which pair of runs measured it (1, 2, …): the round, or with
+    /// [`Part::repeats`] > 1 the run within it.
     round: usize,
 }
 
@@ -72,6 +75,9 @@ struct Part {
     /// does `vpml`, where they cost nothing), and `vpml-pessimist-nogc`
     /// runs without them: a log that only grows.
     steady: &'static [&'static str],
+    /// Runs of each configuration per round, taking turns. A short, noisy
+    /// program runs several times, so that its ratio rests on more pairs.
+    repeats: usize,
 }
 
 fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
@@ -114,6 +120,7 @@ const PARTS: [Part; 5] = [
         parse: parse_pingpong,
         tcp: true,
         steady: &[],
+        repeats: 1,
     },
     Part {
         name: "pingpong",
@@ -124,6 +131,7 @@ const PARTS: [Part; 5] = [
         parse: parse_pingpong,
         tcp: false,
         steady: &["--checkpoint-every-mib", "16"],
+        repeats: 1,
     },
     Part {
         name: "anysource",
@@ -134,6 +142,7 @@ const PARTS: [Part; 5] = [
         parse: parse_pingpong,
         tcp: false,
         steady: &[],
+        repeats: 1,
     },
     Part {
         name: "collectives",
@@ -144,6 +153,7 @@ const PARTS: [Part; 5] = [
         parse: parse_collective,
         tcp: false,
         steady: &[],
+        repeats: 1,
     },
     Part {
         name: "heat3d",
@@ -154,6 +164,10 @@ const PARTS: [Part; 5] = [
         parse: parse_heat3d,
         tcp: false,
         steady: &[],
+        // About 1 s a run, with 4 ranks taking turns on the cores: one
+        // run's time varies by ±10 % here, so one pair per round is not
+        // enough to tell a 5 % overhead.
+        repeats: 4,
     },
 ];
 
@@ -459,18 +473,29 @@ fn main() {
         }
     }
     for round in 1..=rounds {
-        for (part, ranks, cfgs) in &plans {
-            // Every other round the other way round, so that no
+        for ((part, ranks, cfgs), repeat) in plans
+            .iter()
+            .flat_map(|plan| (0..plan.0.repeats).map(move |r| (plan, r)))
+        {
+            // A run's pairing for the ratios: (round, repeat) numbered
+            // from 1.
+            let pair = (round - 1) * part.repeats + repeat + 1;
+            // Every other time the other way round, so that no
             // configuration always runs right after the same one (a run
             // leaves the machine's memory and caches in a state the next
             // one starts from).
             let mut order: Vec<&Config> = cfgs.iter().collect();
-            if round % 2 == 0 {
+            if pair % 2 == 0 {
                 order.reverse();
             }
             for c in order {
+                let of = if part.repeats > 1 {
+                    format!(" (run {}/{})", repeat + 1, part.repeats)
+                } else {
+                    String::new()
+                };
                 eprintln!(
-                    "# round {round}/{rounds}: {} on {ranks} ranks, {}",
+                    "# round {round}/{rounds}{of}: {} on {ranks} ranks, {}",
                     part.name, c.name
                 );
                 let rows = if part.name == "heat3d" {
@@ -489,7 +514,7 @@ fn main() {
                                     metric,
                                     x,
                                     value,
-                                    round,
+                                    round: pair,
                                 });
                             }
                         }
@@ -594,10 +619,10 @@ fn print_protocol_overhead(samples: &[Sample]) {
             .collect();
         xs.sort_unstable();
         xs.dedup();
-        let per_size: Vec<f64> = xs
+        let ratios: Vec<Vec<f64>> = xs
             .iter()
-            .filter_map(|&x| {
-                let r: Vec<f64> = (1..=rounds)
+            .map(|&x| {
+                (1..=rounds)
                     .filter_map(|k| {
                         Some(
                             value(part, "vpml-pessimist", metric, x, k)?
@@ -605,10 +630,11 @@ fn print_protocol_overhead(samples: &[Sample]) {
                         )
                     })
                     .filter(|r| r.is_finite())
-                    .collect();
-                (!r.is_empty()).then(|| median(r))
+                    .collect()
             })
+            .filter(|r: &Vec<f64>| !r.is_empty())
             .collect();
+        let per_size: Vec<f64> = ratios.iter().map(|r| median(r.clone())).collect();
         if per_size.is_empty() {
             continue;
         }
@@ -619,7 +645,26 @@ fn print_protocol_overhead(samples: &[Sample]) {
             "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} size(s) (range {lo:.2}-{hi:.2}; per size, the median over rounds of the ratio within a round)",
             per_size.len()
         );
+        if let [r] = ratios.as_slice() {
+            // One size (an application's time): how far the pairs spread.
+            let (q1, q3) = quartiles(r.clone());
+            println!(
+                "#   its {} pair(s) of runs: quartiles of the ratio {q1:.3} and {q3:.3}",
+                r.len()
+            );
+        }
     }
+}
+
+/// First and third quartiles (the medians of the lower and upper halves).
+fn quartiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let half = v.len() / 2;
+    let upper = v.len() - half;
+    (
+        median(v[..half.max(1)].to_vec()),
+        median(v[upper.min(v.len() - 1)..].to_vec()),
+    )
 }
 
 fn print_tables(table: &Table, rounds: usize) {
