@@ -16,7 +16,10 @@
 //! sizes would grow it past 15 GB). Parts: `pingpong`
 //! (latency and bandwidth, 0 B … 4 MiB, 2 ranks; vpml's runs also give
 //! `latency_p50_us`, half the median round trip, which rare stalls do not
-//! move), `pingpong-tcp` (the same
+//! move), `latency` (the same up to 1 KiB, vpml with and without the
+//! protocol only, 4 pairs of runs per round: a run's small-message
+//! latency moves by up to ±10 % from one pair of processes to the next
+//! here, so the overhead target needs many runs), `pingpong-tcp` (the same
 //! with every pair over TCP, against Open MPI's tcp BTL), `anysource` (the
 //! ANY_SOURCE ping-pong of seed 002), `collectives` (allreduce 8 B / 1 MiB
 //! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks,
@@ -73,8 +76,10 @@ struct Part {
     /// in its steady state (periodic checkpoints, so sender-log memory is
     /// freed and reused). When set, `vpml-pessimist` uses them (and so
     /// does `vpml`, where they cost nothing), and `vpml-pessimist-nogc`
-    /// runs without them: a log that only grows.
+    /// runs without them (if `nogc`): a log that only grows.
     steady: &'static [&'static str],
+    /// Also run `vpml-pessimist-nogc` (needs `steady`).
+    nogc: bool,
     /// Runs of each configuration per round, taking turns. A short, noisy
     /// program runs several times, so that its ratio rests on more pairs.
     repeats: usize,
@@ -110,7 +115,7 @@ fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
         .unwrap_or_default()
 }
 
-const PARTS: [Part; 5] = [
+const PARTS: [Part; 6] = [
     Part {
         name: "pingpong-tcp",
         example: "pingpong",
@@ -121,6 +126,7 @@ const PARTS: [Part; 5] = [
         tcp: true,
         steady: &[],
         repeats: 1,
+        nogc: false,
     },
     Part {
         name: "pingpong",
@@ -132,6 +138,22 @@ const PARTS: [Part; 5] = [
         tcp: false,
         steady: &["--checkpoint-every-mib", "16"],
         repeats: 1,
+        nogc: true,
+    },
+    Part {
+        name: "latency",
+        example: "pingpong",
+        c_source: None,
+        ranks: &[2],
+        args: &["--json", "--max", "1024"],
+        parse: parse_pingpong,
+        tcp: false,
+        steady: &["--checkpoint-every-mib", "16"],
+        // One run's small-message latency is steady, but it moves by up to
+        // ±10 % from one run (pair of processes) to the next here: the
+        // latency target wants many short runs, not a few long ones.
+        repeats: 4,
+        nogc: false,
     },
     Part {
         name: "anysource",
@@ -143,6 +165,7 @@ const PARTS: [Part; 5] = [
         tcp: false,
         steady: &[],
         repeats: 1,
+        nogc: false,
     },
     Part {
         name: "collectives",
@@ -154,6 +177,7 @@ const PARTS: [Part; 5] = [
         tcp: false,
         steady: &[],
         repeats: 1,
+        nogc: false,
     },
     Part {
         name: "heat3d",
@@ -168,6 +192,7 @@ const PARTS: [Part; 5] = [
         // run's time varies by ±10 % here, so one pair per round is not
         // enough to tell a 5 % overhead.
         repeats: 4,
+        nogc: false,
     },
 ];
 
@@ -233,7 +258,7 @@ fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
         },
         pessimist("vpml-pessimist", [args.clone(), steady.clone()].concat()),
     ];
-    if !steady.is_empty() {
+    if part.nogc {
         // Up to 64 KiB: beyond, the log of a run without checkpoints grows
         // to over 15 GB in /dev/shm, which measures this machine's memory
         // reclaim, not logging, and slows the runs after it.
@@ -572,11 +597,13 @@ fn medians(samples: &[Sample]) -> Table {
 }
 
 /// The pessimist protocol's targets in one place: ping-pong latency
-/// overhead up to 1 KiB (mean and median round trip), bandwidth ratio at
-/// 1-4 MiB, and heat3d's time. Each size's ratio pessimist / vpml is taken
-/// within a round (the two runs are next to each other in time, so the
-/// machine's drift cancels) and then the median over rounds; the line
-/// gives the geometric mean of those over the sizes, and their range.
+/// overhead up to 1 KiB (mean and median round trip; from `pingpong` and
+/// from the many short runs of `latency`), bandwidth ratio at 1-4 MiB, and
+/// heat3d's time. Each size's ratio pessimist / vpml is taken within a
+/// pair of runs (next to each other in time, so the machine's drift
+/// cancels) and then the median over pairs; the line gives the geometric
+/// mean of those over the sizes, and their range. A second line gives the
+/// spread of single pairs.
 fn print_protocol_overhead(samples: &[Sample]) {
     let value = |part: &str, config: &str, metric: &str, x: u64, round: usize| {
         samples
@@ -590,19 +617,33 @@ fn print_protocol_overhead(samples: &[Sample]) {
             })
             .map(|s| s.value)
     };
+    let geometric_mean = |v: &[f64]| (v.iter().map(|v| v.ln()).sum::<f64>() / v.len() as f64).exp();
     let rounds = samples.iter().map(|s| s.round).max().unwrap_or(0);
+    let latency = 0..=1024u64;
     for (part, what, metric, sizes) in [
         (
             "pingpong",
             "latency 0 B-1 KiB (mean)",
             "latency_us",
-            0..=1024u64,
+            latency.clone(),
         ),
         (
             "pingpong",
             "latency 0 B-1 KiB (median)",
             "latency_p50_us",
-            0..=1024,
+            latency.clone(),
+        ),
+        (
+            "latency",
+            "latency 0 B-1 KiB (mean)",
+            "latency_us",
+            latency.clone(),
+        ),
+        (
+            "latency",
+            "latency 0 B-1 KiB (median)",
+            "latency_p50_us",
+            latency,
         ),
         (
             "pingpong",
@@ -619,38 +660,47 @@ fn print_protocol_overhead(samples: &[Sample]) {
             .collect();
         xs.sort_unstable();
         xs.dedup();
-        let ratios: Vec<Vec<f64>> = xs
-            .iter()
-            .map(|&x| {
-                (1..=rounds)
-                    .filter_map(|k| {
-                        Some(
-                            value(part, "vpml-pessimist", metric, x, k)?
-                                / value(part, "vpml", metric, x, k)?,
-                        )
+        // ratio[pair][size], where both runs of the pair gave the size.
+        let ratio: Vec<Vec<Option<f64>>> = (1..=rounds)
+            .map(|k| {
+                xs.iter()
+                    .map(|&x| {
+                        let r = value(part, "vpml-pessimist", metric, x, k)?
+                            / value(part, "vpml", metric, x, k)?;
+                        r.is_finite().then_some(r)
                     })
-                    .filter(|r| r.is_finite())
                     .collect()
             })
-            .filter(|r: &Vec<f64>| !r.is_empty())
             .collect();
-        let per_size: Vec<f64> = ratios.iter().map(|r| median(r.clone())).collect();
+        let per_size: Vec<f64> = (0..xs.len())
+            .filter_map(|i| {
+                let r: Vec<f64> = ratio.iter().filter_map(|pair| pair[i]).collect();
+                (!r.is_empty()).then(|| median(r))
+            })
+            .collect();
         if per_size.is_empty() {
             continue;
         }
-        let geo = (per_size.iter().map(|v| v.ln()).sum::<f64>() / per_size.len() as f64).exp();
         let lo = per_size.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = per_size.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "# pessimist / vpml, {what}: geometric mean {geo:.3} over {} size(s) (range {lo:.2}-{hi:.2}; per size, the median over rounds of the ratio within a round)",
+            "# pessimist / vpml, {what}, {part}: geometric mean {:.3} over {} size(s) (range {lo:.2}-{hi:.2}; per size, the median over pairs of runs of the ratio within a pair)",
+            geometric_mean(&per_size),
             per_size.len()
         );
-        if let [r] = ratios.as_slice() {
-            // One size (an application's time): how far the pairs spread.
-            let (q1, q3) = quartiles(r.clone());
+        // How far single pairs of runs spread: each complete pair's
+        // geometric mean over the sizes.
+        let pairs: Vec<f64> = ratio
+            .iter()
+            .filter_map(|pair| pair.iter().copied().collect::<Option<Vec<f64>>>())
+            .filter(|r| !r.is_empty())
+            .map(|r| geometric_mean(&r))
+            .collect();
+        if !pairs.is_empty() {
+            let (q1, q3) = quartiles(pairs.clone());
             println!(
-                "#   its {} pair(s) of runs: quartiles of the ratio {q1:.3} and {q3:.3}",
-                r.len()
+                "#   {} pair(s) of runs; quartiles of a pair's ratio {q1:.3} and {q3:.3}",
+                pairs.len()
             );
         }
     }
