@@ -992,6 +992,21 @@ impl SenderLog {
         self.reserve_slow(payload_len)
     }
 
+    /// The payload lengths [`SenderLog::reserve`] accepts right now without
+    /// any work (room ready in the current segment): those below the
+    /// returned bound (0: none). A protocol can tell its caller that a
+    /// send this small needs no `reserve` before it leaves.
+    #[inline]
+    pub fn ready_below(&self) -> usize {
+        match self.current {
+            // The largest payload whose record spans at most `ready`, + 1.
+            Some(_) => (self.ready / ALIGN * ALIGN)
+                .checked_sub(RECORD_HEADER)
+                .map_or(0, |max| max + 1),
+            None => 0,
+        }
+    }
+
     /// [`SenderLog::reserve`] past the common case: take memory, or start
     /// a segment.
     #[inline(never)]
@@ -1495,6 +1510,33 @@ mod tests {
                 seg.populated
             );
             assert!(log.ready <= seg.populated - seg.used - RECORD_HEADER);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ready_below_promises_exactly_the_room_reserve_has_ready() {
+        let dir = tmp("ready-below");
+        let mut log = SenderLog::create(&dir, 0, 1 << 20).unwrap();
+        assert_eq!(
+            log.ready_below(),
+            0,
+            "nothing is ready before the first record"
+        );
+        for seq in 1..=3000u64 {
+            let len = (seq as usize * 7919) % 5000;
+            let below = log.ready_below();
+            if below > 0 {
+                assert!(record_span(below - 1) <= log.ready);
+                assert!(record_span(below) > log.ready);
+            }
+            let before = (log.current, log.segment_count(), log.ready);
+            log.reserve(len).unwrap();
+            if len < below {
+                // Promised: no work, nothing moved.
+                assert_eq!((log.current, log.segment_count(), log.ready), before);
+            }
+            log.append(hdr(1, seq), &vec![seq as u8; len]).unwrap();
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
