@@ -209,13 +209,26 @@ fn stop_until_stopped(child: &Child) {
 
 #[test]
 fn a_send_after_an_event_waits_for_the_stopped_logger() {
+    send_waits_for_the_stopped_logger("commit");
+}
+
+#[test]
+fn a_send_after_a_failed_test_waits_for_the_stopped_logger() {
+    send_waits_for_the_stopped_logger("commit-none-run");
+}
+
+/// The commit rule with the logger stopped: in `mode`, rank 0 prints
+/// "rank 0 ready", creates an event once told "go" on stdin, prints
+/// "rank 0 sending the reply" and sends; rank 1 prints "rank 1 got the
+/// reply" when the send arrives, which must wait for the logger.
+fn send_waits_for_the_stopped_logger(mode: &str) {
     let _g = serial();
-    let logger = Logger::start("commit");
+    let logger = Logger::start(mode);
     let mut child = Command::new(vpml())
         .args(["run", "-n", "2", "--timeout", "120"])
         .args(logger.job_args())
         .arg(example("logging-checks"))
-        .arg("commit")
+        .arg(mode)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -244,8 +257,8 @@ fn a_send_after_an_event_waits_for_the_stopped_logger() {
     stop_until_stopped(&logger.child);
     writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
     wait_for("rank 0 sending the reply");
-    // The reply follows an unlogged ANY_SOURCE match: it must not arrive
-    // while the logger cannot acknowledge. Watch for a while.
+    // The reply follows an unlogged event: it must not arrive while the
+    // logger cannot acknowledge. Watch for a while.
     if let Ok(line) = rx.recv_timeout(Duration::from_millis(1500)) {
         assert!(
             !line.contains("got the reply"),

@@ -15,6 +15,9 @@
 //! deciding what each protocol does with it is a compile error. With no
 //! protocol installed (`none`) none of this runs.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use crate::error::Result;
 use crate::matching::RecvSpec;
 use crate::recovery::EngineSnapshot;
@@ -129,6 +132,18 @@ pub trait Protocol {
     /// [`Protocol::keep`] of the same message must not fail for want of
     /// room.
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()>;
+
+    /// A shared cell the protocol keeps current, if it wants to spare small
+    /// sends the [`Protocol::send`] call: while it holds `n`, a send of
+    /// fewer than `n` payload bytes needs nothing from `send` (no event to
+    /// wait for, room ready for the copy), and the engine skips the call;
+    /// [`Protocol::keep`] still runs. The protocol must lower it (to 0,
+    /// say) before anything that would make `send` do work: an event
+    /// created, room used up. Asked once, when the protocol is installed;
+    /// `None` (the default): every send is shown to `send`.
+    fn send_gate(&self) -> Option<Rc<Cell<usize>>> {
+        None
+    }
 
     /// Keep the payload of the message [`Protocol::send`] just accepted,
     /// before the sending call returns. The engine calls it either before

@@ -26,6 +26,7 @@ fn main() {
         "probe" => probe(&world),
         "cancel" => cancel(&world),
         "commit" => commit(&world),
+        "commit-none-run" => commit_none_run(&world),
         "payloads" => payloads(&world),
         other => Err(format!("unknown mode {other:?}").into()),
     };
@@ -297,6 +298,42 @@ fn commit(w: &Comm) -> R {
     w.recv(ANY_SOURCE, 1, &mut [0u8])?;
     println!("rank 0 sending the reply");
     w.send(1, 2, &[0u8])?;
+    Ok(())
+}
+
+/// As [`commit`], with a failed test as the event: a lazily logged run of
+/// failures must still be durable before the next send leaves, also when
+/// sends before it needed nothing from the protocol.
+fn commit_none_run(w: &Comm) -> R {
+    w.barrier()?;
+    if w.rank() == 1 {
+        w.recv(0, 2, &mut [0u8])?;
+        println!("rank 1 got the reply");
+        // Completes rank 0's receive, only now.
+        w.send(0, 3, &[3u8])?;
+        for _ in 0..4 {
+            w.recv(0, 4, &mut [0u8])?;
+        }
+        return Ok(());
+    }
+    if w.rank() != 0 {
+        return Ok(());
+    }
+    // Sends with nothing pending first: the common, cheap case.
+    for k in 0..4u8 {
+        w.send(1, 4, &[k])?;
+    }
+    println!("rank 0 ready");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let mut r = [Some(w.irecv(1, 3, vec![0u8])?)];
+    // Rank 1 sends tag 3 only after the reply: this test fails.
+    if vpml::test(&mut r[0])?.is_some() {
+        return Err("the test succeeded before the message was sent".into());
+    }
+    println!("rank 0 sending the reply");
+    w.send(1, 2, &[0u8])?;
+    vpml::wait(&mut r[0])?;
     Ok(())
 }
 

@@ -39,7 +39,9 @@
 //!   an event "nothing" (they failed the first time). Nothing is logged
 //!   again during that replay.
 
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Instant;
 
 use vpml_event_logger::{Client, ClientConfig, Event};
@@ -219,6 +221,9 @@ pub struct Pessimist {
     durable: u64,
     /// Id of the last event handed to the client.
     last_put: u64,
+    /// The engine's shortcut past [`Protocol::send`]: sends of fewer
+    /// payload bytes need nothing from it (see [`Pessimist::update_gate`]).
+    gate: Rc<Cell<usize>>,
     counters: Counters,
     store: CheckpointStore,
     /// Index the next checkpoint gets.
@@ -354,6 +359,7 @@ impl Pessimist {
             none_run: None,
             durable,
             last_put: durable,
+            gate: Rc::default(),
             counters,
             store,
             next_checkpoint,
@@ -390,12 +396,26 @@ impl Pessimist {
         Ok(())
     }
 
+    /// Open the engine's shortcut past `send` for the room the log has
+    /// ready, if no event waits to become durable (the commit rule has
+    /// nothing to wait for); closed otherwise.
+    fn update_gate(&self) {
+        let nothing_pending = self.none_run.is_none() && self.last_put <= self.durable;
+        self.gate.set(if nothing_pending {
+            self.log.ready_below()
+        } else {
+            0
+        });
+    }
+
     /// Calls up to the last logged event are replayed, not logged again.
     fn replayed(&self, call: CallId) -> bool {
         call <= self.replay.end
     }
 
     fn put(&mut self, event: Event) -> Result<()> {
+        // The next send must wait for this event.
+        self.gate.set(0);
         match &event {
             Event::Match { .. } => self.counters.matches += 1,
             Event::Probe { .. } => self.counters.probes += 1,
@@ -422,6 +442,8 @@ impl Pessimist {
     }
 
     fn failed_call(&mut self, call: CallId) {
+        // The next send must log the run first.
+        self.gate.set(0);
         self.none_run = Some(match self.none_run {
             Some((first, _)) => (first, call),
             None => (call, call),
@@ -532,11 +554,14 @@ impl Protocol for Pessimist {
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.commit()?;
-        self.counters.sends += 1;
         self.log
             .reserve(msg.payload.len())
             .map_err(|e| fail("making room in the sender log", e))?;
         Ok(())
+    }
+
+    fn send_gate(&self) -> Option<Rc<Cell<usize>>> {
+        Some(Rc::clone(&self.gate))
     }
 
     fn keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
@@ -546,20 +571,25 @@ impl Protocol for Pessimist {
             tag: msg.tag,
             seq: msg.seq,
         };
+        self.counters.sends += 1;
         let (_, stored) = self
             .log
             .append_stored(header, msg.payload)
             .map_err(|e| fail("appending to the sender log", e))?;
-        Ok(SendPlan::Logged {
+        let plan = SendPlan::Logged {
             ptr: stored.as_ptr(),
             len: stored.len(),
-        })
+        };
+        // The record used room: what is left decides the next shortcut.
+        self.update_gate();
+        Ok(plan)
     }
 
     fn idle(&mut self) {
         // Memory for the next records, taken (and cached) now rather than
         // by the next send; nothing to do once the log reuses its segments.
         self.log.warm_up(WARM_AHEAD);
+        self.update_gate();
     }
 
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
@@ -804,6 +834,8 @@ impl Protocol for Pessimist {
             .map_err(|e| fail("freeing sender-log records", e))?;
         let after = self.log.records_to(dest as u32) as u64;
         self.counters.records_freed += before - after;
+        // Freeing may have dropped the segment the room was in.
+        self.update_gate();
         Ok(())
     }
 }
