@@ -12,7 +12,10 @@
 //!   before anything was flushed, otherwise logged before the next send.
 //! * **Commit rule.** Events are batched and pipelined to the loggers by
 //!   the client; before an application message leaves, every event created
-//!   before it must be durable. A send with no event pending pays nothing.
+//!   before it must be durable. A send with no event pending pays nothing:
+//!   while none is pending and the log has room ready, the protocol's
+//!   [`Protocol::send_gate`] tells the engine that small sends need no
+//!   [`Protocol::send`] call at all (an event closes it at once).
 //! * **Sender-based log.** Every payload is copied into the rank's
 //!   memory-mapped sender log, and a send completes only once it is there.
 //!   [`Protocol::send`] reserves the room (so the copy cannot fail later);
