@@ -837,8 +837,8 @@ impl Protocol for Pessimist {
             .map_err(|e| fail("freeing sender-log records", e))?;
         let after = self.log.records_to(dest as u32) as u64;
         self.counters.records_freed += before - after;
-        // Freeing may have dropped the segment the room was in.
-        self.update_gate();
+        // The gate stays as it is: freeing never touches the current
+        // segment, where the ready room is.
         Ok(())
     }
 }
