@@ -56,7 +56,6 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
-use rustc_hash::FxHashMap;
 
 /// Default capacity of a segment. A segment is reused only once all its
 /// records are freed, so its size sets how soon a checkpointing job stops
@@ -86,6 +85,14 @@ pub enum Error {
         /// The operating-system error.
         #[source]
         source: std::io::Error,
+    },
+    /// A record was appended for a rank of [`MAX_DESTINATIONS`] or above.
+    #[error("sender log {path}: destination rank {dest} is out of range (at most {max})", max = MAX_DESTINATIONS - 1)]
+    DestinationOutOfRange {
+        /// The log directory.
+        path: PathBuf,
+        /// The rank asked for.
+        dest: u32,
     },
     /// A segment does not have the expected format.
     #[error("sender log {path}: {reason}")]
@@ -188,6 +195,48 @@ struct Entry {
     offset: usize,
 }
 
+/// The largest destination rank a log takes, plus one. The index is an
+/// array by destination, so a rank number read from a damaged file must not
+/// make it allocate without bound (at most 32 MiB of empty queues here).
+pub const MAX_DESTINATIONS: u32 = 1 << 20;
+
+/// The records of each destination, in sequence order: an array by
+/// destination rank (ranks are small and dense, and an append looks its
+/// queue up without hashing).
+#[derive(Default)]
+struct Index {
+    by_dest: Vec<VecDeque<Entry>>,
+}
+
+impl Index {
+    /// The queue of `dest`, made if new. `dest` < [`MAX_DESTINATIONS`]
+    /// (checked by callers: `append_stored` and `decode_record`).
+    fn queue(&mut self, dest: u32) -> &mut VecDeque<Entry> {
+        let d = dest as usize;
+        if d >= self.by_dest.len() {
+            self.by_dest.resize_with(d + 1, VecDeque::new);
+        }
+        &mut self.by_dest[d]
+    }
+
+    fn get(&self, dest: u32) -> Option<&VecDeque<Entry>> {
+        self.by_dest.get(dest as usize)
+    }
+
+    fn get_mut(&mut self, dest: u32) -> Option<&mut VecDeque<Entry>> {
+        self.by_dest.get_mut(dest as usize)
+    }
+
+    /// Every destination's queue (empty ones included), by rank.
+    fn iter(&self) -> impl Iterator<Item = (u32, &VecDeque<Entry>)> {
+        (0u32..).zip(&self.by_dest)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut VecDeque<Entry>)> {
+        (0u32..).zip(&mut self.by_dest)
+    }
+}
+
 /// One rank's sender log (writable), or a finished log opened for reading.
 pub struct SenderLog {
     dir: PathBuf,
@@ -201,9 +250,8 @@ pub struct SenderLog {
     /// [`SenderLog::reserve`] answer the common case without a lookup.
     ready: usize,
     next_index: u64,
-    /// Per destination, its records in sequence order (hashed cheaply:
-    /// one lookup per append).
-    index: FxHashMap<u32, VecDeque<Entry>>,
+    /// Per destination, its records in sequence order.
+    index: Index,
     writable: bool,
     bytes_logged: u64,
     /// New segments are anonymous memory, not files.
@@ -294,8 +342,14 @@ fn decode_record(
     if crc32c(&b[0..40]) != le_u32(b, 40) {
         return Err(format!("record header checksum mismatch at offset {off}"));
     }
+    let dest = le_u32(b, 4);
+    if dest >= MAX_DESTINATIONS {
+        return Err(format!(
+            "destination rank {dest} out of range in the record at offset {off}"
+        ));
+    }
     let header = RecordHeader {
-        dest: le_u32(b, 4),
+        dest,
         context: le_u32(b, 8),
         tag: le_u32(b, 12) as i32,
         seq: le_u64(b, 16),
@@ -549,7 +603,7 @@ impl SenderLog {
             current: None,
             ready: 0,
             next_index: 0,
-            index: FxHashMap::default(),
+            index: Index::default(),
             writable: true,
             bytes_logged: 0,
             in_memory: false,
@@ -571,7 +625,7 @@ impl SenderLog {
             current: None,
             ready: 0,
             next_index: 0,
-            index: FxHashMap::default(),
+            index: Index::default(),
             writable: true,
             bytes_logged: 0,
             in_memory: true,
@@ -606,7 +660,7 @@ impl SenderLog {
         let mut log = Self::open_existing(dir, true)?;
         log.rank = rank;
         log.segment_size = segment_size.max(4096).next_multiple_of(ALIGN);
-        for (&dest, q) in log.index.iter_mut() {
+        for (dest, q) in log.index.iter_mut() {
             let limit = keep(dest);
             let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.len());
             for e in q.drain(..) {
@@ -668,7 +722,7 @@ impl SenderLog {
             current: None,
             ready: 0,
             next_index: 0,
-            index: FxHashMap::default(),
+            index: Index::default(),
             writable,
             bytes_logged: 0,
             in_memory: false,
@@ -707,7 +761,7 @@ impl SenderLog {
                     reason,
                 })?
             {
-                log.index.entry(h.dest).or_default().push_back(Entry {
+                log.index.queue(h.dest).push_back(Entry {
                     seq: h.seq,
                     segment: idx,
                     offset: off,
@@ -731,7 +785,7 @@ impl SenderLog {
             );
             log.next_index = idx + 1;
         }
-        for q in log.index.values_mut() {
+        for (_, q) in log.index.iter_mut() {
             q.make_contiguous().sort_by_key(|e| (e.seq, e.segment));
         }
         Ok(log)
@@ -883,7 +937,7 @@ impl SenderLog {
     pub fn spill(&self, path: &Path) -> Result<u64> {
         use std::io::Write;
         let tmp = path.with_extension("tmp");
-        let mut entries: Vec<&Entry> = self.index.values().flatten().collect();
+        let mut entries: Vec<&Entry> = self.index.iter().flat_map(|(_, q)| q).collect();
         entries.sort_by_key(|e| (e.segment, e.offset));
         let mut body: Vec<(usize, usize, u64)> = Vec::with_capacity(entries.len());
         let mut total = SEGMENT_HEADER;
@@ -951,7 +1005,7 @@ impl SenderLog {
             reason,
         })? {
             if h.seq <= keep(h.dest) {
-                log.index.entry(h.dest).or_default().push_back(Entry {
+                log.index.queue(h.dest).push_back(Entry {
                     seq: h.seq,
                     segment: idx,
                     offset: off,
@@ -960,7 +1014,7 @@ impl SenderLog {
             }
             off += record_span(len);
         }
-        for q in log.index.values_mut() {
+        for (_, q) in log.index.iter_mut() {
             q.make_contiguous().sort_by_key(|e| e.seq);
         }
         log.segments.insert(
@@ -1119,6 +1173,12 @@ impl SenderLog {
         header: RecordHeader,
         payload: &[u8],
     ) -> Result<(Location, &[u8])> {
+        if header.dest >= MAX_DESTINATIONS {
+            return Err(Error::DestinationOutOfRange {
+                path: self.dir.clone(),
+                dest: header.dest,
+            });
+        }
         let idx = self.reserve(payload.len())?;
         let Some(seg) = self.segments.get_mut(&idx) else {
             return Err(Error::Corrupt {
@@ -1165,7 +1225,7 @@ impl SenderLog {
             );
         }
         push_touched(
-            self.index.entry(header.dest).or_default(),
+            self.index.queue(header.dest),
             Entry {
                 seq: header.seq,
                 segment: idx,
@@ -1205,14 +1265,14 @@ impl SenderLog {
 
     /// The record of message `seq` to `dest`, if logged and not freed.
     pub fn get(&self, dest: u32, seq: u64) -> Option<Record<'_>> {
-        let q = self.index.get(&dest)?;
+        let q = self.index.get(dest)?;
         let i = q.binary_search_by_key(&seq, |e| e.seq).ok()?;
         self.record(&q[i])
     }
 
     /// Every kept record to `dest` with a sequence number ≥ `from`, in order.
     pub fn iter_from(&self, dest: u32, from: u64) -> impl Iterator<Item = Record<'_>> + '_ {
-        let q = self.index.get(&dest);
+        let q = self.index.get(dest);
         let start = q.map_or(0, |q| q.partition_point(|e| e.seq < from));
         q.into_iter()
             .flat_map(move |q| q.iter().skip(start))
@@ -1221,7 +1281,7 @@ impl SenderLog {
 
     /// Number of kept records to `dest`.
     pub fn records_to(&self, dest: u32) -> usize {
-        self.index.get(&dest).map_or(0, VecDeque::len)
+        self.index.get(dest).map_or(0, VecDeque::len)
     }
 
     /// Destinations with at least one kept record.
@@ -1230,7 +1290,7 @@ impl SenderLog {
             .index
             .iter()
             .filter(|(_, q)| !q.is_empty())
-            .map(|(&d, _)| d)
+            .map(|(d, _)| d)
             .collect();
         d.sort_unstable();
         d
@@ -1240,7 +1300,7 @@ impl SenderLog {
     /// checkpointed past them); delete segments left without a live record.
     /// Returns how many segments were deleted.
     pub fn free_up_to(&mut self, dest: u32, seq: u64) -> Result<usize> {
-        let Some(q) = self.index.get_mut(&dest) else {
+        let Some(q) = self.index.get_mut(dest) else {
             return Ok(0);
         };
         while q.front().is_some_and(|e| e.seq <= seq) {
@@ -1458,6 +1518,41 @@ mod tests {
         assert_eq!(le_u32(&b, 32), 0xdead_beef);
         assert_eq!(le_u32(&b, 40), crc32c::crc32c(&b[..40]));
         assert_eq!(b[44..], [0; 4]);
+    }
+
+    #[test]
+    fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
+        let dir = tmp("dest-range");
+        let mut log = SenderLog::create(&dir, 0, 1 << 16).unwrap();
+        let err = log
+            .append(hdr(MAX_DESTINATIONS, 1), b"x")
+            .expect_err("rank past the bound");
+        assert!(
+            err.to_string().contains("destination rank 1048576"),
+            "{err}"
+        );
+        log.append(hdr(1000, 1), b"far rank").unwrap();
+        log.append(hdr(2, 1), b"two").unwrap();
+        assert_eq!(log.destinations(), vec![2, 1000]);
+        assert_eq!(log.get(1000, 1).map(|r| r.payload), Some(&b"far rank"[..]));
+        drop(log);
+        // A damaged file whose header sum still matches names the rank.
+        let path = segment_path(&dir, 0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let h = SEGMENT_HEADER;
+        bytes[h + 4..h + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let sum = crc32c::crc32c(&bytes[h..h + 40]);
+        bytes[h + 40..h + 44].copy_from_slice(&sum.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = SenderLog::open_read_only(&dir)
+            .err()
+            .expect("damaged record refused");
+        assert!(
+            err.to_string()
+                .contains("destination rank 4294967295 out of range in the record at offset 64"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
