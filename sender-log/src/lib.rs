@@ -1303,12 +1303,22 @@ impl SenderLog {
         let Some(q) = self.index.get_mut(dest) else {
             return Ok(0);
         };
-        while q.front().is_some_and(|e| e.seq <= seq) {
-            if let Some(e) = q.pop_front()
-                && let Some(seg) = self.segments.get_mut(&e.segment)
-            {
-                seg.live = seg.live.saturating_sub(1);
+        // Records lie in runs by segment: count each run, then look its
+        // segment up once (a checkpoint frees a whole interval's records).
+        let freed = q.partition_point(|e| e.seq <= seq);
+        let mut run: Option<(u64, usize)> = None;
+        for e in q.drain(..freed) {
+            match &mut run {
+                Some((segment, n)) if *segment == e.segment => *n += 1,
+                _ => {
+                    if let Some((segment, n)) = run.replace((e.segment, 1)) {
+                        drop_live(&mut self.segments, segment, n);
+                    }
+                }
             }
+        }
+        if let Some((segment, n)) = run {
+            drop_live(&mut self.segments, segment, n);
         }
         let empty: Vec<u64> = self
             .segments
@@ -1352,6 +1362,13 @@ impl SenderLog {
             }
         }
         Ok(empty.len())
+    }
+}
+
+/// `n` of segment `index`'s records are no longer live.
+fn drop_live(segments: &mut BTreeMap<u64, Segment>, index: u64, n: usize) {
+    if let Some(seg) = segments.get_mut(&index) {
+        seg.live = seg.live.saturating_sub(n);
     }
 }
 
@@ -1904,17 +1921,29 @@ mod tests {
             let dir = tmp(&format!("prop-{}", ops.len()));
             let mut log = SenderLog::create(&dir, 1, 4096).unwrap();
             let mut model: Vec<(u32, u64, Vec<u8>)> = Vec::new();
+            // Segment of each kept record, and of the last append (the
+            // current segment, never freed).
+            let mut segment_of: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+            let mut current = None;
             let mut next = [0u64; 3];
             for (dest, len, free) in ops {
                 if free && next[dest as usize] > 1 {
                     let upto = next[dest as usize] / 2;
                     log.free_up_to(dest, upto).unwrap();
                     model.retain(|(d, s, _)| *d != dest || *s > upto);
+                    segment_of.retain(|&(d, s), _| d != dest || s > upto);
+                    // Exactly the segments with a kept record remain.
+                    let mut live: Vec<u64> = segment_of.values().copied().chain(current).collect();
+                    live.sort_unstable();
+                    live.dedup();
+                    prop_assert_eq!(log.segment_count(), live.len());
                 } else {
                     next[dest as usize] += 1;
                     let seq = next[dest as usize];
                     let payload: Vec<u8> = (0..len).map(|i| (i as u64 * 31 + seq) as u8).collect();
-                    log.append(hdr(dest, seq), &payload).unwrap();
+                    let at = log.append(hdr(dest, seq), &payload).unwrap();
+                    segment_of.insert((dest, seq), at.segment);
+                    current = Some(at.segment);
                     model.push((dest, seq, payload));
                 }
             }
