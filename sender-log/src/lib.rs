@@ -205,35 +205,93 @@ pub const MAX_DESTINATIONS: u32 = 1 << 20;
 /// queue up without hashing).
 #[derive(Default)]
 struct Index {
-    by_dest: Vec<VecDeque<Entry>>,
+    by_dest: Vec<DestQueue>,
 }
 
 impl Index {
     /// The queue of `dest`, made if new. `dest` < [`MAX_DESTINATIONS`]
     /// (checked by callers: `append_stored` and `decode_record`).
-    fn queue(&mut self, dest: u32) -> &mut VecDeque<Entry> {
+    fn queue(&mut self, dest: u32) -> &mut DestQueue {
         let d = dest as usize;
         if d >= self.by_dest.len() {
-            self.by_dest.resize_with(d + 1, VecDeque::new);
+            self.by_dest.resize_with(d + 1, DestQueue::default);
         }
         &mut self.by_dest[d]
     }
 
     fn get(&self, dest: u32) -> Option<&VecDeque<Entry>> {
-        self.by_dest.get(dest as usize)
+        self.by_dest.get(dest as usize).map(|q| &q.entries)
     }
 
-    fn get_mut(&mut self, dest: u32) -> Option<&mut VecDeque<Entry>> {
+    fn get_mut(&mut self, dest: u32) -> Option<&mut DestQueue> {
         self.by_dest.get_mut(dest as usize)
     }
 
-    /// Every destination's queue (empty ones included), by rank.
+    /// Every destination's records (empty ones included), by rank.
     fn iter(&self) -> impl Iterator<Item = (u32, &VecDeque<Entry>)> {
-        (0u32..).zip(&self.by_dest)
+        (0u32..).zip(self.by_dest.iter().map(|q| &q.entries))
     }
 
-    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut VecDeque<Entry>)> {
+    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut DestQueue)> {
         (0u32..).zip(&mut self.by_dest)
+    }
+}
+
+/// One destination's records in sequence order, and the same records as
+/// runs by segment (consecutive records mostly share one), so that
+/// freeing a checkpoint interval's records costs a step per segment, not
+/// per record.
+#[derive(Default)]
+struct DestQueue {
+    entries: VecDeque<Entry>,
+    /// (segment, how many consecutive entries lie in it), front to back.
+    runs: VecDeque<(u64, usize)>,
+}
+
+impl DestQueue {
+    /// Append a record (in sequence order).
+    fn push(&mut self, e: Entry) {
+        push_touched(&mut self.entries, e);
+        match self.runs.back_mut() {
+            Some((segment, n)) if *segment == e.segment => *n += 1,
+            _ => self.runs.push_back((e.segment, 1)),
+        }
+    }
+
+    /// Sort the entries (read back from files in segment order) and make
+    /// the runs that match them.
+    fn sort(&mut self) {
+        self.entries
+            .make_contiguous()
+            .sort_by_key(|e| (e.seq, e.segment));
+        self.runs.clear();
+        for i in 0..self.entries.len() {
+            let segment = self.entries[i].segment;
+            match self.runs.back_mut() {
+                Some((s, n)) if *s == segment => *n += 1,
+                _ => self.runs.push_back((segment, 1)),
+            }
+        }
+    }
+
+    /// Forget the first `n` records, telling `freed` how many went from
+    /// each segment.
+    fn pop_front(&mut self, mut n: usize, mut freed: impl FnMut(u64, usize)) {
+        n = n.min(self.entries.len());
+        // Entries are `Copy`: dropping the drained range does not read it.
+        self.entries.drain(..n);
+        while n > 0 {
+            let Some((segment, count)) = self.runs.front_mut() else {
+                break;
+            };
+            let take = n.min(*count);
+            freed(*segment, take);
+            *count -= take;
+            n -= take;
+            if *count == 0 {
+                self.runs.pop_front();
+            }
+        }
     }
 }
 
@@ -662,8 +720,8 @@ impl SenderLog {
         log.segment_size = segment_size.max(4096).next_multiple_of(ALIGN);
         for (dest, q) in log.index.iter_mut() {
             let limit = keep(dest);
-            let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.len());
-            for e in q.drain(..) {
+            let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.entries.len());
+            for e in q.entries.drain(..) {
                 let dropped = if e.seq > limit {
                     Some(e)
                 } else if kept.back().is_some_and(|k| k.seq == e.seq) {
@@ -681,7 +739,8 @@ impl SenderLog {
                     seg.live = seg.live.saturating_sub(1);
                 }
             }
-            *q = kept;
+            q.entries = kept;
+            q.sort();
         }
         log.bytes_logged = 0;
         Ok(log)
@@ -761,7 +820,7 @@ impl SenderLog {
                     reason,
                 })?
             {
-                log.index.queue(h.dest).push_back(Entry {
+                log.index.queue(h.dest).push(Entry {
                     seq: h.seq,
                     segment: idx,
                     offset: off,
@@ -786,7 +845,7 @@ impl SenderLog {
             log.next_index = idx + 1;
         }
         for (_, q) in log.index.iter_mut() {
-            q.make_contiguous().sort_by_key(|e| (e.seq, e.segment));
+            q.sort();
         }
         Ok(log)
     }
@@ -1005,7 +1064,7 @@ impl SenderLog {
             reason,
         })? {
             if h.seq <= keep(h.dest) {
-                log.index.queue(h.dest).push_back(Entry {
+                log.index.queue(h.dest).push(Entry {
                     seq: h.seq,
                     segment: idx,
                     offset: off,
@@ -1015,7 +1074,7 @@ impl SenderLog {
             off += record_span(len);
         }
         for (_, q) in log.index.iter_mut() {
-            q.make_contiguous().sort_by_key(|e| e.seq);
+            q.sort();
         }
         log.segments.insert(
             idx,
@@ -1224,14 +1283,11 @@ impl SenderLog {
                 seg.populated,
             );
         }
-        push_touched(
-            self.index.queue(header.dest),
-            Entry {
-                seq: header.seq,
-                segment: idx,
-                offset: off,
-            },
-        );
+        self.index.queue(header.dest).push(Entry {
+            seq: header.seq,
+            segment: idx,
+            offset: off,
+        });
         let location = Location {
             segment: idx,
             offset: start as u64,
@@ -1303,23 +1359,15 @@ impl SenderLog {
         let Some(q) = self.index.get_mut(dest) else {
             return Ok(0);
         };
-        // Records lie in runs by segment: count each run, then look its
-        // segment up once (a checkpoint frees a whole interval's records).
-        let freed = q.partition_point(|e| e.seq <= seq);
-        let mut run: Option<(u64, usize)> = None;
-        for e in q.drain(..freed) {
-            match &mut run {
-                Some((segment, n)) if *segment == e.segment => *n += 1,
-                _ => {
-                    if let Some((segment, n)) = run.replace((e.segment, 1)) {
-                        drop_live(&mut self.segments, segment, n);
-                    }
-                }
+        // A checkpoint frees a whole interval's records: one step per
+        // segment they lie in.
+        let freed = q.entries.partition_point(|e| e.seq <= seq);
+        let segments = &mut self.segments;
+        q.pop_front(freed, |index, n| {
+            if let Some(seg) = segments.get_mut(&index) {
+                seg.live = seg.live.saturating_sub(n);
             }
-        }
-        if let Some((segment, n)) = run {
-            drop_live(&mut self.segments, segment, n);
-        }
+        });
         let empty: Vec<u64> = self
             .segments
             .iter()
@@ -1362,13 +1410,6 @@ impl SenderLog {
             }
         }
         Ok(empty.len())
-    }
-}
-
-/// `n` of segment `index`'s records are no longer live.
-fn drop_live(segments: &mut BTreeMap<u64, Segment>, index: u64, n: usize) {
-    if let Some(seg) = segments.get_mut(&index) {
-        seg.live = seg.live.saturating_sub(n);
     }
 }
 
@@ -1956,6 +1997,35 @@ mod tests {
             for (dest, seq, payload) in &model {
                 prop_assert_eq!(reread.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(payload.clone()));
             }
+            // Freed records stay in segments that still hold kept ones:
+            // a restarted writer indexes them again.
+            let mut on_file: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+            for dest in 0..3 {
+                for r in reread.iter_from(dest, 0) {
+                    on_file.insert((dest, r.header.seq), r.location.segment);
+                }
+            }
+            drop((reread, log));
+            // A restarted writer's index (rebuilt from the files) frees
+            // the same way: past half of each destination, then the rest.
+            let mut again = SenderLog::reopen(&dir, 1, 4096, |_| u64::MAX).unwrap();
+            for dest in 0..3 {
+                let half = next[dest as usize] * 3 / 4;
+                again.free_up_to(dest, half).unwrap();
+                model.retain(|(d, s, _)| *d != dest || *s > half);
+                on_file.retain(|&(d, s), _| d != dest || s > half);
+                let mut live: Vec<u64> = on_file.values().copied().collect();
+                live.sort_unstable();
+                live.dedup();
+                prop_assert_eq!(again.segment_count(), live.len());
+            }
+            for (dest, seq, payload) in &model {
+                prop_assert_eq!(again.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(payload.clone()));
+            }
+            for dest in 0..3 {
+                again.free_up_to(dest, u64::MAX).unwrap();
+            }
+            prop_assert_eq!(again.segment_count(), 0);
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
