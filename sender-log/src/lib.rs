@@ -527,8 +527,11 @@ fn crc32c_words(words: &[u64]) -> u32 {
     crc.finalize() as u32
 }
 
-/// Up to this many bytes, [`crc32c`] runs the `crc32` instruction inline.
-const SMALL_CRC: usize = 128;
+/// Below this many bytes, [`crc32c`] runs the `crc32` instruction inline:
+/// `crc_fast` folds faster only from here (measured on this machine:
+/// 8 ns against 13 ns at 128 B, 24 ns against 35 ns at 384 B, 29 ns
+/// against 23 ns at 448 B).
+const SMALL_CRC: usize = 448;
 
 /// CRC-32C of `words` (as little-endian bytes) followed by `tail`, with
 /// the SSE4.2 `crc32` instruction.
@@ -568,6 +571,17 @@ fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u32 {
     if src.len() < SMALL_CRC {
         let crc = crc32c(src);
         dst.copy_from_slice(src);
+        return crc;
+    }
+    if src.len() <= CHUNK {
+        // One piece: the plain call, without a digest's state.
+        let crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, src) as u32;
+        if src.len() >= STREAM_FROM {
+            copy_streaming(dst, src);
+            store_fence();
+        } else {
+            dst.copy_from_slice(src);
+        }
         return crc;
     }
     let stream = src.len() >= STREAM_FROM;
