@@ -197,7 +197,7 @@ struct Entry {
 
 /// The largest destination rank a log takes, plus one. The index is an
 /// array by destination, so a rank number read from a damaged file must not
-/// make it allocate without bound (at most 32 MiB of empty queues here).
+/// make it allocate without bound (at most 64 MiB of empty queues here).
 pub const MAX_DESTINATIONS: u32 = 1 << 20;
 
 /// The records of each destination, in sequence order: an array by
@@ -250,6 +250,7 @@ struct DestQueue {
 
 impl DestQueue {
     /// Append a record (in sequence order).
+    #[inline]
     fn push(&mut self, e: Entry) {
         push_touched(&mut self.entries, e);
         match self.runs.back_mut() {
