@@ -253,9 +253,15 @@ impl DestQueue {
     #[inline]
     fn push(&mut self, e: Entry) {
         push_touched(&mut self.entries, e);
+        self.count_in_runs(e.segment);
+    }
+
+    /// One more record, the last, lies in `segment`.
+    #[inline]
+    fn count_in_runs(&mut self, segment: u64) {
         match self.runs.back_mut() {
-            Some((segment, n)) if *segment == e.segment => *n += 1,
-            _ => self.runs.push_back((e.segment, 1)),
+            Some((s, n)) if *s == segment => *n += 1,
+            _ => self.runs.push_back((segment, 1)),
         }
     }
 
@@ -267,11 +273,7 @@ impl DestQueue {
             .sort_by_key(|e| (e.seq, e.segment));
         self.runs.clear();
         for i in 0..self.entries.len() {
-            let segment = self.entries[i].segment;
-            match self.runs.back_mut() {
-                Some((s, n)) if *s == segment => *n += 1,
-                _ => self.runs.push_back((segment, 1)),
-            }
+            self.count_in_runs(self.entries[i].segment);
         }
     }
 
