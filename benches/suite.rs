@@ -59,7 +59,7 @@ struct Sample {
     value: f64,
     /// Which pair of runs measured it (1, 2, …): the round, or with
     /// [`Part::repeats`] > 1 the run within it.
-    round: usize,
+    pair: usize,
 }
 
 /// A benchmark part: which example and C program, on how many ranks, with
@@ -116,6 +116,26 @@ fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
         .unwrap_or_default()
 }
 
+/// A ping-pong part for one of the protocol's targets: vpml with and
+/// without it only, in the steady state, four pairs of runs per round. One
+/// run's figures are steady, but they move by up to ±10 % from one run
+/// (pair of processes) to the next here: a target wants many short runs,
+/// not a few long ones.
+const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) -> Part {
+    Part {
+        name,
+        example: "pingpong",
+        c_source: None,
+        ranks: &[2],
+        args,
+        parse: parse_pingpong,
+        tcp: false,
+        steady: &["--checkpoint-every-mib", "16"],
+        repeats: 4,
+        nogc: false,
+    }
+}
+
 const PARTS: [Part; 7] = [
     Part {
         name: "pingpong-tcp",
@@ -141,35 +161,10 @@ const PARTS: [Part; 7] = [
         repeats: 1,
         nogc: true,
     },
-    Part {
-        name: "latency",
-        example: "pingpong",
-        c_source: None,
-        ranks: &[2],
-        args: &["--json", "--max", "1024"],
-        parse: parse_pingpong,
-        tcp: false,
-        steady: &["--checkpoint-every-mib", "16"],
-        // One run's small-message latency is steady, but it moves by up to
-        // ±10 % from one run (pair of processes) to the next here: the
-        // latency target wants many short runs, not a few long ones.
-        repeats: 4,
-        nogc: false,
-    },
-    Part {
-        name: "bandwidth",
-        example: "pingpong",
-        c_source: None,
-        ranks: &[2],
-        args: &["--json", "--min", "1048576"],
-        parse: parse_pingpong,
-        tcp: false,
-        steady: &["--checkpoint-every-mib", "16"],
-        // Large messages swing as much from one pair of runs to the next
-        // as small ones do: the bandwidth target, too, wants many runs.
-        repeats: 4,
-        nogc: false,
-    },
+    // Small-message latency, for its target.
+    protocol_pingpong("latency", &["--json", "--max", "1024"]),
+    // Bandwidth at 1-4 MiB, for its target.
+    protocol_pingpong("bandwidth", &["--json", "--min", "1048576"]),
     Part {
         name: "anysource",
         example: "anysource-pingpong",
@@ -554,7 +549,7 @@ fn main() {
                                     metric,
                                     x,
                                     value,
-                                    round: pair,
+                                    pair,
                                 });
                             }
                         }
@@ -621,7 +616,7 @@ fn medians(samples: &[Sample]) -> Table {
 /// mean of those over the sizes, and their range. A second line gives the
 /// spread of single pairs.
 fn print_protocol_overhead(samples: &[Sample]) {
-    let value = |part: &str, config: &str, metric: &str, x: u64, round: usize| {
+    let value = |part: &str, config: &str, metric: &str, x: u64, pair: usize| {
         samples
             .iter()
             .find(|s| {
@@ -629,12 +624,12 @@ fn print_protocol_overhead(samples: &[Sample]) {
                     && s.config == config
                     && s.metric == metric
                     && s.x == x
-                    && s.round == round
+                    && s.pair == pair
             })
             .map(|s| s.value)
     };
     let geometric_mean = |v: &[f64]| (v.iter().map(|v| v.ln()).sum::<f64>() / v.len() as f64).exp();
-    let rounds = samples.iter().map(|s| s.round).max().unwrap_or(0);
+    let pairs = samples.iter().map(|s| s.pair).max().unwrap_or(0);
     let latency = 0..=1024u64;
     for (part, what, metric, sizes) in [
         (
@@ -683,7 +678,7 @@ fn print_protocol_overhead(samples: &[Sample]) {
         xs.sort_unstable();
         xs.dedup();
         // ratio[pair][size], where both runs of the pair gave the size.
-        let ratio: Vec<Vec<Option<f64>>> = (1..=rounds)
+        let ratio: Vec<Vec<Option<f64>>> = (1..=pairs)
             .map(|k| {
                 xs.iter()
                     .map(|&x| {
@@ -712,17 +707,17 @@ fn print_protocol_overhead(samples: &[Sample]) {
         );
         // How far single pairs of runs spread: each complete pair's
         // geometric mean over the sizes.
-        let pairs: Vec<f64> = ratio
+        let pair_ratios: Vec<f64> = ratio
             .iter()
             .filter_map(|pair| pair.iter().copied().collect::<Option<Vec<f64>>>())
             .filter(|r| !r.is_empty())
             .map(|r| geometric_mean(&r))
             .collect();
-        if !pairs.is_empty() {
-            let (q1, q3) = quartiles(pairs.clone());
+        let complete = pair_ratios.len();
+        if complete > 0 {
+            let (q1, q3) = quartiles(pair_ratios);
             println!(
-                "#   {} pair(s) of runs; quartiles of a pair's ratio {q1:.3} and {q3:.3}",
-                pairs.len()
+                "#   {complete} pair(s) of runs; quartiles of a pair's ratio {q1:.3} and {q3:.3}"
             );
         }
     }
