@@ -42,6 +42,7 @@ fn event_for(id: EventId) -> Event {
         },
         _ => Event::Cancel {
             call: id,
+            request: id / 2,
             cancelled: id.is_multiple_of(3),
         },
     }

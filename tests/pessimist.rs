@@ -107,7 +107,11 @@ fn format_event(rank: usize, e: &Event) -> String {
             )
         }
         Event::NoneRun { first, last } => format!("none_run {first} {last}"),
-        Event::Cancel { call, cancelled } => format!("cancel {call} {}", u8::from(*cancelled)),
+        Event::Cancel {
+            call,
+            request,
+            cancelled,
+        } => format!("cancel {call} {request} {}", u8::from(*cancelled)),
     };
     format!("event {rank} {body}")
 }

@@ -51,6 +51,9 @@ pub enum Event {
     Cancel {
         /// Id of the cancel call.
         call: u64,
+        /// Id of the receive call it cancelled (a re-executed rank must
+        /// keep that receive from matching anything before the cancel).
+        request: u64,
         /// Whether the receive was cancelled.
         cancelled: bool,
     },
@@ -103,9 +106,14 @@ impl Event {
                 put_u64(out, *first);
                 put_u64(out, *last);
             }
-            Event::Cancel { call, cancelled } => {
+            Event::Cancel {
+                call,
+                request,
+                cancelled,
+            } => {
                 out.push(KIND_CANCEL);
                 put_u64(out, *call);
+                put_u64(out, *request);
                 out.push(u8::from(*cancelled));
             }
         }
@@ -119,7 +127,7 @@ impl Event {
                 Event::Probe { .. } => 25,
                 Event::Delivery { completed, .. } => 12 + 8 * completed.len(),
                 Event::NoneRun { .. } => 16,
-                Event::Cancel { .. } => 9,
+                Event::Cancel { .. } => 17,
             }
     }
 
@@ -171,6 +179,7 @@ impl Event {
             }
             KIND_CANCEL => Event::Cancel {
                 call: r.u64()?,
+                request: r.u64()?,
                 cancelled: r.bool()?,
             },
             k => {
@@ -385,8 +394,13 @@ pub(crate) mod tests {
                 first: a.min(b),
                 last: a.max(b)
             }),
-            (any::<u64>(), any::<bool>())
-                .prop_map(|(call, cancelled)| Event::Cancel { call, cancelled }),
+            (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(call, request, cancelled)| {
+                Event::Cancel {
+                    call,
+                    request,
+                    cancelled,
+                }
+            }),
         ]
     }
 
@@ -450,11 +464,13 @@ pub(crate) mod tests {
         let mut buf = Vec::new();
         Event::Cancel {
             call: 1,
+            request: 1,
             cancelled: true,
         }
         .encode(1, &mut buf);
         Event::Cancel {
             call: 2,
+            request: 1,
             cancelled: true,
         }
         .encode(3, &mut buf);
@@ -467,6 +483,7 @@ pub(crate) mod tests {
         let mut buf = Vec::new();
         Event::Cancel {
             call: 1,
+            request: 1,
             cancelled: true,
         }
         .encode(1, &mut buf);

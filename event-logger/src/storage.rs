@@ -13,7 +13,7 @@ use crate::wire::MAX_FRAME;
 /// First bytes of every stored record.
 pub const RECORD_MAGIC: [u8; 4] = *b"VPLR";
 /// Version of the record layout.
-pub const RECORD_VERSION: u16 = 1;
+pub const RECORD_VERSION: u16 = 2;
 /// Size of a record header.
 pub const RECORD_HEADER_LEN: usize = 36;
 /// Default size at which a rank's active segment is closed and a new one

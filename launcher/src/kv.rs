@@ -143,6 +143,10 @@ fn serve(shared: &Shared, conn: TcpStream) -> Result<(), String> {
                 fence(shared);
                 reply(&mut out, "OK")?;
             }
+            "JOINED" => {
+                let _ = shared.events.send(Event::Joined { rank });
+                reply(&mut out, "OK")?;
+            }
             "FINALIZE" => {
                 let _ = shared.events.send(Event::Finalized { rank });
                 reply(&mut out, "OK")?;

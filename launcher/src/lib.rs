@@ -194,6 +194,10 @@ pub(crate) enum Event {
     Finalized {
         rank: usize,
     },
+    /// The rank's first process is past start-up (see `KvClient::joined`).
+    Joined {
+        rank: usize,
+    },
     Abort {
         rank: usize,
         code: i32,
@@ -207,6 +211,9 @@ pub(crate) enum Event {
         why: String,
     },
 }
+
+/// Signals a user stops a job with: a rank they kill is not restarted.
+const USER_STOP_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// A planned SIGKILL (`--inject-failure`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -368,16 +375,10 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
         eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mpi = mpi_abi_dir(args, &program, &job_id)?;
+    let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run")?;
     let mut extra_envs: Vec<(String, String)> = protocol.envs.clone();
     if let Some(dir) = &mpi {
-        let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-        let path = if old.is_empty() {
-            dir.display().to_string()
-        } else {
-            format!("{}:{old}", dir.display())
-        };
-        extra_envs.push(("LD_LIBRARY_PATH".into(), path));
+        extra_envs.push(("LD_LIBRARY_PATH".into(), loader_path_with(dir)));
     }
     if let Some(seed) = args.chaos {
         extra_envs.push((env::CHAOS.to_string(), seed.to_string()));
@@ -583,7 +584,14 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
 /// `libmpich.so.12`): a directory where `libmpich.so.12` and
 /// `libmpi.so.12` are vpml's MPICH-ABI library, to put first on the ranks'
 /// loader path.
-fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<PathBuf>, String> {
+/// `who` names the command in the line that says so. The caller removes
+/// the directory when the job ends.
+pub(crate) fn mpi_abi_dir(
+    force: bool,
+    program: &Path,
+    job_id: &str,
+    who: &str,
+) -> Result<Option<PathBuf>, String> {
     // A substring search (SIMD) over the file: no ELF parsing needed, and
     // fast enough that the job's start does not notice it.
     let linked = std::fs::read(program)
@@ -592,7 +600,7 @@ fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<Pa
                 || memchr::memmem::find(&b, b"libmpi.so.12").is_some()
         })
         .unwrap_or(false);
-    if !args.mpi_abi && !linked {
+    if !force && !linked {
         return Ok(None);
     }
     let lib =
@@ -605,11 +613,19 @@ fn mpi_abi_dir(args: &RunArgs, program: &Path, job_id: &str) -> Result<Option<Pa
         std::os::unix::fs::symlink(&lib, &link).map_err(|e| format!("{}: {e}", link.display()))?;
     }
     eprintln!(
-        "vpml run: {} runs on vpml's MPI library ({})",
+        "{who}: {} runs on vpml's MPI library ({})",
         program.display(),
         lib.display()
     );
     Ok(Some(links))
+}
+
+/// `LD_LIBRARY_PATH` with `dir` first.
+pub(crate) fn loader_path_with(dir: &Path) -> String {
+    match std::env::var("LD_LIBRARY_PATH") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", dir.display()),
+        _ => dir.display().to_string(),
+    }
 }
 
 /// vpml's MPICH-ABI library (`libvpml_mpich.so`), found next to the
@@ -941,6 +957,7 @@ fn supervise(
     // How each rank's last process ended (for a recording's manifest).
     let mut ended = vec!["still running when the job ended".to_string(); n];
     let mut finalized = vec![false; n];
+    let mut joined = vec![false; n];
     let mut all_finalized = false;
     let mut alive = vec![true; n];
     let mut incarnation = vec![0u32; n];
@@ -1070,6 +1087,7 @@ fn supervise(
                     deadline = None;
                 }
             }
+            Some(Event::Joined { rank }) => joined[rank] = true,
             Some(Event::Finalized { rank }) => {
                 finalized[rank] = true;
                 if !all_finalized && finalized.iter().all(|&f| f) {
@@ -1171,6 +1189,29 @@ fn supervise(
             }
             if !restartable {
                 fail!(code, why);
+                continue;
+            }
+            if !joined[rank] {
+                // The others wait for it in a start-up fence: nothing to
+                // recover, and a new process cannot take its place there.
+                fail!(
+                    code,
+                    format!(
+                        "{why} during start-up, before the job was joined: only ranks past start-up are restarted (run the job again)"
+                    )
+                );
+                continue;
+            }
+            if matches!(death, Death::Signal(s) if USER_STOP_SIGNALS.contains(&s)) {
+                // Ctrl-C reaches the whole process group, ranks included,
+                // often before the launcher hears it: the user's stop, not
+                // a crash to recover from.
+                fail!(
+                    code,
+                    format!(
+                        "{why}: ending the job (a rank stopped by SIGINT, SIGTERM, SIGHUP or SIGQUIT is not restarted)"
+                    )
+                );
                 continue;
             }
             if restarts_done >= args.max_restarts {

@@ -282,15 +282,29 @@ fn replay(args: &ReplayArgs) -> Result<u8, String> {
     if let Some(n) = args.until {
         cmd.env("VPML_REPLAY_UNTIL", n.to_string());
     }
+    // An MPI C program loads vpml's MPI library, as under `vpml run`
+    // (its vpml_ext.h calls exist nowhere else).
+    let mpi = crate::mpi_abi_dir(
+        false,
+        Path::new(&m.program),
+        &format!("replay-{}", std::process::id()),
+        "vpml replay",
+    )?;
+    if let Some(lib) = &mpi {
+        cmd.env("LD_LIBRARY_PATH", crate::loader_path_with(lib));
+    }
     eprintln!(
         "vpml replay: rank {} of {} ({} ranks), alone",
         args.rank,
         dir.display(),
         m.size
     );
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot start {}: {e}", m.program.to_string_lossy()))?;
+    let status = cmd.status();
+    if let Some(lib) = &mpi {
+        let _ = std::fs::remove_dir_all(lib);
+    }
+    let status =
+        status.map_err(|e| format!("cannot start {}: {e}", m.program.to_string_lossy()))?;
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
         (None, Some(s)) => 128 + s as u8,

@@ -13,6 +13,7 @@
 //! | `PUT <key> <value>` | `OK` | publish a value |
 //! | `GET <key>` | `VAL <value>` / `NONE` | read a value |
 //! | `FENCE` | `OK` | returns once every rank has sent `FENCE` (values put before are visible) |
+//! | `JOINED` | `OK` | the rank's first process finished start-up (its fences); from now on it can be restarted |
 //! | `FINALIZE` | `OK` | the rank finished cleanly; it may exit |
 //! | `ABORT <code> <message>` | `OK` | stop the whole job with exit code `<code>` |
 
@@ -85,6 +86,11 @@ pub fn write_output_mark(mark: &str, index: u64) {
     }
     let mut out = std::io::stdout().lock();
     let _ = out.flush();
+    // A C program's stdio buffers too (fully buffered into the launcher's
+    // pipe): lines it printed before the mark must leave before it.
+    // SAFETY: fflush(NULL) flushes every open output stream; it takes
+    // each stream's own lock.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     let _ = writeln!(out, "{mark}{index}]");
     let _ = out.flush();
 }
@@ -325,6 +331,14 @@ impl KvClient {
     }
 
     /// Report a clean end.
+    /// Tell the launcher that start-up (every fence) is behind this rank:
+    /// a process that dies before cannot be restarted alone, because the
+    /// others wait in a fence for it.
+    pub fn joined(&mut self) -> Result<()> {
+        self.expect_ok("JOINED")
+    }
+
+    /// Tell the launcher this rank finished cleanly.
     pub fn finalize(&mut self) -> Result<()> {
         self.expect_ok("FINALIZE")
     }

@@ -7,7 +7,7 @@
 //! what a protocol layer needs to name messages.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::TcpListener;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
@@ -17,7 +17,8 @@ use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::{Envelope, MatchQueues, Posted, RecvSpec};
 use crate::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, RecvPlan, Replay,
+    RequestInfo, SendPlan,
 };
 use crate::recovery::JobPage;
 use crate::shm::futex;
@@ -30,6 +31,10 @@ mod restart;
 
 /// Messages up to this size travel inside the ring.
 pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
+
+/// Exit status of a job stopped because a restarted rank's re-execution
+/// diverged from its logged execution (`EX_SOFTWARE`).
+pub(crate) const DIVERGED_EXIT_CODE: i32 = 70;
 /// Fragment size of the pipelined path used when single-copy reads are not allowed.
 const FRAGMENT: usize = 32 * 1024;
 /// Longest sleep on the doorbell before looking around again.
@@ -111,8 +116,15 @@ struct Slot {
     /// A receive posted with ANY_SOURCE while a protocol listens: its
     /// match is reported.
     any_source: bool,
-    /// A send that completed when it started.
+    /// A standard send of at most [`EAGER_LIMIT`] bytes, complete when it
+    /// started. Whether a send is one is the same in every execution of
+    /// the call (a re-executed send its peer already has completes at once
+    /// whatever its size), so a completion call over such sends alone
+    /// needs no event.
     completed_at_start: bool,
+    /// A restarted process re-executes a receive that a logged cancel
+    /// withdrew: it is not posted, and the cancel completes it.
+    held_for_cancel: bool,
 }
 
 /// An unexpected message waiting for its receive.
@@ -195,6 +207,14 @@ struct Peer {
     /// number, when the peer can restart: its next incarnation gets them
     /// from the sender log, so they complete when its link is dropped.
     fin_waiting: BTreeMap<u64, u64>,
+    /// Our synchronous messages the peer holds unmatched, as its newer
+    /// process (or the survivor we reconnected to) told us after the link
+    /// came up; `None` until it has. A re-executed synchronous send that
+    /// the peer already has completes at once unless it is in this set,
+    /// and otherwise when the peer acknowledges it (by sequence number).
+    sync_unmatched: Option<BTreeSet<u64>>,
+    /// The list being received (`SYNC_UNMATCHED` frames before `SYNC_STATE_END`).
+    sync_unmatched_incoming: BTreeSet<u64>,
 }
 
 impl Peer {
@@ -207,6 +227,8 @@ impl Peer {
             broken: false,
             sync_waiting: BTreeMap::new(),
             fin_waiting: BTreeMap::new(),
+            sync_unmatched: None,
+            sync_unmatched_incoming: BTreeSet::new(),
         }
     }
 }
@@ -546,6 +568,7 @@ impl Engine {
             if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
                 tcp = crate::tcp::connect_all(env, &mut kv)?;
             }
+            kv.joined()?;
         }
         let mut peers = Vec::with_capacity(env.size);
         let mut pids = vec![0; env.size];
@@ -756,19 +779,25 @@ impl Engine {
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
         // Only sends that completed when they started: the answer is the
         // same every time, and was never logged.
-        let determined = || {
-            ids.iter().flatten().all(|&id| {
-                self.core
-                    .slot(id)
-                    .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
-            })
-        };
+        let determined = ids.iter().flatten().all(|&id| {
+            self.core
+                .slot(id)
+                .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
+        });
         // Without a protocol there is nothing to replay (and nothing to check).
-        let replay = if self.protocol.is_none() || determined() {
+        let replay = if self.protocol.is_none() {
             Replay::Free
         } else {
-            self.hook(|p| Ok(p.replay_completion(call)))?
-                .unwrap_or(Replay::Free)
+            let passed: Vec<CallId> = ids
+                .iter()
+                .flatten()
+                .filter_map(|&id| self.core.slot(id).map(|s| s.call))
+                .collect();
+            match self.hook(|p| p.replay_completion(call, &passed))? {
+                // Never logged: the answer is the same every time.
+                Some(Replay::NotYet) if determined => Replay::Free,
+                r => r.unwrap_or(Replay::Free),
+            }
         };
         match replay {
             Replay::Logged(calls) => {
@@ -780,8 +809,11 @@ impl Engine {
                     })
                     .collect();
                 if want.len() != calls.len() {
-                    let e = Error::EngineFailed(format!(
-                        "replay diverged: completion call {call} completed the requests of calls {calls:?} the first time, but only {} of them were passed now",
+                    // The protocol checked that every logged request was
+                    // passed: only a request passed twice gets here.
+                    let e = Error::Diverged(format!(
+                        "rank {} diverged from its logged execution: completion call {call} completed the requests of calls {calls:?} the first time; now {} of them are active",
+                        self.core.rank,
                         want.len()
                     ));
                     self.fail(&e);
@@ -962,10 +994,10 @@ impl Engine {
             let id = self.core.alloc(SlotKind::Send, data);
             if let Some(s) = self.core.slot_mut(id) {
                 s.call = msg.call;
-                s.completed_at_start = true;
             }
             self.core.set_status(id, Status::new(dest, tag, len, seq));
             self.core.complete(id);
+            self.core.mark_completed_at_start(id, sync);
             return Ok(id);
         }
         self.protocol_send(&mut msg)?;
@@ -1019,6 +1051,7 @@ impl Engine {
                 self.core.deliver_eager(env, bytes, None)?;
                 self.core.complete(id);
             }
+            self.core.mark_completed_at_start(id, sync);
             self.flush_control();
             self.report_matches()?;
             return Ok(id);
@@ -1026,11 +1059,21 @@ impl Engine {
         self.core.set_status(id, Status::new(dest, tag, len, seq));
         if self.suppressed(dest, seq) {
             // Re-executed after a restart, and the receiver already has it:
-            // logged (above), not transmitted.
-            self.core.complete(id);
-            if let Some(s) = self.core.slot_mut(id) {
-                // As the first time: only standard sends complete at start.
-                s.completed_at_start = !sync;
+            // logged (above), not transmitted. A synchronous send completes
+            // only once the receiver has matched it, as the first time.
+            // (Replayed alone, there is no receiver to wait for.)
+            let alone = self.replay_alone;
+            let peer = self.peer_mut(dest)?;
+            let matched = alone
+                || peer
+                    .sync_unmatched
+                    .as_ref()
+                    .is_some_and(|unmatched| !unmatched.contains(&seq));
+            if sync && !matched {
+                peer.sync_waiting.insert(seq, id.token());
+            } else {
+                self.core.complete(id);
+                self.core.mark_completed_at_start(id, sync);
             }
             return Ok(id);
         }
@@ -1038,9 +1081,7 @@ impl Engine {
         // and the transport sends from there (no completion token needed).
         let token = if logged && !sync {
             self.core.complete(id);
-            if let Some(s) = self.core.slot_mut(id) {
-                s.completed_at_start = true;
-            }
+            self.core.mark_completed_at_start(id, sync);
             0
         } else {
             id.token()
@@ -1228,9 +1269,12 @@ impl Engine {
         self.check_alive()?;
         let mut spec = spec;
         let mut call = 0;
+        let mut plan = RecvPlan::Post;
         if self.protocol.is_some() {
             call = self.next_call();
-            self.hook(|p| p.post_recv(call, &mut spec))?;
+            plan = self
+                .hook(|p| p.post_recv(call, &mut spec))?
+                .unwrap_or(RecvPlan::Post);
         }
         let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
         let report = self.protocol.is_some();
@@ -1238,6 +1282,10 @@ impl Engine {
             s.call = call;
             // Only a protocol wants to hear about matches (none is free).
             s.any_source = report && spec.source.is_none();
+            s.held_for_cancel = plan == RecvPlan::HoldForCancel;
+        }
+        if plan == RecvPlan::HoldForCancel {
+            return Ok(id);
         }
         if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
             if let Err(e) = self.core.finish_unexpected(id, env, u) {
@@ -1265,15 +1313,18 @@ impl Engine {
             return Ok(self.withdraw(id));
         }
         let call = self.next_call();
-        match self.hook(|p| Ok(p.replay_cancel(call)))? {
+        match self.hook(|p| p.replay_cancel(call, request))? {
             Some(Replay::Logged(false)) => Ok(false),
             Some(Replay::Logged(true)) => {
+                // The receive was held back from matching since it was
+                // posted (`RecvPlan::HoldForCancel`).
                 if !self.withdraw(id) {
-                    tracing::warn!(
-                        call,
-                        "replay: a receive cancelled the first time had matched already"
-                    );
-                    return Ok(false);
+                    let e = Error::Diverged(format!(
+                        "rank {} diverged from its logged execution: call {call} cancelled the receive of call {request} the first time; now that receive has matched",
+                        self.core.rank
+                    ));
+                    self.fail(&e);
+                    return Err(e);
                 }
                 Ok(true)
             }
@@ -1293,7 +1344,7 @@ impl Engine {
         if slot.kind != SlotKind::Recv || slot.done {
             return false;
         }
-        if !self.core.matching.remove_posted(&id) {
+        if !slot.held_for_cancel && !self.core.matching.remove_posted(&id) {
             return false;
         }
         let mut st = Status::new(0, 0, 0, 0);
@@ -1305,7 +1356,7 @@ impl Engine {
 
     /// Look for a matching message without receiving it.
     pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
-        if let Some(answer) = self.replay_probe(spec)? {
+        if let Some(answer) = self.replay_probe(spec, false)? {
             return Ok(answer);
         }
         let mut found = self.peek(spec);
@@ -1324,12 +1375,12 @@ impl Engine {
     /// restarted process replays, the logged answer is returned (waiting
     /// for the logged message if need be). `None`: probe as usual (the
     /// call id is `last_call`).
-    fn replay_probe(&mut self, spec: &RecvSpec) -> Result<Option<Option<Status>>> {
+    fn replay_probe(&mut self, spec: &RecvSpec, blocking: bool) -> Result<Option<Option<Status>>> {
         if self.protocol.is_none() {
             return Ok(None);
         }
         let call = self.next_call();
-        match self.hook(|p| Ok(p.replay_probe(call)))? {
+        match self.hook(|p| p.replay_probe(call, spec, blocking))? {
             Some(Replay::Logged(Some((source, tag)))) => {
                 let exact = RecvSpec {
                     source: Some(source),
@@ -1362,7 +1413,7 @@ impl Engine {
     pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
         // A blocking probe always finds something; "nothing" cannot have
         // been logged for it.
-        if let Some(Some(st)) = self.replay_probe(spec)? {
+        if let Some(Some(st)) = self.replay_probe(spec, true)? {
             return Ok(st);
         }
         let mut found = None;
@@ -1552,6 +1603,11 @@ impl Engine {
 
     fn fail(&mut self, e: &Error) {
         tracing::error!(rank = self.core.rank, "fatal: {e}");
+        if let Error::Diverged(why) = e {
+            // Exact or loud: whatever the application does with the
+            // error, the job stops here, with this line.
+            self.abort(DIVERGED_EXIT_CODE, why);
+        }
         self.failed = Some(e.to_string());
         for peer in self.peers.iter_mut().flatten() {
             peer.pending.clear();
@@ -1882,6 +1938,7 @@ impl Core {
                     call: 0,
                     any_source: false,
                     completed_at_start: false,
+                    held_for_cancel: false,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -1899,9 +1956,19 @@ impl Core {
         s.call = 0;
         s.any_source = false;
         s.completed_at_start = false;
+        s.held_for_cancel = false;
         ReqId {
             idx,
             generation: s.generation,
+        }
+    }
+
+    /// Send `id` just completed as it started: mark it if it is a standard
+    /// send small enough to do so in every execution (see
+    /// [`Slot::completed_at_start`]).
+    fn mark_completed_at_start(&mut self, id: ReqId, sync: bool) {
+        if let Some(s) = self.slot_mut(id) {
+            s.completed_at_start = !sync && s.done && s.buf.len <= EAGER_LIMIT;
         }
     }
 
@@ -2174,9 +2241,23 @@ impl Core {
                 }
             }
             kind::FIN | kind::SYNC_ACK => {
-                let id = ReqId::from_token(hdr.aux1);
-                peer.sync_waiting.remove(&hdr.seq);
-                peer.fin_waiting.remove(&hdr.seq);
+                let waiting = peer.sync_waiting.remove(&hdr.seq);
+                let waiting = peer.fin_waiting.remove(&hdr.seq).or(waiting);
+                let id = match waiting {
+                    // Restartable: by sequence number, which stays; the
+                    // token in the frame may name a request of a dead
+                    // process of ours.
+                    Some(token) if self.restartable => ReqId::from_token(token),
+                    None if self.restartable => {
+                        // A send of an earlier process of ours, or one not
+                        // re-executed yet: remember that it has matched.
+                        if let Some(unmatched) = peer.sync_unmatched.as_mut() {
+                            unmatched.remove(&hdr.seq);
+                        }
+                        return Ok(());
+                    }
+                    _ => ReqId::from_token(hdr.aux1),
+                };
                 match self.slot(id) {
                     Some(s) if s.kind == SlotKind::Send && !s.done => self.complete(id),
                     // A restarted receiver may acknowledge a message again.
@@ -2185,6 +2266,26 @@ impl Core {
                 }
             }
             kind::GC => self.gc_notices.push((p, hdr.seq)),
+            kind::SYNC_UNMATCHED => {
+                peer.sync_unmatched_incoming.insert(hdr.seq);
+            }
+            kind::SYNC_STATE_END => {
+                let unmatched = std::mem::take(&mut peer.sync_unmatched_incoming);
+                // Re-executed synchronous sends waiting for this answer:
+                // those the peer matched already are complete.
+                let matched: Vec<u64> = peer
+                    .sync_waiting
+                    .iter()
+                    .filter(|(seq, _)| **seq <= hdr.seq && !unmatched.contains(seq))
+                    .map(|(_, token)| *token)
+                    .collect();
+                peer.sync_waiting
+                    .retain(|seq, _| *seq > hdr.seq || unmatched.contains(seq));
+                peer.sync_unmatched = Some(unmatched);
+                for token in matched {
+                    self.complete(ReqId::from_token(token));
+                }
+            }
             kind::FRAG => {
                 let chunk = usize::try_from(hdr.aux0).map_err(|_| corrupt("bad chunk".into()))?;
                 let bytes = peer.link.payload(hdr, chunk).map_err(corrupt)?;

@@ -90,6 +90,13 @@ pub enum Error {
     /// unable to communicate; every later call reports it.
     #[error("this rank can no longer communicate: {0}")]
     EngineFailed(String),
+    /// A restarted rank's re-execution does not fit its logged execution
+    /// (a send differs from the one its peer already has, or a call from
+    /// its logged outcome): continuing could change the job's answer, so
+    /// the job stops. The text names rank, incarnation, call, event or
+    /// message, expected and found.
+    #[error("{0}")]
+    Diverged(String),
     /// The operation was cancelled (reported in the status of a cancelled receive).
     #[error("the request was cancelled")]
     Cancelled,

@@ -104,6 +104,17 @@ pub enum Replay<T> {
     Logged(T),
 }
 
+/// What the engine does with a receive it posts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvPlan {
+    /// Match it as usual (possibly with a source the protocol forced).
+    Post,
+    /// A restarted process re-executes a receive that a later `cancel`
+    /// withdrew the first time: it must not match anything before that
+    /// cancel, which then completes it as cancelled.
+    HoldForCancel,
+}
+
 /// A message kept in a protocol's sender log, to be sent again to a
 /// restarted receiver.
 #[derive(Debug, Clone, Copy)]
@@ -160,8 +171,10 @@ pub trait Protocol {
     /// send writes to).
     fn idle(&mut self);
 
-    /// A receive was posted. `spec.source == None` means ANY_SOURCE.
-    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()>;
+    /// A receive was posted. `spec.source == None` means ANY_SOURCE; a
+    /// restarted process may force it to the logged source, or hold it
+    /// back from matching (see [`RecvPlan`]).
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan>;
 
     /// A receive posted with ANY_SOURCE (call `recv`) matched a message
     /// from world rank `source`.
@@ -213,15 +226,25 @@ pub trait Protocol {
     fn replay_end(&self) -> CallId;
 
     /// The logged answer of completion call `call` (a list of the call ids
-    /// of the requests it completed).
-    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>>;
+    /// of the requests it completed), given the call ids of the requests
+    /// it was passed. Asked for every completion call, so that a logged
+    /// answer that does not fit (see [`crate::Error::Diverged`]) is an
+    /// error rather than a different outcome.
+    fn replay_completion(&mut self, call: CallId, passed: &[CallId])
+    -> Result<Replay<Vec<CallId>>>;
 
-    /// The logged answer of probe call `call`: the (source, tag) found, or
-    /// `None` for "nothing".
-    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>>;
+    /// The logged answer of probe call `call` (`blocking` for `probe`) of
+    /// `spec`: the (source, tag) found, or `None` for "nothing".
+    fn replay_probe(
+        &mut self,
+        call: CallId,
+        spec: &RecvSpec,
+        blocking: bool,
+    ) -> Result<Replay<Option<(usize, i32)>>>;
 
-    /// The logged outcome of cancel call `call`.
-    fn replay_cancel(&mut self, call: CallId) -> Replay<bool>;
+    /// The logged outcome of cancel call `call` of the receive created by
+    /// call `request`.
+    fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;
 
     /// Every logged message to `dest` with a sequence number above `after`,
     /// in order (to send again after `dest` restarted, or after this

@@ -266,13 +266,21 @@ fn cancel(w: &Comm) -> R {
         return Ok(());
     }
     let never = w.irecv(1, 50, vec![0u8])?;
+    let request = never.call_id();
     let c = never.cancel()?;
-    ev(w, format!("cancel {} {}", w.last_call_id(), u8::from(c)));
+    ev(
+        w,
+        format!("cancel {} {request} {}", w.last_call_id(), u8::from(c)),
+    );
     never.wait()?;
     let matched = w.irecv(1, 51, vec![0u8])?;
+    let request = matched.call_id();
     w.recv(1, 52, &mut [0u8])?;
     let c = matched.cancel()?;
-    ev(w, format!("cancel {} {}", w.last_call_id(), u8::from(c)));
+    ev(
+        w,
+        format!("cancel {} {request} {}", w.last_call_id(), u8::from(c)),
+    );
     matched.wait()?;
     Ok(())
 }

@@ -17,7 +17,9 @@
 
 pub mod checkpoint;
 pub mod pessimist;
+mod previous_sends;
 pub mod replay;
+mod replay_log;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

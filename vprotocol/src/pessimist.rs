@@ -41,6 +41,12 @@
 //!   return the logged sets, probes the logged answers, and calls without
 //!   an event "nothing" (they failed the first time). Nothing is logged
 //!   again during that replay.
+//! * **Divergence is never silent.** While it re-executes, a restarted
+//!   process checks every logged outcome as its call consumes it
+//!   ([`crate::replay_log`]) and every send against the record its previous
+//!   process logged for the same destination and sequence number
+//!   ([`crate::previous_sends`]); the first difference stops the job with
+//!   [`Error::Diverged`]. None of this runs on a first start.
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -51,7 +57,8 @@ use vpml_event_logger::{Client, ClientConfig, Event};
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, RecvPlan, Replay,
+    RequestInfo, SendPlan,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -59,7 +66,8 @@ use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, RecordHeader, SenderLog};
 
 use crate::checkpoint::CheckpointStore;
 use crate::env;
-use crate::replay::ReplayLog;
+use crate::previous_sends::PreviousSends;
+use crate::replay_log::ReplayLog;
 
 /// A sender-log record as the engine re-sends it (the payload stays in
 /// the log's mapping).
@@ -239,6 +247,13 @@ pub struct Pessimist {
     app_state: Option<Vec<u8>>,
     /// Logged events to replay (restarted process).
     replay: ReplayLog,
+    /// Re-executing up to the last logged event (until a send past it).
+    replaying: bool,
+    /// What the previous process sent after the checkpoint: re-executed
+    /// sends are checked against it.
+    previous: PreviousSends,
+    rank: usize,
+    incarnation: u32,
     log_in_memory: bool,
     keep_logs: bool,
 }
@@ -291,6 +306,19 @@ impl Pessimist {
             loaded = Some((l.index, event_id, snap, app));
         }
         let rank = cfg.rank as u32;
+        // Before the log forgets them: what the previous process sent
+        // after its checkpoint, to check the re-execution against.
+        let previous = if cfg.incarnation > 0 && !cfg.log_in_memory {
+            let after = |d: u32| {
+                loaded.as_ref().map_or(0, |(_, _, snap, _)| {
+                    snap.send_seq.get(d as usize).copied().unwrap_or(0)
+                })
+            };
+            PreviousSends::read(&cfg.log_dir, after)
+                .map_err(|e| fail("reading the previous process's sender log", e))?
+        } else {
+            PreviousSends::default()
+        };
         let log = match &loaded {
             Some((index, _, snap, _)) => {
                 let keep = |d: u32| snap.send_seq.get(d as usize).copied().unwrap_or(0);
@@ -324,7 +352,7 @@ impl Pessimist {
             tracing::info!(
                 rank = cfg.rank,
                 events = replay.len(),
-                until_call = replay.end,
+                until_call = replay.end(),
                 "replaying logged events"
             );
         }
@@ -357,6 +385,10 @@ impl Pessimist {
             vpml_pml::bootstrap::write_output_mark(vpml_pml::bootstrap::RESTART_MARK, restart_from);
         }
         Ok(Pessimist {
+            replaying: replay.end() > 0,
+            previous,
+            rank: cfg.rank,
+            incarnation: cfg.incarnation,
             client,
             log,
             none_run: None,
@@ -403,7 +435,10 @@ impl Pessimist {
     /// ready, if no event waits to become durable (the commit rule has
     /// nothing to wait for); closed otherwise.
     fn update_gate(&self) {
-        let nothing_pending = self.none_run.is_none() && self.last_put <= self.durable;
+        let nothing_pending = self.none_run.is_none()
+            && self.last_put <= self.durable
+            && !self.replaying
+            && self.previous.is_done();
         self.gate.set(if nothing_pending {
             self.log.ready_below()
         } else {
@@ -413,7 +448,37 @@ impl Pessimist {
 
     /// Calls up to the last logged event are replayed, not logged again.
     fn replayed(&self, call: CallId) -> bool {
-        call <= self.replay.end
+        self.replay.covers(call)
+    }
+
+    /// The one-line error of a re-execution that left the logged one.
+    fn diverged(&self, what: impl std::fmt::Display) -> Error {
+        Error::Diverged(format!(
+            "rank {} (incarnation {}) diverged from its logged execution: {what}",
+            self.rank, self.incarnation
+        ))
+    }
+
+    /// A re-executed send: no event may be logged at its call, and it must
+    /// equal the previous process's record of it.
+    fn check_send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
+        if self.replaying {
+            let now = format!(
+                "a send to rank {} (tag {}, #{}, {} bytes)",
+                msg.dest,
+                msg.tag,
+                msg.seq,
+                msg.payload.len()
+            );
+            if let Err(d) = self.replay.plain(msg.call, &now) {
+                return Err(self.diverged(d));
+            }
+            self.replaying = self.replay.covers(msg.call);
+        }
+        if let Err(what) = self.previous.check(msg) {
+            return Err(self.diverged(what));
+        }
+        Ok(())
     }
 
     fn put(&mut self, event: Event) -> Result<()> {
@@ -556,6 +621,9 @@ impl Protocol for Pessimist {
     }
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
+        if self.replaying || !self.previous.is_done() {
+            self.check_send(msg)?;
+        }
         self.commit()?;
         self.log
             .reserve(msg.payload.len())
@@ -595,18 +663,27 @@ impl Protocol for Pessimist {
         self.update_gate();
     }
 
-    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
-        if spec.source.is_none()
-            && let Some(&source) = self.replay.matches.get(&call)
-        {
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan> {
+        if !self.replaying {
+            return Ok(RecvPlan::Post);
+        }
+        let answer = match self.replay.post_recv(call, spec.source) {
+            Ok(a) => a,
+            Err(d) => return Err(self.diverged(d)),
+        };
+        if let Some(source) = answer.source {
             // Channel order then picks the same message as the first time.
             spec.source = Some(source);
         }
-        Ok(())
+        Ok(if answer.cancelled_later {
+            RecvPlan::HoldForCancel
+        } else {
+            RecvPlan::Post
+        })
     }
 
     fn matched(&mut self, recv: CallId, source: usize) -> Result<()> {
-        if self.replay.matches.contains_key(&recv) {
+        if self.replay.matched(recv) {
             return Ok(());
         }
         self.put(Event::Match {
@@ -678,14 +755,23 @@ impl Protocol for Pessimist {
         }
     }
 
-    fn cancel(&mut self, call: CallId, _request: CallId, cancelled: bool) -> Result<()> {
+    fn cancel(&mut self, call: CallId, request: CallId, cancelled: bool) -> Result<()> {
         if self.replayed(call) {
             return Ok(());
         }
-        self.put(Event::Cancel { call, cancelled })
+        self.put(Event::Cancel {
+            call,
+            request,
+            cancelled,
+        })
     }
 
     fn finalize(&mut self) -> Result<()> {
+        if self.replaying
+            && let Err(d) = self.replay.finish()
+        {
+            return Err(self.diverged(d));
+        }
         // A trailing run of failed tests precedes no send: nobody depends on it.
         self.none_run = None;
         self.client
@@ -742,34 +828,43 @@ impl Protocol for Pessimist {
     }
 
     fn replay_end(&self) -> CallId {
-        self.replay.end
+        self.replay.end()
     }
 
-    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
-        if !self.replayed(call) {
-            return Replay::Free;
+    fn replay_completion(
+        &mut self,
+        call: CallId,
+        passed: &[CallId],
+    ) -> Result<Replay<Vec<CallId>>> {
+        if !self.replaying {
+            return Ok(Replay::Free);
         }
-        match self.replay.deliveries.remove(&call) {
-            Some(set) => Replay::Logged(set),
-            None => Replay::NotYet,
-        }
+        self.replay
+            .completion(call, passed)
+            .map_err(|d| self.diverged(d))
     }
 
-    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
-        if !self.replayed(call) {
-            return Replay::Free;
+    fn replay_probe(
+        &mut self,
+        call: CallId,
+        spec: &RecvSpec,
+        blocking: bool,
+    ) -> Result<Replay<Option<(usize, i32)>>> {
+        if !self.replaying {
+            return Ok(Replay::Free);
         }
-        match self.replay.probes.remove(&call) {
-            Some(found) => Replay::Logged(found),
-            None => Replay::NotYet,
-        }
+        self.replay
+            .probe(call, spec.source, spec.tag, blocking)
+            .map_err(|d| self.diverged(d))
     }
 
-    fn replay_cancel(&mut self, call: CallId) -> Replay<bool> {
-        match self.replay.cancels.remove(&call) {
-            Some(c) => Replay::Logged(c),
-            None => Replay::Free,
+    fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>> {
+        if !self.replaying {
+            return Ok(Replay::Free);
         }
+        self.replay
+            .cancel(call, request)
+            .map_err(|d| self.diverged(d))
     }
 
     fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
@@ -787,7 +882,13 @@ impl Protocol for Pessimist {
             .wait_all_durable()
             .map_err(|e| fail("waiting for the event loggers", e))?;
         self.durable = self.last_put;
-        let event_id = self.last_put;
+        // Everything logged so far precedes it — unless this process still
+        // re-executes: then the events of its later calls are still to be
+        // replayed by any process that restarts from this checkpoint.
+        let event_id = match self.replay.first_event_after(engine.last_call) {
+            Some(first) if self.replaying => first - 1,
+            _ => self.last_put,
+        };
         let payload = encode_checkpoint(event_id, engine, app);
         if self.log_in_memory {
             // The records peers may still need outlive this process only

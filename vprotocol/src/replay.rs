@@ -6,123 +6,19 @@
 //! events, and each message it sends is checked against the one it
 //! recorded. The first difference stops it with a report.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use vpml_event_logger::Event;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, RecvPlan, Replay,
+    RequestInfo, SendPlan,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::SenderLog;
 
-/// The logged events of a restarted process, by call id.
-#[derive(Default, Debug)]
-pub(crate) struct ReplayLog {
-    /// Highest call id any event names: replay ends after it.
-    pub(crate) end: CallId,
-    pub(crate) matches: HashMap<CallId, usize>,
-    pub(crate) deliveries: HashMap<CallId, Vec<CallId>>,
-    pub(crate) probes: HashMap<CallId, Option<(usize, i32)>>,
-    pub(crate) cancels: HashMap<CallId, bool>,
-    /// The event id of each call's event (for `vpml replay --until`).
-    pub(crate) event_of: HashMap<CallId, u64>,
-}
-
-impl ReplayLog {
-    pub(crate) fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
-        let mut r = ReplayLog::default();
-        for (id, ev) in events {
-            let call = match &ev {
-                Event::Match { recv, .. } => *recv,
-                Event::Probe { call, .. }
-                | Event::Delivery { call, .. }
-                | Event::Cancel { call, .. } => *call,
-                Event::NoneRun { last, .. } => *last,
-            };
-            if call > after_call {
-                r.event_of.insert(call, id);
-            }
-            match ev {
-                Event::Match { recv, source } if recv > after_call => {
-                    r.end = r.end.max(recv);
-                    r.matches.insert(recv, source as usize);
-                }
-                Event::Probe {
-                    call,
-                    found,
-                    source,
-                    tag,
-                    ..
-                } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.probes
-                        .insert(call, found.then_some((source as usize, tag)));
-                }
-                Event::Delivery { call, completed } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.deliveries.insert(call, completed);
-                }
-                Event::NoneRun { last, .. } if last > after_call => r.end = r.end.max(last),
-                Event::Cancel { call, cancelled } if call > after_call => {
-                    r.end = r.end.max(call);
-                    r.cancels.insert(call, cancelled);
-                }
-                _ => {}
-            }
-        }
-        r
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.matches.len() + self.deliveries.len() + self.probes.len() + self.cancels.len()
-    }
-}
-
-impl ReplayLog {
-    /// The ANY_SOURCE receive of call `call` takes this source.
-    pub(crate) fn forced_source(&self, call: CallId) -> Option<usize> {
-        self.matches.get(&call).copied()
-    }
-
-    /// Calls up to the last logged event are replayed, not logged again.
-    pub(crate) fn covers(&self, call: CallId) -> bool {
-        call <= self.end
-    }
-
-    /// The answer of completion call `call`.
-    pub(crate) fn completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
-        if !self.covers(call) {
-            return Replay::Free;
-        }
-        match self.deliveries.remove(&call) {
-            Some(set) => Replay::Logged(set),
-            None => Replay::NotYet,
-        }
-    }
-
-    /// The answer of probe call `call`.
-    pub(crate) fn probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
-        if !self.covers(call) {
-            return Replay::Free;
-        }
-        match self.probes.remove(&call) {
-            Some(found) => Replay::Logged(found),
-            None => Replay::NotYet,
-        }
-    }
-
-    /// The outcome of cancel call `call`.
-    pub(crate) fn cancel(&mut self, call: CallId) -> Replay<bool> {
-        match self.cancels.remove(&call) {
-            Some(c) => Replay::Logged(c),
-            None => Replay::Free,
-        }
-    }
-}
+use crate::replay_log::{Divergence, ReplayLog};
 
 /// Environment of a replayed rank (set by `vpml replay`).
 pub mod env {
@@ -214,7 +110,7 @@ impl Replayer {
     /// Note that call `call` is answered from its event; stop there if
     /// asked to.
     fn reached(&mut self, call: CallId, what: String) {
-        let Some(&id) = self.events.event_of.get(&call) else {
+        let Some(id) = self.events.event_of(call) else {
             return;
         };
         self.recent
@@ -232,6 +128,11 @@ impl Replayer {
             // SAFETY: raise() on our own process; a debugger or SIGCONT resumes it.
             unsafe { libc::raise(libc::SIGSTOP) };
         }
+    }
+
+    /// A logged outcome that does not fit the re-executed call.
+    fn diverged_at(&self, d: Divergence) -> Error {
+        self.diverged(format!("{d}"))
     }
 
     fn diverged(&self, what: String) -> Error {
@@ -256,6 +157,16 @@ impl Protocol for Replayer {
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.last_call = self.last_call.max(msg.call);
+        let now = format!(
+            "a send to rank {} (tag {}, #{}, {} bytes)",
+            msg.dest,
+            msg.tag,
+            msg.seq,
+            msg.payload.len()
+        );
+        self.events
+            .plain(msg.call, &now)
+            .map_err(|d| self.diverged_at(d))?;
         let Some(rec) = self.own.get(msg.dest as u32, msg.seq) else {
             return Err(self.diverged(format!(
                 "send #{} to rank {} (call {}, tag {}, {} bytes) was not made in the recording",
@@ -294,15 +205,21 @@ impl Protocol for Replayer {
 
     fn idle(&mut self) {}
 
-    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<()> {
+    fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan> {
         self.last_call = self.last_call.max(call);
-        if spec.source.is_none()
-            && let Some(source) = self.events.forced_source(call)
-        {
+        let answer = self
+            .events
+            .post_recv(call, spec.source)
+            .map_err(|d| self.diverged_at(d))?;
+        if let Some(source) = answer.source {
             spec.source = Some(source);
             self.reached(call, format!("ANY_SOURCE receive matched rank {source}"));
         }
-        Ok(())
+        Ok(if answer.cancelled_later {
+            RecvPlan::HoldForCancel
+        } else {
+            RecvPlan::Post
+        })
     }
 
     fn matched(&mut self, _recv: CallId, _source: usize) -> Result<()> {
@@ -334,10 +251,11 @@ impl Protocol for Replayer {
     }
 
     fn finalize(&mut self) -> Result<()> {
+        self.events.finish().map_err(|d| self.diverged_at(d))?;
         eprintln!(
             "vpml replay: rank {} replayed {} events and checked {} sends: no divergence",
             self.rank,
-            self.events.event_of.len(),
+            self.events.len(),
             self.sends_checked
         );
         Ok(())
@@ -346,15 +264,10 @@ impl Protocol for Replayer {
     fn stats(&self) -> Vec<(String, u64)> {
         // As the recorded run counted them at this point, so a program
         // that reports its protocol counters sends the same bytes.
-        let logged = self
-            .events
-            .event_of
-            .keys()
-            .filter(|&&c| c <= self.last_call)
-            .count() as u64;
+        let logged = self.events.events_up_to(self.last_call) as u64;
         vec![
             ("events_total".into(), logged),
-            ("events_recorded".into(), self.events.event_of.len() as u64),
+            ("events_recorded".into(), self.events.len() as u64),
             ("sends_checked".into(), self.sends_checked),
         ]
     }
@@ -368,34 +281,52 @@ impl Protocol for Replayer {
     }
 
     fn replay_end(&self) -> CallId {
-        self.events.end
+        self.events.end()
     }
 
-    fn replay_completion(&mut self, call: CallId) -> Replay<Vec<CallId>> {
+    fn replay_completion(
+        &mut self,
+        call: CallId,
+        passed: &[CallId],
+    ) -> Result<Replay<Vec<CallId>>> {
         self.last_call = self.last_call.max(call);
-        let r = self.events.completion(call);
+        let r = self
+            .events
+            .completion(call, passed)
+            .map_err(|d| self.diverged_at(d))?;
         if let Replay::Logged(set) = &r {
             self.reached(call, format!("completed the requests of calls {set:?}"));
         }
-        r
+        Ok(r)
     }
 
-    fn replay_probe(&mut self, call: CallId) -> Replay<Option<(usize, i32)>> {
+    fn replay_probe(
+        &mut self,
+        call: CallId,
+        spec: &RecvSpec,
+        blocking: bool,
+    ) -> Result<Replay<Option<(usize, i32)>>> {
         self.last_call = self.last_call.max(call);
-        let r = self.events.probe(call);
+        let r = self
+            .events
+            .probe(call, spec.source, spec.tag, blocking)
+            .map_err(|d| self.diverged_at(d))?;
         if let Replay::Logged(found) = &r {
             self.reached(call, format!("probe found {found:?}"));
         }
-        r
+        Ok(r)
     }
 
-    fn replay_cancel(&mut self, call: CallId) -> Replay<bool> {
+    fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>> {
         self.last_call = self.last_call.max(call);
-        let r = self.events.cancel(call);
+        let r = self
+            .events
+            .cancel(call, request)
+            .map_err(|d| self.diverged_at(d))?;
         if let Replay::Logged(c) = &r {
             self.reached(call, format!("cancel took effect: {c}"));
         }
-        r
+        Ok(r)
     }
 
     fn logged_messages(&mut self, _dest: usize, _after: u64) -> Vec<LoggedMessage> {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::matching::Envelope;
 use crate::recovery::{self, EngineSnapshot, JobPage, SavedMessage};
 use crate::shm::mailbox::RING_CAPACITY;
-use crate::shm::ring::{RingReader, RingWriter, flags, kind};
+use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
 use crate::tcp::TcpConn;
 
 /// How long a restarted process waits for an earlier process to publish
@@ -351,6 +351,8 @@ impl Engine {
         peer.link = Link::Dead;
         peer.broken = true;
         peer.single_copy = false;
+        peer.sync_unmatched = None;
+        peer.sync_unmatched_incoming.clear();
         let drained: Vec<Outgoing> = peer.pending.drain(..).collect();
         // Sends it was to read in place: the log re-sends them.
         let unread = std::mem::take(&mut peer.fin_waiting);
@@ -515,6 +517,19 @@ impl Engine {
             .as_mut()
             .map(|p| p.logged_messages(q, received))
             .unwrap_or_default();
+        // Which of q's synchronous messages wait here unmatched: a newer
+        // process of q completes its re-executed synchronous sends by it.
+        let unmatched: Vec<u64> = self
+            .core
+            .matching
+            .unexpected_in_order()
+            .into_iter()
+            .filter(|(env, u)| {
+                env.source == q && matches!(u, Unexpected::Eager { sync: Some(_), .. })
+            })
+            .map(|(env, _)| env.seq)
+            .collect();
+        let received_from_q = self.core.recv_seq[q];
         let Some(peer) = self.peers[q].as_mut() else {
             return Ok(());
         };
@@ -559,6 +574,23 @@ impl Engine {
             };
             peer.pending.push_back(item);
         }
+        let control = |k: u8, seq: u64| {
+            let mut hdr = FrameHeader::new(k);
+            hdr.seq = seq;
+            Outgoing::Frame {
+                hdr,
+                data: RawBytes {
+                    ptr: std::ptr::null_mut(),
+                    len: 0,
+                },
+                complete: None,
+            }
+        };
+        for seq in unmatched {
+            peer.pending.push_back(control(kind::SYNC_UNMATCHED, seq));
+        }
+        peer.pending
+            .push_back(control(kind::SYNC_STATE_END, received_from_q));
         tracing::info!(
             rank = self.core.rank,
             peer = q,

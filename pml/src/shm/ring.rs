@@ -51,6 +51,13 @@ pub(crate) mod kind {
     pub const SKIP: u8 = 6;
     /// The sender checkpointed: log records to it up to `seq` may be freed.
     pub const GC: u8 = 7;
+    /// After a link to a newer process of the peer is set up: one of the
+    /// peer's synchronous messages (`seq`) waits here unmatched.
+    pub const SYNC_UNMATCHED: u8 = 8;
+    /// Ends the `SYNC_UNMATCHED` list: every other synchronous message of
+    /// the peer that we received has matched (its acknowledgement went
+    /// to the dead process).
+    pub const SYNC_STATE_END: u8 = 9;
 }
 
 /// Header flags.

@@ -1,0 +1,174 @@
+//! The sends a crashed process logged after its checkpoint, kept by a
+//! restarted process to check its re-execution against.
+//!
+//! By the commit rule every record in a sender log follows only durable
+//! events, so a correct re-execution produces each of them again, byte for
+//! byte. The restarted process reads their envelopes and payload checksums
+//! from the log files its previous process left (before it forgets those
+//! records to log them anew) and compares every re-executed send with the
+//! one of the same destination and sequence number. A difference means the
+//! re-execution diverged — the peer may already hold the old message — and
+//! is reported as [`vpml_pml::Error::Diverged`].
+//!
+//! Where the old log is gone (a lost host, `--sender-log memory`), there is
+//! nothing to compare with, and only the logged events are checked.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use vpml_pml::protocol::OutgoingMessage;
+use vpml_sender_log::SenderLog;
+
+/// Envelope and checksum of one logged message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Summary {
+    seq: u64,
+    context: u32,
+    tag: i32,
+    len: usize,
+    crc: u32,
+}
+
+/// What the previous process sent after the checkpoint, per destination,
+/// in sequence order.
+#[derive(Debug, Default)]
+pub(crate) struct PreviousSends {
+    by_dest: Vec<VecDeque<Summary>>,
+    /// Records still to be met by re-executed sends.
+    left: usize,
+}
+
+impl PreviousSends {
+    /// Read the records the previous process logged in `dir` to each
+    /// destination `d` with a sequence number above `after(d)`. An absent
+    /// directory gives an empty set.
+    pub(crate) fn read(
+        dir: &Path,
+        after: impl Fn(u32) -> u64,
+    ) -> Result<PreviousSends, vpml_sender_log::Error> {
+        let mut prev = PreviousSends::default();
+        if !has_segments(dir) {
+            return Ok(prev);
+        }
+        let log = SenderLog::open_read_only(dir)?;
+        for dest in log.destinations() {
+            let q: VecDeque<Summary> = log
+                .iter_from(dest, after(dest) + 1)
+                .map(|r| Summary {
+                    seq: r.header.seq,
+                    context: r.header.context,
+                    tag: r.header.tag,
+                    len: r.payload.len(),
+                    crc: crc32c::crc32c(r.payload),
+                })
+                .collect();
+            let d = dest as usize;
+            if prev.by_dest.len() <= d {
+                prev.by_dest.resize_with(d + 1, VecDeque::new);
+            }
+            prev.left += q.len();
+            prev.by_dest[d] = q;
+        }
+        Ok(prev)
+    }
+
+    /// True once every previous record was met (or none existed).
+    pub(crate) fn is_done(&self) -> bool {
+        self.left == 0
+    }
+
+    /// Check a re-executed send against the previous process's record of
+    /// the same destination and sequence number, if there is one. `Err`
+    /// says what differs.
+    pub(crate) fn check(&mut self, msg: &OutgoingMessage<'_>) -> Result<(), String> {
+        let Some(q) = self.by_dest.get_mut(msg.dest) else {
+            return Ok(());
+        };
+        // Records below this number were freed or never re-sent: nothing
+        // to compare.
+        while q.front().is_some_and(|s| s.seq < msg.seq) {
+            q.pop_front();
+            self.left -= 1;
+        }
+        let Some(&then) = q.front().filter(|s| s.seq == msg.seq) else {
+            return Ok(());
+        };
+        q.pop_front();
+        self.left -= 1;
+        if then.context == msg.context
+            && then.tag == msg.tag
+            && then.len == msg.payload.len()
+            && then.crc == crc32c::crc32c(msg.payload)
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "re-executed send #{} to rank {} (call {}): logged tag {}, context {}, {} bytes, checksum {:08x}; now tag {}, context {}, {} bytes, checksum {:08x}",
+            msg.seq,
+            msg.dest,
+            msg.call,
+            then.tag,
+            then.context,
+            then.len,
+            then.crc,
+            msg.tag,
+            msg.context,
+            msg.payload.len(),
+            crc32c::crc32c(msg.payload)
+        ))
+    }
+}
+
+fn has_segments(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vpml_sender_log::RecordHeader;
+
+    fn msg(dest: usize, seq: u64, tag: i32, payload: &[u8]) -> OutgoingMessage<'_> {
+        OutgoingMessage {
+            call: 9,
+            dest,
+            context: 0,
+            tag,
+            seq,
+            payload,
+            synchronous: false,
+        }
+    }
+
+    #[test]
+    fn re_executed_sends_are_compared_with_the_previous_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SenderLog::create(dir.path(), 0, 1 << 16).unwrap();
+        for seq in 1..=4u64 {
+            let h = RecordHeader {
+                dest: 1,
+                context: 0,
+                tag: 7,
+                seq,
+            };
+            log.append(h, &[seq as u8; 10]).unwrap();
+        }
+        drop(log);
+        // Records after the checkpoint's send #2.
+        let mut prev = PreviousSends::read(dir.path(), |_| 2).unwrap();
+        assert!(!prev.is_done());
+        assert!(prev.check(&msg(1, 3, 7, &[3; 10])).is_ok());
+        let err = prev.check(&msg(1, 4, 7, &[5; 10])).unwrap_err();
+        assert!(err.contains("send #4 to rank 1"), "{err}");
+        assert!(prev.is_done());
+        // Past the previous records, and to other ranks: nothing to compare.
+        assert!(prev.check(&msg(1, 5, 1, &[])).is_ok());
+        assert!(prev.check(&msg(3, 1, 1, &[])).is_ok());
+        let none = PreviousSends::read(&dir.path().join("absent"), |_| 0).unwrap();
+        assert!(none.is_done());
+    }
+}

@@ -1,0 +1,575 @@
+//! The logged events a re-executing rank answers from, and the checks that
+//! make a divergence loud instead of a wrong answer.
+//!
+//! A rank re-executes its calls in the same order and gives them the same
+//! call ids. Each call asks this log what it answered the first time:
+//! ANY_SOURCE receives take their logged source, completion calls and
+//! probes their logged answers (or "nothing yet" inside the logged range
+//! when they have no event), cancels their logged outcome. Every logged
+//! outcome is *consumed* by the call it belongs to, and checked against
+//! what the call is now:
+//!
+//! * an event of one kind met by a call of another kind (a logged `Match`
+//!   at what is now a send, a `Delivery` at a probe, …), or a call inside a
+//!   logged run of failed tests that is not a test;
+//! * an ANY_SOURCE match logged for what is now a named receive;
+//! * a delivery of requests the completion call was not given;
+//! * a probe answer the probe cannot have given (other source or tag), or
+//!   a blocking ANY_SOURCE probe without an answer;
+//! * a cancel of another receive than the logged one, or without a logged
+//!   outcome;
+//! * an event that was never consumed because re-execution went past its
+//!   call.
+//!
+//! Each is a [`Divergence`] naming the call and the event. Nothing here is
+//! on the failure-free path: a first start has an empty log and answers
+//! [`Replay::Free`] at once.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use vpml_event_logger::Event;
+use vpml_pml::protocol::{CallId, Replay};
+
+/// A logged outcome, waiting for its call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// An ANY_SOURCE receive matched a message from this rank.
+    Match(usize),
+    /// A probe found (source, tag), or nothing.
+    Probe(Option<(usize, i32)>),
+    /// A completion call completed the requests of these calls.
+    Delivery(Vec<CallId>),
+    /// A cancel of the receive of call `request`.
+    Cancel { request: CallId, cancelled: bool },
+}
+
+impl Outcome {
+    fn describe(&self) -> String {
+        match self {
+            Outcome::Match(s) => format!("an ANY_SOURCE receive that matched rank {s}"),
+            Outcome::Probe(Some((s, t))) => format!("a probe that found rank {s}, tag {t}"),
+            Outcome::Probe(None) => "a probe that found nothing".into(),
+            Outcome::Delivery(set) => format!("a completion call that completed calls {set:?}"),
+            Outcome::Cancel { request, cancelled } => {
+                format!("a cancel of the receive of call {request} (cancelled: {cancelled})")
+            }
+        }
+    }
+}
+
+/// A re-executed call that does not fit the logged execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Divergence {
+    /// The call where it showed.
+    pub(crate) call: CallId,
+    /// The logged event involved, if any (its id in the rank's stream).
+    pub(crate) event: Option<u64>,
+    /// Expected and found, in words.
+    pub(crate) what: String,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.event {
+            Some(e) => write!(f, "call {} (event {e}): {}", self.call, self.what),
+            None => write!(f, "call {}: {}", self.call, self.what),
+        }
+    }
+}
+
+/// What a re-executed receive does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RecvAnswer {
+    /// The logged source of an ANY_SOURCE match.
+    pub(crate) source: Option<usize>,
+    /// A logged cancel withdrew this receive the first time: it must not
+    /// match anything before that cancel.
+    pub(crate) cancelled_later: bool,
+}
+
+/// The logged events of a restarted (or replayed) process, by call id.
+#[derive(Default, Debug)]
+pub(crate) struct ReplayLog {
+    /// Highest call id any event names: replay ends after it.
+    end: CallId,
+    /// Logged outcomes not yet consumed: call → (event id, outcome).
+    outcomes: BTreeMap<CallId, (u64, Outcome)>,
+    /// Logged runs of failed tests and iprobes: first call → (last call, event id).
+    none_runs: BTreeMap<CallId, (CallId, u64)>,
+    /// Receives (by call id) that a logged cancel withdrew.
+    cancelled: HashSet<CallId>,
+    /// ANY_SOURCE receives forced to their logged source whose match the
+    /// engine has not reported yet (not to be logged again).
+    forced: HashSet<CallId>,
+    /// Event id of each call's event, for reports and `vpml replay --until`.
+    event_of: BTreeMap<CallId, u64>,
+    /// Events loaded.
+    total: usize,
+}
+
+impl ReplayLog {
+    /// The events (with their ids) of a process that restarts from the
+    /// checkpoint taken after call `after_call` (0: from the start).
+    pub(crate) fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
+        let mut r = ReplayLog::default();
+        for (id, ev) in events {
+            let (call, outcome) = match ev {
+                Event::Match { recv, source } => (recv, Outcome::Match(source as usize)),
+                Event::Probe {
+                    call,
+                    found,
+                    source,
+                    tag,
+                    ..
+                } => (
+                    call,
+                    Outcome::Probe(found.then_some((source as usize, tag))),
+                ),
+                Event::Delivery { call, completed } => (call, Outcome::Delivery(completed)),
+                Event::Cancel {
+                    call,
+                    request,
+                    cancelled,
+                } => (call, Outcome::Cancel { request, cancelled }),
+                Event::NoneRun { first, last } => {
+                    if last > after_call {
+                        r.end = r.end.max(last);
+                        r.none_runs.insert(first.max(after_call + 1), (last, id));
+                        r.event_of.insert(last, id);
+                        r.total += 1;
+                    }
+                    continue;
+                }
+            };
+            if call <= after_call {
+                continue;
+            }
+            if let Outcome::Cancel {
+                request,
+                cancelled: true,
+            } = outcome
+            {
+                r.cancelled.insert(request);
+            }
+            r.end = r.end.max(call);
+            r.event_of.insert(call, id);
+            // A rank restarted twice may have logged a match again for a
+            // call whose first match was never durable: the later counts.
+            r.outcomes.insert(call, (id, outcome));
+            r.total += 1;
+        }
+        r
+    }
+
+    /// Number of events loaded.
+    pub(crate) fn len(&self) -> usize {
+        self.total
+    }
+
+    /// Highest call id with an event (0: none).
+    pub(crate) fn end(&self) -> CallId {
+        self.end
+    }
+
+    /// Calls up to the last logged event are replayed, not logged again.
+    pub(crate) fn covers(&self, call: CallId) -> bool {
+        call <= self.end
+    }
+
+    /// Id of the event of `call`, if it has one.
+    pub(crate) fn event_of(&self, call: CallId) -> Option<u64> {
+        self.event_of.get(&call).copied()
+    }
+
+    /// Events of calls up to `call`.
+    pub(crate) fn events_up_to(&self, call: CallId) -> usize {
+        self.event_of.range(..=call).count()
+    }
+
+    fn none_run_at(&self, call: CallId) -> Option<(CallId, CallId, u64)> {
+        let (&first, &(last, id)) = self.none_runs.range(..=call).next_back()?;
+        (last >= call).then_some((first, last, id))
+    }
+
+    /// Call `call` begins: every logged outcome of an earlier call must
+    /// have been consumed by now.
+    fn begin(&self, call: CallId) -> Result<(), Divergence> {
+        match self.outcomes.first_key_value() {
+            Some((&at, (id, outcome))) if at < call => Err(Divergence {
+                call: at,
+                event: Some(*id),
+                what: format!(
+                    "logged {}, but re-execution went past this call (now at call {call}) without making it",
+                    outcome.describe()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The smallest id among the events of calls after `call`, if any: a
+    /// checkpoint taken at `call` while re-executing must keep them (a
+    /// later restart from it replays them), so it names the event before.
+    pub(crate) fn first_event_after(&self, call: CallId) -> Option<u64> {
+        let outcomes = self.outcomes.range(call + 1..).map(|(_, (id, _))| *id);
+        let runs = self
+            .none_runs
+            .values()
+            .filter(|(last, _)| *last > call)
+            .map(|(_, id)| *id);
+        outcomes.chain(runs).min()
+    }
+
+    /// The process finishes: every logged outcome must have been consumed.
+    pub(crate) fn finish(&self) -> Result<(), Divergence> {
+        self.begin(CallId::MAX)
+    }
+
+    /// A call that cannot have an event (a send): check that none is logged.
+    pub(crate) fn plain(&self, call: CallId, now: &str) -> Result<(), Divergence> {
+        if !self.covers(call) {
+            return self.begin(call);
+        }
+        self.begin(call)?;
+        if let Some((id, outcome)) = self.outcomes.get(&call) {
+            return Err(Divergence {
+                call,
+                event: Some(*id),
+                what: format!("logged {}; now {now}", outcome.describe()),
+            });
+        }
+        if let Some((first, last, id)) = self.none_run_at(call) {
+            return Err(Divergence {
+                call,
+                event: Some(id),
+                what: format!(
+                    "logged as one of the failed tests of calls {first}..={last}; now {now}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A receive is posted at `call`; `named` is its source, `None` for
+    /// ANY_SOURCE.
+    pub(crate) fn post_recv(
+        &mut self,
+        call: CallId,
+        named: Option<usize>,
+    ) -> Result<RecvAnswer, Divergence> {
+        if !self.covers(call) {
+            self.begin(call)?;
+            return Ok(RecvAnswer::default());
+        }
+        let now = match named {
+            Some(s) => format!("a receive from rank {s}"),
+            None => "an ANY_SOURCE receive".to_string(),
+        };
+        let cancelled_later = self.cancelled.contains(&call);
+        match self.outcomes.get(&call) {
+            Some((_, Outcome::Match(source))) if named.is_none() => {
+                let source = *source;
+                self.outcomes.remove(&call);
+                self.begin(call)?;
+                self.forced.insert(call);
+                Ok(RecvAnswer {
+                    source: Some(source),
+                    cancelled_later,
+                })
+            }
+            Some(_) => self.plain(call, &now).map(|_| RecvAnswer::default()),
+            None => {
+                self.plain(call, &now)?;
+                Ok(RecvAnswer {
+                    source: None,
+                    cancelled_later,
+                })
+            }
+        }
+    }
+
+    /// The engine reports the match of ANY_SOURCE receive `recv`: true if
+    /// it was forced to its logged source (nothing to log again).
+    pub(crate) fn matched(&mut self, recv: CallId) -> bool {
+        self.forced.remove(&recv)
+    }
+
+    /// The answer of completion call `call`, given the calls that created
+    /// the requests it was passed.
+    pub(crate) fn completion(
+        &mut self,
+        call: CallId,
+        passed: &[CallId],
+    ) -> Result<Replay<Vec<CallId>>, Divergence> {
+        self.begin(call)?;
+        if !self.covers(call) {
+            return Ok(Replay::Free);
+        }
+        match self.outcomes.get(&call) {
+            Some((id, Outcome::Delivery(set))) => {
+                if let Some(missing) = set.iter().find(|c| !passed.contains(c)) {
+                    return Err(Divergence {
+                        call,
+                        event: Some(*id),
+                        what: format!(
+                            "logged a completion of the requests of calls {set:?}; now the call was not given the request of call {missing} (given: {passed:?})"
+                        ),
+                    });
+                }
+                let set = set.clone();
+                self.outcomes.remove(&call);
+                Ok(Replay::Logged(set))
+            }
+            Some(_) => Err(self.wrong_kind(call, "a completion call")),
+            None => Ok(Replay::NotYet),
+        }
+    }
+
+    /// The answer of probe call `call` for a probe of (`source`, `tag`)
+    /// (`None`: any).
+    pub(crate) fn probe(
+        &mut self,
+        call: CallId,
+        source: Option<usize>,
+        tag: Option<i32>,
+        blocking: bool,
+    ) -> Result<Replay<Option<(usize, i32)>>, Divergence> {
+        self.begin(call)?;
+        if !self.covers(call) {
+            return Ok(Replay::Free);
+        }
+        let now = format!(
+            "a {} of source {} and tag {}",
+            if blocking { "probe" } else { "iprobe" },
+            source.map_or("any".into(), |s| s.to_string()),
+            tag.map_or("any".into(), |t| t.to_string())
+        );
+        match self.outcomes.get(&call) {
+            Some((id, Outcome::Probe(found))) => {
+                let fits = match found {
+                    Some((s, t)) => source.is_none_or(|x| x == *s) && tag.is_none_or(|x| x == *t),
+                    None => !blocking,
+                };
+                if !fits {
+                    return Err(Divergence {
+                        call,
+                        event: Some(*id),
+                        what: format!(
+                            "logged {}; now {now}, which cannot give that answer",
+                            Outcome::Probe(*found).describe()
+                        ),
+                    });
+                }
+                let found = *found;
+                self.outcomes.remove(&call);
+                Ok(Replay::Logged(found))
+            }
+            Some(_) => Err(self.wrong_kind(call, &now)),
+            None if blocking && source.is_none() => Err(Divergence {
+                call,
+                event: None,
+                what: format!(
+                    "no answer was logged for this call, but it is now {now} (always logged)"
+                ),
+            }),
+            None => Ok(Replay::NotYet),
+        }
+    }
+
+    /// The outcome of cancel call `call` of the receive of call `request`.
+    pub(crate) fn cancel(
+        &mut self,
+        call: CallId,
+        request: CallId,
+    ) -> Result<Replay<bool>, Divergence> {
+        self.begin(call)?;
+        if !self.covers(call) {
+            return Ok(Replay::Free);
+        }
+        let now = format!("a cancel of the receive of call {request}");
+        match self.outcomes.get(&call) {
+            Some((
+                _,
+                Outcome::Cancel {
+                    request: logged,
+                    cancelled,
+                },
+            )) if *logged == request => {
+                let cancelled = *cancelled;
+                self.outcomes.remove(&call);
+                Ok(Replay::Logged(cancelled))
+            }
+            Some(_) => Err(self.wrong_kind(call, &now)),
+            None => Err(Divergence {
+                call,
+                event: None,
+                what: format!(
+                    "no outcome was logged for this call, but it is now {now} (always logged)"
+                ),
+            }),
+        }
+    }
+
+    fn wrong_kind(&self, call: CallId, now: &str) -> Divergence {
+        let (id, outcome) = self
+            .outcomes
+            .get(&call)
+            .map_or((None, "nothing".to_string()), |(id, o)| {
+                (Some(*id), o.describe())
+            });
+        Divergence {
+            call,
+            event: id,
+            what: format!("logged {outcome}; now {now}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(events: Vec<Event>) -> ReplayLog {
+        ReplayLog::new(
+            events
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| (i as u64 + 1, e))
+                .collect(),
+            0,
+        )
+    }
+
+    #[test]
+    fn logged_outcomes_are_answered_once_and_in_their_calls() {
+        let mut r = log(vec![
+            Event::Match { recv: 2, source: 3 },
+            Event::NoneRun { first: 3, last: 4 },
+            Event::Delivery {
+                call: 5,
+                completed: vec![2],
+            },
+            Event::Probe {
+                call: 6,
+                found: true,
+                source: 1,
+                tag: 9,
+                length: 4,
+            },
+            Event::Cancel {
+                call: 8,
+                request: 7,
+                cancelled: true,
+            },
+        ]);
+        assert_eq!(r.end(), 8);
+        r.plain(1, "a send").unwrap();
+        let a = r.post_recv(2, None).unwrap();
+        assert_eq!(a.source, Some(3));
+        assert!(r.matched(2));
+        assert!(!r.matched(2));
+        assert_eq!(r.completion(3, &[2]).unwrap(), Replay::NotYet);
+        assert_eq!(r.probe(4, None, None, false).unwrap(), Replay::NotYet);
+        assert_eq!(r.completion(5, &[2]).unwrap(), Replay::Logged(vec![2]));
+        assert_eq!(
+            r.probe(6, Some(1), None, false).unwrap(),
+            Replay::Logged(Some((1, 9)))
+        );
+        assert!(r.post_recv(7, Some(1)).unwrap().cancelled_later);
+        assert_eq!(r.cancel(8, 7).unwrap(), Replay::Logged(true));
+        assert_eq!(r.completion(9, &[]).unwrap(), Replay::Free);
+    }
+
+    #[test]
+    fn every_mismatch_is_a_divergence_naming_call_and_event() {
+        let events = || {
+            vec![
+                Event::Match { recv: 2, source: 3 },
+                Event::NoneRun { first: 3, last: 4 },
+                Event::Delivery {
+                    call: 5,
+                    completed: vec![2],
+                },
+                Event::Cancel {
+                    call: 6,
+                    request: 1,
+                    cancelled: false,
+                },
+            ]
+        };
+        // A logged match at what is now a send.
+        let e = log(events()).plain(2, "a send").unwrap_err();
+        assert_eq!((e.call, e.event), (2, Some(1)));
+        assert!(e.what.contains("now a send"), "{e}");
+        // A logged ANY_SOURCE match at a named receive.
+        assert!(log(events()).post_recv(2, Some(3)).is_err());
+        // A send inside a logged run of failed tests.
+        let mut r = log(events());
+        r.post_recv(2, None).unwrap();
+        assert_eq!(r.plain(3, "a send").unwrap_err().event, Some(2));
+        // A delivery of a request the call was not given.
+        let mut r = log(events());
+        r.post_recv(2, None).unwrap();
+        let e = r.completion(5, &[7]).unwrap_err();
+        assert!(e.what.contains("call 2"), "{e}");
+        // Re-execution passes a logged outcome without making its call.
+        let mut r = log(events());
+        r.post_recv(2, None).unwrap();
+        let e = r.plain(6, "a send").unwrap_err();
+        assert_eq!((e.call, e.event), (5, Some(3)));
+        // A cancel of another receive.
+        let mut r = log(events());
+        r.post_recv(2, None).unwrap();
+        r.completion(5, &[2]).unwrap();
+        assert!(r.cancel(6, 4).is_err());
+        // A probe that cannot give its logged answer.
+        let mut r = log(vec![Event::Probe {
+            call: 1,
+            found: true,
+            source: 2,
+            tag: 5,
+            length: 0,
+        }]);
+        assert!(r.probe(1, Some(3), None, false).is_err());
+        // A blocking ANY_SOURCE probe is always logged.
+        let mut r = log(vec![Event::NoneRun { first: 2, last: 2 }]);
+        assert!(r.probe(1, None, None, true).is_err());
+        // So is a cancel.
+        let mut r = log(vec![Event::NoneRun { first: 2, last: 2 }]);
+        assert!(r.cancel(1, 0).is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_while_replaying_keeps_the_events_after_it() {
+        let mut r = log(vec![
+            Event::Match { recv: 5, source: 1 },
+            Event::NoneRun { first: 2, last: 3 },
+            Event::Delivery {
+                call: 4,
+                completed: vec![],
+            },
+        ]);
+        assert_eq!(r.first_event_after(1), Some(1));
+        assert_eq!(r.first_event_after(3), Some(1));
+        r.completion(4, &[]).unwrap();
+        assert_eq!(r.first_event_after(4), Some(1));
+        r.post_recv(5, None).unwrap();
+        assert_eq!(r.first_event_after(5), None);
+    }
+
+    #[test]
+    fn a_checkpoint_hides_the_events_before_it() {
+        let r = ReplayLog::new(
+            vec![
+                (1, Event::Match { recv: 2, source: 1 }),
+                (2, Event::NoneRun { first: 3, last: 9 }),
+            ],
+            5,
+        );
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.end(), 9);
+        assert!(r.none_run_at(6).is_some());
+        assert!(r.none_run_at(5).is_none());
+    }
+}
