@@ -57,3 +57,26 @@ pub fn assert_ok(out: &Output, name: &str) {
         out.status
     );
 }
+
+/// `tests/c/<name>.c` built with `vpml mpicc -O2` into a temporary file
+/// (removed when the returned guard is dropped).
+pub fn mpicc(name: &str) -> tempfile::TempPath {
+    let out = tempfile::Builder::new()
+        .prefix(&format!("vpml-{name}-"))
+        .tempfile()
+        .expect("temporary file")
+        .into_temp_path();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let built = Command::new(vpml())
+        .args(["mpicc", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("run vpml mpicc");
+    assert!(
+        built.status.success(),
+        "vpml mpicc failed on {name}.c: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}

@@ -1,0 +1,242 @@
+//! Recovery is exact for every non-deterministic outcome, or it stops
+//! loudly. Real jobs through the real launcher, with real event loggers
+//! and ranks killed by SIGKILL; every test name starts with `recovery_`
+//! (`cargo test recovery_` runs them with `tests/recovery.rs`).
+//!
+//! * `tests/c/nondet.c` makes later sends depend on every
+//!   non-deterministic outcome an MPI program can observe and checks at
+//!   the end that what each rank says it sent equals what the others
+//!   received: a re-execution that answered any call differently breaks
+//!   the check.
+//! * `tests/c/diverge.c` is not piecewise deterministic (its messages
+//!   carry the process id): recovery must refuse it with one line.
+//!
+//! Kill instants come from `--inject-seed`, drawn from a seed each test
+//! prints (`VPML_TEST_SEED` replays one).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use common::{mpicc, serial, vpml};
+
+fn seed() -> u64 {
+    match std::env::var("VPML_TEST_SEED") {
+        Ok(s) => s.parse().expect("VPML_TEST_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}
+
+/// `vpml run -n 4 --protocol pessimist <launcher> program <args>`.
+fn job(launcher: &[String], program: &Path, args: &[&str]) -> Output {
+    Command::new(vpml())
+        .args([
+            "run",
+            "-n",
+            "4",
+            "--timeout",
+            "240",
+            "--protocol",
+            "pessimist",
+        ])
+        .args(launcher)
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("run vpml")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn restarts(stderr: &str) -> usize {
+    stderr.matches("restarted it as incarnation").count()
+}
+
+#[test]
+fn recovery_of_every_nondeterministic_c_call_is_consistent_after_random_kills() {
+    let _g = serial();
+    let prog = mpicc("nondet");
+    let want = "nondet: 200 iterations on 4 ranks, conservation ok\n";
+    let reference = job(&[], &prog, &["200", "20"]);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    assert_eq!(text(&reference.stdout), want);
+    let s = seed();
+    eprintln!("kill seed {s} (VPML_TEST_SEED={s} replays it)");
+    // (transport, checkpoint every N iterations (0: never), kills)
+    let plans = [
+        ("shm", "0", 1),
+        ("shm", "20", 2),
+        ("tcp", "0", 2),
+        ("tcp", "20", 1),
+        ("shm", "20", 3),
+    ];
+    for (i, (transport, every, kills)) in plans.into_iter().enumerate() {
+        let launcher: Vec<String> = [
+            "--transport",
+            transport,
+            "--inject-failure",
+            &format!("random:{kills}@1.0"),
+            "--inject-seed",
+            &s.wrapping_add(i as u64).to_string(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let out = job(&launcher, &prog, &["200", every]);
+        let stderr = text(&out.stderr);
+        assert!(
+            out.status.success() && text(&out.stdout) == want,
+            "{transport}, checkpoint every {every}, {kills} kill(s): {} (stdout {:?})\n{stderr}",
+            out.status,
+            text(&out.stdout)
+        );
+        eprintln!(
+            "{transport}, checkpoint every {every}: {} restart(s), consistent",
+            restarts(&stderr)
+        );
+    }
+}
+
+#[test]
+fn recovery_c_output_printed_before_a_checkpoint_is_neither_lost_nor_repeated() {
+    let _g = serial();
+    let prog = mpicc("ckpt");
+    let started = Instant::now();
+    let reference = job(&[], &prog, &["lines"]);
+    let took = started.elapsed().as_secs_f64();
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let want = text(&reference.stdout);
+    assert_eq!(want.lines().count(), 2000 / 7 + 2, "{want}");
+    for frac in [0.3, 0.7] {
+        let kill = format!("2@{:.3}", took * frac);
+        let out = job(
+            &["--inject-failure".into(), kill.clone()],
+            &prog,
+            &["lines"],
+        );
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "kill {kill}: {stderr}");
+        assert_eq!(restarts(&stderr), 1, "kill {kill} landed: {stderr}");
+        assert!(stderr.contains("rank 2 resumed at step"), "{stderr}");
+        assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
+    }
+}
+
+#[test]
+fn recovery_replays_a_c_program_that_resumes_from_vpmlx_checkpoints() {
+    let _g = serial();
+    let prog = mpicc("nondet");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let rec = dir.path().join("rec");
+    let out = job(
+        &[format!("--record={}", rec.display())],
+        &prog,
+        &["60", "20"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let replay = Command::new(vpml())
+        .args(["replay"])
+        .arg(&rec)
+        .args(["--rank", "1"])
+        .output()
+        .expect("run vpml replay");
+    let stderr = text(&replay.stderr);
+    assert!(replay.status.success(), "{stderr}");
+    assert!(stderr.contains("no divergence"), "{stderr}");
+}
+
+#[test]
+fn recovery_stops_with_one_line_when_re_execution_diverges() {
+    let _g = serial();
+    let prog = mpicc("diverge");
+    let started = Instant::now();
+    let reference = job(&[], &prog, &[]);
+    let took = started.elapsed().as_secs_f64();
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let kill = format!("1@{:.3}", took * 0.5);
+    let out = job(&["--inject-failure".into(), kill.clone()], &prog, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(restarts(&stderr), 1, "kill {kill} landed: {stderr}");
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        !text(&out.stdout).contains("diverge sum"),
+        "the job must not finish: {stderr}"
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("diverged from its logged execution"))
+        .collect();
+    assert!(!lines.is_empty(), "no divergence line: {stderr}");
+    let line = lines[0];
+    for part in ["rank 1 (incarnation 1)", "send #1 to rank 0", "checksum"] {
+        assert!(line.contains(part), "{part:?} missing from {line}");
+    }
+}
+
+#[test]
+fn recovery_a_rank_killed_during_start_up_stops_the_job_with_one_line() {
+    let _g = serial();
+    let prog = mpicc("diverge");
+    // At 0 s the rank has not reached the start-up fences the others wait
+    // in: no process can take its place there.
+    let out = job(&["--inject-failure".into(), "1@0.0".into()], &prog, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    assert_eq!(restarts(&stderr), 0, "{stderr}");
+    assert!(
+        stderr.contains("rank 1 was killed by signal 9 (SIGKILL) during start-up"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn recovery_ctrl_c_to_the_process_group_ends_the_job_without_restarts() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    let _g = serial();
+    let prog = mpicc("diverge");
+    let mut child = Command::new(vpml())
+        .args([
+            "run",
+            "-n",
+            "4",
+            "--timeout",
+            "240",
+            "--protocol",
+            "pessimist",
+        ])
+        .arg(&*prog)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run vpml");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = String::new();
+    // The ranks are past start-up once they report progress.
+    for line in lines.by_ref() {
+        let line = line.expect("read stderr");
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("rank 0 at ") {
+            break;
+        }
+    }
+    assert!(seen.contains("rank 0 at "), "{seen}");
+    let pgid = child.id() as i32;
+    // SAFETY: a signal to the process group this test created.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGINT) }, 0);
+    for line in lines {
+        seen.push_str(&line.expect("read stderr"));
+        seen.push('\n');
+    }
+    let status = child.wait().expect("wait for vpml");
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert_eq!(restarts(&seen), 0, "Ctrl-C restarted a rank: {seen}");
+}
