@@ -605,7 +605,10 @@ pub(crate) fn mpi_abi_dir(
     }
     let lib =
         mpi_library().map_err(|e| format!("{} is an MPI program, but {e}", program.display()))?;
-    let links = std::env::temp_dir().join(format!("vpml-mpi-{job_id}"));
+    // Named by our pid, so that the next run removes it if we are killed.
+    protocol::remove_stale_dirs(&std::env::temp_dir(), MPI_LINKS_PREFIX);
+    let links =
+        std::env::temp_dir().join(format!("{MPI_LINKS_PREFIX}{}-{job_id}", std::process::id()));
     std::fs::create_dir_all(&links).map_err(|e| format!("{}: {e}", links.display()))?;
     for name in ["libmpich.so.12", "libmpi.so.12"] {
         let link = links.join(name);
@@ -619,6 +622,10 @@ pub(crate) fn mpi_abi_dir(
     );
     Ok(Some(links))
 }
+
+/// Prefix of the temporary directories of [`mpi_abi_dir`]:
+/// `<prefix><launcher pid>-<job>`.
+const MPI_LINKS_PREFIX: &str = "vpml-mpi-";
 
 /// `LD_LIBRARY_PATH` with `dir` first.
 pub(crate) fn loader_path_with(dir: &Path) -> String {

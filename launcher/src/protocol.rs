@@ -198,19 +198,20 @@ fn default_log_root(job_id: &str) -> PathBuf {
     } else {
         std::env::temp_dir()
     };
-    remove_stale_log_dirs(&base);
+    remove_stale_dirs(&base, TEMP_LOG_PREFIX);
     base.join(format!("{TEMP_LOG_PREFIX}{}-{job_id}", std::process::id()))
 }
 
-/// Remove `vpml-logs-<pid>-*` directories whose launcher no longer runs.
-fn remove_stale_log_dirs(base: &Path) {
+/// Remove the `<prefix><pid>-*` directories in `base` whose launcher no
+/// longer runs (it was killed with SIGKILL), and say so.
+pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
-            .strip_prefix(TEMP_LOG_PREFIX)
+            .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {
@@ -221,8 +222,8 @@ fn remove_stale_log_dirs(base: &Path) {
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         if !alive {
             match std::fs::remove_dir_all(e.path()) {
-                Ok(()) => tracing::info!(
-                    "removed {} left by a launcher that died",
+                Ok(()) => eprintln!(
+                    "vpml: removed {}, left by a launcher that was killed",
                     e.path().display()
                 ),
                 Err(err) => tracing::warn!("cannot remove stale {}: {err}", e.path().display()),

@@ -330,7 +330,6 @@ impl KvClient {
         self.expect_ok("FENCE")
     }
 
-    /// Report a clean end.
     /// Tell the launcher that start-up (every fence) is behind this rank:
     /// a process that dies before cannot be restarted alone, because the
     /// others wait in a fence for it.

@@ -462,6 +462,9 @@ pub(crate) struct Engine {
     send_gate: Rc<Cell<usize>>,
     /// Last call id handed out.
     last_call: CallId,
+    /// The protocol's [`Protocol::replay_end`]: calls up to it are
+    /// answered from logged events (0: none).
+    replay_end: CallId,
     /// Restart support, when the launcher restarts crashed ranks.
     recovery: Option<Recovery>,
     /// When `checkpoint_if_due` last saved (or the engine started).
@@ -496,6 +499,7 @@ impl Engine {
             protocol: None,
             send_gate: Rc::default(),
             last_call: 0,
+            replay_end: 0,
             recovery: None,
             last_checkpoint: Instant::now(),
             replay_alone: false,
@@ -633,6 +637,7 @@ impl Engine {
             protocol: None,
             send_gate: Rc::default(),
             last_call: 0,
+            replay_end: 0,
             recovery,
             last_checkpoint: Instant::now(),
             replay_alone: false,
@@ -677,6 +682,7 @@ impl Engine {
         if let Some(gate) = p.send_gate() {
             self.send_gate = gate;
         }
+        self.replay_end = p.replay_end();
         self.protocol = Some(p);
         self.after_protocol_installed()
     }
@@ -779,13 +785,10 @@ impl Engine {
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
         // Only sends that completed when they started: the answer is the
         // same every time, and was never logged.
-        let determined = ids.iter().flatten().all(|&id| {
-            self.core
-                .slot(id)
-                .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
-        });
-        // Without a protocol there is nothing to replay (and nothing to check).
-        let replay = if self.protocol.is_none() {
+
+        // Without a protocol, or past the last logged event, there is
+        // nothing to replay (and nothing to check).
+        let replay = if self.protocol.is_none() || call > self.replay_end {
             Replay::Free
         } else {
             let passed: Vec<CallId> = ids
@@ -793,6 +796,11 @@ impl Engine {
                 .flatten()
                 .filter_map(|&id| self.core.slot(id).map(|s| s.call))
                 .collect();
+            let determined = ids.iter().flatten().all(|&id| {
+                self.core
+                    .slot(id)
+                    .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
+            });
             match self.hook(|p| p.replay_completion(call, &passed))? {
                 // Never logged: the answer is the same every time.
                 Some(Replay::NotYet) if determined => Replay::Free,

@@ -683,9 +683,8 @@ impl Protocol for Pessimist {
     }
 
     fn matched(&mut self, recv: CallId, source: usize) -> Result<()> {
-        if self.replay.matched(recv) {
-            return Ok(());
-        }
+        // (A receive forced to its logged source is not ANY_SOURCE any
+        // more: the engine does not report its match.)
         self.put(Event::Match {
             recv,
             source: source as u32,
@@ -771,6 +770,13 @@ impl Protocol for Pessimist {
             && let Err(d) = self.replay.finish()
         {
             return Err(self.diverged(d));
+        }
+        if let Some(unmet) = self.previous.first_unmet() {
+            // By the commit rule a correct re-execution makes every send
+            // the previous process logged.
+            return Err(self.diverged(format!(
+                "the previous process sent {unmet}, which re-execution never sent"
+            )));
         }
         // A trailing run of failed tests precedes no send: nobody depends on it.
         self.none_run = None;

@@ -77,6 +77,24 @@ impl PreviousSends {
         self.left == 0
     }
 
+    /// The first previous record no re-executed send has met, if any
+    /// (its destination and sequence number, in words).
+    pub(crate) fn first_unmet(&self) -> Option<String> {
+        self.by_dest
+            .iter()
+            .enumerate()
+            .find_map(|(d, q)| q.front().map(|s| (d, s)))
+            .map(|(d, s)| {
+                format!(
+                    "message #{} to rank {d} (tag {}, {} bytes, and {} more)",
+                    s.seq,
+                    s.tag,
+                    s.len,
+                    self.left - 1
+                )
+            })
+    }
+
     /// Check a re-executed send against the previous process's record of
     /// the same destination and sequence number, if there is one. `Err`
     /// says what differs.
@@ -161,10 +179,12 @@ mod tests {
         // Records after the checkpoint's send #2.
         let mut prev = PreviousSends::read(dir.path(), |_| 2).unwrap();
         assert!(!prev.is_done());
+        assert!(prev.first_unmet().unwrap().contains("#3 to rank 1"));
         assert!(prev.check(&msg(1, 3, 7, &[3; 10])).is_ok());
         let err = prev.check(&msg(1, 4, 7, &[5; 10])).unwrap_err();
         assert!(err.contains("send #4 to rank 1"), "{err}");
         assert!(prev.is_done());
+        assert_eq!(prev.first_unmet(), None);
         // Past the previous records, and to other ranks: nothing to compare.
         assert!(prev.check(&msg(1, 5, 1, &[])).is_ok());
         assert!(prev.check(&msg(3, 1, 1, &[])).is_ok());
