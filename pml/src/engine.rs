@@ -186,6 +186,20 @@ enum PartialDest {
     Buffered(Vec<u8>),
 }
 
+impl Outgoing {
+    /// A frame that is its header alone (control frames, RTS).
+    fn header_only(hdr: FrameHeader) -> Outgoing {
+        Outgoing::Frame {
+            hdr,
+            data: RawBytes {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            complete: None,
+        }
+    }
+}
+
 /// Channel state for one peer.
 struct Peer {
     link: Link,
@@ -1110,14 +1124,7 @@ impl Engine {
             let mut hdr = message_header(kind::RTS, tag, ctx, seq, len);
             hdr.aux0 = ptr as u64;
             hdr.aux1 = token;
-            Outgoing::Frame {
-                hdr,
-                data: RawBytes {
-                    ptr: std::ptr::null_mut(),
-                    len: 0,
-                },
-                complete: None,
-            }
+            Outgoing::header_only(hdr)
         } else {
             let mut hdr = message_header(kind::FRAG, tag, ctx, seq, len);
             if sync {
@@ -1248,14 +1255,7 @@ impl Engine {
                 continue;
             }
             if let Some(peer) = self.peers[p].as_mut() {
-                peer.pending.push_back(Outgoing::Frame {
-                    hdr,
-                    data: RawBytes {
-                        ptr: std::ptr::null_mut(),
-                        len: 0,
-                    },
-                    complete: None,
-                });
+                peer.pending.push_back(Outgoing::header_only(hdr));
             }
             self.push_pending(p);
         }

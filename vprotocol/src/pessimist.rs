@@ -463,13 +463,7 @@ impl Pessimist {
     /// equal the previous process's record of it.
     fn check_send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         if self.replaying {
-            let now = format!(
-                "a send to rank {} (tag {}, #{}, {} bytes)",
-                msg.dest,
-                msg.tag,
-                msg.seq,
-                msg.payload.len()
-            );
+            let now = crate::replay_log::describe_send(msg);
             if let Err(d) = self.replay.plain(msg.call, &now) {
                 return Err(self.diverged(d));
             }

@@ -157,13 +157,7 @@ impl Protocol for Replayer {
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.last_call = self.last_call.max(msg.call);
-        let now = format!(
-            "a send to rank {} (tag {}, #{}, {} bytes)",
-            msg.dest,
-            msg.tag,
-            msg.seq,
-            msg.payload.len()
-        );
+        let now = crate::replay_log::describe_send(msg);
         self.events
             .plain(msg.call, &now)
             .map_err(|d| self.diverged_at(d))?;

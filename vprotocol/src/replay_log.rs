@@ -58,6 +58,17 @@ impl Outcome {
     }
 }
 
+/// How a divergence report names a send.
+pub(crate) fn describe_send(msg: &vpml_pml::protocol::OutgoingMessage<'_>) -> String {
+    format!(
+        "a send to rank {} (tag {}, #{}, {} bytes)",
+        msg.dest,
+        msg.tag,
+        msg.seq,
+        msg.payload.len()
+    )
+}
+
 /// A re-executed call that does not fit the logged execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Divergence {

@@ -577,14 +577,7 @@ impl Engine {
         let control = |k: u8, seq: u64| {
             let mut hdr = FrameHeader::new(k);
             hdr.seq = seq;
-            Outgoing::Frame {
-                hdr,
-                data: RawBytes {
-                    ptr: std::ptr::null_mut(),
-                    len: 0,
-                },
-                complete: None,
-            }
+            Outgoing::header_only(hdr)
         };
         for seq in unmatched {
             peer.pending.push_back(control(kind::SYNC_UNMATCHED, seq));
