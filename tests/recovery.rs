@@ -13,7 +13,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{example, serial, vpml};
+use common::{example, seed, serial, vpml};
 
 /// Lines that are protocol counters, not application output: they differ
 /// when a rank was restarted (its counters restart).
@@ -47,15 +47,6 @@ fn run_with(
         .output()
         .expect("run vpml");
     (out, t.elapsed())
-}
-
-fn seed() -> u64 {
-    match std::env::var("VPML_TEST_SEED") {
-        Ok(s) => s.parse().expect("VPML_TEST_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-    }
 }
 
 fn splitmix(x: &mut u64) -> u64 {

@@ -20,32 +20,22 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use common::{mpicc, serial, vpml};
-
-fn seed() -> u64 {
-    match std::env::var("VPML_TEST_SEED") {
-        Ok(s) => s.parse().expect("VPML_TEST_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-    }
-}
+use common::{mpicc, seed, serial, vpml};
 
 /// `vpml run -n 4 --protocol pessimist <launcher> program <args>`.
-fn job(launcher: &[String], program: &Path, args: &[&str]) -> Output {
-    Command::new(vpml())
-        .args([
-            "run",
-            "-n",
-            "4",
-            "--timeout",
-            "240",
-            "--protocol",
-            "pessimist",
-        ])
+fn job_command(launcher: &[String], program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(vpml());
+    cmd.args(["run", "-n", "4", "--timeout", "240"])
+        .args(["--protocol", "pessimist"])
         .args(launcher)
         .arg(program)
-        .args(args)
+        .args(args);
+    cmd
+}
+
+/// [`job_command`], run to its end.
+fn job(launcher: &[String], program: &Path, args: &[&str]) -> Output {
+    job_command(launcher, program, args)
         .output()
         .expect("run vpml")
 }
@@ -201,17 +191,7 @@ fn recovery_ctrl_c_to_the_process_group_ends_the_job_without_restarts() {
     use std::os::unix::process::CommandExt;
     let _g = serial();
     let prog = mpicc("diverge");
-    let mut child = Command::new(vpml())
-        .args([
-            "run",
-            "-n",
-            "4",
-            "--timeout",
-            "240",
-            "--protocol",
-            "pessimist",
-        ])
-        .arg(&*prog)
+    let mut child = job_command(&[], &prog, &[])
         .process_group(0)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

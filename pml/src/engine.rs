@@ -797,9 +797,6 @@ impl Engine {
             0
         };
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
-        // Only sends that completed when they started: the answer is the
-        // same every time, and was never logged.
-
         // Without a protocol, or past the last logged event, there is
         // nothing to replay (and nothing to check).
         let replay = if self.protocol.is_none() || call > self.replay_end {
@@ -810,6 +807,8 @@ impl Engine {
                 .flatten()
                 .filter_map(|&id| self.core.slot(id).map(|s| s.call))
                 .collect();
+            // Only sends that completed when they started: the answer is
+            // the same every time, and was never logged.
             let determined = ids.iter().flatten().all(|&id| {
                 self.core
                     .slot(id)
@@ -833,9 +832,8 @@ impl Engine {
                 if want.len() != calls.len() {
                     // The protocol checked that every logged request was
                     // passed: only a request passed twice gets here.
-                    let e = Error::Diverged(format!(
-                        "rank {} diverged from its logged execution: completion call {call} completed the requests of calls {calls:?} the first time; now {} of them are active",
-                        self.core.rank,
+                    let e = self.diverged(format!(
+                        "completion call {call} completed the requests of calls {calls:?} the first time; now {} of them are active",
                         want.len()
                     ));
                     self.fail(&e);
@@ -1016,10 +1014,11 @@ impl Engine {
             let id = self.core.alloc(SlotKind::Send, data);
             if let Some(s) = self.core.slot_mut(id) {
                 s.call = msg.call;
+                // A standard send within the eager limit (`can_write_now`).
+                s.completed_at_start = true;
             }
             self.core.set_status(id, Status::new(dest, tag, len, seq));
             self.core.complete(id);
-            self.core.mark_completed_at_start(id, sync);
             return Ok(id);
         }
         self.protocol_send(&mut msg)?;
@@ -1327,9 +1326,8 @@ impl Engine {
                 // The receive was held back from matching since it was
                 // posted (`RecvPlan::HoldForCancel`).
                 if !self.withdraw(id) {
-                    let e = Error::Diverged(format!(
-                        "rank {} diverged from its logged execution: call {call} cancelled the receive of call {request} the first time; now that receive has matched",
-                        self.core.rank
+                    let e = self.diverged(format!(
+                        "call {call} cancelled the receive of call {request} the first time; now that receive has matched"
                     ));
                     self.fail(&e);
                     return Err(e);
@@ -1476,7 +1474,43 @@ impl Engine {
 
     /// Wait for one request.
     pub(crate) fn wait(&mut self, id: ReqId) -> Result<()> {
+        self.check_not_held(id)?;
         self.wait_until(|e| e.is_done(id))
+    }
+
+    /// Wait for every request of `ids`.
+    pub(crate) fn wait_all(&mut self, ids: &[Option<ReqId>]) -> Result<()> {
+        for &id in ids.iter().flatten() {
+            self.check_not_held(id)?;
+        }
+        self.wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))
+    }
+
+    /// A re-executed receive held back for a logged cancel completes only
+    /// at that cancel: waiting for it first would never end, and means the
+    /// re-execution left the logged one.
+    fn check_not_held(&mut self, id: ReqId) -> Result<()> {
+        if self.replay_end == 0 {
+            return Ok(());
+        }
+        let Some(call) = self
+            .core
+            .slot(id)
+            .filter(|s| s.held_for_cancel && !s.done)
+            .map(|s| s.call)
+        else {
+            return Ok(());
+        };
+        let e = self.diverged(format!(
+            "waits for the receive of call {call}, which the logged execution cancelled before it matched"
+        ));
+        self.fail(&e);
+        Err(e)
+    }
+
+    /// [`Error::Diverged`] for this rank.
+    fn diverged(&self, what: impl std::fmt::Display) -> Error {
+        Error::diverged(self.core.rank, self.incarnation(), what)
     }
 
     /// Progress until `done` holds, idling politely.

@@ -103,6 +103,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// The one line of a re-execution that left its logged execution.
+    pub fn diverged(rank: usize, incarnation: u32, what: impl std::fmt::Display) -> Self {
+        Error::Diverged(format!(
+            "rank {rank} (incarnation {incarnation}) diverged from its logged execution: {what}"
+        ))
+    }
+
     pub(crate) fn shm(what: impl Into<String>, source: io::Error) -> Self {
         Error::Shm {
             what: what.into(),

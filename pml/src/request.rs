@@ -322,8 +322,7 @@ pub fn wait_all<S: RequestSlot>(slots: &mut [S]) -> Result<Vec<S::Output>> {
         return Ok(Vec::new());
     };
     let ids = ids(slots);
-    eng.borrow_mut()
-        .wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))?;
+    eng.borrow_mut().wait_all(&ids)?;
     let idx: Vec<usize> = (0..slots.len()).filter(|&i| ids[i].is_some()).collect();
     Ok(finish_indices(slots, idx)?
         .into_iter()

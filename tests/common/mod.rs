@@ -80,3 +80,14 @@ pub fn mpicc(name: &str) -> tempfile::TempPath {
     );
     out
 }
+
+/// The seed of a test's random choices: `VPML_TEST_SEED` if set (to replay
+/// a failure), else the clock. Tests print it.
+pub fn seed() -> u64 {
+    match std::env::var("VPML_TEST_SEED") {
+        Ok(s) => s.parse().expect("VPML_TEST_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}

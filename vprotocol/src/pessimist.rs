@@ -453,10 +453,7 @@ impl Pessimist {
 
     /// The one-line error of a re-execution that left the logged one.
     fn diverged(&self, what: impl std::fmt::Display) -> Error {
-        Error::Diverged(format!(
-            "rank {} (incarnation {}) diverged from its logged execution: {what}",
-            self.rank, self.incarnation
-        ))
+        Error::diverged(self.rank, self.incarnation, what)
     }
 
     /// A re-executed send: no event may be logged at its call, and it must

@@ -114,6 +114,8 @@ pub(crate) struct ReplayLog {
     event_of: BTreeMap<CallId, u64>,
     /// Events loaded.
     total: usize,
+    /// Highest call re-executed so far.
+    reached: CallId,
 }
 
 impl ReplayLog {
@@ -164,8 +166,9 @@ impl ReplayLog {
             r.event_of.insert(call, id);
             // A rank restarted twice may have logged a match again for a
             // call whose first match was never durable: the later counts.
-            r.outcomes.insert(call, (id, outcome));
-            r.total += 1;
+            if r.outcomes.insert(call, (id, outcome)).is_none() {
+                r.total += 1;
+            }
         }
         r
     }
@@ -202,7 +205,8 @@ impl ReplayLog {
 
     /// Call `call` begins: every logged outcome of an earlier call must
     /// have been consumed by now.
-    fn begin(&self, call: CallId) -> Result<(), Divergence> {
+    fn begin(&mut self, call: CallId) -> Result<(), Divergence> {
+        self.reached = self.reached.max(call);
         match self.outcomes.first_key_value() {
             Some((&at, (id, outcome))) if at < call => Err(Divergence {
                 call: at,
@@ -231,12 +235,33 @@ impl ReplayLog {
 
     /// The process finishes: every logged outcome must have been consumed.
     pub(crate) fn finish(&self) -> Result<(), Divergence> {
-        self.begin(CallId::MAX)
+        if let Some((&at, (id, outcome))) = self.outcomes.first_key_value() {
+            return Err(Divergence {
+                call: at,
+                event: Some(*id),
+                what: format!(
+                    "logged {}, but re-execution finished (at call {}) without making it",
+                    outcome.describe(),
+                    self.reached
+                ),
+            });
+        }
+        if self.reached < self.end {
+            return Err(Divergence {
+                call: self.end,
+                event: self.event_of(self.end),
+                what: format!(
+                    "re-execution finished at call {}, before this call of the logged execution",
+                    self.reached
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// A call without an outcome of its own (a receive from a named
     /// source, say): check that none is logged.
-    fn no_outcome(&self, call: CallId, now: &str) -> Result<(), Divergence> {
+    fn no_outcome(&mut self, call: CallId, now: &str) -> Result<(), Divergence> {
         self.begin(call)?;
         match self.outcomes.get(&call) {
             Some((id, outcome)) => Err(Divergence {
@@ -251,7 +276,7 @@ impl ReplayLog {
     /// A send: no outcome is logged at its call, and it is not inside a
     /// logged run of failed tests (a send ends such a run: it flushes it).
     /// Receives may lie inside one.
-    pub(crate) fn plain(&self, call: CallId, now: &str) -> Result<(), Divergence> {
+    pub(crate) fn plain(&mut self, call: CallId, now: &str) -> Result<(), Divergence> {
         self.no_outcome(call, now)?;
         if !self.covers(call) {
             return Ok(());
@@ -547,6 +572,24 @@ mod tests {
         // So is a cancel.
         let mut r = log(vec![Event::NoneRun { first: 2, last: 2 }]);
         assert!(r.cancel(1, 0).is_err());
+    }
+
+    #[test]
+    fn finishing_before_the_last_logged_event_is_a_divergence() {
+        let mut r = log(vec![
+            Event::Match { recv: 1, source: 0 },
+            Event::NoneRun { first: 2, last: 4 },
+        ]);
+        r.post_recv(1, None).unwrap();
+        assert_eq!(r.completion(2, &[]).unwrap(), Replay::NotYet);
+        let e = r.finish().unwrap_err();
+        assert_eq!((e.call, e.event), (4, Some(2)));
+        assert_eq!(r.completion(4, &[]).unwrap(), Replay::NotYet);
+        r.finish().unwrap();
+        let e = log(vec![Event::Match { recv: 1, source: 0 }])
+            .finish()
+            .unwrap_err();
+        assert!(e.what.contains("without making it"), "{e}");
     }
 
     #[test]
