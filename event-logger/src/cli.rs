@@ -50,6 +50,7 @@ pub fn run(args: EventLoggerArgs) -> ExitCode {
 }
 
 fn serve(args: EventLoggerArgs) -> Result<(), String> {
+    vpml_fault_points::arm_from_env("event logger")?;
     // With a file-size limit, a write past it must fail with EFBIG (an error
     // reply) rather than kill the logger with SIGXFSZ.
     // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions

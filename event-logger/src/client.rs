@@ -812,6 +812,8 @@ fn mark_down(sh: &Shared, st: &mut State, rep: usize, generation: u64, why: Stri
             p.outcome.get_or_insert(Err(ClientError::Closed));
         }
     }
+    // The survivors alone may now make events durable.
+    advance(sh, st);
     sh.cv.notify_all();
 }
 
@@ -869,10 +871,16 @@ fn pump(sh: &Shared, rep: usize) {
 }
 
 /// Recomputes the durable id and drops the events every replica holds.
+///
+/// An event is durable once every replica that is up acknowledged it: while
+/// a logger is down (and restarted), the survivors acknowledge; with none
+/// up, nothing becomes durable. The queue keeps what any replica lacks, to
+/// send it again when that replica is back.
 fn advance(sh: &Shared, st: &mut State) {
     let durable = st
         .reps
         .iter()
+        .filter(|r| r.up)
         .map(|r| r.acked)
         .min()
         .unwrap_or(0)
@@ -880,8 +888,9 @@ fn advance(sh: &Shared, st: &mut State) {
     if durable > sh.durable.load(Ordering::Relaxed) {
         sh.durable.store(durable, Ordering::Release);
     }
+    let held_by_all = st.reps.iter().map(|r| r.acked).min().unwrap_or(0);
     while let Some(c) = st.queue.front() {
-        if c.last() > durable {
+        if c.last() > held_by_all {
             break;
         }
         st.queued_events -= c.count as usize;

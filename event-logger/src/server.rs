@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use vpml_fault_points::fault_point;
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -371,6 +372,9 @@ fn flusher(shared: &Shared, rx: Receiver<FlushReq>) {
                     .fail(ErrorCode::Storage, format!("fsync failed: {e}")),
             }
         }
+        if !acks.is_empty() {
+            fault_point!("logger.before_ack");
+        }
         for (_, (conn, id)) in acks {
             // A failed send means the connection is gone; its reader sees it.
             let _ = conn.send(&Message::Ack { highest: id });
@@ -523,6 +527,7 @@ impl Conn<'_> {
                 }
             }
             if let Some(id) = self.pending_ack.take() {
+                fault_point!("logger.before_ack");
                 self.writer
                     .send(&Message::Ack { highest: id })
                     .map_err(|e| {
@@ -744,6 +749,7 @@ impl Conn<'_> {
                 ),
             ));
         }
+        fault_point!("logger.received");
         let m = &self.shared.metrics;
         m.puts.fetch_add(1, Ordering::Relaxed);
         let appended = lock(&session.log)

@@ -19,6 +19,7 @@
 //! 6. injects failures on request (`--inject-failure`), for testing.
 
 pub mod agent;
+mod inject;
 mod kv;
 pub mod mpicc;
 mod protocol;
@@ -36,6 +37,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use vpml_pml::bootstrap::env;
+
+use crate::inject::{Injection, Target};
 
 /// Exit code when `--timeout` ends the job (as `timeout(1)`).
 pub const TIMEOUT_EXIT: u8 = 124;
@@ -110,8 +113,9 @@ pub struct RunArgs {
     /// ~/.local/share/vpml/recordings, linked as `latest`).
     #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "@default")]
     pub record: Option<PathBuf>,
-    /// With a protocol: how many times crashed ranks may be restarted in
-    /// all before the job is given up.
+    /// With a protocol: how many times crashed ranks (and event loggers
+    /// this launcher started) may be restarted in all before the job is
+    /// given up.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_restarts: u32,
     /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
@@ -119,10 +123,15 @@ pub struct RunArgs {
     /// also damages its newest checkpoint before the restart;
     /// `RANK@restart+SECONDS` kills it that long after its next restart,
     /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
-    /// host number HOST), or
+    /// host number HOST; `logger:I@SECONDS` kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
-    /// default 2; the seed is printed).
+    /// default 2; the seed is printed). At a protocol step instead of an
+    /// instant (debug builds): `RANK@point:NAME[#N]` — the rank's process
+    /// dies the N-th time it reaches fault point NAME;
+    /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted
+    /// process; `logger:I@point:NAME[#N]` in event logger I. A wrong name
+    /// lists the known points.
     #[arg(long, value_name = "SPEC")]
     pub inject_failure: Vec<String>,
     /// Run on several hosts: `h1:2,h2:2` (name:slots). Each host's agent
@@ -204,6 +213,12 @@ pub(crate) enum Event {
         message: String,
     },
     Signal(i32),
+    /// Event logger `index` (its process `pid`) exited.
+    LoggerExited {
+        index: usize,
+        pid: u32,
+        status: ExitStatus,
+    },
     /// A host's agent is gone (its ranks with it).
     AgentLost {
         host: usize,
@@ -214,108 +229,6 @@ pub(crate) enum Event {
 
 /// Signals a user stops a job with: a rank they kill is not restarted.
 const USER_STOP_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
-
-/// A planned SIGKILL (`--inject-failure`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Injection {
-    /// The rank to kill, or with `agent`, the host whose agent to kill.
-    rank: usize,
-    /// Kill the agent of host `rank` (multi-host jobs).
-    agent: bool,
-    /// `after` counts from the rank's next restart, not from the start.
-    after_restart: bool,
-    after: Duration,
-    /// Damage the rank's newest checkpoint before restarting it (testing
-    /// the fall-back to the older one).
-    corrupt_checkpoint: bool,
-}
-
-/// Parse the `--inject-failure` specs into kills, ordered by time.
-fn plan_injections(args: &RunArgs) -> Result<Vec<Injection>, String> {
-    let mut out = Vec::new();
-    let mut seed = None;
-    for spec in &args.inject_failure {
-        let bad = |why: &str| format!("--inject-failure {spec:?}: {why}");
-        if let Some(rest) = spec.strip_prefix("random:") {
-            let (k, window) = match rest.split_once('@') {
-                Some((k, w)) => (
-                    k,
-                    w.parse::<f64>().map_err(|_| bad("bad number of seconds"))?,
-                ),
-                None => (rest, 2.0),
-            };
-            let k: usize = k.parse().map_err(|_| bad("expected random:K"))?;
-            if !(window.is_finite() && window > 0.0) {
-                return Err(bad("the window must be a positive number of seconds"));
-            }
-            let s = *seed.get_or_insert(match args.inject_seed {
-                Some(s) => s,
-                None => u64::from_le_bytes(random_bytes::<8>()?),
-            });
-            let mut x = s ^ (out.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            for _ in 0..k {
-                x = splitmix(x);
-                let rank = (x % args.ranks as u64) as usize;
-                x = splitmix(x);
-                let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
-                out.push(Injection {
-                    rank,
-                    agent: false,
-                    after_restart: false,
-                    after: Duration::from_secs_f64(window * frac),
-                    corrupt_checkpoint: false,
-                });
-            }
-        } else {
-            let (spec, corrupt_checkpoint) = match spec.strip_suffix(":corrupt-checkpoint") {
-                Some(s) => (s, true),
-                None => (spec.as_str(), false),
-            };
-            let (spec, agent) = match spec.strip_prefix("agent:") {
-                Some(s) => (s, true),
-                None => (spec, false),
-            };
-            let (rank, secs) = spec
-                .split_once('@')
-                .ok_or_else(|| bad("expected RANK@SECONDS or random:K"))?;
-            let rank: usize = rank.parse().map_err(|_| bad("bad rank"))?;
-            if agent && args.hosts.is_none() && args.hostfile.is_none() {
-                return Err(bad("agent kills need --hosts or --hostfile"));
-            }
-            if !agent && rank >= args.ranks {
-                return Err(bad(&format!("rank {rank} is outside the job")));
-            }
-            let (secs, after_restart) = match secs.strip_prefix("restart+") {
-                Some(s) => (s, true),
-                None => (secs, false),
-            };
-            let secs: f64 = secs.parse().map_err(|_| bad("bad number of seconds"))?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                return Err(bad("the time must be a non-negative number of seconds"));
-            }
-            out.push(Injection {
-                rank,
-                agent,
-                after_restart,
-                after: Duration::from_secs_f64(secs),
-                corrupt_checkpoint,
-            });
-        }
-    }
-    if let Some(s) = seed {
-        eprintln!("vpml run: random failure injection, seed {s} (--inject-seed {s} repeats it)");
-    }
-    out.sort_by_key(|i| i.after);
-    Ok(out)
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Run a job; the process exit code is the job's.
 pub fn run(mut args: RunArgs) -> ExitCode {
@@ -370,7 +283,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
     let (tx, rx) = unbounded::<Event>();
     let (kv_addr, kv) = kv::start(&args.bind, args.ranks, token.clone(), tx.clone())
         .map_err(|e| format!("cannot start the key/value service on {}: {e}", args.bind))?;
-    let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token)?;
+    let plan = inject::plan(args)?;
+    let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token, &plan, tx.clone())?;
     if args.protocol != "none" || args.stats {
         eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
@@ -385,7 +299,6 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
     }
     let signals = watch_signals(tx.clone())?;
     let restartable = args.protocol != "none";
-    let injections = plan_injections(args)?;
     let outputs = Arc::new(Outputs::new(args.ranks, args.tag_output));
     let log_dir = protocol
         .envs
@@ -464,7 +377,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             &rx,
             restartable,
             log_dir,
-            &injections,
+            &plan.kills,
+            &mut protocol,
             &mut forwarders,
         );
         drop(backend);
@@ -516,6 +430,10 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             launcher_pid: std::process::id(),
             tx: tx.clone(),
             outputs: Arc::clone(&outputs),
+            fault_points: inject::Plan {
+                kills: Vec::new(),
+                points: plan.points.clone(),
+            },
         };
         let mut pids = Vec::with_capacity(args.ranks);
         for rank in 0..args.ranks {
@@ -541,7 +459,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             &rx,
             restartable,
             log_dir,
-            &injections,
+            &plan.kills,
+            &mut protocol,
             &mut forwarders,
         );
         drop(backend);
@@ -713,6 +632,8 @@ struct Spawner {
     launcher_pid: u32,
     tx: Sender<Event>,
     outputs: Arc<Outputs>,
+    /// Fault points to arm (`--inject-failure RANK@point:…`).
+    fault_points: inject::Plan,
 }
 
 impl Spawner {
@@ -739,6 +660,7 @@ impl Spawner {
             .env(env::HOST_OF, &self.host_of)
             .env(env::INCARNATION, incarnation.to_string())
             .env(env::SPAWNED_AT_NS, spawned_at_ns())
+            .env_remove(vpml_fault_points::ENV)
             .stdin(if rank == 0 && incarnation == 0 {
                 Stdio::inherit()
             } else {
@@ -746,6 +668,9 @@ impl Spawner {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(point) = self.fault_points.point_for(Target::Rank(rank), incarnation) {
+            cmd.env(vpml_fault_points::ENV, point);
+        }
         if let Some(fd) = self.job_page_fd {
             cmd.env(env::JOB_PAGE_FD, fd.to_string())
                 .env(env::OUTPUT_MARKS, "1");
@@ -924,24 +849,6 @@ impl Backend<'_> {
     }
 }
 
-/// Flip one byte of the newest checkpoint of a rank (testing aid).
-fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, String> {
-    let dir = log_dir.join(format!("rank-{rank}")).join("checkpoints");
-    let newest = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "vck"))
-        .max()
-        .ok_or_else(|| format!("{} holds no checkpoint", dir.display()))?;
-    let mut bytes = std::fs::read(&newest).map_err(|e| format!("{}: {e}", newest.display()))?;
-    if let Some(b) = bytes.last_mut() {
-        *b ^= 0xff;
-    }
-    std::fs::write(&newest, &bytes).map_err(|e| format!("{}: {e}", newest.display()))?;
-    Ok(newest)
-}
-
 /// How a rank's process ended, as the supervisor sees it.
 enum Death {
     Signal(i32),
@@ -957,6 +864,7 @@ fn supervise(
     restartable: bool,
     log_dir: Option<PathBuf>,
     injections: &[Injection],
+    protocol: &mut protocol::ProtocolSetup,
     forwarders: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> (u8, Vec<String>) {
     let n = args.ranks;
@@ -974,7 +882,9 @@ fn supervise(
     // Kills that wait for a restart of their rank, in order, and those armed.
     let mut on_restart: Vec<std::collections::VecDeque<Duration>> = vec![Default::default(); n];
     for i in relative {
-        if let Some(q) = on_restart.get_mut(i.rank) {
+        if let Target::Rank(r) = i.target
+            && let Some(q) = on_restart.get_mut(r)
+        {
             q.push_back(i.after);
         }
     }
@@ -1053,27 +963,33 @@ fn supervise(
                     && start + inj.after <= now
                 {
                     next_injection += 1;
-                    if inj.agent {
-                        if failure.is_none() && !all_finalized {
-                            eprintln!(
-                                "vpml run: injecting a failure: SIGKILL to the agent of host {} at {:.3} s",
-                                inj.rank,
-                                now.duration_since(start).as_secs_f64()
-                            );
-                            backend.kill_agent(inj.rank);
-                        }
+                    if failure.is_some() || all_finalized {
                         continue;
                     }
-                    if failure.is_none() && !all_finalized && alive[inj.rank] {
-                        eprintln!(
-                            "vpml run: injecting a failure: SIGKILL to rank {} ({}) at {:.3} s",
-                            inj.rank,
-                            backend.describe(inj.rank),
-                            now.duration_since(start).as_secs_f64()
-                        );
-                        killed_at[inj.rank] = Some(now);
-                        corrupt_before_restart[inj.rank] |= inj.corrupt_checkpoint;
-                        backend.signal(inj.rank, libc::SIGKILL);
+                    let at = now.duration_since(start).as_secs_f64();
+                    match inj.target {
+                        Target::Agent(host) => {
+                            eprintln!(
+                                "vpml run: injecting a failure: SIGKILL to the agent of host {host} at {at:.3} s"
+                            );
+                            backend.kill_agent(host);
+                        }
+                        Target::Logger(i) => {
+                            eprintln!(
+                                "vpml run: injecting a failure: SIGKILL to event logger {i} at {at:.3} s"
+                            );
+                            protocol.kill_logger(i);
+                        }
+                        Target::Rank(rank) if alive[rank] => {
+                            eprintln!(
+                                "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) at {at:.3} s",
+                                backend.describe(rank),
+                            );
+                            killed_at[rank] = Some(now);
+                            corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
+                            backend.signal(rank, libc::SIGKILL);
+                        }
+                        Target::Rank(_) => {}
                     }
                 }
                 if kill_at.is_some_and(|t| now >= t) {
@@ -1157,6 +1073,28 @@ fn supervise(
                     format!("rank {rank} aborted the job (code {code}): {message}")
                 );
             }
+            Some(Event::LoggerExited { index, pid, status }) => {
+                if failure.is_none() && !all_finalized {
+                    if restarts_done >= args.max_restarts {
+                        fail!(
+                            1,
+                            format!(
+                                "event logger {index} died; no restarts left (--max-restarts {})",
+                                args.max_restarts
+                            )
+                        );
+                    } else {
+                        match protocol.restart_logger(index, pid, status) {
+                            Ok(Some(line)) => {
+                                restarts_done += 1;
+                                eprintln!("vpml run: {line}");
+                            }
+                            Ok(None) => {}
+                            Err(why) => fail!(1, why),
+                        }
+                    }
+                }
+            }
             Some(Event::Signal(sig)) => {
                 let targets = live(&alive);
                 if failure.is_none() {
@@ -1235,7 +1173,7 @@ fn supervise(
             if std::mem::take(&mut corrupt_before_restart[rank])
                 && let Some(dir) = &log_dir
             {
-                match corrupt_newest_checkpoint(dir, rank) {
+                match inject::corrupt_newest_checkpoint(dir, rank) {
                     Ok(p) => eprintln!(
                         "vpml run: damaged {} before restarting rank {rank}",
                         p.display()
@@ -1540,7 +1478,7 @@ fn raise_fd_limit() {
     }
 }
 
-fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
     let mut b = [0u8; N];
     getrandom::fill(&mut b).map_err(|e| format!("no randomness for the job token: {e}"))?;
     Ok(b)

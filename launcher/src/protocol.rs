@@ -1,13 +1,24 @@
 //! Setting up the fault-tolerance protocol of a job: for `pessimist`, the
 //! sender-log directory and the event loggers (started here as `vpml
 //! event-logger` processes, or given with `--event-logger-addrs`).
+//!
+//! A logger started here that dies while the job runs is started again on
+//! the same address from its files (which hold everything it acknowledged:
+//! it acknowledges after `write`). Each rank's client reconnects to it and
+//! sends again what it had not acknowledged — including what the other
+//! replicas acknowledged meanwhile — from the events the client keeps
+//! until every replica holds them.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
 
-use crate::RunArgs;
+use crossbeam_channel::Sender;
+
+use crate::inject::{Plan, Target};
+use crate::{Event, RunArgs};
 
 /// Environment variables of the protocol layer (see `vpml-vprotocol`).
 const PROTOCOL: &str = "VPML_PROTOCOL";
@@ -22,8 +33,27 @@ pub(crate) struct ProtocolSetup {
     pub envs: Vec<(String, String)>,
     /// The one info line printed per job.
     pub info: String,
-    loggers: Vec<Child>,
+    loggers: Vec<StartedLogger>,
+    /// The job's token file for the loggers.
+    tokens: PathBuf,
+    /// Where the launcher hears that a logger exited.
+    tx: Option<Sender<Event>>,
+    /// Fault points to arm in loggers (`--inject-failure logger:I@point:…`).
+    fault_points: Plan,
     remove_dir: Option<PathBuf>,
+}
+
+/// An event logger this launcher started (and restarts if it dies).
+struct StartedLogger {
+    /// Its current process.
+    pid: u32,
+    /// Reaps the process and reports its exit to the launcher.
+    watcher: Option<JoinHandle<()>>,
+    /// Where it listens: kept across restarts (the ranks know it).
+    addr: String,
+    data_dir: PathBuf,
+    /// Processes started so far, minus one.
+    incarnation: u32,
 }
 
 /// The job token to use: from `--token-file` (the event logger's format,
@@ -49,22 +79,40 @@ impl ProtocolSetup {
         args: &RunArgs,
         job_id: &str,
         token: &str,
+        plan: &Plan,
+        tx: Sender<Event>,
     ) -> Result<ProtocolSetup, String> {
+        let fault_points = Plan {
+            kills: Vec::new(),
+            points: plan
+                .points
+                .iter()
+                .filter(|p| matches!(p.target, Target::Logger(_)))
+                .cloned()
+                .collect(),
+        };
+        let mut setup = ProtocolSetup {
+            envs: vec![(PROTOCOL.into(), "none".into())],
+            info: "protocol none".into(),
+            loggers: Vec::new(),
+            tokens: PathBuf::new(),
+            tx: Some(tx),
+            fault_points,
+            remove_dir: None,
+        };
         match args.protocol.as_str() {
-            "none" => Ok(ProtocolSetup {
-                envs: vec![(PROTOCOL.into(), "none".into())],
-                info: "protocol none".into(),
-                loggers: Vec::new(),
-                remove_dir: None,
-            }),
-            "pessimist" => Self::pessimist(args, job_id, token),
+            "none" => Ok(setup),
+            "pessimist" => {
+                setup.pessimist(args, job_id, token)?;
+                Ok(setup)
+            }
             other => Err(format!(
                 "unknown protocol {other:?} (known: none, pessimist)"
             )),
         }
     }
 
-    fn pessimist(args: &RunArgs, job_id: &str, token: &str) -> Result<ProtocolSetup, String> {
+    fn pessimist(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), String> {
         if args.replicas == 0 {
             return Err("--replicas must be at least 1".into());
         }
@@ -83,12 +131,7 @@ impl ProtocolSetup {
                 .create(&root)
                 .map_err(|e| format!("cannot create the log directory {}: {e}", root.display()))?;
         }
-        let mut setup = ProtocolSetup {
-            envs: Vec::new(),
-            info: String::new(),
-            loggers: Vec::new(),
-            remove_dir,
-        };
+        self.remove_dir = remove_dir;
         let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
             list.split(',')
                 .map(|a| a.trim().to_string())
@@ -98,33 +141,27 @@ impl ProtocolSetup {
             if args.event_loggers == 0 {
                 return Err("--event-loggers must be at least 1".into());
             }
-            let tokens = root.join("logger-tokens");
-            write_private(&tokens, &format!("{job_id} {token}\n"))
-                .map_err(|e| format!("cannot write {}: {e}", tokens.display()))?;
-            let mut addrs = Vec::new();
+            self.tokens = root.join("logger-tokens");
+            write_private(&self.tokens, &format!("{job_id} {token}\n"))
+                .map_err(|e| format!("cannot write {}: {e}", self.tokens.display()))?;
             for i in 0..args.event_loggers {
-                match start_logger(&root.join(format!("logger-{i}")), &tokens, &args.bind) {
-                    Ok((child, addr)) => {
-                        setup.loggers.push(child);
-                        addrs.push(addr);
-                    }
-                    Err(e) => {
-                        setup.stop();
-                        return Err(format!("cannot start event logger {i}: {e}"));
-                    }
+                let data_dir = root.join(format!("logger-{i}"));
+                if let Err(e) = self.start_logger(i, data_dir, &format!("{}:0", args.bind)) {
+                    self.stop();
+                    return Err(format!("cannot start event logger {i}: {e}"));
                 }
             }
-            addrs
+            self.loggers.iter().map(|l| l.addr.clone()).collect()
         };
         if args.replicas > addrs.len() {
-            setup.stop();
+            self.stop();
             return Err(format!(
                 "--replicas {} needs at least as many event loggers (have {})",
                 args.replicas,
                 addrs.len()
             ));
         }
-        setup.info = format!(
+        self.info = format!(
             "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs {}, checkpoints in {}",
             addrs.len(),
             addrs.join(","),
@@ -136,7 +173,7 @@ impl ProtocolSetup {
             },
             root.display()
         );
-        setup.envs = vec![
+        self.envs = vec![
             (PROTOCOL.into(), "pessimist".into()),
             (EVENT_LOGGERS.into(), addrs.join(",")),
             (REPLICAS.into(), args.replicas.to_string()),
@@ -147,26 +184,108 @@ impl ProtocolSetup {
             // A recording keeps every event and message (no garbage
             // collection after checkpoints): a replay starts from the
             // beginning.
-            setup.envs.push(("VPML_KEEP_LOGS".into(), "1".into()));
+            self.envs.push(("VPML_KEEP_LOGS".into(), "1".into()));
         }
-        Ok(setup)
+        Ok(())
     }
 
     /// Stop the loggers this launcher started and remove the temporary
     /// log directory.
     pub(crate) fn stop(&mut self) {
+        // Exits from now on are the ones asked for.
+        self.tx = None;
+        for l in &self.loggers {
+            // SAFETY: signalling our own child (its watcher has not reaped
+            // it, or the pid is not reused before the watcher is joined).
+            unsafe { libc::kill(l.pid as i32, libc::SIGTERM) };
+        }
         for l in &mut self.loggers {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(l.id() as i32, libc::SIGTERM) };
+            if let Some(w) = l.watcher.take() {
+                let _ = w.join();
+            }
         }
-        for mut l in self.loggers.drain(..) {
-            let _ = l.wait();
-        }
+        self.loggers.clear();
         if let Some(d) = self.remove_dir.take()
             && let Err(e) = std::fs::remove_dir_all(&d)
         {
             eprintln!("vpml run: cannot remove {}: {e}", d.display());
         }
+    }
+
+    /// Start event logger `index` listening on `listen`, in `data_dir`.
+    fn start_logger(
+        &mut self,
+        index: usize,
+        data_dir: PathBuf,
+        listen: &str,
+    ) -> Result<(), String> {
+        let incarnation = self.loggers.get(index).map_or(0, |l| l.incarnation + 1);
+        let point = self
+            .fault_points
+            .point_for(Target::Logger(index), incarnation);
+        let (mut child, addr) = start_logger(&data_dir, &self.tokens, listen, point)?;
+        let pid = child.id();
+        let tx = self.tx.clone();
+        let watcher = std::thread::spawn(move || {
+            let status = child.wait();
+            if let (Some(tx), Ok(status)) = (tx, status) {
+                let _ = tx.send(Event::LoggerExited { index, pid, status });
+            }
+        });
+        let started = StartedLogger {
+            pid,
+            watcher: Some(watcher),
+            addr,
+            data_dir,
+            incarnation,
+        };
+        match self.loggers.get_mut(index) {
+            Some(l) => *l = started,
+            None => self.loggers.push(started),
+        }
+        Ok(())
+    }
+
+    /// SIGKILL to event logger `index` (testing aid).
+    pub(crate) fn kill_logger(&self, index: usize) {
+        if let Some(l) = self.loggers.get(index) {
+            // SAFETY: signalling our own child; it is reaped only by its
+            // watcher, whose report of the exit is what restarts it.
+            unsafe { libc::kill(l.pid as i32, libc::SIGKILL) };
+        }
+    }
+
+    /// Process `pid` of logger `index` exited with `status` while the job
+    /// runs: start it again on its address, from its files. Returns the
+    /// warning to print (`None`: a process already replaced).
+    pub(crate) fn restart_logger(
+        &mut self,
+        index: usize,
+        pid: u32,
+        status: ExitStatus,
+    ) -> Result<Option<String>, String> {
+        let Some(l) = self.loggers.get_mut(index) else {
+            return Ok(None);
+        };
+        if l.pid != pid || self.tx.is_none() {
+            return Ok(None);
+        }
+        if let Some(w) = l.watcher.take() {
+            let _ = w.join();
+        }
+        let (addr, dir) = (l.addr.clone(), l.data_dir.clone());
+        let how = match status.signal() {
+            Some(sig) => format!("killed by signal {sig}"),
+            None => format!("exit status {}", status.code().unwrap_or(-1)),
+        };
+        self.start_logger(index, dir.clone(), &addr).map_err(|e| {
+            format!("event logger {index} at {addr} died ({how}) and cannot be started again: {e}")
+        })?;
+        let incarnation = self.loggers[index].incarnation;
+        Ok(Some(format!(
+            "warning: event logger {index} at {addr} died ({how}); started it again from {} (incarnation {incarnation}); the ranks send it what it lacks",
+            dir.display()
+        )))
     }
 }
 
@@ -232,20 +351,32 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
     }
 }
 
-/// Start `vpml event-logger` on loopback and read the address it printed.
-fn start_logger(data_dir: &Path, tokens: &Path, bind: &str) -> Result<(Child, String), String> {
+/// Start `vpml event-logger` on `listen` and read the address it printed;
+/// `fault_point`: armed in it (testing aid). Started again after a crash,
+/// it cuts a record its predecessor tore (never acknowledged) and refuses
+/// to start over any other damage, naming the file and offset.
+fn start_logger(
+    data_dir: &Path,
+    tokens: &Path,
+    listen: &str,
+    fault_point: Option<&str>,
+) -> Result<(Child, String), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
     let parent = std::process::id();
     let mut cmd = Command::new(exe);
     cmd.arg("event-logger")
         .arg("--listen")
-        .arg(format!("{bind}:0"))
+        .arg(listen)
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--token-file")
         .arg(tokens)
+        .env_remove(vpml_fault_points::ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
+    if let Some(p) = fault_point {
+        cmd.env(vpml_fault_points::ENV, p);
+    }
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || crate::child_setup(parent, None));

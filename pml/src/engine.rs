@@ -541,6 +541,7 @@ impl Engine {
     /// wait for every rank, then open the channels.
     pub(crate) fn join(env: &JobEnv) -> Result<Engine> {
         let join_started = Instant::now();
+        vpml_fault_points::arm_from_env(&format!("rank {}", env.rank)).map_err(Error::Bootstrap)?;
         let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank)?;
         let mut mailboxes = Vec::with_capacity(env.size);
         for &fd in &env.mailbox_fds {
@@ -974,9 +975,11 @@ impl Engine {
         let Some(peer) = self.peers[msg.dest].as_mut() else {
             return Err(Error::RequestState("peer vanished"));
         };
+        vpml_fault_points::fault_point!("send.before_frame");
         if !peer.link.try_write(&hdr, msg.payload) {
             return Err(Error::RequestState("ring space vanished"));
         }
+        vpml_fault_points::fault_point!("send.after_frame");
         self.send_seq[msg.dest] = msg.seq;
         self.core.stats.messages_sent += 1;
         self.core.stats.bytes_sent += msg.payload.len() as u64;
@@ -1144,8 +1147,10 @@ impl Engine {
         } else if read_in_place && restartable {
             peer.fin_waiting.insert(seq, id.token());
         }
+        vpml_fault_points::fault_point!("send.before_frame");
         peer.pending.push_back(item);
         self.push_pending(dest);
+        vpml_fault_points::fault_point!("send.after_frame");
         if read_in_place {
             // The send completes only after this (its FIN cannot be
             // handled before the call returns).

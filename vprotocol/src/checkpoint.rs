@@ -144,7 +144,10 @@ impl CheckpointStore {
                 .open(&tmp)
                 .map_err(io(&tmp, "creating"))?;
             f.write_all(&h).map_err(io(&tmp, "writing"))?;
-            f.write_all(payload).map_err(io(&tmp, "writing"))?;
+            let (first, second) = payload.split_at(payload.len() / 2);
+            f.write_all(first).map_err(io(&tmp, "writing"))?;
+            vpml_fault_points::fault_point!("checkpoint.mid_write");
+            f.write_all(second).map_err(io(&tmp, "writing"))?;
             f.sync_all().map_err(io(&tmp, "syncing"))?;
         }
         std::fs::rename(&tmp, &final_path).map_err(io(&final_path, "renaming into place"))?;

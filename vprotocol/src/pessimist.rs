@@ -54,6 +54,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use vpml_event_logger::{Client, ClientConfig, Event};
+use vpml_fault_points::fault_point;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
@@ -304,6 +305,7 @@ impl Pessimist {
                 );
             }
             loaded = Some((l.index, event_id, snap, app));
+            fault_point!("recovery.loaded_checkpoint");
         }
         let rank = cfg.rank as u32;
         // Before the log forgets them: what the previous process sent
@@ -349,6 +351,7 @@ impl Pessimist {
                 .get_events(from)
                 .map_err(|e| fail("fetching the logged events", e))?;
             replay = ReplayLog::new(events, after_call);
+            fault_point!("recovery.fetched_events");
             tracing::info!(
                 rank = cfg.rank,
                 events = replay.len(),
@@ -487,6 +490,7 @@ impl Pessimist {
             .client
             .put(&event)
             .map_err(|e| fail("logging an event", e))?;
+        fault_point!("event.after_put");
         self.counters.put_ns += t.elapsed().as_nanos() as u64;
         Ok(())
     }
@@ -523,9 +527,11 @@ impl Pessimist {
             return Ok(());
         }
         let t0 = Instant::now();
+        fault_point!("send.before_events_durable");
         self.client
             .wait_all_durable()
             .map_err(|e| fail("waiting for the event loggers", e))?;
+        fault_point!("send.after_events_durable");
         self.durable = last;
         self.counters.sends_waited += 1;
         self.counters.waits.record(t0.elapsed().as_nanos() as u64);
@@ -634,10 +640,12 @@ impl Protocol for Pessimist {
             seq: msg.seq,
         };
         self.counters.sends += 1;
+        fault_point!("send.before_log_append");
         let (_, stored) = self
             .log
             .append_stored(header, msg.payload)
             .map_err(|e| fail("appending to the sender log", e))?;
+        fault_point!("send.after_log_append");
         let plan = SendPlan::Logged {
             ptr: stored.as_ptr(),
             len: stored.len(),
@@ -658,6 +666,7 @@ impl Protocol for Pessimist {
         if !self.replaying {
             return Ok(RecvPlan::Post);
         }
+        fault_point!("recovery.replaying");
         let answer = match self.replay.post_recv(call, spec.source) {
             Ok(a) => a,
             Err(d) => return Err(self.diverged(d)),
@@ -674,6 +683,7 @@ impl Protocol for Pessimist {
     }
 
     fn matched(&mut self, recv: CallId, source: usize) -> Result<()> {
+        fault_point!("recv.after_match");
         // (A receive forced to its logged source is not ANY_SOURCE any
         // more: the engine does not report its match.)
         self.put(Event::Match {
@@ -836,6 +846,7 @@ impl Protocol for Pessimist {
         if !self.replaying {
             return Ok(Replay::Free);
         }
+        fault_point!("recovery.replaying");
         self.replay
             .completion(call, passed)
             .map_err(|d| self.diverged(d))
@@ -850,6 +861,7 @@ impl Protocol for Pessimist {
         if !self.replaying {
             return Ok(Replay::Free);
         }
+        fault_point!("recovery.replaying");
         self.replay
             .probe(call, spec.source, spec.tag, blocking)
             .map_err(|d| self.diverged(d))
@@ -859,6 +871,7 @@ impl Protocol for Pessimist {
         if !self.replaying {
             return Ok(Replay::Free);
         }
+        fault_point!("recovery.replaying");
         self.replay
             .cancel(call, request)
             .map_err(|d| self.diverged(d))
@@ -904,6 +917,7 @@ impl Protocol for Pessimist {
             vpml_pml::bootstrap::CHECKPOINT_MARK,
             self.next_checkpoint,
         );
+        fault_point!("checkpoint.before_gc");
         self.next_checkpoint += 1;
         // Free what precedes the older of the two kept checkpoints.
         let older = self.newest.replace(SavedCheckpoint {

@@ -123,6 +123,7 @@ impl Engine {
         }
         if self.recovery.as_ref().is_some_and(|r| r.incarnation > 0) {
             self.connect_to_job()?;
+            vpml_fault_points::fault_point!("recovery.connected");
         }
         if let Some(c) = self.catch_up_mut() {
             c.connected = Some(Instant::now());
@@ -574,6 +575,12 @@ impl Engine {
             };
             peer.pending.push_back(item);
         }
+        // Part of the re-sent messages may be out already.
+        self.push_pending(q);
+        vpml_fault_points::fault_point!("recovery.resending");
+        let Some(peer) = self.peers[q].as_mut() else {
+            return Ok(());
+        };
         let control = |k: u8, seq: u64| {
             let mut hdr = FrameHeader::new(k);
             hdr.seq = seq;

@@ -1,0 +1,191 @@
+//! # vpml-fault-points — named places where a test makes a process die
+//!
+//! Recovery must be exact whatever step of the protocol a crash interrupts,
+//! so a crash at a random time is not enough of a test: each step of the
+//! protocol has a named fault point ([`ALL`]), and a test names one for
+//! one process (`vpml run --inject-failure RANK@point:NAME`). The launcher
+//! passes it in [`ENV`] (`NAME` or `NAME#N`) to that process alone, which
+//! then kills itself with SIGKILL — as a crash would end it, with no
+//! unwinding and no flushing — the `N`-th time (default: the first) it
+//! reaches the point, after one line on stderr naming it.
+//!
+//! The points are [`fault_point!`] calls backed by the `fail` crate's
+//! registry. They exist in debug builds only (what the tests run): in a
+//! release build the macro expands to nothing and [`arm_from_env`] refuses
+//! a point, so a job never silently runs without the crash it asked for.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[doc(hidden)]
+pub use fail;
+
+/// The environment variable naming the point at which this process dies:
+/// `NAME` (the first time it is reached) or `NAME#N` (the `N`-th time).
+pub const ENV: &str = "VPML_FAULT_POINT";
+
+/// Every fault point, and the step of the protocol it interrupts.
+pub const ALL: &[(&str, &str)] = &[
+    (
+        "send.before_events_durable",
+        "a send waits for events to be durable: before the wait",
+    ),
+    (
+        "send.after_events_durable",
+        "a send's events are durable, the message has not left",
+    ),
+    (
+        "send.before_log_append",
+        "a send's payload is not yet in the sender log",
+    ),
+    (
+        "send.after_log_append",
+        "a send's payload is in the sender log",
+    ),
+    (
+        "send.before_frame",
+        "a message's frame is about to be written (or queued) to its link",
+    ),
+    (
+        "send.after_frame",
+        "a message's frame was written (or queued) to its link",
+    ),
+    (
+        "recv.after_match",
+        "an ANY_SOURCE receive matched; its event is not yet logged",
+    ),
+    (
+        "event.after_put",
+        "an event went to the loggers and is not yet acknowledged",
+    ),
+    (
+        "checkpoint.mid_write",
+        "half of a checkpoint file is written",
+    ),
+    (
+        "checkpoint.before_gc",
+        "a checkpoint is saved; events and peers' log records are not yet freed",
+    ),
+    (
+        "recovery.loaded_checkpoint",
+        "a restarted process read its checkpoint and nothing else",
+    ),
+    (
+        "recovery.fetched_events",
+        "a restarted process fetched its logged events",
+    ),
+    (
+        "recovery.connected",
+        "a restarted process connected to the running ranks",
+    ),
+    (
+        "recovery.replaying",
+        "a restarted process re-executes a call its logged events answer",
+    ),
+    (
+        "recovery.resending",
+        "a running rank connected to a restarted peer and re-sends what it lacks",
+    ),
+    (
+        "logger.received",
+        "an event logger received events and has not stored them",
+    ),
+    (
+        "logger.before_ack",
+        "an event logger stored events and has not acknowledged them",
+    ),
+];
+
+/// Is `name` one of [`ALL`]?
+pub fn is_known(name: &str) -> bool {
+    ALL.iter().any(|(n, _)| *n == name)
+}
+
+/// Parse `NAME` or `NAME#N` into the point and the hit that kills.
+pub fn parse(spec: &str) -> Result<(&str, u64), String> {
+    let (name, hit) = match spec.split_once('#') {
+        Some((name, n)) => match n.parse::<u64>() {
+            Ok(n) if n > 0 => (name, n),
+            _ => return Err(format!("fault point {spec:?}: #N must be a positive count")),
+        },
+        None => (spec, 1),
+    };
+    if !is_known(name) {
+        let known: Vec<&str> = ALL.iter().map(|(n, _)| *n).collect();
+        return Err(format!(
+            "no fault point named {name:?} (known: {})",
+            known.join(", ")
+        ));
+    }
+    Ok((name, hit))
+}
+
+/// Arm the point [`ENV`] names, if any; `who` ("rank 1", "event logger
+/// 0") goes into the line printed before dying.
+pub fn arm_from_env(who: &str) -> Result<(), String> {
+    let Some(spec) = std::env::var_os(ENV) else {
+        return Ok(());
+    };
+    let spec = spec
+        .into_string()
+        .map_err(|_| format!("{ENV} is not UTF-8"))?;
+    if spec.is_empty() {
+        return Ok(());
+    }
+    let (name, hit) = parse(&spec)?;
+    if !cfg!(debug_assertions) {
+        return Err(format!(
+            "{ENV}={spec}: fault points exist only in debug builds"
+        ));
+    }
+    let who = who.to_string();
+    let point = name.to_string();
+    let reached = AtomicU64::new(0);
+    fail::cfg_callback(name, move || {
+        if reached.fetch_add(1, Ordering::Relaxed) + 1 == hit {
+            die(&who, &point, hit);
+        }
+    })
+}
+
+/// Die as a crash would: SIGKILL, nothing flushed or unwound.
+fn die(who: &str, point: &str, hit: u64) -> ! {
+    eprintln!("vpml: {who}: killed at fault point {point} (reached {hit} times)");
+    // SAFETY: plain system calls; SIGKILL cannot be caught or blocked, so
+    // the process ends before `kill` returns.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort()
+}
+
+/// A named fault point (one of [`ALL`]): in a debug build, the process
+/// dies here if [`arm_from_env`] armed this name; nothing in release.
+#[macro_export]
+macro_rules! fault_point {
+    ($name:literal) => {
+        #[cfg(debug_assertions)]
+        $crate::fail::fail_point!($name);
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_names_a_known_point_and_a_positive_hit() {
+        assert_eq!(parse("send.after_frame"), Ok(("send.after_frame", 1)));
+        assert_eq!(parse("logger.received#3"), Ok(("logger.received", 3)));
+        assert!(
+            parse("send.after_frame#0")
+                .unwrap_err()
+                .contains("positive")
+        );
+        assert!(parse("send.after_frames").unwrap_err().contains("known:"));
+    }
+
+    #[test]
+    fn an_unarmed_point_does_nothing() {
+        fault_point!("send.after_frame");
+    }
+}

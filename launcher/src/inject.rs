@@ -1,0 +1,292 @@
+//! `--inject-failure`: the crashes a test asks for — SIGKILLs at chosen
+//! times (of a rank, a host's agent or an event logger) and fault points
+//! armed in one process each (see `vpml-fault-points`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{RunArgs, random_bytes};
+
+/// The process a kill or a fault point is aimed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A rank (its current process).
+    Rank(usize),
+    /// The agent of host number N (multi-host jobs).
+    Agent(usize),
+    /// Event logger number N (started by this launcher).
+    Logger(usize),
+}
+
+/// A planned SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Injection {
+    pub target: Target,
+    /// `after` counts from the rank's next restart, not from the start.
+    pub after_restart: bool,
+    pub after: Duration,
+    /// Damage the rank's newest checkpoint before restarting it (testing
+    /// the fall-back to the older one).
+    pub corrupt_checkpoint: bool,
+}
+
+/// A fault point armed in one process: the `incarnation`-th process of
+/// `target` (0: the first) dies at `spec` (`NAME` or `NAME#N`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ArmedPoint {
+    pub target: Target,
+    pub incarnation: u32,
+    pub spec: String,
+}
+
+/// Everything `--inject-failure` asked for.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    /// Timed kills, ordered by time.
+    pub kills: Vec<Injection>,
+    pub points: Vec<ArmedPoint>,
+}
+
+impl Plan {
+    /// The fault point to arm in process `incarnation` of `target`.
+    pub fn point_for(&self, target: Target, incarnation: u32) -> Option<&str> {
+        self.points
+            .iter()
+            .find(|p| p.target == target && p.incarnation == incarnation)
+            .map(|p| p.spec.as_str())
+    }
+}
+
+/// Parse the `--inject-failure` specs.
+pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
+    let mut out = Plan::default();
+    let mut seed = None;
+    for spec in &args.inject_failure {
+        let bad = |why: &str| format!("--inject-failure {spec:?}: {why}");
+        if let Some(rest) = spec.strip_prefix("random:") {
+            let (k, window) = match rest.split_once('@') {
+                Some((k, w)) => (
+                    k,
+                    w.parse::<f64>().map_err(|_| bad("bad number of seconds"))?,
+                ),
+                None => (rest, 2.0),
+            };
+            let k: usize = k.parse().map_err(|_| bad("expected random:K"))?;
+            if !(window.is_finite() && window > 0.0) {
+                return Err(bad("the window must be a positive number of seconds"));
+            }
+            let s = *seed.get_or_insert(match args.inject_seed {
+                Some(s) => s,
+                None => u64::from_le_bytes(random_bytes::<8>()?),
+            });
+            let mut x = s ^ (out.kills.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            for _ in 0..k {
+                x = splitmix(x);
+                let rank = (x % args.ranks as u64) as usize;
+                x = splitmix(x);
+                let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
+                out.kills.push(Injection {
+                    target: Target::Rank(rank),
+                    after_restart: false,
+                    after: Duration::from_secs_f64(window * frac),
+                    corrupt_checkpoint: false,
+                });
+            }
+            continue;
+        }
+        let (spec, corrupt_checkpoint) = match spec.strip_suffix(":corrupt-checkpoint") {
+            Some(s) => (s, true),
+            None => (spec.as_str(), false),
+        };
+        let (who, when) = spec
+            .split_once('@')
+            .ok_or_else(|| bad("expected RANK@SECONDS, RANK@point:NAME or random:K"))?;
+        let target = target(args, who).map_err(|why| bad(&why))?;
+        let (when, after_restart) = match when.strip_prefix("restart+") {
+            Some(s) => (s, true),
+            None => (when, false),
+        };
+        if let Some(point) = when.strip_prefix("point:") {
+            vpml_fault_points::parse(point).map_err(|why| bad(&why))?;
+            if corrupt_checkpoint {
+                return Err(bad("corrupt-checkpoint goes with timed kills"));
+            }
+            if matches!(target, Target::Agent(_)) {
+                return Err(bad("agents have no fault points"));
+            }
+            if args.hosts.is_some() || args.hostfile.is_some() {
+                return Err(bad("fault points are armed in single-host jobs only"));
+            }
+            // The K-th `restart+point` of a target is armed in its K-th
+            // restarted process.
+            let incarnation = if after_restart {
+                1 + out
+                    .points
+                    .iter()
+                    .filter(|p| p.target == target && p.incarnation > 0)
+                    .count() as u32
+            } else {
+                0
+            };
+            if out.point_for(target, incarnation).is_some() {
+                return Err(bad("one fault point per process"));
+            }
+            out.points.push(ArmedPoint {
+                target,
+                incarnation,
+                spec: point.to_string(),
+            });
+            continue;
+        }
+        let secs: f64 = when.parse().map_err(|_| bad("bad number of seconds"))?;
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(bad("the time must be a non-negative number of seconds"));
+        }
+        if after_restart && !matches!(target, Target::Rank(_)) {
+            return Err(bad("restart+ goes with ranks"));
+        }
+        out.kills.push(Injection {
+            target,
+            after_restart,
+            after: Duration::from_secs_f64(secs),
+            corrupt_checkpoint,
+        });
+    }
+    if let Some(s) = seed {
+        eprintln!("vpml run: random failure injection, seed {s} (--inject-seed {s} repeats it)");
+    }
+    out.kills.sort_by_key(|i| i.after);
+    Ok(out)
+}
+
+/// `RANK`, `agent:HOST` or `logger:N`.
+fn target(args: &RunArgs, who: &str) -> Result<Target, String> {
+    let number = |s: &str, what: &str| {
+        s.parse::<usize>()
+            .map_err(|_| format!("bad {what} number {s:?}"))
+    };
+    if let Some(host) = who.strip_prefix("agent:") {
+        if args.hosts.is_none() && args.hostfile.is_none() {
+            return Err("agent kills need --hosts or --hostfile".into());
+        }
+        return Ok(Target::Agent(number(host, "host")?));
+    }
+    if let Some(i) = who.strip_prefix("logger:") {
+        let i = number(i, "logger")?;
+        if args.protocol != "pessimist" || args.event_logger_addrs.is_some() {
+            return Err(
+                "logger kills need --protocol pessimist and loggers this launcher starts".into(),
+            );
+        }
+        if i >= args.event_loggers {
+            return Err(format!(
+                "logger {i} is outside the job (--event-loggers {})",
+                args.event_loggers
+            ));
+        }
+        return Ok(Target::Logger(i));
+    }
+    let rank = number(who, "rank")?;
+    if rank >= args.ranks {
+        return Err(format!("rank {rank} is outside the job"));
+    }
+    Ok(Target::Rank(rank))
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Flip one byte of the newest checkpoint of a rank (testing aid).
+pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, String> {
+    let dir = log_dir.join(format!("rank-{rank}")).join("checkpoints");
+    let newest = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vck"))
+        .max()
+        .ok_or_else(|| format!("{} holds no checkpoint", dir.display()))?;
+    let mut bytes = std::fs::read(&newest).map_err(|e| format!("{}: {e}", newest.display()))?;
+    if let Some(b) = bytes.last_mut() {
+        *b ^= 0xff;
+    }
+    std::fs::write(&newest, &bytes).map_err(|e| format!("{}: {e}", newest.display()))?;
+    Ok(newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan, String> {
+        let mut argv = vec!["vpml", "-n", "4"];
+        argv.extend_from_slice(args);
+        argv.push("prog");
+        plan(&Cli::parse_from(argv).run)
+    }
+
+    #[test]
+    fn points_are_armed_in_the_process_they_name() {
+        let p = plan_of(&[
+            "--protocol",
+            "pessimist",
+            "--inject-failure",
+            "1@point:send.after_frame#3",
+            "--inject-failure",
+            "1@restart+point:recovery.connected",
+            "--inject-failure",
+            "1@restart+point:recovery.replaying#2",
+            "--inject-failure",
+            "logger:0@point:logger.received",
+        ])
+        .unwrap();
+        assert!(p.kills.is_empty());
+        assert_eq!(p.point_for(Target::Rank(1), 0), Some("send.after_frame#3"));
+        assert_eq!(p.point_for(Target::Rank(1), 1), Some("recovery.connected"));
+        assert_eq!(
+            p.point_for(Target::Rank(1), 2),
+            Some("recovery.replaying#2")
+        );
+        assert_eq!(p.point_for(Target::Rank(0), 0), None);
+        assert_eq!(p.point_for(Target::Logger(0), 0), Some("logger.received"));
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        let err = |args: &[&str]| plan_of(args).unwrap_err();
+        assert!(err(&["--inject-failure", "1@point:nowhere"]).contains("known:"));
+        assert!(err(&["--inject-failure", "9@point:send.after_frame"]).contains("outside"));
+        assert!(err(&["--inject-failure", "logger:0@1.0"]).contains("--protocol pessimist"));
+        assert!(
+            err(&[
+                "--protocol",
+                "pessimist",
+                "--inject-failure",
+                "1@point:send.after_frame",
+                "--inject-failure",
+                "1@point:send.before_frame",
+            ])
+            .contains("one fault point per process")
+        );
+        let timed = plan_of(&[
+            "--protocol",
+            "pessimist",
+            "--inject-failure",
+            "logger:0@1.5",
+        ])
+        .unwrap();
+        assert_eq!(timed.kills[0].target, Target::Logger(0));
+    }
+}

@@ -1,0 +1,267 @@
+//! Crash points, not just crash times: a process dies at each named fault
+//! point of the protocol (`vpml-fault-points`), in turn, and the job's
+//! output must be the failure-free one, byte for byte.
+//!
+//! Three programs, each at every point it reaches: `tests/c/nondet.c`
+//! (every non-deterministic MPI call, checkpoints; reaches them all),
+//! `heat3d` (deterministic, checkpoints) and `request-mix` (every
+//! completion style, ANY_SOURCE, no checkpoints). A point a program is
+//! listed as reaching but that never fires fails the test: each run must
+//! print the fault point's line and restart what died.
+//!
+//! Ranks die at points in the send and receive paths, while
+//! checkpointing, and — killed once already — at each stage of their
+//! recovery; a running rank dies while it re-sends to a restarted peer
+//! (two failures at once); event loggers die between receiving events and
+//! storing them, and between storing and acknowledging them (with one
+//! replica and with two).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{example, mpicc, serial, vpml};
+
+/// What kills one run: `--inject-failure` specs and extra launcher options.
+struct Crash {
+    point: &'static str,
+    specs: Vec<String>,
+    launcher: Vec<&'static str>,
+}
+
+/// The crashes that exercise `point`: the process and the hit it dies at
+/// (`mid`: about the middle of the run, counted in one rank's sends).
+fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
+    let one = |spec: String| Crash {
+        point,
+        specs: vec![spec],
+        launcher: Vec::new(),
+    };
+    // A first crash mid-run, after which rank 1 recovers.
+    let first = format!("1@point:send.after_log_append#{mid}");
+    match point.split('.').next() {
+        Some("logger") => vec![
+            one(format!("logger:0@point:{point}#{}", mid / 4)),
+            Crash {
+                point,
+                specs: vec![format!("logger:1@point:{point}#{}", mid / 4)],
+                launcher: vec!["--event-loggers", "2", "--replicas", "2"],
+            },
+        ],
+        Some("recovery") if point == "recovery.resending" => vec![Crash {
+            point,
+            // Rank 0 dies while it re-sends to the restarted rank 1.
+            specs: vec![first, format!("0@point:{point}")],
+            launcher: Vec::new(),
+        }],
+        Some("recovery") => {
+            let hit = if point == "recovery.replaying" { 3 } else { 1 };
+            vec![Crash {
+                point,
+                specs: vec![first, format!("1@restart+point:{point}#{hit}")],
+                launcher: Vec::new(),
+            }]
+        }
+        Some("checkpoint") => vec![one(format!("2@point:{point}#2"))],
+        _ => {
+            // (Few sends wait for events: most find them durable.)
+            let hit = match point {
+                "recv.after_match" => 10,
+                "send.before_events_durable" | "send.after_events_durable" => 3,
+                "event.after_put" => mid / 4,
+                _ => mid,
+            };
+            vec![one(format!("2@point:{point}#{hit}"))]
+        }
+    }
+}
+
+fn run(program: &Path, args: &[&str], launcher: &[&str], specs: &[String]) -> Output {
+    let mut cmd = Command::new(vpml());
+    cmd.args([
+        "run",
+        "-n",
+        "4",
+        "--timeout",
+        "240",
+        "--protocol",
+        "pessimist",
+    ])
+    .args(launcher);
+    for s in specs {
+        cmd.args(["--inject-failure", s]);
+    }
+    cmd.arg(program).args(args).output().expect("run vpml")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Kill at every point of `vpml_fault_points::ALL` but `unreached`, and
+/// compare each run's output with the failure-free one. `sends`: about
+/// how many messages one rank sends in the run.
+fn sweep(program: &Path, args: &[&str], unreached: &[&str], sends: u64) {
+    let _g = serial();
+    let reference = run(program, args, &[], &[]);
+    assert!(
+        reference.status.success(),
+        "failure-free run failed: {}",
+        text(&reference.stderr)
+    );
+    for unknown in unreached {
+        assert!(vpml_fault_points::is_known(unknown), "{unknown}");
+    }
+    let mut ran = 0;
+    for (point, _) in vpml_fault_points::ALL {
+        if unreached.contains(point) {
+            continue;
+        }
+        for crash in crashes_at(point, sends * 2 / 5) {
+            let out = run(program, args, &crash.launcher, &crash.specs);
+            let err = text(&out.stderr);
+            let what = format!(
+                "{} {:?} {:?}",
+                program.display(),
+                crash.launcher,
+                crash.specs
+            );
+            assert!(out.status.success(), "{what}: the job failed:\n{err}");
+            assert!(
+                err.contains(&format!("killed at fault point {}", crash.point)),
+                "{what}: the point was never reached:\n{err}"
+            );
+            assert!(
+                err.contains("restarted it as incarnation")
+                    || err.contains("started it again from"),
+                "{what}: nothing was restarted:\n{err}"
+            );
+            assert_eq!(
+                text(&out.stdout),
+                text(&reference.stdout),
+                "{what}: the output differs from the failure-free run:\n{err}"
+            );
+            ran += 1;
+        }
+    }
+    eprintln!("{}: {ran} crashes, every output exact", program.display());
+}
+
+#[test]
+fn recovery_at_every_fault_point_of_the_nondeterministic_c_program_is_exact() {
+    let prog = mpicc("nondet");
+    sweep(&prog, &["200", "20"], &[], 1500);
+}
+
+#[test]
+fn recovery_at_every_fault_point_of_heat3d_is_exact() {
+    let args = [
+        "--points",
+        "6x6x24",
+        "--steps",
+        "40",
+        "--output-interval",
+        "5",
+        "--checkpoint-every",
+        "5",
+    ];
+    // No non-deterministic call: no events to log, wait for or replay.
+    let unreached = [
+        "recv.after_match",
+        "event.after_put",
+        "send.before_events_durable",
+        "send.after_events_durable",
+        "recovery.replaying",
+        "logger.received",
+        "logger.before_ack",
+    ];
+    sweep(&example("heat3d"), &args, &unreached, 12000);
+}
+
+#[test]
+fn recovery_at_every_fault_point_of_request_mix_is_exact() {
+    // No checkpoints: recovery starts from the beginning.
+    let unreached = [
+        "checkpoint.mid_write",
+        "checkpoint.before_gc",
+        "recovery.loaded_checkpoint",
+    ];
+    sweep(
+        &example("request-mix"),
+        &["--rounds", "120"],
+        &unreached,
+        600,
+    );
+}
+
+#[test]
+fn recovery_points_name_a_known_point_or_the_job_does_not_start() {
+    let out = Command::new(vpml())
+        .args(["run", "-n", "2", "--protocol", "pessimist"])
+        .args(["--inject-failure", "1@point:send.after_everything"])
+        .arg(example("heat3d"))
+        .output()
+        .expect("run vpml");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no fault point named \"send.after_everything\"") && err.contains("known:"),
+        "{err}"
+    );
+}
+
+/// Logger availability: a logger dies mid-run (at an instant, not a
+/// point), is started again, and later a rank dies and recovers from the
+/// events the loggers hold — with one replica (the new logger reads its
+/// files) and with two (the survivor acknowledges meanwhile).
+#[test]
+fn recovery_after_a_logger_dies_and_then_a_rank_is_exact() {
+    let _g = serial();
+    let prog = mpicc("nondet");
+    let args = ["300", "25"];
+    let reference = run(&prog, &args, &[], &[]);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    for launcher in [
+        vec!["--event-loggers", "1"],
+        vec!["--event-loggers", "2", "--replicas", "2"],
+        vec![
+            "--event-loggers",
+            "3",
+            "--replicas",
+            "2",
+            "--transport",
+            "tcp",
+        ],
+    ] {
+        let specs = [
+            // Early, while every rank logs: the job runs well past it.
+            "logger:0@0.3".to_string(),
+            // The rank's kill comes after many more sends.
+            "1@point:send.after_frame#1500".to_string(),
+        ];
+        let out = run(&prog, &args, &launcher, &specs);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{launcher:?}: {err}");
+        assert!(
+            err.contains("SIGKILL to event logger 0")
+                && err.contains("warning: event logger 0 at")
+                && err.contains("started it again from"),
+            "{launcher:?}: the logger was not killed and started again:\n{err}"
+        );
+        assert!(
+            err.contains("killed at fault point send.after_frame")
+                && err.contains("restarted it as incarnation 1"),
+            "{launcher:?}: rank 1 was not killed and restarted:\n{err}"
+        );
+        assert!(
+            err.find("SIGKILL to event logger 0") < err.find("killed at fault point"),
+            "{launcher:?}: the rank died before the logger:\n{err}"
+        );
+        assert_eq!(
+            text(&out.stdout),
+            text(&reference.stdout),
+            "{launcher:?}: {err}"
+        );
+    }
+}
