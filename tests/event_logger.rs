@@ -835,3 +835,39 @@ fn command_line_errors_are_one_line() {
     child.kill().expect("kill");
     child.wait().expect("wait");
 }
+
+#[test]
+fn checkpoint_copies_are_kept_on_every_replica_and_read_back_from_a_survivor() {
+    let dir_a = TempDir::new("copies-a");
+    let dir_b = TempDir::new("copies-b");
+    let a = Logger::start(&dir_a, &Opts::default());
+    let b = Logger::start(&dir_b, &Opts::default());
+    let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
+    cfg.replicas = 2;
+    let client = Client::connect(cfg).expect("connect");
+    assert_eq!(client.load_copy(0).expect("load"), None);
+    // Larger than one part, so it travels in several.
+    let copy = |index: u64| -> Vec<u8> {
+        (0..2_500_000u64)
+            .map(|i| (i.wrapping_mul(index + 7) >> 3) as u8)
+            .collect()
+    };
+    for index in 1..=3 {
+        client.save_copy(index, &copy(index)).expect("save");
+    }
+    client.close().expect("close");
+    a.kill();
+    // Another rank's client (its restarted process on another host)
+    // reads the newest copy from the logger that is left.
+    let reader = connect(vec![b.addr], 1, 1);
+    let (index, bytes) = reader.load_copy(0).expect("load").expect("a copy");
+    assert_eq!(index, 3);
+    assert!(bytes == copy(3), "the copy came back changed");
+    reader.close().expect("close");
+    let kept: Vec<String> =
+        std::fs::read_dir(dir_b.data().join("jobs").join(JOB).join("0").join("copies"))
+            .expect("copies dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+}

@@ -269,6 +269,32 @@ fn ranks_of_a_lost_host_restart_on_a_spare_and_switch_to_tcp() {
         "ranks restarted on the spare:\n{stderr}"
     );
     assert_eq!(got, want, "{stderr}");
+    // The host is lost with its files (checkpoints, sender logs): its ranks
+    // restart on the spare from the copies their checkpoints left on the
+    // event loggers, and peers still get the messages those ranks sent
+    // before their checkpoints.
+    let mut gone = launcher.clone();
+    gone.extend([
+        "--inject-failure".into(),
+        format!("agent:1@{at}:lose-files"),
+    ]);
+    let out = run(4, &gone, "heat3d", &heat);
+    let (got, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for rank in [2, 3] {
+        assert!(
+            stderr.contains(&format!("rank-{rank} with host {}", h.name(1))),
+            "rank {rank}'s files were removed:\n{stderr}"
+        );
+    }
+    assert_eq!(
+        stderr
+            .matches("(its host was lost): restarting from the copy of checkpoint")
+            .count(),
+        2,
+        "both ranks restarted from their copies:\n{stderr}"
+    );
+    assert_eq!(got, want, "{stderr}");
     // A single rank killed on a namespace host restarts in place.
     let mut one = launcher.clone();
     one.extend(["--inject-failure".into(), format!("1@{at}")]);

@@ -192,6 +192,9 @@ enum Reply {
     Events(EventBatch),
     Truncated(u32, u64),
     Stats(Stats),
+    CopySaved,
+    /// (index, total, offset, bytes)
+    CopyData(u64, u64, u64, Vec<u8>),
 }
 
 struct Pending {
@@ -558,6 +561,85 @@ impl Client {
             }
         }
         Ok(total)
+    }
+
+    /// Store `bytes` on every replica as the off-host copy of this rank's
+    /// checkpoint `index` (each keeps the newest two), for a restart on
+    /// another host after this one is lost.
+    pub fn save_copy(&self, index: u64, bytes: &[u8]) -> Result<(), ClientError> {
+        let parts: Vec<&[u8]> = if bytes.is_empty() {
+            vec![bytes]
+        } else {
+            bytes.chunks(crate::copies::PART_BYTES).collect()
+        };
+        for rep in 0..self.shared.addrs.len() {
+            let mut offset = 0u64;
+            for (i, part) in parts.iter().enumerate() {
+                let last = i + 1 == parts.len();
+                let reply =
+                    self.request(rep, "save a checkpoint copy", |req| Message::SaveCopy {
+                        req,
+                        index,
+                        offset,
+                        last,
+                        bytes: part.to_vec(),
+                    })?;
+                if !matches!(reply, Reply::CopySaved) {
+                    return Err(self.unexpected(rep));
+                }
+                offset += part.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest checkpoint copy of `rank` (of this job) that a replica of
+    /// this client holds: `(index, bytes)`, or `None` if none holds one.
+    pub fn load_copy(&self, rank: u32) -> Result<Option<(u64, Vec<u8>)>, ClientError> {
+        let mut newest: Option<(usize, u64)> = None;
+        for rep in 0..self.shared.addrs.len() {
+            if let (index, ..) = self.copy_part(rep, rank, 0, 0)?
+                && index > newest.map_or(0, |(_, i)| i)
+            {
+                newest = Some((rep, index));
+            }
+        }
+        let Some((rep, index)) = newest else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        loop {
+            let (got, total, part) = self.copy_part(rep, rank, index, bytes.len() as u64)?;
+            if got != index || part.is_empty() && (bytes.len() as u64) < total {
+                return Err(ClientError::Protocol {
+                    addr: self.shared.addrs[rep],
+                    why: format!("checkpoint copy {index} of rank {rank} vanished while read"),
+                });
+            }
+            bytes.extend_from_slice(&part);
+            if bytes.len() as u64 >= total {
+                return Ok(Some((index, bytes)));
+            }
+        }
+    }
+
+    /// One part of a checkpoint copy: (index, total, bytes).
+    fn copy_part(
+        &self,
+        rep: usize,
+        rank: u32,
+        index: u64,
+        offset: u64,
+    ) -> Result<(u64, u64, Vec<u8>), ClientError> {
+        match self.request(rep, "load a checkpoint copy", |req| Message::LoadCopy {
+            req,
+            rank,
+            index,
+            offset,
+        })? {
+            Reply::CopyData(index, total, at, bytes) if at == offset => Ok((index, total, bytes)),
+            _ => Err(self.unexpected(rep)),
+        }
     }
 
     /// Counters of every replica, in replica order.
@@ -1175,6 +1257,19 @@ fn on_message(sh: &Shared, rep: usize, msg: Message) -> Result<bool, String> {
             bytes,
         } => complete(sh, &mut st, req, Ok(Reply::Truncated(segments, bytes))),
         Message::StatsReply { req, stats } => complete(sh, &mut st, req, Ok(Reply::Stats(stats))),
+        Message::CopySaved { req } => complete(sh, &mut st, req, Ok(Reply::CopySaved)),
+        Message::CopyData {
+            req,
+            index,
+            total,
+            offset,
+            bytes,
+        } => complete(
+            sh,
+            &mut st,
+            req,
+            Ok(Reply::CopyData(index, total, offset, bytes)),
+        ),
         Message::Error { req, code, message } if req != 0 => {
             complete(
                 sh,

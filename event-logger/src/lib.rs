@@ -170,6 +170,7 @@ mod auth;
 mod bytes;
 pub mod cli;
 mod client;
+pub mod copies;
 mod event;
 mod server;
 mod storage;

@@ -2,6 +2,7 @@
 //! acknowledges them. One thread per connection plus, in `fsync` mode, one
 //! flusher thread doing group commits.
 
+use crate::copies;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -676,6 +677,51 @@ impl Conn<'_> {
                 self.reply(&Message::Goodbye)?;
                 return Ok(false);
             }
+            Message::SaveCopy {
+                req,
+                index,
+                offset,
+                last,
+                bytes,
+            } => {
+                let dir = self.shared.storage.copies_dir(&session.job, session.rank);
+                let reply = match copies::write_part(&dir, index, offset, &bytes, last) {
+                    Ok(()) => Message::CopySaved { req },
+                    Err(e) => Message::Error {
+                        req,
+                        code: ErrorCode::Storage,
+                        message: e.to_string(),
+                    },
+                };
+                self.reply(&reply)?;
+            }
+            Message::LoadCopy {
+                req,
+                rank,
+                index,
+                offset,
+            } => {
+                // Any rank of the session's job (a rank restarted elsewhere).
+                let dir = self.shared.storage.copies_dir(&session.job, rank);
+                let reply = match copies::read_part(&dir, index, offset) {
+                    Ok(found) => {
+                        let (index, total, bytes) = found.unwrap_or_default();
+                        Message::CopyData {
+                            req,
+                            index,
+                            total,
+                            offset,
+                            bytes,
+                        }
+                    }
+                    Err(e) => Message::Error {
+                        req,
+                        code: ErrorCode::Storage,
+                        message: e.to_string(),
+                    },
+                };
+                self.reply(&reply)?;
+            }
             Message::Hello(_) => return Err(Close::new(ErrorCode::BadRequest, "second Hello")),
             other => {
                 return Err(Close::new(
@@ -839,5 +885,9 @@ fn kind_name(m: &Message) -> &'static str {
         Message::StatsReply { .. } => "StatsReply",
         Message::Error { .. } => "Error",
         Message::Goodbye => "Goodbye",
+        Message::SaveCopy { .. } => "SaveCopy",
+        Message::LoadCopy { .. } => "LoadCopy",
+        Message::CopySaved { .. } => "CopySaved",
+        Message::CopyData { .. } => "CopyData",
     }
 }

@@ -350,6 +350,7 @@ impl RankLog {
                 names.push((first, entry.path()));
             } else if name != "incarnation"
                 && name != "incarnation.tmp"
+                && name != "copies"
                 && !name.ends_with(".corrupt")
             {
                 tracing::warn!(path = %entry.path().display(), "ignoring unexpected file in a rank log directory");
@@ -795,6 +796,17 @@ impl Storage {
             cfg,
             ranks: Mutex::new(ranks),
         })
+    }
+
+    /// Where the checkpoint copies of `job`/`rank` live (see
+    /// [`crate::copies`]). `job` must be valid.
+    pub(crate) fn copies_dir(&self, job: &str, rank: u32) -> PathBuf {
+        self.cfg
+            .root
+            .join("jobs")
+            .join(job)
+            .join(rank.to_string())
+            .join("copies")
     }
 
     /// The log of `job`/`rank`, created if new. `job` must be valid.

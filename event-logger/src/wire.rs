@@ -268,6 +268,54 @@ pub enum Message {
     },
     /// Logger → client: answer to `Bye`.
     Goodbye,
+    /// Client → logger: part of an off-host copy of the session rank's
+    /// checkpoint number `index`, whose bytes `offset..` are `bytes`
+    /// (parts come in order; sending a part again replaces it and what
+    /// follows). With `last` the copy is complete: it replaces the older
+    /// copies but one.
+    SaveCopy {
+        /// Request number echoed in the reply.
+        req: u64,
+        /// The checkpoint's number.
+        index: u64,
+        /// Where `bytes` start in the copy.
+        offset: u64,
+        /// Whether this part ends the copy.
+        last: bool,
+        /// The part.
+        bytes: Vec<u8>,
+    },
+    /// Client → logger: read part of a checkpoint copy of `rank` (any rank
+    /// of the session's job): copy `index` (0: the newest), from `offset`.
+    LoadCopy {
+        /// Request number echoed in the reply.
+        req: u64,
+        /// Whose copy.
+        rank: u32,
+        /// Which copy (0: the newest).
+        index: u64,
+        /// First byte wanted.
+        offset: u64,
+    },
+    /// Logger → client: answer to `SaveCopy`.
+    CopySaved {
+        /// The request number.
+        req: u64,
+    },
+    /// Logger → client: answer to `LoadCopy`: bytes `offset..` of copy
+    /// `index`, `total` bytes long (index 0: no copy stored).
+    CopyData {
+        /// The request number.
+        req: u64,
+        /// The copy's checkpoint number (0: none).
+        index: u64,
+        /// The copy's length.
+        total: u64,
+        /// Where `bytes` start.
+        offset: u64,
+        /// The part (at most about a megabyte).
+        bytes: Vec<u8>,
+    },
 }
 
 const K_HELLO: u8 = 0x01;
@@ -276,6 +324,8 @@ const K_GET: u8 = 0x03;
 const K_TRUNCATE: u8 = 0x04;
 const K_STATS: u8 = 0x05;
 const K_BYE: u8 = 0x06;
+const K_SAVE_COPY: u8 = 0x07;
+const K_LOAD_COPY: u8 = 0x08;
 const K_WELCOME: u8 = 0x81;
 const K_ACK: u8 = 0x82;
 const K_EVENTS: u8 = 0x83;
@@ -283,6 +333,8 @@ const K_TRUNCATED: u8 = 0x84;
 const K_STATS_REPLY: u8 = 0x85;
 const K_ERROR: u8 = 0x86;
 const K_GOODBYE: u8 = 0x87;
+const K_COPY_SAVED: u8 = 0x88;
+const K_COPY_DATA: u8 = 0x89;
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +448,27 @@ fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
         },
         K_STATS => Message::Stats { req: r.u64()? },
         K_BYE => Message::Bye,
+        K_SAVE_COPY => Message::SaveCopy {
+            req: r.u64()?,
+            index: r.u64()?,
+            offset: r.u64()?,
+            last: r.bool()?,
+            bytes: r.bytes(r.remaining())?.to_vec(),
+        },
+        K_LOAD_COPY => Message::LoadCopy {
+            req: r.u64()?,
+            rank: r.u32()?,
+            index: r.u64()?,
+            offset: r.u64()?,
+        },
+        K_COPY_SAVED => Message::CopySaved { req: r.u64()? },
+        K_COPY_DATA => Message::CopyData {
+            req: r.u64()?,
+            index: r.u64()?,
+            total: r.u64()?,
+            offset: r.u64()?,
+            bytes: r.bytes(r.remaining())?.to_vec(),
+        },
         K_WELCOME => Message::Welcome {
             highest: r.u64()?,
             first_kept: r.u64()?,
@@ -533,6 +606,50 @@ fn encode_payload(msg: &Message, out: &mut Vec<u8>) -> u8 {
             K_STATS
         }
         Message::Bye => K_BYE,
+        Message::SaveCopy {
+            req,
+            index,
+            offset,
+            last,
+            bytes,
+        } => {
+            put_u64(out, *req);
+            put_u64(out, *index);
+            put_u64(out, *offset);
+            out.push(u8::from(*last));
+            out.extend_from_slice(bytes);
+            K_SAVE_COPY
+        }
+        Message::LoadCopy {
+            req,
+            rank,
+            index,
+            offset,
+        } => {
+            put_u64(out, *req);
+            put_u32(out, *rank);
+            put_u64(out, *index);
+            put_u64(out, *offset);
+            K_LOAD_COPY
+        }
+        Message::CopySaved { req } => {
+            put_u64(out, *req);
+            K_COPY_SAVED
+        }
+        Message::CopyData {
+            req,
+            index,
+            total,
+            offset,
+            bytes,
+        } => {
+            put_u64(out, *req);
+            put_u64(out, *index);
+            put_u64(out, *total);
+            put_u64(out, *offset);
+            out.extend_from_slice(bytes);
+            K_COPY_DATA
+        }
         Message::Welcome {
             highest,
             first_kept,
@@ -636,6 +753,38 @@ mod tests {
                 .prop_map(|(req, rank, up_to)| Message::Truncate { req, rank, up_to }),
             any::<u64>().prop_map(|req| Message::Stats { req }),
             Just(Message::Bye),
+            (
+                any::<[u64; 3]>(),
+                any::<bool>(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|([req, index, offset], last, bytes)| Message::SaveCopy {
+                    req,
+                    index,
+                    offset,
+                    last,
+                    bytes
+                }),
+            (any::<u64>(), any::<u32>(), any::<[u64; 2]>()).prop_map(
+                |(req, rank, [index, offset])| Message::LoadCopy {
+                    req,
+                    rank,
+                    index,
+                    offset
+                }
+            ),
+            any::<u64>().prop_map(|req| Message::CopySaved { req }),
+            (
+                any::<[u64; 4]>(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|([req, index, total, offset], bytes)| Message::CopyData {
+                    req,
+                    index,
+                    total,
+                    offset,
+                    bytes
+                }),
             (any::<u64>(), any::<u64>()).prop_map(|(highest, first_kept)| Message::Welcome {
                 highest,
                 first_kept

@@ -28,6 +28,9 @@ pub(crate) struct Injection {
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
     pub corrupt_checkpoint: bool,
+    /// With an agent: remove the files of the host's ranks when it is
+    /// lost, as the loss of a machine would (testing off-host copies).
+    pub lose_files: bool,
 }
 
 /// A fault point armed in one process: the `incarnation`-th process of
@@ -90,6 +93,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
                     after_restart: false,
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
+                    lose_files: false,
                 });
             }
             continue;
@@ -97,6 +101,10 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
         let (spec, corrupt_checkpoint) = match spec.strip_suffix(":corrupt-checkpoint") {
             Some(s) => (s, true),
             None => (spec.as_str(), false),
+        };
+        let (spec, lose_files) = match spec.strip_suffix(":lose-files") {
+            Some(s) => (s, true),
+            None => (spec, false),
         };
         let (who, when) = spec
             .split_once('@')
@@ -145,11 +153,15 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
         if after_restart && !matches!(target, Target::Rank(_)) {
             return Err(bad("restart+ goes with ranks"));
         }
+        if lose_files && !matches!(target, Target::Agent(_)) {
+            return Err(bad("lose-files goes with agent kills"));
+        }
         out.kills.push(Injection {
             target,
             after_restart,
             after: Duration::from_secs_f64(secs),
             corrupt_checkpoint,
+            lose_files,
         });
     }
     if let Some(s) = seed {

@@ -123,7 +123,9 @@ pub struct RunArgs {
     /// also damages its newest checkpoint before the restart;
     /// `RANK@restart+SECONDS` kills it that long after its next restart,
     /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
-    /// host number HOST; `logger:I@SECONDS` kills event logger I), or
+    /// host number HOST, `agent:HOST@SECONDS:lose-files` also removes its
+    /// ranks' files as the loss of the machine would; `logger:I@SECONDS`
+    /// kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
     /// default 2; the seed is printed). At a protocol step instead of an
@@ -891,6 +893,8 @@ fn supervise(
     let mut armed: Vec<(Instant, usize)> = Vec::new();
     let mut killed_at: Vec<Option<Instant>> = vec![None; n];
     let mut corrupt_before_restart = vec![false; n];
+    // Hosts whose files go with them (`agent:H@T:lose-files`).
+    let mut files_lost_with: Vec<usize> = Vec::new();
     let mut restarts_done = 0u32;
     let mut failure: Option<u8> = None;
     let mut kill_at: Option<Instant> = None;
@@ -972,6 +976,9 @@ fn supervise(
                             eprintln!(
                                 "vpml run: injecting a failure: SIGKILL to the agent of host {host} at {at:.3} s"
                             );
+                            if inj.lose_files {
+                                files_lost_with.push(host);
+                            }
                             backend.kill_agent(host);
                         }
                         Target::Logger(i) => {
@@ -1024,6 +1031,21 @@ fn supervise(
             }
             Some(Event::AgentLost { host, name, why }) => {
                 let lost = backend.host_lost(host);
+                if files_lost_with.contains(&host)
+                    && let Some(dir) = &log_dir
+                {
+                    // As if the machine were gone: its ranks' files too.
+                    for r in &lost {
+                        let d = dir.join(format!("rank-{r}"));
+                        match std::fs::remove_dir_all(&d) {
+                            Ok(()) => eprintln!(
+                                "vpml run: removed {} with host {name} (testing aid)",
+                                d.display()
+                            ),
+                            Err(e) => eprintln!("vpml run: cannot remove {}: {e}", d.display()),
+                        }
+                    }
+                }
                 for r in lost {
                     if alive[r] {
                         alive[r] = false;

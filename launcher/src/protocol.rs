@@ -180,6 +180,13 @@ impl ProtocolSetup {
             (LOG_DIR.into(), root.display().to_string()),
             ("VPML_SENDER_LOG".into(), args.sender_log.clone()),
         ];
+        if args.hosts.is_some() || args.hostfile.is_some() {
+            // A host may be lost with the files on it: checkpoints (and
+            // the log records they keep for peers) are copied to the
+            // loggers, for a restart on another host.
+            self.envs
+                .push(("VPML_CHECKPOINT_COPIES".into(), "loggers".into()));
+        }
         if args.record.is_some() {
             // A recording keeps every event and message (no garbage
             // collection after checkpoints): a replay starts from the

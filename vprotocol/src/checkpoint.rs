@@ -162,6 +162,22 @@ impl CheckpointStore {
         Ok(())
     }
 
+    /// Checkpoint `index`'s file as stored (header and payload): what an
+    /// off-host copy holds.
+    pub fn file_bytes(&self, index: u64) -> Result<Vec<u8>> {
+        let p = self.path(index);
+        std::fs::read(&p).map_err(io(&p, "reading"))
+    }
+
+    /// Put `bytes` (from [`CheckpointStore::file_bytes`], possibly on
+    /// another host) in place as checkpoint `index`. Loading checks them.
+    pub fn install(&self, index: u64, bytes: &[u8]) -> Result<()> {
+        let final_path = self.path(index);
+        let tmp = self.dir.join(format!(".ckpt-{index:010}.tmp"));
+        std::fs::write(&tmp, bytes).map_err(io(&tmp, "writing"))?;
+        std::fs::rename(&tmp, &final_path).map_err(io(&final_path, "renaming into place"))
+    }
+
     fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
         let p = self.path(index);
         let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;

@@ -16,6 +16,7 @@
 //! facade passes it to [`vpml_pml::init_with`].
 
 pub mod checkpoint;
+mod offhost;
 pub mod pessimist;
 mod previous_sends;
 pub mod replay;

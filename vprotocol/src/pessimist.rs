@@ -112,6 +112,9 @@ pub struct Config {
     /// write that wakes a logger costs ~10 µs on virtual machines).
     /// `VPML_EVENTS_EAGER=1` selects eager sending.
     pub send_eagerly: bool,
+    /// Copy every checkpoint to the event loggers, for a restart on
+    /// another host (`VPML_CHECKPOINT_COPIES=loggers`).
+    pub copies: bool,
 }
 
 impl Config {
@@ -143,6 +146,7 @@ impl Config {
             segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
             send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
             keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
+            copies: crate::offhost::enabled()?,
             log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
                 Ok("memory") => true,
                 Ok("file") | Ok("") | Err(_) => false,
@@ -257,6 +261,8 @@ pub struct Pessimist {
     incarnation: u32,
     log_in_memory: bool,
     keep_logs: bool,
+    /// Copy checkpoints to the loggers ([`Config::copies`]).
+    copies: bool,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
@@ -277,6 +283,9 @@ impl Pessimist {
         cc.send_eagerly = cfg.send_eagerly;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
         let ckpt_dir = cfg.log_dir.join("checkpoints");
+        // Restarted, and this rank's files are gone with the host that
+        // held them: start from the copy on the loggers.
+        let lost = cfg.incarnation > 0 && cfg.copies && !cfg.log_dir.exists();
         if cfg.incarnation == 0 && ckpt_dir.exists() {
             // A first start never resumes anything an earlier job left.
             std::fs::remove_dir_all(&ckpt_dir)
@@ -284,6 +293,18 @@ impl Pessimist {
         }
         let store = CheckpointStore::open(&ckpt_dir)
             .map_err(|e| fail("opening the checkpoint directory", e))?;
+        if lost {
+            let copied = crate::offhost::restore(&client, cfg.rank as u32, &store, spill_path)?;
+            eprintln!(
+                "vpml: rank {}: {} is gone (its host was lost): restarting from {}",
+                cfg.rank,
+                cfg.log_dir.display(),
+                match copied {
+                    Some(i) => format!("the copy of checkpoint {i} on the event loggers"),
+                    None => "the beginning (no checkpoint was copied)".to_string(),
+                }
+            );
+        }
         let mut loaded = None;
         if cfg.incarnation > 0
             && let Some(l) = store
@@ -310,7 +331,8 @@ impl Pessimist {
         let rank = cfg.rank as u32;
         // Before the log forgets them: what the previous process sent
         // after its checkpoint, to check the re-execution against.
-        let previous = if cfg.incarnation > 0 && !cfg.log_in_memory {
+        // (Gone with a lost host: re-executed sends go unchecked then.)
+        let previous = if cfg.incarnation > 0 && !cfg.log_in_memory && !lost {
             let after = |d: u32| {
                 loaded.as_ref().map_or(0, |(_, _, snap, _)| {
                     snap.send_seq.get(d as usize).copied().unwrap_or(0)
@@ -324,15 +346,16 @@ impl Pessimist {
         let log = match &loaded {
             Some((index, _, snap, _)) => {
                 let keep = |d: u32| snap.send_seq.get(d as usize).copied().unwrap_or(0);
-                if cfg.log_in_memory {
-                    SenderLog::restore(
-                        &spill_path(&ckpt_dir, *index),
-                        None,
-                        rank,
-                        cfg.segment_size,
-                        keep,
-                    )
-                    .map_err(|e| fail("restoring the sender log of the checkpoint", e))?
+                if cfg.log_in_memory || lost {
+                    let spill = spill_path(&ckpt_dir, *index);
+                    let dir = (!cfg.log_in_memory).then_some(cfg.log_dir.as_path());
+                    let log = SenderLog::restore(&spill, dir, rank, cfg.segment_size, keep)
+                        .map_err(|e| fail("restoring the sender log of the checkpoint", e))?;
+                    if dir.is_some() {
+                        // The records now live in the file log.
+                        let _ = std::fs::remove_file(&spill);
+                    }
+                    log
                 } else {
                     SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
                         .map_err(|e| fail("reopening the sender log", e))?
@@ -407,6 +430,7 @@ impl Pessimist {
             replay,
             log_in_memory: cfg.log_in_memory,
             keep_logs: cfg.keep_logs,
+            copies: cfg.copies,
         })
     }
 
@@ -912,6 +936,9 @@ impl Protocol for Pessimist {
             .map_err(|e| fail("saving a checkpoint", e))?;
         if self.log_in_memory {
             self.remove_stale_spills()?;
+        }
+        if self.copies {
+            crate::offhost::save(&self.client, &self.store, &self.log, self.next_checkpoint)?;
         }
         vpml_pml::bootstrap::write_output_mark(
             vpml_pml::bootstrap::CHECKPOINT_MARK,
