@@ -184,6 +184,7 @@ fn recovery_at_every_fault_point_of_request_mix_is_exact() {
     // No checkpoints: recovery starts from the beginning.
     let unreached = [
         "checkpoint.mid_write",
+        "checkpoint.after_write",
         "checkpoint.before_gc",
         "recovery.loaded_checkpoint",
     ];
@@ -193,6 +194,35 @@ fn recovery_at_every_fault_point_of_request_mix_is_exact() {
         &unreached,
         600,
     );
+}
+
+#[test]
+fn recovery_at_every_checkpoint_point_keeps_c_output_exact() {
+    // `ckpt lines`: rank 2 prints with plain printf into the launcher's
+    // pipe, so C's stdio holds lines across checkpoints. A rank that dies
+    // after its checkpoint is saved must not take lines printed before
+    // it along, nor may its successor print any twice.
+    let _g = serial();
+    let prog = mpicc("ckpt");
+    let reference = run(&prog, &["lines"], &[], &[]);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    for point in [
+        "checkpoint.mid_write",
+        "checkpoint.after_write",
+        "checkpoint.before_gc",
+    ] {
+        for hit in [1, 2, 41] {
+            let spec = format!("2@point:{point}#{hit}");
+            let out = run(&prog, &["lines"], &[], std::slice::from_ref(&spec));
+            let err = text(&out.stderr);
+            assert!(out.status.success(), "{spec}: {err}");
+            assert!(
+                err.contains("restarted it as incarnation 1"),
+                "{spec}: {err}"
+            );
+            assert_eq!(text(&out.stdout), text(&reference.stdout), "{spec}: {err}");
+        }
+    }
 }
 
 #[test]

@@ -62,6 +62,10 @@ pub const ALL: &[(&str, &str)] = &[
         "half of a checkpoint file is written",
     ),
     (
+        "checkpoint.after_write",
+        "a checkpoint file is in place; its output mark and copies are not",
+    ),
+    (
         "checkpoint.before_gc",
         "a checkpoint is saved; events and peers' log records are not yet freed",
     ),

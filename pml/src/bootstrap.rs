@@ -84,15 +84,24 @@ pub fn write_output_mark(mark: &str, index: u64) {
     if std::env::var(env::OUTPUT_MARKS).as_deref() != Ok("1") {
         return;
     }
+    flush_output();
     let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{mark}{index}]");
     let _ = out.flush();
-    // A C program's stdio buffers too (fully buffered into the launcher's
-    // pipe): lines it printed before the mark must leave before it.
+}
+
+/// Hand everything the program printed so far to the launcher: Rust's
+/// stdout and a C program's stdio buffers (fully buffered into the
+/// launcher's pipe). Called before a checkpoint is saved — a process that
+/// dies after saving it but before its mark would otherwise take lines
+/// printed before the checkpoint with it, and its successor, resuming
+/// after them, never prints them again — and before each mark.
+pub fn flush_output() {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().flush();
     // SAFETY: fflush(NULL) flushes every open output stream; it takes
     // each stream's own lock.
     unsafe { libc::fflush(std::ptr::null_mut()) };
-    let _ = writeln!(out, "{mark}{index}]");
-    let _ = out.flush();
 }
 
 /// Version of the key/value protocol.

@@ -931,9 +931,12 @@ impl Protocol for Pessimist {
                 .spill(&spill_path(self.store.dir(), self.next_checkpoint))
                 .map_err(|e| fail("writing the sender log out", e))?;
         }
+        // What was printed before the checkpoint leaves before it exists.
+        vpml_pml::bootstrap::flush_output();
         self.store
             .save(self.next_checkpoint, &payload)
             .map_err(|e| fail("saving a checkpoint", e))?;
+        fault_point!("checkpoint.after_write");
         if self.log_in_memory {
             self.remove_stale_spills()?;
         }
