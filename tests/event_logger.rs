@@ -322,6 +322,43 @@ fn sigkill_mid_stream_loses_no_acknowledged_event_and_clients_reconnect() {
 }
 
 #[test]
+fn with_two_replicas_one_logger_crash_loses_no_acknowledged_event() {
+    let dir_a = TempDir::new("replica-a");
+    let dir_b = TempDir::new("replica-b");
+    let a = Logger::start(&dir_a, &Opts::default());
+    let b = Logger::start(&dir_b, &Opts::default());
+    let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
+    cfg.replicas = 2;
+    let client = Arc::new(Client::connect(cfg).expect("connect"));
+    assert_eq!(client.replicas(), &[a.addr, b.addr]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = put_stream(Arc::clone(&client), Arc::clone(&stop));
+    wait_until("5k durable events", || client.durable() >= 5_000);
+    let b_addr = b.addr;
+    b.kill();
+    stop.store(true, Ordering::Relaxed);
+    let last = writer.join().expect("writer thread");
+    let acked = client.durable();
+
+    // With one replica gone nothing new can become durable, and the error
+    // says which logger is missing.
+    let id = client.put(&event_for(last + 1)).expect("put");
+    let down = format!("logger {b_addr}: down");
+    wait_until("the client to report the dead replica", || {
+        match client.wait_durable_timeout(id, Duration::from_millis(50)) {
+            Err(ClientError::Timeout { status, .. }) => status.contains(&down),
+            other => panic!("expected a time-out, got {other:?}"),
+        }
+    });
+    drop(client);
+
+    // Everything acknowledged is on the survivor.
+    let reader = connect(vec![a.addr], 0, 1);
+    assert!(reader.last_id() >= acked);
+    assert_events(&reader.get_events(1).expect("get"), 1, reader.last_id());
+}
+
+#[test]
 fn with_two_replicas_the_survivor_acknowledges_and_a_restarted_logger_is_brought_level() {
     let dir_a = TempDir::new("replica-a");
     let dir_b = TempDir::new("replica-b");
@@ -329,6 +366,7 @@ fn with_two_replicas_the_survivor_acknowledges_and_a_restarted_logger_is_brought
     let b = Logger::start(&dir_b, &Opts::default());
     let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
     cfg.replicas = 2;
+    cfg.survivors_acknowledge = true;
     let client = Arc::new(Client::connect(cfg).expect("connect"));
     assert_eq!(client.replicas(), &[a.addr, b.addr]);
     let stop = Arc::new(AtomicBool::new(false));

@@ -13,7 +13,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{example, seed, serial, vpml};
+use common::{HEAT, example, seed, serial, vpml};
 
 /// Lines that are protocol counters, not application output: they differ
 /// when a rank was restarted (its counters restart).
@@ -137,17 +137,6 @@ fn random_plans(name: &str, n: usize, count: usize, per_plan: usize) -> Vec<Vec<
         })
         .collect()
 }
-
-const HEAT: &[&str] = &[
-    "--points",
-    "6x6x24",
-    "--steps",
-    "40",
-    "--output-interval",
-    "5",
-    "--checkpoint-every",
-    "5",
-];
 
 #[test]
 fn heat3d_is_bit_identical_after_kills_at_random_instants() {

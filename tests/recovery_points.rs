@@ -21,13 +21,14 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{example, mpicc, serial, vpml};
+use common::{HEAT, example, mpicc, serial, vpml};
 
 /// What kills one run: `--inject-failure` specs and extra launcher options.
 struct Crash {
     point: &'static str,
     specs: Vec<String>,
     launcher: Vec<&'static str>,
+    envs: Vec<(&'static str, &'static str)>,
 }
 
 /// The crashes that exercise `point`: the process and the hit it dies at
@@ -37,6 +38,7 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
         point,
         specs: vec![spec],
         launcher: Vec::new(),
+        envs: Vec::new(),
     };
     // A first crash mid-run, after which rank 1 recovers.
     let first = format!("1@point:send.after_log_append#{mid}");
@@ -47,6 +49,7 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
                 point,
                 specs: vec![format!("logger:1@point:{point}#{}", mid / 4)],
                 launcher: vec!["--event-loggers", "2", "--replicas", "2"],
+                envs: Vec::new(),
             },
         ],
         Some("recovery") if point == "recovery.resending" => vec![Crash {
@@ -54,6 +57,18 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
             // Rank 0 dies while it re-sends to the restarted rank 1.
             specs: vec![first, format!("0@point:{point}")],
             launcher: Vec::new(),
+            envs: Vec::new(),
+        }],
+        Some("recovery") if point == "recovery.restoring_copy" => vec![Crash {
+            point,
+            // Rank 1 dies with its files, as with its host, and dies again
+            // while it fetches its checkpoint back from the loggers.
+            specs: vec![
+                format!("{first}:lose-files"),
+                format!("1@restart+point:{point}"),
+            ],
+            launcher: Vec::new(),
+            envs: vec![("VPML_CHECKPOINT_COPIES", "loggers")],
         }],
         Some("recovery") => {
             let hit = if point == "recovery.replaying" { 3 } else { 1 };
@@ -61,6 +76,7 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
                 point,
                 specs: vec![first, format!("1@restart+point:{point}#{hit}")],
                 launcher: Vec::new(),
+                envs: Vec::new(),
             }]
         }
         Some("checkpoint") => vec![one(format!("2@point:{point}#2"))],
@@ -78,7 +94,18 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
 }
 
 fn run(program: &Path, args: &[&str], launcher: &[&str], specs: &[String]) -> Output {
+    run_with(program, args, launcher, specs, &[])
+}
+
+fn run_with(
+    program: &Path,
+    args: &[&str],
+    launcher: &[&str],
+    specs: &[String],
+    envs: &[(&str, &str)],
+) -> Output {
     let mut cmd = Command::new(vpml());
+    cmd.envs(envs.iter().copied());
     cmd.args([
         "run",
         "-n",
@@ -119,7 +146,7 @@ fn sweep(program: &Path, args: &[&str], unreached: &[&str], sends: u64) {
             continue;
         }
         for crash in crashes_at(point, sends * 2 / 5) {
-            let out = run(program, args, &crash.launcher, &crash.specs);
+            let out = run_with(program, args, &crash.launcher, &crash.specs, &crash.envs);
             let err = text(&out.stderr);
             let what = format!(
                 "{} {:?} {:?}",
@@ -156,16 +183,6 @@ fn recovery_at_every_fault_point_of_the_nondeterministic_c_program_is_exact() {
 
 #[test]
 fn recovery_at_every_fault_point_of_heat3d_is_exact() {
-    let args = [
-        "--points",
-        "6x6x24",
-        "--steps",
-        "40",
-        "--output-interval",
-        "5",
-        "--checkpoint-every",
-        "5",
-    ];
     // No non-deterministic call: no events to log, wait for or replay.
     let unreached = [
         "recv.after_match",
@@ -176,7 +193,7 @@ fn recovery_at_every_fault_point_of_heat3d_is_exact() {
         "logger.received",
         "logger.before_ack",
     ];
-    sweep(&example("heat3d"), &args, &unreached, 12000);
+    sweep(&example("heat3d"), HEAT, &unreached, 12000);
 }
 
 #[test]
@@ -187,6 +204,7 @@ fn recovery_at_every_fault_point_of_request_mix_is_exact() {
         "checkpoint.after_write",
         "checkpoint.before_gc",
         "recovery.loaded_checkpoint",
+        "recovery.restoring_copy",
     ];
     sweep(
         &example("request-mix"),

@@ -55,6 +55,12 @@ pub struct ClientConfig {
     /// socket write per batch instead of one per event, which pays off
     /// where waking the logger costs more than the round trip it hides.
     pub send_eagerly: bool,
+    /// Count an event durable once every replica that is *up* holds it, so
+    /// the survivors acknowledge while a dead logger is restarted. Only
+    /// for loggers that are restarted from their files (which hold all
+    /// they acknowledged): with loggers nothing restarts, a dead one would
+    /// leave events on fewer than `replicas` loggers. Default: false.
+    pub survivors_acknowledge: bool,
 }
 
 impl ClientConfig {
@@ -78,6 +84,7 @@ impl ClientConfig {
             max_batch_bytes: 1 << 20,
             max_pending_events: 1 << 20,
             send_eagerly: true,
+            survivors_acknowledge: false,
         }
     }
 }
@@ -446,13 +453,14 @@ impl Client {
         lock(&self.shared.st).last_id
     }
 
-    /// Highest id acknowledged by every replica.
+    /// Highest durable id: acknowledged by every replica (by every replica
+    /// that is up, with [`ClientConfig::survivors_acknowledge`]).
     pub fn durable(&self) -> EventId {
         self.shared.durable.load(Ordering::Acquire)
     }
 
-    /// Blocks until event `id` (and so every earlier one) is durable on
-    /// every replica, for at most the configured time-out.
+    /// Blocks until event `id` (and so every earlier one) is durable (see
+    /// [`Client::durable`]), for at most the configured time-out.
     pub fn wait_durable(&self, id: EventId) -> Result<(), ClientError> {
         self.wait_durable_timeout(id, self.shared.cfg.timeout)
     }
@@ -954,15 +962,17 @@ fn pump(sh: &Shared, rep: usize) {
 
 /// Recomputes the durable id and drops the events every replica holds.
 ///
-/// An event is durable once every replica that is up acknowledged it: while
-/// a logger is down (and restarted), the survivors acknowledge; with none
-/// up, nothing becomes durable. The queue keeps what any replica lacks, to
-/// send it again when that replica is back.
+/// With [`ClientConfig::survivors_acknowledge`], an event is durable once
+/// every replica that is up acknowledged it: while a logger is down (and
+/// restarted), the survivors acknowledge; with none up, nothing becomes
+/// durable. The queue keeps what any replica lacks, to send it again when
+/// that replica is back.
 fn advance(sh: &Shared, st: &mut State) {
+    let survivors = sh.cfg.survivors_acknowledge;
     let durable = st
         .reps
         .iter()
-        .filter(|r| r.up)
+        .filter(|r| r.up || !survivors)
         .map(|r| r.acked)
         .min()
         .unwrap_or(0)

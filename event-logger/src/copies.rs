@@ -61,8 +61,33 @@ pub fn write_part(
     bytes: &[u8],
     last: bool,
 ) -> Result<(), StorageError> {
+    if index == 0 {
+        return Err(StorageError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("checkpoint copy 0 (copies are numbered from 1)"),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let part: PathBuf = dir.join(format!("{}.part", name(index)));
+    let done = dir.join(name(index));
+    if last
+        && !part.exists()
+        && done
+            .metadata()
+            .is_ok_and(|m| m.len() == offset + bytes.len() as u64)
+    {
+        // The last part again (its answer was lost with the connection):
+        // the copy is complete already.
+        return Ok(());
+    }
+    if offset == 0 {
+        // A copy starts: parts of copies that never completed go.
+        for e in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
+            if e.file_name().to_str().is_some_and(|n| n.ends_with(".part")) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
@@ -85,7 +110,6 @@ pub fn write_part(
         return Ok(());
     }
     f.sync_all().map_err(io(&part))?;
-    let done = dir.join(name(index));
     std::fs::rename(&part, &done).map_err(io(&done))?;
     File::open(dir)
         .and_then(|d| d.sync_all())
@@ -160,5 +184,19 @@ mod tests {
         write_part(d.path(), 1, 0, b"abc", false).unwrap();
         let err = write_part(d.path(), 1, 10, b"x", true).unwrap_err();
         assert!(err.to_string().contains("only 3 bytes are stored"), "{err}");
+        assert!(write_part(d.path(), 0, 0, b"x", true).is_err());
+    }
+
+    #[test]
+    fn the_last_part_sent_again_after_a_reconnect_is_accepted() {
+        let d = tempfile::tempdir().unwrap();
+        write_part(d.path(), 4, 0, b"abc", false).unwrap();
+        write_part(d.path(), 4, 3, b"def", true).unwrap();
+        write_part(d.path(), 4, 3, b"def", true).unwrap();
+        assert_eq!(read_part(d.path(), 0, 0).unwrap().unwrap().2, b"abcdef");
+        // A copy that never completed is dropped when the next one starts.
+        write_part(d.path(), 5, 0, b"xy", false).unwrap();
+        write_part(d.path(), 6, 0, b"z", true).unwrap();
+        assert!(!d.path().join(format!("{}.part", name(5))).exists());
     }
 }

@@ -31,7 +31,11 @@
 //! is durable when all K acknowledged it, so K−1 logger crashes lose no
 //! durable event. While a replica is down the rank keeps running until it
 //! needs durability; the client reconnects and resends what that logger
-//! lacks (puts are idempotent). At connect, a replica that misses events
+//! lacks (puts are idempotent). Where a dead logger is restarted from its
+//! files (loggers `vpml run` starts; `ClientConfig::survivors_acknowledge`),
+//! an event is durable once every replica that is *up* acknowledged it: the
+//! survivors acknowledge while one restarts, and the client keeps every
+//! event until all replicas hold it. At connect, a replica that misses events
 //! another replica holds (the previous incarnation died between the two
 //! puts) gets them copied from the most complete replica.
 //!

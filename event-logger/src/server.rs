@@ -628,11 +628,7 @@ impl Conn<'_> {
                             bytes,
                         }
                     }
-                    Err(e) => Message::Error {
-                        req,
-                        code: ErrorCode::Storage,
-                        message: e.to_string(),
-                    },
+                    Err(e) => storage_error(req, e),
                 };
                 self.reply(&reply)?;
             }
@@ -687,11 +683,7 @@ impl Conn<'_> {
                 let dir = self.shared.storage.copies_dir(&session.job, session.rank);
                 let reply = match copies::write_part(&dir, index, offset, &bytes, last) {
                     Ok(()) => Message::CopySaved { req },
-                    Err(e) => Message::Error {
-                        req,
-                        code: ErrorCode::Storage,
-                        message: e.to_string(),
-                    },
+                    Err(e) => storage_error(req, e),
                 };
                 self.reply(&reply)?;
             }
@@ -714,11 +706,7 @@ impl Conn<'_> {
                             bytes,
                         }
                     }
-                    Err(e) => Message::Error {
-                        req,
-                        code: ErrorCode::Storage,
-                        message: e.to_string(),
-                    },
+                    Err(e) => storage_error(req, e),
                 };
                 self.reply(&reply)?;
             }
@@ -855,18 +843,20 @@ impl Conn<'_> {
             Err(e) => {
                 tracing::error!(error = %e, "cannot read a rank's events");
                 let mut buf = Vec::new();
-                encode_frame(
-                    &Message::Error {
-                        req,
-                        code: ErrorCode::Storage,
-                        message: e.to_string(),
-                    },
-                    &mut buf,
-                );
+                encode_frame(&storage_error(req, e), &mut buf);
                 self.writer.send_raw(&buf)
             }
         };
         sent.map_err(|e| Close::new(ErrorCode::Unavailable, format!("cannot send events: {e}")))
+    }
+}
+
+/// The reply to request `req` that storage failed.
+fn storage_error(req: u64, e: impl std::fmt::Display) -> Message {
+    Message::Error {
+        req,
+        code: ErrorCode::Storage,
+        message: e.to_string(),
     }
 }
 

@@ -55,7 +55,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (
         "event.after_put",
-        "an event went to the loggers and is not yet acknowledged",
+        "an event was handed to the loggers' client (queued or sent), not yet acknowledged",
     ),
     (
         "checkpoint.mid_write",
@@ -71,7 +71,11 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (
         "recovery.loaded_checkpoint",
-        "a restarted process read its checkpoint and nothing else",
+        "a restarted process read its checkpoint; its log and events are not loaded",
+    ),
+    (
+        "recovery.restoring_copy",
+        "a rank restarted after its host was lost fetched its checkpoint copy; its directory is not in place",
     ),
     (
         "recovery.fetched_events",
@@ -186,6 +190,36 @@ mod tests {
                 .contains("positive")
         );
         assert!(parse("send.after_frames").unwrap_err().contains("known:"));
+    }
+
+    /// Every `fault_point!` in the workspace names a point of [`ALL`], and
+    /// every point of [`ALL`] is placed somewhere.
+    #[test]
+    fn the_list_matches_the_points_in_the_sources() {
+        fn scan(dir: &std::path::Path, found: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    scan(&p, found);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for part in text.split("fault_point!(\"").skip(1) {
+                        found.push(part.split('"').next().unwrap().to_string());
+                    }
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = Vec::new();
+        for krate in ["pml", "vprotocol", "event-logger", "sender-log", "launcher"] {
+            scan(&root.join(krate).join("src"), &mut found);
+        }
+        for name in &found {
+            assert!(is_known(name), "fault_point!({name:?}) is not in ALL");
+        }
+        for (name, _) in ALL {
+            assert!(found.iter().any(|f| f == name), "{name} is never placed");
+        }
     }
 
     #[test]

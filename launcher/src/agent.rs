@@ -324,6 +324,7 @@ fn spawn_rank(
         .env(env::HOST_CORES, cores.to_string())
         .env(env::INCARNATION, inc.to_string())
         .env(env::SPAWNED_AT_NS, crate::spawned_at_ns())
+        .env_remove(vpml_fault_points::ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

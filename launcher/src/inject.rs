@@ -28,8 +28,9 @@ pub(crate) struct Injection {
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
     pub corrupt_checkpoint: bool,
-    /// With an agent: remove the files of the host's ranks when it is
-    /// lost, as the loss of a machine would (testing off-host copies).
+    /// Remove the files of the rank (of the host's ranks, with an agent)
+    /// before its restart, as the loss of a machine would (testing
+    /// off-host checkpoint copies).
     pub lose_files: bool,
 }
 
@@ -40,6 +41,8 @@ pub(crate) struct ArmedPoint {
     pub target: Target,
     pub incarnation: u32,
     pub spec: String,
+    /// The rank's files go when the point kills it (`…:lose-files`).
+    pub lose_files: bool,
 }
 
 /// Everything `--inject-failure` asked for.
@@ -119,6 +122,9 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
             if corrupt_checkpoint {
                 return Err(bad("corrupt-checkpoint goes with timed kills"));
             }
+            if lose_files && !matches!(target, Target::Rank(_)) {
+                return Err(bad("lose-files goes with rank and agent kills"));
+            }
             if matches!(target, Target::Agent(_)) {
                 return Err(bad("agents have no fault points"));
             }
@@ -143,6 +149,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
                 target,
                 incarnation,
                 spec: point.to_string(),
+                lose_files,
             });
             continue;
         }
@@ -153,8 +160,8 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
         if after_restart && !matches!(target, Target::Rank(_)) {
             return Err(bad("restart+ goes with ranks"));
         }
-        if lose_files && !matches!(target, Target::Agent(_)) {
-            return Err(bad("lose-files goes with agent kills"));
+        if lose_files && matches!(target, Target::Logger(_)) {
+            return Err(bad("lose-files goes with rank and agent kills"));
         }
         out.kills.push(Injection {
             target,

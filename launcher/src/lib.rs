@@ -123,8 +123,9 @@ pub struct RunArgs {
     /// also damages its newest checkpoint before the restart;
     /// `RANK@restart+SECONDS` kills it that long after its next restart,
     /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
-    /// host number HOST, `agent:HOST@SECONDS:lose-files` also removes its
-    /// ranks' files as the loss of the machine would; `logger:I@SECONDS`
+    /// host number HOST; `…@SECONDS:lose-files` also removes the files of
+    /// the rank (or of the host's ranks) as the loss of the machine would;
+    /// `logger:I@SECONDS`
     /// kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS,
@@ -379,7 +380,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             &rx,
             restartable,
             log_dir,
-            &plan.kills,
+            &plan,
             &mut protocol,
             &mut forwarders,
         );
@@ -461,7 +462,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, St
             &rx,
             restartable,
             log_dir,
-            &plan.kills,
+            &plan,
             &mut protocol,
             &mut forwarders,
         );
@@ -865,11 +866,12 @@ fn supervise(
     rx: &Receiver<Event>,
     restartable: bool,
     log_dir: Option<PathBuf>,
-    injections: &[Injection],
+    plan: &inject::Plan,
     protocol: &mut protocol::ProtocolSetup,
     forwarders: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> (u8, Vec<String>) {
     let n = args.ranks;
+    let (injections, points) = (&plan.kills, &plan.points);
     let start = Instant::now();
     // How each rank's last process ended (for a recording's manifest).
     let mut ended = vec!["still running when the job ended".to_string(); n];
@@ -893,6 +895,17 @@ fn supervise(
     let mut armed: Vec<(Instant, usize)> = Vec::new();
     let mut killed_at: Vec<Option<Instant>> = vec![None; n];
     let mut corrupt_before_restart = vec![false; n];
+    // Files removed when the rank dies next (`…:lose-files`): a rank's
+    // point kills its first process, or the process a restart armed.
+    let mut lose_files_before_restart = vec![false; n];
+    let lose_files_at: Vec<(usize, u32)> = points
+        .iter()
+        .filter(|p| p.lose_files)
+        .filter_map(|p| match p.target {
+            Target::Rank(r) => Some((r, p.incarnation)),
+            _ => None,
+        })
+        .collect();
     // Hosts whose files go with them (`agent:H@T:lose-files`).
     let mut files_lost_with: Vec<usize> = Vec::new();
     let mut restarts_done = 0u32;
@@ -994,6 +1007,7 @@ fn supervise(
                             );
                             killed_at[rank] = Some(now);
                             corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
+                            lose_files_before_restart[rank] |= inj.lose_files;
                             backend.signal(rank, libc::SIGKILL);
                         }
                         Target::Rank(_) => {}
@@ -1097,7 +1111,16 @@ fn supervise(
             }
             Some(Event::LoggerExited { index, pid, status }) => {
                 if failure.is_none() && !all_finalized {
-                    if restarts_done >= args.max_restarts {
+                    if let Some(sig) = status.signal().filter(|s| USER_STOP_SIGNALS.contains(s)) {
+                        // Ctrl-C reaches the loggers too: the user's stop.
+                        fail!(
+                            128 + sig as u8,
+                            format!(
+                                "event logger {index} was stopped by {}: ending the job",
+                                signal_name(sig)
+                            )
+                        );
+                    } else if restarts_done >= args.max_restarts {
                         fail!(
                             1,
                             format!(
@@ -1192,6 +1215,9 @@ fn supervise(
                 continue;
             }
             restarts_done += 1;
+            if lose_files_at.contains(&(rank, incarnation[rank])) {
+                lose_files_before_restart[rank] = true;
+            }
             if std::mem::take(&mut corrupt_before_restart[rank])
                 && let Some(dir) = &log_dir
             {
@@ -1201,6 +1227,19 @@ fn supervise(
                         p.display()
                     ),
                     Err(e) => eprintln!("vpml run: could not damage a checkpoint: {e}"),
+                }
+            }
+            if std::mem::take(&mut lose_files_before_restart[rank])
+                && let Some(dir) = &log_dir
+            {
+                // As if the rank had run on a machine now gone.
+                let d = dir.join(format!("rank-{rank}"));
+                match std::fs::remove_dir_all(&d) {
+                    Ok(()) => eprintln!(
+                        "vpml run: removed {} before restarting rank {rank} (testing aid)",
+                        d.display()
+                    ),
+                    Err(e) => eprintln!("vpml run: cannot remove {}: {e}", d.display()),
                 }
             }
             let t0 = Instant::now();
@@ -1276,26 +1315,7 @@ pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Re
 fn watch_exit(rank: usize, incarnation: u32, child: Child, tx: Sender<Event>) {
     std::thread::spawn(move || {
         let pid = child.id();
-        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let status = loop {
-            // SAFETY: waitid on our own child with a valid out-pointer;
-            // WNOWAIT leaves it waitable (a zombie) for `reap`.
-            let rc =
-                unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
-            if rc == 0 {
-                // SAFETY: waitid succeeded, so the SIGCHLD fields are set.
-                let st = unsafe { info.si_status() };
-                break if info.si_code == libc::CLD_EXITED {
-                    ExitStatus::from_raw((st & 0xff) << 8)
-                } else {
-                    ExitStatus::from_raw(st & 0x7f)
-                };
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break ExitStatus::from_raw(1 << 8);
-            }
-        };
+        let status = wait_exit_unreaped(pid);
         drop(child);
         let _ = tx.send(Event::Exited {
             rank,
@@ -1306,8 +1326,34 @@ fn watch_exit(rank: usize, incarnation: u32, child: Child, tx: Sender<Event>) {
     });
 }
 
-/// Collect an exited child reported by [`watch_exit`].
-fn reap(pid: i32) {
+/// Block until child `pid` exits and return how; it stays a zombie (its
+/// pid cannot be reused, so signalling it stays safe) until [`reap`].
+pub(crate) fn wait_exit_unreaped(pid: u32) -> ExitStatus {
+    // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid on our own child with a valid out-pointer;
+        // WNOWAIT leaves it waitable (a zombie) for `reap`.
+        let rc =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc == 0 {
+            // SAFETY: waitid succeeded, so the SIGCHLD fields are set.
+            let st = unsafe { info.si_status() };
+            return if info.si_code == libc::CLD_EXITED {
+                ExitStatus::from_raw((st & 0xff) << 8)
+            } else {
+                ExitStatus::from_raw(st & 0x7f)
+            };
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return ExitStatus::from_raw(1 << 8);
+        }
+    }
+}
+
+/// Collect an exited child reported by [`watch_exit`] or
+/// [`wait_exit_unreaped`].
+pub(crate) fn reap(pid: i32) {
     let mut st = 0;
     // SAFETY: the child has exited (waitid said so) and nobody else waits for it.
     unsafe { libc::waitpid(pid, &mut st, 0) };

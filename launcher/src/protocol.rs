@@ -180,6 +180,11 @@ impl ProtocolSetup {
             (LOG_DIR.into(), root.display().to_string()),
             ("VPML_SENDER_LOG".into(), args.sender_log.clone()),
         ];
+        if !self.loggers.is_empty() {
+            // This launcher restarts them from their files when they die.
+            self.envs
+                .push(("VPML_LOGGERS_RESTARTED".into(), "1".into()));
+        }
         if args.hosts.is_some() || args.hostfile.is_some() {
             // A host may be lost with the files on it: checkpoints (and
             // the log records they keep for peers) are copied to the
@@ -202,13 +207,14 @@ impl ProtocolSetup {
         // Exits from now on are the ones asked for.
         self.tx = None;
         for l in &self.loggers {
-            // SAFETY: signalling our own child (its watcher has not reaped
-            // it, or the pid is not reused before the watcher is joined).
+            // SAFETY: signalling our own child, alive or a zombie: only this
+            // function and `restart_logger` reap it.
             unsafe { libc::kill(l.pid as i32, libc::SIGTERM) };
         }
         for l in &mut self.loggers {
             if let Some(w) = l.watcher.take() {
                 let _ = w.join();
+                crate::reap(l.pid as i32);
             }
         }
         self.loggers.clear();
@@ -230,12 +236,14 @@ impl ProtocolSetup {
         let point = self
             .fault_points
             .point_for(Target::Logger(index), incarnation);
-        let (mut child, addr) = start_logger(&data_dir, &self.tokens, listen, point)?;
+        let (child, addr) = start_logger(&data_dir, &self.tokens, listen, point)?;
         let pid = child.id();
+        // Reaped by `stop` or `restart_logger` only, never before.
+        drop(child);
         let tx = self.tx.clone();
         let watcher = std::thread::spawn(move || {
-            let status = child.wait();
-            if let (Some(tx), Ok(status)) = (tx, status) {
+            let status = crate::wait_exit_unreaped(pid);
+            if let Some(tx) = tx {
                 let _ = tx.send(Event::LoggerExited { index, pid, status });
             }
         });
@@ -256,8 +264,8 @@ impl ProtocolSetup {
     /// SIGKILL to event logger `index` (testing aid).
     pub(crate) fn kill_logger(&self, index: usize) {
         if let Some(l) = self.loggers.get(index) {
-            // SAFETY: signalling our own child; it is reaped only by its
-            // watcher, whose report of the exit is what restarts it.
+            // SAFETY: signalling our own child, alive or a zombie (reaped
+            // only by `stop` and `restart_logger`).
             unsafe { libc::kill(l.pid as i32, libc::SIGKILL) };
         }
     }
@@ -279,6 +287,7 @@ impl ProtocolSetup {
         }
         if let Some(w) = l.watcher.take() {
             let _ = w.join();
+            crate::reap(pid as i32);
         }
         let (addr, dir) = (l.addr.clone(), l.data_dir.clone());
         let how = match status.signal() {

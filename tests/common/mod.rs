@@ -7,6 +7,19 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
+/// heat3d arguments for recovery tests: small, 40 steps, a line every 5
+/// and a checkpoint every 5.
+pub const HEAT: &[&str] = &[
+    "--points",
+    "6x6x24",
+    "--steps",
+    "40",
+    "--output-interval",
+    "5",
+    "--checkpoint-every",
+    "5",
+];
+
 /// The `vpml` command built for this test run.
 pub fn vpml() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vpml"))

@@ -15,7 +15,7 @@
 //! endian), the checkpoint file, then the sender-log spill file; both
 //! files carry their own checksums, checked when they are loaded.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use vpml_event_logger::Client;
 use vpml_pml::{Error, Result};
@@ -68,14 +68,19 @@ pub(crate) fn save(
         .map_err(|e| fail("copying a checkpoint to the event loggers", e))
 }
 
-/// Fetch the newest copy of `rank`'s checkpoint from the loggers and put
-/// its checkpoint into `store` and its log records into `spill`(index);
-/// returns the checkpoint's index, `None` if the loggers hold no copy.
+/// Fetch the newest copy of `rank`'s checkpoint from the loggers into a
+/// new `log_dir` (which must not exist): its checkpoint in
+/// `log_dir/checkpoints/`, with the log records it keeps as the spill file
+/// `spill(dir, index)` next to it. The directory appears whole or not at
+/// all (it is assembled under another name, then renamed), so a process
+/// that dies meanwhile leaves its successor a lost host again. Returns the
+/// checkpoint's index, `None` if the loggers hold no copy (then nothing is
+/// created).
 pub(crate) fn restore(
     client: &Client,
     rank: u32,
-    store: &CheckpointStore,
-    spill: impl Fn(&Path, u64) -> std::path::PathBuf,
+    log_dir: &Path,
+    spill: impl Fn(&Path, u64) -> PathBuf,
 ) -> Result<Option<u64>> {
     let Some((index, copy)) = client
         .load_copy(rank)
@@ -94,10 +99,23 @@ pub(crate) fn restore(
         return Err(bad("truncated"));
     };
     let records = &copy[16 + ckpt_len..];
+    let mut name = log_dir.as_os_str().to_owned();
+    name.push(".restoring");
+    let building = PathBuf::from(name);
+    if building.exists() {
+        // Left by a process that died while restoring.
+        std::fs::remove_dir_all(&building)
+            .map_err(|e| fail(&format!("removing {}", building.display()), e))?;
+    }
+    let store = CheckpointStore::open(&building.join("checkpoints"))
+        .map_err(|e| fail("creating the checkpoint directory", e))?;
     store
         .install(index, ckpt)
         .map_err(|e| fail("installing the checkpoint copy", e))?;
     let path = spill(store.dir(), index);
     std::fs::write(&path, records).map_err(|e| fail(&format!("writing {}", path.display()), e))?;
+    vpml_fault_points::fault_point!("recovery.restoring_copy");
+    std::fs::rename(&building, log_dir)
+        .map_err(|e| fail(&format!("renaming {}", building.display()), e))?;
     Ok(Some(index))
 }

@@ -112,6 +112,10 @@ pub struct Config {
     /// write that wakes a logger costs ~10 µs on virtual machines).
     /// `VPML_EVENTS_EAGER=1` selects eager sending.
     pub send_eagerly: bool,
+    /// The loggers are restarted from their files when they die (`vpml
+    /// run` started them: `VPML_LOGGERS_RESTARTED=1`), so the survivors
+    /// may acknowledge meanwhile.
+    pub loggers_restarted: bool,
     /// Copy every checkpoint to the event loggers, for a restart on
     /// another host (`VPML_CHECKPOINT_COPIES=loggers`).
     pub copies: bool,
@@ -145,6 +149,7 @@ impl Config {
             log_dir: crate::log_dir(job.rank)?,
             segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
             send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
+            loggers_restarted: num("VPML_LOGGERS_RESTARTED", 0)? != 0,
             keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
             copies: crate::offhost::enabled()?,
             log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
@@ -281,20 +286,14 @@ impl Pessimist {
         );
         cc.replicas = cfg.replicas;
         cc.send_eagerly = cfg.send_eagerly;
+        cc.survivors_acknowledge = cfg.loggers_restarted;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
         let ckpt_dir = cfg.log_dir.join("checkpoints");
-        // Restarted, and this rank's files are gone with the host that
-        // held them: start from the copy on the loggers.
-        let lost = cfg.incarnation > 0 && cfg.copies && !cfg.log_dir.exists();
-        if cfg.incarnation == 0 && ckpt_dir.exists() {
-            // A first start never resumes anything an earlier job left.
-            std::fs::remove_dir_all(&ckpt_dir)
-                .map_err(|e| fail(&format!("clearing {}", ckpt_dir.display()), e))?;
-        }
-        let store = CheckpointStore::open(&ckpt_dir)
-            .map_err(|e| fail("opening the checkpoint directory", e))?;
-        if lost {
-            let copied = crate::offhost::restore(&client, cfg.rank as u32, &store, spill_path)?;
+        if cfg.incarnation > 0 && cfg.copies && !cfg.log_dir.exists() {
+            // Restarted, and this rank's files are gone with the host that
+            // held them: start from the copy on the loggers.
+            let copied =
+                crate::offhost::restore(&client, cfg.rank as u32, &cfg.log_dir, spill_path)?;
             eprintln!(
                 "vpml: rank {}: {} is gone (its host was lost): restarting from {}",
                 cfg.rank,
@@ -305,6 +304,13 @@ impl Pessimist {
                 }
             );
         }
+        if cfg.incarnation == 0 && ckpt_dir.exists() {
+            // A first start never resumes anything an earlier job left.
+            std::fs::remove_dir_all(&ckpt_dir)
+                .map_err(|e| fail(&format!("clearing {}", ckpt_dir.display()), e))?;
+        }
+        let store = CheckpointStore::open(&ckpt_dir)
+            .map_err(|e| fail("opening the checkpoint directory", e))?;
         let mut loaded = None;
         if cfg.incarnation > 0
             && let Some(l) = store
@@ -329,10 +335,18 @@ impl Pessimist {
             fault_point!("recovery.loaded_checkpoint");
         }
         let rank = cfg.rank as u32;
+        // The log of the checkpoint comes from its spill file: always for
+        // a memory log; for a file log, when the checkpoint was copied back
+        // from the loggers after its host was lost (until the records are
+        // in the new log, the spill stays: a restart meanwhile reads it
+        // again).
+        let from_spill = loaded
+            .as_ref()
+            .is_some_and(|(index, ..)| cfg.log_in_memory || spill_path(&ckpt_dir, *index).exists());
         // Before the log forgets them: what the previous process sent
         // after its checkpoint, to check the re-execution against.
         // (Gone with a lost host: re-executed sends go unchecked then.)
-        let previous = if cfg.incarnation > 0 && !cfg.log_in_memory && !lost {
+        let previous = if cfg.incarnation > 0 && !from_spill && !cfg.log_in_memory {
             let after = |d: u32| {
                 loaded.as_ref().map_or(0, |(_, _, snap, _)| {
                     snap.send_seq.get(d as usize).copied().unwrap_or(0)
@@ -346,7 +360,7 @@ impl Pessimist {
         let log = match &loaded {
             Some((index, _, snap, _)) => {
                 let keep = |d: u32| snap.send_seq.get(d as usize).copied().unwrap_or(0);
-                if cfg.log_in_memory || lost {
+                if from_spill {
                     let spill = spill_path(&ckpt_dir, *index);
                     let dir = (!cfg.log_in_memory).then_some(cfg.log_dir.as_path());
                     let log = SenderLog::restore(&spill, dir, rank, cfg.segment_size, keep)
@@ -373,6 +387,23 @@ impl Pessimist {
             let events = client
                 .get_events(from)
                 .map_err(|e| fail("fetching the logged events", e))?;
+            if let Some(&(first, _)) = events.first()
+                && first != from
+            {
+                // Freed after a checkpoint this process cannot restart from.
+                return Err(fail(
+                    "fetching the logged events",
+                    format!(
+                        "the loggers no longer hold events {from}..{}: replay from {} is impossible",
+                        first - 1,
+                        if from == 1 {
+                            "the beginning".to_string()
+                        } else {
+                            format!("event {from}")
+                        }
+                    ),
+                ));
+            }
             replay = ReplayLog::new(events, after_call);
             fault_point!("recovery.fetched_events");
             tracing::info!(
