@@ -360,8 +360,8 @@ fn with_two_replicas_one_logger_crash_loses_no_acknowledged_event() {
 
 #[test]
 fn with_two_replicas_the_survivor_acknowledges_and_a_restarted_logger_is_brought_level() {
-    let dir_a = TempDir::new("replica-a");
-    let dir_b = TempDir::new("replica-b");
+    let dir_a = TempDir::new("survivor-a");
+    let dir_b = TempDir::new("survivor-b");
     let a = Logger::start(&dir_a, &Opts::default());
     let b = Logger::start(&dir_b, &Opts::default());
     let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
@@ -844,6 +844,18 @@ fn command_line_errors_are_one_line() {
         stderr.contains("line 1") && stderr.contains("token"),
         "{stderr}"
     );
+
+    // An inherited descriptor that is no listening socket (stdin here).
+    let out = Command::new(env!("CARGO_BIN_EXE_vpml"))
+        .args(["event-logger", "--listen-fd", "0", "--data-dir"])
+        .arg(dir.0.join("d1"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--listen-fd 0:"), "{stderr}");
 
     // Without a token file the logger creates one with a random token.
     let data = dir.0.join("d2");

@@ -17,6 +17,10 @@ pub struct EventLoggerArgs {
     /// line (`HOST:PORT`) once the logger accepts connections.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// Serve on this inherited listening TCP socket instead of `--listen`
+    /// (what `vpml run` does, so a restarted logger keeps its address).
+    #[arg(long, value_name = "FD", conflicts_with = "listen")]
+    pub listen_fd: Option<i32>,
     /// Directory holding the logs (created if missing).
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
@@ -83,7 +87,11 @@ fn serve(args: EventLoggerArgs) -> Result<(), String> {
     cfg.durability = args.durability;
     cfg.repair = args.repair;
     cfg.segment_bytes = args.segment_bytes;
-    let server = Server::bind(cfg).map_err(|e| e.to_string())?;
+    let server = match args.listen_fd {
+        Some(fd) => Server::serve_on(cfg, inherited_listener(fd)?),
+        None => Server::bind(cfg),
+    }
+    .map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", server.local_addr())
         .and_then(|()| out.flush())
@@ -94,4 +102,36 @@ fn serve(args: EventLoggerArgs) -> Result<(), String> {
     }
     server.shutdown();
     Ok(())
+}
+
+/// The listening TCP socket inherited as descriptor `fd`, checked to be one.
+fn inherited_listener(fd: i32) -> Result<std::net::TcpListener, String> {
+    let bad = |why: String| format!("--listen-fd {fd}: {why}");
+    let mut listening: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `listening`; on a
+    // descriptor that is not a socket it fails without side effects.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut listening as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(bad(std::io::Error::last_os_error().to_string()));
+    }
+    if listening == 0 {
+        return Err(bad("not a listening socket".into()));
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is an open listening socket (checked above) that this
+    // process inherited for this purpose and nothing else owns.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    listener
+        .local_addr()
+        .map_err(|e| bad(format!("not a TCP socket: {e}")))?;
+    Ok(listener)
 }

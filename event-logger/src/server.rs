@@ -139,15 +139,22 @@ impl Server {
     /// Loads the data directory (see the crate docs for how damaged files
     /// are handled), binds the listening socket and starts serving.
     pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let listener = TcpListener::bind(cfg.listen).map_err(|source| ServerError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        Self::serve_on(cfg, listener)
+    }
+
+    /// [`Server::bind`] on a listening socket made elsewhere (`cfg.listen`
+    /// is ignored): a logger restarted on a socket its launcher keeps
+    /// open, so clients never find the address closed or taken.
+    pub fn serve_on(cfg: ServerConfig, listener: TcpListener) -> Result<Server, ServerError> {
         let storage = Storage::open(StorageConfig {
             root: cfg.data_dir.clone(),
             durability: cfg.durability,
             segment_bytes: cfg.segment_bytes.max(1),
             repair: cfg.repair,
-        })?;
-        let listener = TcpListener::bind(cfg.listen).map_err(|source| ServerError::Bind {
-            addr: cfg.listen,
-            source,
         })?;
         let addr = listener.local_addr().map_err(|source| ServerError::Bind {
             addr: cfg.listen,

@@ -51,6 +51,10 @@ struct StartedLogger {
     watcher: Option<JoinHandle<()>>,
     /// Where it listens: kept across restarts (the ranks know it).
     addr: String,
+    /// Its listening socket, made and kept open here and inherited by
+    /// each of its processes: while one is restarted, clients' connections
+    /// wait in the backlog instead of finding the port closed (or taken).
+    listener: std::sync::Arc<std::net::TcpListener>,
     data_dir: PathBuf,
     /// Processes started so far, minus one.
     incarnation: u32,
@@ -146,7 +150,9 @@ impl ProtocolSetup {
                 .map_err(|e| format!("cannot write {}: {e}", self.tokens.display()))?;
             for i in 0..args.event_loggers {
                 let data_dir = root.join(format!("logger-{i}"));
-                if let Err(e) = self.start_logger(i, data_dir, &format!("{}:0", args.bind)) {
+                let listener = std::net::TcpListener::bind(format!("{}:0", args.bind))
+                    .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
+                if let Err(e) = self.start_logger(i, data_dir, std::sync::Arc::new(listener)) {
                     self.stop();
                     return Err(format!("cannot start event logger {i}: {e}"));
                 }
@@ -225,18 +231,18 @@ impl ProtocolSetup {
         }
     }
 
-    /// Start event logger `index` listening on `listen`, in `data_dir`.
+    /// Start event logger `index` on `listener`, in `data_dir`.
     fn start_logger(
         &mut self,
         index: usize,
         data_dir: PathBuf,
-        listen: &str,
+        listener: std::sync::Arc<std::net::TcpListener>,
     ) -> Result<(), String> {
         let incarnation = self.loggers.get(index).map_or(0, |l| l.incarnation + 1);
         let point = self
             .fault_points
             .point_for(Target::Logger(index), incarnation);
-        let (child, addr) = start_logger(&data_dir, &self.tokens, listen, point)?;
+        let (child, addr) = start_logger(&data_dir, &self.tokens, &listener, point)?;
         let pid = child.id();
         // Reaped by `stop` or `restart_logger` only, never before.
         drop(child);
@@ -251,6 +257,7 @@ impl ProtocolSetup {
             pid,
             watcher: Some(watcher),
             addr,
+            listener,
             data_dir,
             incarnation,
         };
@@ -289,14 +296,21 @@ impl ProtocolSetup {
             let _ = w.join();
             crate::reap(pid as i32);
         }
-        let (addr, dir) = (l.addr.clone(), l.data_dir.clone());
+        let (addr, dir, listener) = (
+            l.addr.clone(),
+            l.data_dir.clone(),
+            std::sync::Arc::clone(&l.listener),
+        );
         let how = match status.signal() {
             Some(sig) => format!("killed by signal {sig}"),
             None => format!("exit status {}", status.code().unwrap_or(-1)),
         };
-        self.start_logger(index, dir.clone(), &addr).map_err(|e| {
-            format!("event logger {index} at {addr} died ({how}) and cannot be started again: {e}")
-        })?;
+        self.start_logger(index, dir.clone(), listener)
+            .map_err(|e| {
+                format!(
+                    "event logger {index} at {addr} died ({how}) and cannot be started again: {e}"
+                )
+            })?;
         let incarnation = self.loggers[index].incarnation;
         Ok(Some(format!(
             "warning: event logger {index} at {addr} died ({how}); started it again from {} (incarnation {incarnation}); the ranks send it what it lacks",
@@ -367,22 +381,24 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
     }
 }
 
-/// Start `vpml event-logger` on `listen` and read the address it printed;
+/// Start `vpml event-logger` on `listener` (inherited as descriptor 3) and
+/// read the address it printed;
 /// `fault_point`: armed in it (testing aid). Started again after a crash,
 /// it cuts a record its predecessor tore (never acknowledged) and refuses
 /// to start over any other damage, naming the file and offset.
 fn start_logger(
     data_dir: &Path,
     tokens: &Path,
-    listen: &str,
+    listener: &std::net::TcpListener,
     fault_point: Option<&str>,
 ) -> Result<(Child, String), String> {
+    use std::os::fd::AsRawFd;
+    let fd = listener.as_raw_fd();
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
     let parent = std::process::id();
     let mut cmd = Command::new(exe);
     cmd.arg("event-logger")
-        .arg("--listen")
-        .arg(listen)
+        .args(["--listen-fd", "3"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--token-file")
@@ -393,9 +409,22 @@ fn start_logger(
     if let Some(p) = fault_point {
         cmd.env(vpml_fault_points::ENV, p);
     }
-    // SAFETY: only async-signal-safe calls between fork and exec.
+    // SAFETY: only async-signal-safe calls (dup2, fcntl, prctl, getppid)
+    // between fork and exec; `fd` is the listener, open in this process
+    // (and so in the child) while `listener` is borrowed.
     unsafe {
-        cmd.pre_exec(move || crate::child_setup(parent, None));
+        cmd.pre_exec(move || {
+            // The listener becomes descriptor 3, open across exec.
+            let kept = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if kept < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            crate::child_setup(parent, None)
+        });
     }
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     let mut line = String::new();
