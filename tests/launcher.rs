@@ -5,6 +5,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,11 +23,23 @@ fn vpml_run(args: &[&str]) -> std::process::Output {
         .expect("run vpml")
 }
 
-fn shm_entries() -> BTreeSet<String> {
+/// The entries of /dev/shm a vpml launcher made (`vpml-logs-<pid>-…`,
+/// `vpml-mpi-<pid>-…`) and left behind: its pid no longer runs. (Entries
+/// of launchers still running, e.g. other jobs on the machine, are not
+/// leftovers.)
+fn shm_leftovers() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| {
+                    let pid = ["vpml-logs-", "vpml-mpi-"]
+                        .iter()
+                        .find_map(|p| name.strip_prefix(p))
+                        .and_then(|rest| rest.split('-').next())
+                        .and_then(|pid| pid.parse::<i32>().ok());
+                    pid.is_some_and(is_gone)
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -56,9 +69,10 @@ fn wait_gone(pids: &[i32], limit: Duration) -> Vec<i32> {
 
 /// Start a job whose ranks print `ready <pid>` and then block; return the
 /// launcher and the rank pids once all are ready.
-fn start_hanging_job(n: usize) -> (Child, Vec<i32>) {
+fn start_hanging_job(n: usize, extra: &[&str]) -> (Child, Vec<i32>) {
     let mut child = Command::new(vpml())
         .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+        .args(extra)
         .arg(example("scenarios"))
         .arg("hang")
         .stdout(Stdio::piped())
@@ -122,7 +136,7 @@ fn missing_program_is_named() {
 
 #[test]
 fn a_killed_rank_stops_the_job_with_its_signal() {
-    let before = shm_entries();
+    let before = shm_leftovers();
     let out = scenario(3, "crash", &[], &[]);
     assert_eq!(out.status.code(), Some(128 + 9));
     assert!(
@@ -130,7 +144,7 @@ fn a_killed_rank_stops_the_job_with_its_signal() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(shm_entries(), before, "the job left files in /dev/shm");
+    assert_eq!(shm_leftovers(), before, "the job left files in /dev/shm");
 }
 
 #[test]
@@ -213,7 +227,7 @@ fn timeout_stops_a_hung_job() {
 #[test]
 fn ctrl_c_is_forwarded_to_the_ranks() {
     let _g = serial();
-    let (mut child, pids) = start_hanging_job(3);
+    let (mut child, pids) = start_hanging_job(3, &[]);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().expect("wait");
@@ -224,12 +238,40 @@ fn ctrl_c_is_forwarded_to_the_ranks() {
 #[test]
 fn killing_the_launcher_takes_the_ranks_along_and_leaves_nothing() {
     let _g = serial();
-    let before = shm_entries();
-    let (mut child, pids) = start_hanging_job(4);
+    // With a protocol the job has a log directory in /dev/shm.
+    let (mut child, pids) = start_hanging_job(4, &["--protocol", "pessimist"]);
+    let launcher = child.id();
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    unsafe { libc::kill(launcher as i32, libc::SIGKILL) };
     let _ = child.wait();
     let alive = wait_gone(&pids, Duration::from_secs(30));
     assert!(alive.is_empty(), "ranks {alive:?} outlived their launcher");
-    assert_eq!(shm_entries(), before, "the job left files in /dev/shm");
+    // A launcher killed with SIGKILL cannot clean up: the next one does,
+    // and says so.
+    let left: Vec<String> = shm_leftovers()
+        .into_iter()
+        .filter(|e| e.starts_with(&format!("vpml-logs-{launcher}-")))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let dir = Path::new("/dev/shm").join(&left[0]);
+    // (Any launcher starting on this machine sweeps it: one of another
+    // job running meanwhile may be first.)
+    let still_there = dir.exists();
+    let next = Command::new(vpml())
+        .args(["run", "-n", "2", "--protocol", "pessimist"])
+        .arg(example("scenarios"))
+        .arg("hello")
+        .output()
+        .expect("run vpml");
+    assert!(next.status.success(), "{}", stderr(&next));
+    let said = format!(
+        "vpml: removed {}, left by a launcher that was killed",
+        dir.display()
+    );
+    assert!(
+        stderr(&next).contains(&said) || !still_there,
+        "{}",
+        stderr(&next)
+    );
+    assert!(!dir.exists());
 }
