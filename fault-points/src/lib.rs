@@ -38,6 +38,10 @@ pub const ALL: &[(&str, &str)] = &[
         "a send's payload is not yet in the sender log",
     ),
     (
+        "send.mid_log_append",
+        "a send's record is in the sender log but for the first word of its header",
+    ),
+    (
         "send.after_log_append",
         "a send's payload is in the sender log",
     ),

@@ -366,6 +366,11 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 /// bytes of a freshly built array would read them back before its stores
 /// have landed (a store-forwarding stall per word), which costs more than
 /// the sum itself.
+///
+/// The first word (magic and destination) is stored last, so a process
+/// killed part-way leaves a zero magic — the end of the chain — rather
+/// than a header that fails its checksum: readers (a restarted process
+/// reopening its log) see a torn last record as no record.
 fn write_record_header(dst: &mut [u8], h: &RecordHeader, len: u64, payload_crc: u32) {
     let words = [
         u64::from(RECORD_MAGIC) | u64::from(h.dest) << 32,
@@ -375,12 +380,22 @@ fn write_record_header(dst: &mut [u8], h: &RecordHeader, len: u64, payload_crc: 
         u64::from(payload_crc),
     ];
     let crc = crc32c_words(&words);
-    for (d, w) in dst
-        .chunks_exact_mut(8)
-        .zip(words.into_iter().chain([u64::from(crc)]))
-    {
+    let rest = words[1..].iter().copied().chain([u64::from(crc)]);
+    for (d, w) in dst[8..].chunks_exact_mut(8).zip(rest) {
         d.copy_from_slice(&w.to_le_bytes());
     }
+    vpml_fault_points::fault_point!("send.mid_log_append");
+    // A release store: every store above (payload, the rest of the header,
+    // the chain's new end) reaches the mapping — which outlives this
+    // process — before the magic that makes the record valid; plain
+    // stores could be reordered past it.
+    let first = &mut dst[..8];
+    assert!(first.as_ptr().cast::<u64>().is_aligned());
+    // SAFETY: `first` is 8 bytes, 8-aligned (checked; records start at
+    // 64-byte boundaries of page-aligned mappings), exclusively borrowed
+    // for this call, and only ever accessed as plain bytes otherwise.
+    let magic = unsafe { std::sync::atomic::AtomicU64::from_ptr(first.as_mut_ptr().cast()) };
+    magic.store(words[0].to_le(), std::sync::atomic::Ordering::Release);
 }
 
 /// Decode the record at `off` of a segment: `Ok(None)` at the end of the
