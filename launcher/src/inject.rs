@@ -119,6 +119,11 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
         };
         if let Some(point) = when.strip_prefix("point:") {
             vpml_fault_points::parse(point).map_err(|why| bad(&why))?;
+            if !cfg!(debug_assertions) {
+                return Err(bad(
+                    "fault points exist only in debug builds (cargo build, not --release)",
+                ));
+            }
             if corrupt_checkpoint {
                 return Err(bad("corrupt-checkpoint goes with timed kills"));
             }
