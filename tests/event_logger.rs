@@ -321,16 +321,27 @@ fn sigkill_mid_stream_loses_no_acknowledged_event_and_clients_reconnect() {
     assert!(!stderr.contains("corrupt"), "{stderr}");
 }
 
-#[test]
-fn with_two_replicas_one_logger_crash_loses_no_acknowledged_event() {
-    let dir_a = TempDir::new("replica-a");
-    let dir_b = TempDir::new("replica-b");
+/// Two loggers in `<name>-a` and `<name>-b`, and rank 0's client of both
+/// as replicas.
+fn two_replicas(
+    name: &str,
+    survivors_acknowledge: bool,
+) -> (TempDir, Logger, TempDir, Logger, Arc<Client>) {
+    let dir_a = TempDir::new(&format!("{name}-a"));
+    let dir_b = TempDir::new(&format!("{name}-b"));
     let a = Logger::start(&dir_a, &Opts::default());
     let b = Logger::start(&dir_b, &Opts::default());
     let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
     cfg.replicas = 2;
+    cfg.survivors_acknowledge = survivors_acknowledge;
     let client = Arc::new(Client::connect(cfg).expect("connect"));
     assert_eq!(client.replicas(), &[a.addr, b.addr]);
+    (dir_a, a, dir_b, b, client)
+}
+
+#[test]
+fn with_two_replicas_one_logger_crash_loses_no_acknowledged_event() {
+    let (_dir_a, a, _dir_b, b, client) = two_replicas("replica", false);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = put_stream(Arc::clone(&client), Arc::clone(&stop));
     wait_until("5k durable events", || client.durable() >= 5_000);
@@ -360,15 +371,7 @@ fn with_two_replicas_one_logger_crash_loses_no_acknowledged_event() {
 
 #[test]
 fn with_two_replicas_the_survivor_acknowledges_and_a_restarted_logger_is_brought_level() {
-    let dir_a = TempDir::new("survivor-a");
-    let dir_b = TempDir::new("survivor-b");
-    let a = Logger::start(&dir_a, &Opts::default());
-    let b = Logger::start(&dir_b, &Opts::default());
-    let mut cfg = client_cfg(vec![a.addr, b.addr], 0, 0);
-    cfg.replicas = 2;
-    cfg.survivors_acknowledge = true;
-    let client = Arc::new(Client::connect(cfg).expect("connect"));
-    assert_eq!(client.replicas(), &[a.addr, b.addr]);
+    let (_dir_a, a, dir_b, b, client) = two_replicas("survivor", true);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = put_stream(Arc::clone(&client), Arc::clone(&stop));
     wait_until("5k durable events", || client.durable() >= 5_000);

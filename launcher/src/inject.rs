@@ -225,6 +225,16 @@ fn splitmix(mut x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Remove `rank`'s directory under the log directory, as the loss of the
+/// machine it ran on would (testing aid); says so, `when` saying when.
+pub(crate) fn remove_rank_files(log_dir: &Path, rank: usize, when: &str) {
+    let d = log_dir.join(format!("rank-{rank}"));
+    match std::fs::remove_dir_all(&d) {
+        Ok(()) => eprintln!("vpml run: removed {} {when} (testing aid)", d.display()),
+        Err(e) => eprintln!("vpml run: cannot remove {}: {e}", d.display()),
+    }
+}
+
 /// Flip one byte of the newest checkpoint of a rank (testing aid).
 pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, String> {
     let dir = log_dir.join(format!("rank-{rank}")).join("checkpoints");

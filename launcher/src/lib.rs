@@ -1049,15 +1049,8 @@ fn supervise(
                     && let Some(dir) = &log_dir
                 {
                     // As if the machine were gone: its ranks' files too.
-                    for r in &lost {
-                        let d = dir.join(format!("rank-{r}"));
-                        match std::fs::remove_dir_all(&d) {
-                            Ok(()) => eprintln!(
-                                "vpml run: removed {} with host {name} (testing aid)",
-                                d.display()
-                            ),
-                            Err(e) => eprintln!("vpml run: cannot remove {}: {e}", d.display()),
-                        }
+                    for &r in &lost {
+                        inject::remove_rank_files(dir, r, &format!("with host {name}"));
                     }
                 }
                 for r in lost {
@@ -1233,14 +1226,7 @@ fn supervise(
                 && let Some(dir) = &log_dir
             {
                 // As if the rank had run on a machine now gone.
-                let d = dir.join(format!("rank-{rank}"));
-                match std::fs::remove_dir_all(&d) {
-                    Ok(()) => eprintln!(
-                        "vpml run: removed {} before restarting rank {rank} (testing aid)",
-                        d.display()
-                    ),
-                    Err(e) => eprintln!("vpml run: cannot remove {}: {e}", d.display()),
-                }
+                inject::remove_rank_files(dir, rank, &format!("before restarting rank {rank}"));
             }
             let t0 = Instant::now();
             let inc = backend.announce_restart(rank);
