@@ -313,3 +313,34 @@ fn recovery_after_a_logger_dies_and_then_a_rank_is_exact() {
         );
     }
 }
+
+/// A rank loses its files (as with its host) and restarts from its
+/// checkpoint copy; later it crashes again (an ordinary crash: its log is
+/// reopened from its files, the records the copy brought back included),
+/// and then a peer crashes and needs what that rank sent it.
+#[test]
+fn recovery_after_lost_files_then_two_more_crashes_is_exact() {
+    let _g = serial();
+    let copies = [("VPML_CHECKPOINT_COPIES", "loggers")];
+    let heat = example("heat3d");
+    let reference = run_with(&heat, HEAT, &[], &[], &copies);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let specs = [
+        "1@point:send.after_log_append#3000:lose-files".to_string(),
+        "1@restart+point:send.after_frame#2500".to_string(),
+        "0@point:send.after_frame#9000".to_string(),
+    ];
+    let out = run_with(&heat, HEAT, &[], &specs, &copies);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("(its host was lost): restarting from the copy of checkpoint"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("restarted it as incarnation").count(),
+        3,
+        "{err}"
+    );
+    assert_eq!(text(&out.stdout), text(&reference.stdout), "{err}");
+}

@@ -70,12 +70,7 @@ pub fn write_part(
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let part: PathBuf = dir.join(format!("{}.part", name(index)));
     let done = dir.join(name(index));
-    if last
-        && !part.exists()
-        && done
-            .metadata()
-            .is_ok_and(|m| m.len() == offset + bytes.len() as u64)
-    {
+    if last && !part.exists() && ends_with(&done, offset, bytes) {
         // The last part again (its answer was lost with the connection):
         // the copy is complete already.
         return Ok(());
@@ -120,6 +115,18 @@ pub fn write_part(
         std::fs::remove_file(&p).map_err(io(&p))?;
     }
     Ok(())
+}
+
+/// Is `path` exactly `offset + bytes.len()` long, ending with `bytes`?
+fn ends_with(path: &Path, offset: u64, bytes: &[u8]) -> bool {
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    if f.metadata().map(|m| m.len()).ok() != Some(offset + bytes.len() as u64) {
+        return false;
+    }
+    let mut stored = vec![0; bytes.len()];
+    f.seek(SeekFrom::Start(offset)).is_ok() && f.read_exact(&mut stored).is_ok() && stored == bytes
 }
 
 /// Bytes `offset..` (at most [`PART_BYTES`]) of copy `index` in `dir`
@@ -194,6 +201,10 @@ mod tests {
         write_part(d.path(), 4, 3, b"def", true).unwrap();
         write_part(d.path(), 4, 3, b"def", true).unwrap();
         assert_eq!(read_part(d.path(), 0, 0).unwrap().unwrap().2, b"abcdef");
+        // A new copy under the same number (a rank that fell back to an
+        // older checkpoint) replaces it, even at the same length.
+        write_part(d.path(), 4, 0, b"ABCDEF", true).unwrap();
+        assert_eq!(read_part(d.path(), 0, 0).unwrap().unwrap().2, b"ABCDEF");
         // A copy that never completed is dropped when the next one starts.
         write_part(d.path(), 5, 0, b"xy", false).unwrap();
         write_part(d.path(), 6, 0, b"z", true).unwrap();

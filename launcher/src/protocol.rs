@@ -47,7 +47,8 @@ pub(crate) struct ProtocolSetup {
 struct StartedLogger {
     /// Its current process.
     pid: u32,
-    /// Reaps the process and reports its exit to the launcher.
+    /// Reports the process's exit to the launcher; taken (joined) just
+    /// before the process is reaped, so `Some` means `pid` is still ours.
     watcher: Option<JoinHandle<()>>,
     /// Where it listens: kept across restarts (the ranks know it).
     addr: String,
@@ -212,9 +213,10 @@ impl ProtocolSetup {
     pub(crate) fn stop(&mut self) {
         // Exits from now on are the ones asked for.
         self.tx = None;
-        for l in &self.loggers {
-            // SAFETY: signalling our own child, alive or a zombie: only this
-            // function and `restart_logger` reap it.
+        for l in self.loggers.iter().filter(|l| l.watcher.is_some()) {
+            // SAFETY: signalling our own child, alive or a zombie: it is
+            // reaped (by this function or `restart_logger`) only after its
+            // watcher is taken.
             unsafe { libc::kill(l.pid as i32, libc::SIGTERM) };
         }
         for l in &mut self.loggers {
@@ -270,9 +272,9 @@ impl ProtocolSetup {
 
     /// SIGKILL to event logger `index` (testing aid).
     pub(crate) fn kill_logger(&self, index: usize) {
-        if let Some(l) = self.loggers.get(index) {
+        if let Some(l) = self.loggers.get(index).filter(|l| l.watcher.is_some()) {
             // SAFETY: signalling our own child, alive or a zombie (reaped
-            // only by `stop` and `restart_logger`).
+            // only after its watcher is taken).
             unsafe { libc::kill(l.pid as i32, libc::SIGKILL) };
         }
     }

@@ -1070,6 +1070,19 @@ impl SenderLog {
         Ok(entries.len() as u64)
     }
 
+    /// Make the spill file `spill` (see [`SenderLog::spill`]: one segment,
+    /// number 0) the first segment of the file log in `dir`, which has no
+    /// segment yet, so that [`SenderLog::reopen`] continues the log from
+    /// it; `spill` may be removed afterwards. A hard link: nothing is
+    /// copied, and doing it again (after a crash) changes nothing.
+    pub fn adopt_spill(spill: &Path, dir: &Path) -> Result<()> {
+        let first = segment_path(dir, 0);
+        if first.exists() {
+            return Ok(());
+        }
+        std::fs::hard_link(spill, &first).map_err(io(&first, "adopting a log spill file"))
+    }
+
     /// Start a new log for `rank` (in memory, or in `dir` if given) that
     /// holds the records of the spill file `spill` — those to each
     /// destination `d` up to sequence number `keep(d)`.
@@ -1599,19 +1612,24 @@ mod tests {
 
     #[test]
     fn a_record_header_is_summed_as_its_bytes() {
-        let mut b = [0u8; RECORD_HEADER];
+        // 8-aligned, as records are in a segment.
+        #[repr(align(8))]
+        struct Aligned([u8; RECORD_HEADER]);
+        let mut a = Aligned([0; RECORD_HEADER]);
+        let b = &mut a.0[..];
         let h = RecordHeader {
             dest: 3,
             context: 0x1234_5678,
             tag: -7,
             seq: 0x0102_0304_0506_0708,
         };
-        write_record_header(&mut b, &h, 4242, 0xdead_beef);
-        assert_eq!(le_u32(&b, 0), RECORD_MAGIC);
-        assert_eq!(le_u32(&b, 12) as i32, -7);
-        assert_eq!(le_u64(&b, 24), 4242);
-        assert_eq!(le_u32(&b, 32), 0xdead_beef);
-        assert_eq!(le_u32(&b, 40), crc32c::crc32c(&b[..40]));
+        write_record_header(b, &h, 4242, 0xdead_beef);
+        let b = &a.0;
+        assert_eq!(le_u32(b, 0), RECORD_MAGIC);
+        assert_eq!(le_u32(b, 12) as i32, -7);
+        assert_eq!(le_u64(b, 24), 4242);
+        assert_eq!(le_u32(b, 32), 0xdead_beef);
+        assert_eq!(le_u32(b, 40), crc32c::crc32c(&b[..40]));
         assert_eq!(b[44..], [0; 4]);
     }
 

@@ -360,15 +360,20 @@ impl Pessimist {
         let log = match &loaded {
             Some((index, _, snap, _)) => {
                 let keep = |d: u32| snap.send_seq.get(d as usize).copied().unwrap_or(0);
-                if from_spill {
-                    let spill = spill_path(&ckpt_dir, *index);
-                    let dir = (!cfg.log_in_memory).then_some(cfg.log_dir.as_path());
-                    let log = SenderLog::restore(&spill, dir, rank, cfg.segment_size, keep)
+                let spill = spill_path(&ckpt_dir, *index);
+                if from_spill && cfg.log_in_memory {
+                    SenderLog::restore(&spill, None, rank, cfg.segment_size, keep)
+                        .map_err(|e| fail("restoring the sender log of the checkpoint", e))?
+                } else if from_spill {
+                    // Copied back after a lost host: the spill becomes the
+                    // file log's first segment, kept like any other (peers
+                    // may need its records after later checkpoints too).
+                    SenderLog::adopt_spill(&spill, &cfg.log_dir)
                         .map_err(|e| fail("restoring the sender log of the checkpoint", e))?;
-                    if dir.is_some() {
-                        // The records now live in the file log.
-                        let _ = std::fs::remove_file(&spill);
-                    }
+                    let log = SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
+                        .map_err(|e| fail("reopening the sender log", e))?;
+                    std::fs::remove_file(&spill)
+                        .map_err(|e| fail(&format!("removing {}", spill.display()), e))?;
                     log
                 } else {
                     SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
