@@ -18,7 +18,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Instant;
 
 use common::{mpicc, seed, serial, vpml};
 
