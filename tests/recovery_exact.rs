@@ -172,9 +172,13 @@ fn recovery_stops_with_one_line_when_re_execution_diverges() {
 fn recovery_a_rank_killed_during_start_up_stops_the_job_with_one_line() {
     let _g = serial();
     let prog = mpicc("diverge");
-    // At 0 s the rank has not reached the start-up fences the others wait
-    // in: no process can take its place there.
-    let out = job(&["--inject-failure".into(), "1@0.0".into()], &prog, &[]);
+    // The others wait for it in the start-up fences: no process can take
+    // its place there.
+    let out = job(
+        &["--inject-failure".into(), "1@point:start.in_fences".into()],
+        &prog,
+        &[],
+    );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(137), "{stderr}");
     assert_eq!(restarts(&stderr), 0, "{stderr}");

@@ -26,6 +26,10 @@ pub const ENV: &str = "VPML_FAULT_POINT";
 /// Every fault point, and the step of the protocol it interrupts.
 pub const ALL: &[(&str, &str)] = &[
     (
+        "start.in_fences",
+        "a rank is in its start-up fences: the job is not joined yet (no restart can take its place)",
+    ),
+    (
         "send.before_events_durable",
         "a send waits for events to be durable: before the wait",
     ),

@@ -583,6 +583,7 @@ impl Engine {
                 &format!("{:x}", &SINGLE_COPY_PROBE as *const u64 as usize),
             )?;
             kv.fence()?;
+            vpml_fault_points::fault_point!("start.in_fences");
             single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
             if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
                 tcp = crate::tcp::connect_all(env, &mut kv)?;
