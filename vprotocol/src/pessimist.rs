@@ -392,9 +392,10 @@ impl Pessimist {
             let events = client
                 .get_events(from)
                 .map_err(|e| fail("fetching the logged events", e))?;
-            if let Some(&(first, _)) = events.first()
-                && first != from
-            {
+            // The loggers numbered events up to `last_id`: from `from` on,
+            // every one of them must still be there.
+            let first = events.first().map_or(client.last_id() + 1, |&(id, _)| id);
+            if first != from && client.last_id() >= from {
                 // Freed after a checkpoint this process cannot restart from.
                 return Err(fail(
                     "fetching the logged events",
