@@ -16,6 +16,7 @@
 //! facade passes it to [`vpml_pml::init_with`].
 
 pub mod checkpoint;
+mod histogram;
 mod offhost;
 pub mod pessimist;
 mod previous_sends;
