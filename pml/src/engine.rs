@@ -24,6 +24,7 @@ use crate::recovery::JobPage;
 use crate::shm::futex;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
+use crate::sim::SimLink;
 use crate::status::Status;
 use crate::tcp::TcpConn;
 
@@ -259,6 +260,8 @@ enum Link {
     /// A replayed rank (`vpml replay`): the peer's recorded messages, as
     /// eager frames; what is written is dropped (checked by the protocol).
     Feed(VecDeque<LoggedMessage>),
+    /// A rank of the simulator (`vpml-sim`): in-memory pipes.
+    Sim(SimLink),
 }
 
 /// The frame a recorded message is read as.
@@ -276,6 +279,7 @@ impl Link {
             Link::Tcp(c) => c.has_room(),
             Link::Dead => false,
             Link::Feed(_) => true,
+            Link::Sim(l) => l.has_room(),
         }
     }
     fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
@@ -284,6 +288,7 @@ impl Link {
             Link::Tcp(c) => c.try_write(hdr, payload),
             Link::Dead => false,
             Link::Feed(_) => true,
+            Link::Sim(l) => l.try_write(hdr, payload),
         }
     }
     fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
@@ -292,6 +297,7 @@ impl Link {
             Link::Tcp(c) => c.has_room(),
             Link::Dead => false,
             Link::Feed(_) => true,
+            Link::Sim(l) => l.has_room(),
         }
     }
     fn has_frame(&self) -> bool {
@@ -300,6 +306,7 @@ impl Link {
             Link::Tcp(c) => c.has_frame(),
             Link::Dead => false,
             Link::Feed(q) => !q.is_empty(),
+            Link::Sim(l) => l.has_frame(),
         }
     }
     fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
@@ -308,6 +315,7 @@ impl Link {
             Link::Tcp(c) => c.peek(),
             Link::Dead => Ok(None),
             Link::Feed(q) => Ok(q.front().map(feed_header)),
+            Link::Sim(l) => Ok(l.peek()),
         }
     }
     fn payload(&self, hdr: &FrameHeader, len: usize) -> std::result::Result<&[u8], String> {
@@ -326,6 +334,7 @@ impl Link {
                 }
                 _ => Err("recorded message out of step".into()),
             },
+            Link::Sim(l) => l.payload(len),
         }
     }
     fn consume(&mut self, hdr: &FrameHeader) {
@@ -336,6 +345,7 @@ impl Link {
             Link::Feed(q) => {
                 q.pop_front();
             }
+            Link::Sim(l) => l.consume(),
         }
     }
     /// Payload bytes per fragment of a large message.
@@ -345,7 +355,7 @@ impl Link {
     /// Bytes accepted but not yet handed to the operating system.
     fn unsent(&self) -> usize {
         match self {
-            Link::Shm { .. } | Link::Dead | Link::Feed(_) => 0,
+            Link::Shm { .. } | Link::Dead | Link::Feed(_) | Link::Sim(_) => 0,
             Link::Tcp(c) => c.queued(),
         }
     }
@@ -357,7 +367,7 @@ impl Link {
                 c.flush();
                 false
             }
-            Link::Dead | Link::Feed(_) => false,
+            Link::Dead | Link::Feed(_) | Link::Sim(_) => false,
         }
     }
 }
@@ -534,6 +544,34 @@ impl Engine {
         e.mailboxes = (0..size).map(|_| None).collect();
         e.job_id = job_id.to_string();
         e.replay_alone = true;
+        e
+    }
+
+    /// A rank of a simulated job (see [`crate::sim`]): every peer is a
+    /// pipe of `net`, and idling hands the processor to the simulator.
+    pub(crate) fn simulated(
+        rank: usize,
+        net: &crate::sim::SimNet,
+        hooks: Rc<dyn crate::sim::SimHooks>,
+    ) -> Engine {
+        let size = net.size();
+        let mut e = Engine::singleton();
+        e.core = Core::new(rank, size);
+        e.size = size;
+        e.peers = (0..size)
+            .map(|p| {
+                (p != rank)
+                    .then(|| Peer::new(Link::Sim(net.link(rank, p, Rc::clone(&hooks))), false))
+            })
+            .collect();
+        e.send_seq = vec![0; size];
+        e.mailboxes = (0..size).map(|_| None).collect();
+        e.job_id = "sim".to_string();
+        // Every pass that finds nothing to do lets another rank run.
+        e.idle = IdlePolicy {
+            spin: 1,
+            yield_for: Duration::ZERO,
+        };
         e
     }
 
@@ -1574,6 +1612,11 @@ impl Engine {
             self.fail(&e);
             return;
         }
+        if let Some(Link::Sim(l)) = self.peers.iter().flatten().map(|p| &p.link).next() {
+            // Simulated: another rank runs meanwhile.
+            l.idle();
+            return;
+        }
         let Some(own) = self.own.as_ref() else {
             // A single rank waiting for itself can never be woken.
             std::thread::sleep(SLEEP_SLICE);
@@ -1601,7 +1644,7 @@ impl Engine {
                         events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
                         revents: 0,
                     }),
-                    Link::Shm { .. } | Link::Dead | Link::Feed(_) => None,
+                    Link::Shm { .. } | Link::Dead | Link::Feed(_) | Link::Sim(_) => None,
                 })
                 .collect();
             fds.extend(self.idle_fds());

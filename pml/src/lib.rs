@@ -60,6 +60,7 @@ pub mod protocol;
 pub mod recovery;
 pub mod request;
 pub mod shm;
+pub mod sim;
 mod status;
 mod tcp;
 
@@ -138,6 +139,11 @@ fn replay_alone() -> bool {
 }
 
 impl World {
+    /// A world around `comm` (the simulator's ranks join this way).
+    pub(crate) fn from_comm(comm: Comm) -> World {
+        World { comm, done: false }
+    }
+
     /// Finish cleanly, reporting any error (dropping the world does the
     /// same but can only log errors).
     pub fn finalize(mut self) -> Result<()> {
