@@ -16,6 +16,7 @@
 //! facade passes it to [`vpml_pml::init_with`].
 
 pub mod checkpoint;
+pub mod event_log;
 mod histogram;
 mod offhost;
 pub mod pessimist;

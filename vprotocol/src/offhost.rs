@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vpml_event_logger::Client;
+use crate::event_log::EventLog;
 use vpml_pml::{Error, Result};
 use vpml_sender_log::SenderLog;
 
@@ -44,7 +44,7 @@ fn fail(what: &str, e: impl std::fmt::Display) -> Error {
 /// Send checkpoint `index` (just saved in `store`) and the records `log`
 /// keeps for peers to the loggers.
 pub(crate) fn save(
-    client: &Client,
+    client: &dyn EventLog,
     store: &CheckpointStore,
     log: &SenderLog,
     index: u64,
@@ -77,7 +77,7 @@ pub(crate) fn save(
 /// checkpoint's index, `None` if the loggers hold no copy (then nothing is
 /// created).
 pub(crate) fn restore(
-    client: &Client,
+    client: &dyn EventLog,
     rank: u32,
     log_dir: &Path,
     spill: impl Fn(&Path, u64) -> PathBuf,

@@ -54,6 +54,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use vpml_event_logger::{Client, ClientConfig, Event};
+
+use crate::event_log::EventLog;
 use vpml_fault_points::fault_point;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
@@ -235,7 +237,7 @@ fn decode_checkpoint(b: &[u8]) -> std::result::Result<(u64, EngineSnapshot, Vec<
 
 /// The pessimist protocol of one rank.
 pub struct Pessimist {
-    client: Client,
+    client: Box<dyn EventLog>,
     log: SenderLog,
     /// A run of unsuccessful tests/iprobes not yet logged: (first, last) call.
     none_run: Option<(CallId, CallId)>,
@@ -289,12 +291,22 @@ impl Pessimist {
         cc.send_eagerly = cfg.send_eagerly;
         cc.survivors_acknowledge = cfg.loggers_restarted;
         let client = Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?;
+        Pessimist::start_with(cfg, Box::new(client))
+    }
+
+    /// Start over `client` (the simulator passes its in-memory loggers;
+    /// `cfg.loggers` and the token are then unused).
+    pub fn start_with(cfg: Config, client: Box<dyn EventLog>) -> Result<Pessimist> {
         let ckpt_dir = cfg.log_dir.join("checkpoints");
         if cfg.incarnation > 0 && cfg.copies && !cfg.log_dir.exists() {
             // Restarted, and this rank's files are gone with the host that
             // held them: start from the copy on the loggers.
-            let copied =
-                crate::offhost::restore(&client, cfg.rank as u32, &cfg.log_dir, spill_path)?;
+            let copied = crate::offhost::restore(
+                client.as_ref(),
+                cfg.rank as u32,
+                &cfg.log_dir,
+                spill_path,
+            )?;
             eprintln!(
                 "vpml: rank {}: {} is gone (its host was lost): restarting from {}",
                 cfg.rank,
@@ -911,7 +923,12 @@ impl Protocol for Pessimist {
             self.remove_stale_spills()?;
         }
         if self.copies {
-            crate::offhost::save(&self.client, &self.store, &self.log, self.next_checkpoint)?;
+            crate::offhost::save(
+                self.client.as_ref(),
+                &self.store,
+                &self.log,
+                self.next_checkpoint,
+            )?;
         }
         vpml_pml::bootstrap::write_output_mark(
             vpml_pml::bootstrap::CHECKPOINT_MARK,
