@@ -1,0 +1,77 @@
+//! The rules of DESIGN.md, checked while a simulated job runs.
+//!
+//! * **Commit rule.** When the first frame of an application message
+//!   leaves a rank, every event that rank created before the message was
+//!   sent is durable on the loggers: those put before the send call
+//!   started, and — for a frame that leaves inside its own send call —
+//!   everything put so far (a lazily logged run of failed tests is put by
+//!   that very call).
+//! * **Exactly once, in channel order.** Each receiver gets every message
+//!   of each sender once, numbered 1, 2, 3, … as the sender numbered them
+//!   (checked by the program, which knows what it sent).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::loggers::SimLoggers;
+use crate::sched::Sched;
+
+#[derive(Default)]
+struct Sends {
+    /// (from, to, seq) → events the sender had put when the send call began.
+    required: BTreeMap<(usize, usize, u64), u64>,
+    /// The message whose send call each rank is inside, if any.
+    in_call: BTreeMap<usize, (usize, u64)>,
+}
+
+/// Watches every frame of a simulated job.
+pub(crate) struct Checker {
+    sends: Mutex<Sends>,
+    loggers: Arc<SimLoggers>,
+    sched: Arc<Sched>,
+}
+
+impl Checker {
+    pub(crate) fn new(loggers: Arc<SimLoggers>, sched: Arc<Sched>) -> Checker {
+        Checker {
+            sends: Mutex::default(),
+            loggers,
+            sched,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Sends> {
+        self.sends.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Rank `from` begins the send call of its message `seq` to `to`.
+    pub(crate) fn send_begins(&self, from: usize, to: usize, seq: u64) {
+        let put = self.loggers.last_id(from);
+        let mut s = self.lock();
+        s.required.insert((from, to, seq), put);
+        s.in_call.insert(from, (to, seq));
+    }
+
+    /// Rank `from`'s send call returned.
+    pub(crate) fn send_ends(&self, from: usize) {
+        self.lock().in_call.remove(&from);
+    }
+
+    /// The first frame of message `seq` leaves `from` for `to`.
+    pub(crate) fn message_leaves(&self, from: usize, to: usize, seq: u64) {
+        let durable = self.loggers.durable(from);
+        let need = {
+            let s = self.lock();
+            if s.in_call.get(&from) == Some(&(to, seq)) {
+                self.loggers.last_id(from)
+            } else {
+                s.required.get(&(from, to, seq)).copied().unwrap_or(0)
+            }
+        };
+        if durable < need {
+            self.sched.stop(format!(
+                "commit rule broken: rank {from} sent message {seq} to rank {to} while its events up to {need} were not all durable (durable: {durable})"
+            ));
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The simulator's own tests: the rules hold over many seeds, a broken rule
+//! is caught, and a seed is an execution.
+
+use vpml_sim::{Acknowledge, Options, Protocol, run};
+
+/// Seeds every `cargo test` sweeps (the CLI sweeps more: `vpml-sim --minutes 10`).
+const SEEDS: u64 = 1500;
+
+#[test]
+fn every_rule_holds_over_many_seeded_jobs() {
+    let opts = Options::default();
+    for seed in 1..=SEEDS {
+        let out = run(seed, &opts);
+        assert_eq!(
+            out.failure,
+            None,
+            "seed {seed}: run it again with `{}`",
+            vpml_sim::replay_command(seed, &opts)
+        );
+        assert!(
+            out.outputs.iter().all(Option::is_some),
+            "seed {seed}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn the_bare_engine_runs_the_same_programs() {
+    let opts = Options {
+        protocol: Protocol::None,
+        ..Options::default()
+    };
+    for seed in 1..=200 {
+        let out = run(seed, &opts);
+        assert_eq!(out.failure, None, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_client_that_acknowledges_too_early_breaks_the_commit_rule_and_is_caught() {
+    let opts = Options {
+        acknowledge: Acknowledge::AtOnce,
+        ..Options::default()
+    };
+    let caught = (1..=100).find_map(|seed| run(seed, &opts).failure);
+    let why = caught.expect("no seed of 100 caught a client that never waits for the loggers");
+    assert!(why.starts_with("commit rule broken"), "{why}");
+}
+
+#[test]
+fn a_seed_is_one_execution() {
+    let opts = Options {
+        ranks: 4,
+        rounds: 8,
+        ..Options::default()
+    };
+    for seed in [3, 0xdead_beef, u64::MAX] {
+        let first = run(seed, &opts);
+        assert_eq!(first.failure, None);
+        assert_eq!(run(seed, &opts), first, "seed {seed} ran differently twice");
+    }
+    // And different seeds do explore different executions.
+    let outputs: std::collections::BTreeSet<_> = (1..=20).map(|s| run(s, &opts).outputs).collect();
+    assert!(
+        outputs.len() > 15,
+        "20 seeds gave only {} executions",
+        outputs.len()
+    );
+}
