@@ -17,7 +17,8 @@
 //! length + payload (little-endian), bounded in size; anything malformed
 //! ends the connection with a message naming the host.
 
-use crate::{hex, unhex};
+use crate::Error;
+use crate::ids::{hex, unhex};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,11 +32,93 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use vpml_pml::bootstrap::env;
 
-use crate::Event;
+use crate::event::Event;
 
 /// Largest header and payload of one control message.
 const MAX_HEADER: usize = 4096;
 const MAX_PAYLOAD: usize = 16 << 20;
+
+/// A broken control connection (either side).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// Reading failed.
+    #[error("read failed: {0}")]
+    Read(#[source] std::io::Error),
+    /// The stream ended inside a message.
+    #[error("message cut short: {0}")]
+    CutShort(#[source] std::io::Error),
+    /// A header over the limit.
+    #[error("header of {0} bytes (at most {MAX_HEADER})")]
+    LongHeader(usize),
+    /// A payload over the limit.
+    #[error("payload of {0} bytes (at most {MAX_PAYLOAD})")]
+    LongPayload(usize),
+    /// A header that is not text.
+    #[error("header is not UTF-8")]
+    HeaderNotUtf8,
+    /// Writing failed.
+    #[error("launcher connection: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+/// What the `vpml agent` process stops on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// Standard input gave no token.
+    #[error("reading the job token: {0}")]
+    ReadToken(#[source] std::io::Error),
+    /// The launcher cannot be reached.
+    #[error("cannot reach the launcher at {addr}: {source}")]
+    Unreachable {
+        /// Its control address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The control socket failed.
+    #[error("{0}")]
+    Socket(#[source] std::io::Error),
+    /// The control connection broke.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The job setup is not text.
+    #[error("setup is not UTF-8")]
+    SetupNotUtf8,
+    /// A job setup line does not parse.
+    #[error("bad setup line {0:?}")]
+    SetupLine(String),
+    /// The job setup has no size.
+    #[error("setup names no job size")]
+    SetupSize,
+    /// A command with bad arguments.
+    #[error("malformed command {0:?}")]
+    Malformed(String),
+    /// A command this agent does not know.
+    #[error("unknown command {0:?}")]
+    UnknownCommand(String),
+    /// `SPAWN` before the job setup.
+    #[error("SPAWN before SETUP")]
+    SpawnBeforeSetup,
+    /// The host's mailboxes cannot be created.
+    #[error("cannot create shared memory: {0}")]
+    SharedMemory(#[source] std::io::Error),
+    /// The host's job page cannot be created.
+    #[error("cannot create the job page: {0}")]
+    JobPage(#[source] std::io::Error),
+    /// The doorbells cannot be mapped.
+    #[error("cannot map the mailboxes: {0}")]
+    MapMailboxes(#[source] vpml_pml::Error),
+    /// A rank does not start.
+    #[error("cannot start rank {rank}: {source}")]
+    SpawnRank {
+        /// The rank.
+        rank: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+}
 
 /// Write one message.
 pub(crate) fn write_msg(w: &mut impl Write, header: &str, payload: &[u8]) -> std::io::Result<()> {
@@ -49,30 +132,27 @@ pub(crate) fn write_msg(w: &mut impl Write, header: &str, payload: &[u8]) -> std
 }
 
 /// Read one message; `Ok(None)` at a clean end of stream.
-pub(crate) fn read_msg(r: &mut impl Read) -> Result<Option<(String, Vec<u8>)>, String> {
+pub(crate) fn read_msg(r: &mut impl Read) -> Result<Option<(String, Vec<u8>)>, WireError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("read failed: {e}")),
+        Err(e) => return Err(WireError::Read(e)),
     }
     let n = u32::from_le_bytes(len) as usize;
     if n > MAX_HEADER {
-        return Err(format!("header of {n} bytes (at most {MAX_HEADER})"));
+        return Err(WireError::LongHeader(n));
     }
     let mut header = vec![0u8; n];
-    r.read_exact(&mut header)
-        .map_err(|e| format!("message cut short: {e}"))?;
-    let header = String::from_utf8(header).map_err(|_| "header is not UTF-8".to_string())?;
-    r.read_exact(&mut len)
-        .map_err(|e| format!("message cut short: {e}"))?;
+    r.read_exact(&mut header).map_err(WireError::CutShort)?;
+    let header = String::from_utf8(header).map_err(|_| WireError::HeaderNotUtf8)?;
+    r.read_exact(&mut len).map_err(WireError::CutShort)?;
     let n = u32::from_le_bytes(len) as usize;
     if n > MAX_PAYLOAD {
-        return Err(format!("payload of {n} bytes (at most {MAX_PAYLOAD})"));
+        return Err(WireError::LongPayload(n));
     }
     let mut payload = vec![0u8; n];
-    r.read_exact(&mut payload)
-        .map_err(|e| format!("message cut short: {e}"))?;
+    r.read_exact(&mut payload).map_err(WireError::CutShort)?;
     Ok(Some((header, payload)))
 }
 
@@ -110,9 +190,9 @@ impl JobSetup {
         s.into_bytes()
     }
 
-    fn decode(b: &[u8]) -> Result<JobSetup, String> {
+    fn decode(b: &[u8]) -> Result<JobSetup, AgentError> {
         use std::os::unix::ffi::OsStringExt;
-        let text = std::str::from_utf8(b).map_err(|_| "setup is not UTF-8")?;
+        let text = std::str::from_utf8(b).map_err(|_| AgentError::SetupNotUtf8)?;
         let mut j = JobSetup {
             program: OsString::new(),
             args: Vec::new(),
@@ -124,7 +204,7 @@ impl JobSetup {
         };
         for line in text.lines() {
             let mut p = line.split(' ');
-            let bad = || format!("bad setup line {line:?}");
+            let bad = || AgentError::SetupLine(line.to_string());
             let bytes = |v: Option<&str>| v.and_then(unhex).ok_or_else(bad);
             let num = |v: Option<&str>| v.and_then(|v| v.parse::<usize>().ok()).ok_or_else(bad);
             match p.next() {
@@ -143,7 +223,7 @@ impl JobSetup {
             }
         }
         if j.size == 0 {
-            return Err("setup names no job size".into());
+            return Err(AgentError::SetupSize);
         }
         Ok(j)
     }
@@ -186,16 +266,16 @@ struct AgentState {
     pids: HashMap<usize, i32>,
 }
 
-fn agent(args: &AgentArgs) -> Result<(), String> {
+fn agent(args: &AgentArgs) -> Result<(), AgentError> {
     let mut token = String::new();
     std::io::stdin()
         .lock()
         .read_line(&mut token)
-        .map_err(|e| format!("reading the job token: {e}"))?;
+        .map_err(AgentError::ReadToken)?;
     let token = token.trim().to_string();
     let stream = connect_with_retry(&args.connect, Duration::from_secs(30))?;
     let _ = stream.set_nodelay(true);
-    let writer = Arc::new(Mutex::new(stream.try_clone().map_err(|e| e.to_string())?));
+    let writer = Arc::new(Mutex::new(stream.try_clone().map_err(AgentError::Socket)?));
     let mut reader = BufReader::new(stream);
     send(&writer, &format!("HELLO {token} {}", args.host), &[])?;
     let state = Arc::new(Mutex::new(AgentState {
@@ -204,14 +284,14 @@ fn agent(args: &AgentArgs) -> Result<(), String> {
         page: None,
         pids: HashMap::new(),
     }));
-    let result = (|| -> Result<(), String> {
+    let result = (|| -> Result<(), AgentError> {
         while let Some((header, payload)) = read_msg(&mut reader)? {
             let mut p = header.split(' ');
             let cmd = p.next().unwrap_or("");
-            let mut num = || -> Result<usize, String> {
+            let mut num = || -> Result<usize, AgentError> {
                 p.next()
                     .and_then(|v| v.parse().ok())
-                    .ok_or_else(|| format!("malformed command {header:?}"))
+                    .ok_or_else(|| AgentError::Malformed(header.clone()))
             };
             match cmd {
                 "SETUP" => setup(&state, JobSetup::decode(&payload)?)?,
@@ -241,7 +321,7 @@ fn agent(args: &AgentArgs) -> Result<(), String> {
                         unsafe { libc::kill(pid, sig) };
                     }
                 }
-                other => return Err(format!("unknown command {other:?}")),
+                other => return Err(AgentError::UnknownCommand(other.to_string())),
             }
         }
         Ok(())
@@ -254,13 +334,16 @@ fn agent(args: &AgentArgs) -> Result<(), String> {
     result
 }
 
-fn connect_with_retry(addr: &str, within: Duration) -> Result<TcpStream, String> {
+fn connect_with_retry(addr: &str, within: Duration) -> Result<TcpStream, AgentError> {
     let deadline = Instant::now() + within;
     loop {
         match TcpStream::connect(addr) {
             Ok(s) => return Ok(s),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!("cannot reach the launcher at {addr}: {e}"));
+            Err(source) if Instant::now() >= deadline => {
+                return Err(AgentError::Unreachable {
+                    addr: addr.to_string(),
+                    source,
+                });
             }
             // The launcher listens before it starts agents; a refusal
             // means a route that is still coming up. Retry, not spin.
@@ -273,11 +356,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn send(w: &Mutex<TcpStream>, header: &str, payload: &[u8]) -> Result<(), String> {
-    write_msg(&mut *lock(w), header, payload).map_err(|e| format!("launcher connection: {e}"))
+fn send(w: &Mutex<TcpStream>, header: &str, payload: &[u8]) -> Result<(), WireError> {
+    write_msg(&mut *lock(w), header, payload).map_err(WireError::Write)
 }
 
-fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), String> {
+fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), AgentError> {
     let mut st = lock(state);
     let jid = job
         .envs
@@ -287,13 +370,13 @@ fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), String> {
     st.mailboxes = (0..job.size)
         .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{jid}-{r}"), job.size))
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot create shared memory: {e}"))?;
+        .map_err(AgentError::SharedMemory)?;
     if job.restartable {
-        let (fd, page) = vpml_pml::recovery::JobPage::create(job.size)
-            .map_err(|e| format!("cannot create the job page: {e}"))?;
+        let (fd, page) =
+            vpml_pml::recovery::JobPage::create(job.size).map_err(AgentError::JobPage)?;
         let raw: Vec<i32> = st.mailboxes.iter().map(|f| f.as_raw_fd()).collect();
-        let bells = vpml_pml::shm::Doorbells::map(&raw, job.size)
-            .map_err(|e| format!("cannot map the mailboxes: {e}"))?;
+        let bells =
+            vpml_pml::shm::Doorbells::map(&raw, job.size).map_err(AgentError::MapMailboxes)?;
         st.page = Some((fd, page, bells));
     }
     st.setup = Some(job);
@@ -306,9 +389,9 @@ fn spawn_rank(
     host: usize,
     rank: usize,
     inc: u32,
-) -> Result<(), String> {
+) -> Result<(), AgentError> {
     let mut st = lock(state);
-    let job = st.setup.clone().ok_or("SPAWN before SETUP")?;
+    let job = st.setup.clone().ok_or(AgentError::SpawnBeforeSetup)?;
     let fds: Vec<String> = st
         .mailboxes
         .iter()
@@ -323,7 +406,7 @@ fn spawn_rank(
         .env(env::LOCAL_SIZE, job.local_ranks.max(1).to_string())
         .env(env::HOST_CORES, cores.to_string())
         .env(env::INCARNATION, inc.to_string())
-        .env(env::SPAWNED_AT_NS, crate::spawned_at_ns())
+        .env(env::SPAWNED_AT_NS, crate::process::spawned_at_ns())
         .env_remove(vpml_fault_points::ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -348,11 +431,11 @@ fn spawn_rank(
     let me = std::process::id();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
-        cmd.pre_exec(move || crate::child_setup(me, core));
+        cmd.pre_exec(move || crate::process::child_setup(me, core));
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot start rank {rank}: {e}"))?;
+        .map_err(|source| AgentError::SpawnRank { rank, source })?;
     let pid = child.id() as i32;
     st.pids.insert(rank, pid);
     drop(st);
@@ -437,12 +520,71 @@ pub struct HostSpec {
     pub via: StartMethod,
 }
 
-fn method(name: &str, via: Option<&str>) -> Result<StartMethod, String> {
+/// What is wrong with `--hosts`, `--spare-hosts` or a host file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostsError {
+    /// `--via` (or `via=`) names no start method.
+    #[error("unknown start method {0:?} (fork, netns, ssh)")]
+    Method(String),
+    /// `--hosts`: `name:slots` with a bad slot count.
+    #[error("--hosts: bad slot count in {0:?}")]
+    SlotCount(String),
+    /// `--hosts`: an empty name or one with spaces.
+    #[error("--hosts: bad host name in {0:?}")]
+    HostName(String),
+    /// A host file's `slots=` is not a number.
+    #[error("host file line {line}: bad slots {value:?}")]
+    FileSlots {
+        /// Line number, from 1.
+        line: usize,
+        /// The value.
+        value: String,
+    },
+    /// A host file field this vpml does not know.
+    #[error("host file line {line}: unknown field {field:?}")]
+    FileField {
+        /// Line number, from 1.
+        line: usize,
+        /// The field.
+        field: String,
+    },
+    /// A host file's `via=` names no start method.
+    #[error("host file line {line}: unknown start method {method:?} (fork, netns, ssh)")]
+    FileMethod {
+        /// Line number, from 1.
+        line: usize,
+        /// The method.
+        method: String,
+    },
+    /// A host file without hosts.
+    #[error("the host file lists no host")]
+    NoHost,
+}
+
+/// Why a connection that claims to be an agent is refused.
+#[derive(Debug, thiserror::Error)]
+enum HelloError {
+    #[error("{0}")]
+    Socket(#[source] std::io::Error),
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("closed before its hello")]
+    Closed,
+    #[error("not a vpml agent")]
+    NotAgent,
+    #[error("wrong job token")]
+    WrongToken,
+    #[error("bad host index")]
+    BadHost,
+}
+
+fn method(name: &str, via: Option<&str>) -> Result<StartMethod, HostsError> {
     Ok(match via {
         Some("fork") => StartMethod::Fork,
         Some("netns") => StartMethod::Netns,
         Some("ssh") => StartMethod::Ssh,
-        Some(other) => return Err(format!("unknown start method {other:?} (fork, netns, ssh)")),
+        Some(other) => return Err(HostsError::Method(other.to_string())),
         None if name == "localhost" => StartMethod::Fork,
         None => StartMethod::Ssh,
     })
@@ -450,7 +592,7 @@ fn method(name: &str, via: Option<&str>) -> Result<StartMethod, String> {
 
 /// Parse `--hosts h1:2,h2:2` (`via` applies to every host; default: fork
 /// for `localhost`, ssh otherwise).
-pub fn parse_hosts(list: &str, via: Option<&str>) -> Result<Vec<HostSpec>, String> {
+pub fn parse_hosts(list: &str, via: Option<&str>) -> Result<Vec<HostSpec>, HostsError> {
     list.split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|item| {
@@ -459,12 +601,12 @@ pub fn parse_hosts(list: &str, via: Option<&str>) -> Result<Vec<HostSpec>, Strin
                 Some((n, s)) => (
                     n,
                     s.parse::<usize>()
-                        .map_err(|_| format!("--hosts: bad slot count in {item:?}"))?,
+                        .map_err(|_| HostsError::SlotCount(item.to_string()))?,
                 ),
                 None => (item, 1),
             };
             if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(format!("--hosts: bad host name in {item:?}"));
+                return Err(HostsError::HostName(item.to_string()));
             }
             Ok(HostSpec {
                 name: name.to_string(),
@@ -477,7 +619,7 @@ pub fn parse_hosts(list: &str, via: Option<&str>) -> Result<Vec<HostSpec>, Strin
 
 /// Parse a host file: lines `host [slots=N] [via=fork|netns|ssh]`, `#`
 /// comments, as Open MPI's (without its other keys).
-pub fn parse_hostfile(text: &str, via: Option<&str>) -> Result<Vec<HostSpec>, String> {
+pub fn parse_hostfile(text: &str, via: Option<&str>) -> Result<Vec<HostSpec>, HostsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -491,20 +633,31 @@ pub fn parse_hostfile(text: &str, via: Option<&str>) -> Result<Vec<HostSpec>, St
         for w in words {
             match w.split_once('=') {
                 Some(("slots", n)) => {
-                    slots = n
-                        .parse()
-                        .map_err(|_| format!("host file line {}: bad slots {n:?}", i + 1))?
+                    slots = n.parse().map_err(|_| HostsError::FileSlots {
+                        line: i + 1,
+                        value: n.to_string(),
+                    })?
                 }
                 Some(("via", m)) => this_via = Some(m.to_string()),
-                _ => return Err(format!("host file line {}: unknown field {w:?}", i + 1)),
+                _ => {
+                    return Err(HostsError::FileField {
+                        line: i + 1,
+                        field: w.to_string(),
+                    });
+                }
             }
         }
-        let via = method(&name, this_via.as_deref())
-            .map_err(|e| format!("host file line {}: {e}", i + 1))?;
+        let via = method(&name, this_via.as_deref()).map_err(|e| match e {
+            HostsError::Method(method) => HostsError::FileMethod {
+                line: i + 1,
+                method,
+            },
+            other => other,
+        })?;
         out.push(HostSpec { name, slots, via });
     }
     if out.is_empty() {
-        return Err("the host file lists no host".into());
+        return Err(HostsError::NoHost);
     }
     Ok(out)
 }
@@ -575,28 +728,30 @@ impl Agents {
         events: Sender<Event>,
         output: OutputFn,
         setup_for: impl Fn(usize) -> JobSetup,
-    ) -> Result<Agents, String> {
+    ) -> Result<Agents, Error> {
         let (bind, token, timeout) = (how.bind, how.token, how.timeout);
         let launcher_pid = std::process::id();
-        let listener = TcpListener::bind((bind, 0))
-            .map_err(|e| format!("cannot listen on {bind} for agents: {e}"))?;
+        let listener = TcpListener::bind((bind, 0)).map_err(|source| Error::ListenForAgents {
+            bind: bind.to_string(),
+            source,
+        })?;
         let control = listener
             .local_addr()
-            .map_err(|e| e.to_string())?
+            .map_err(Error::ControlSocket)?
             .to_string();
-        let vpml =
-            std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
+        let vpml = std::env::current_exe().map_err(Error::CurrentExe)?;
         let mut children = Vec::new();
         for (i, h) in hosts.iter().enumerate() {
             let mut cmd = agent_command(h, i, &control, &vpml);
             cmd.stdin(Stdio::piped());
             // SAFETY: only async-signal-safe calls between fork and exec.
             unsafe {
-                cmd.pre_exec(move || crate::child_setup(launcher_pid, None));
+                cmd.pre_exec(move || crate::process::child_setup(launcher_pid, None));
             }
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("host {}: cannot start its agent: {e}", h.name))?;
+            let mut child = cmd.spawn().map_err(|source| Error::StartAgent {
+                host: h.name.clone(),
+                source,
+            })?;
             if let Some(mut stdin) = child.stdin.take() {
                 let _ = writeln!(stdin, "{token}");
             }
@@ -607,21 +762,26 @@ impl Agents {
             hosts,
             children,
         };
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        listener
+            .set_nonblocking(true)
+            .map_err(Error::ControlSocket)?;
         let deadline = Instant::now() + timeout;
         while agents.writers.iter().any(Option::is_none) {
             if let Some(i) = agents.exited_agent() {
-                return Err(format!(
-                    "host {}: its agent exited before connecting",
-                    agents.hosts[i].name
-                ));
+                return Err(Error::AgentExited {
+                    host: agents.hosts[i].name.clone(),
+                });
             }
             match listener.accept() {
                 Ok((s, from)) => match agent_hello(s, token, agents.hosts.len()) {
                     Ok((i, s, reader)) if agents.writers[i].is_none() => {
                         let w = Arc::new(Mutex::new(s));
-                        send(&w, "SETUP", &setup_for(i).encode())
-                            .map_err(|e| format!("host {}: {e}", agents.hosts[i].name))?;
+                        send(&w, "SETUP", &setup_for(i).encode()).map_err(|source| {
+                            Error::AgentConnection {
+                                host: agents.hosts[i].name.clone(),
+                                source,
+                            }
+                        })?;
                         agents.writers[i] = Some(Arc::clone(&w));
                         watch_agent(
                             i,
@@ -645,11 +805,10 @@ impl Agents {
                             .filter(|(w, _)| w.is_none())
                             .map(|(_, h)| h.name.as_str())
                             .collect();
-                        return Err(format!(
-                            "host(s) {} unreachable: no agent connected within {} s",
-                            missing.join(", "),
-                            timeout.as_secs_f64()
-                        ));
+                        return Err(Error::AgentsUnreachable {
+                            hosts: missing.join(", "),
+                            secs: timeout.as_secs_f64(),
+                        });
                     }
                     let mut fd = libc::pollfd {
                         fd: listener.as_raw_fd(),
@@ -659,7 +818,7 @@ impl Agents {
                     // SAFETY: one valid pollfd for the call.
                     unsafe { libc::poll(&mut fd, 1, 100) };
                 }
-                Err(e) => return Err(format!("accepting agents: {e}")),
+                Err(e) => return Err(Error::AcceptAgents(e)),
             }
         }
         Ok(agents)
@@ -725,30 +884,30 @@ fn agent_hello(
     s: TcpStream,
     token: &str,
     hosts: usize,
-) -> Result<(usize, TcpStream, BufReader<TcpStream>), String> {
-    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+) -> Result<(usize, TcpStream, BufReader<TcpStream>), HelloError> {
+    s.set_nonblocking(false).map_err(HelloError::Socket)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
+        .map_err(HelloError::Socket)?;
     let _ = s.set_nodelay(true);
-    let mut reader = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
-    let (header, _) = read_msg(&mut reader)?.ok_or("closed before its hello")?;
+    let mut reader = BufReader::new(s.try_clone().map_err(HelloError::Socket)?);
+    let (header, _) = read_msg(&mut reader)?.ok_or(HelloError::Closed)?;
     let mut p = header.split(' ');
     if p.next() != Some("HELLO") {
-        return Err("not a vpml agent".into());
+        return Err(HelloError::NotAgent);
     }
     if p.next() != Some(token) {
-        return Err("wrong job token".into());
+        return Err(HelloError::WrongToken);
     }
     let host: usize = p
         .next()
         .and_then(|h| h.parse().ok())
         .filter(|&h| h < hosts)
-        .ok_or("bad host index")?;
-    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+        .ok_or(HelloError::BadHost)?;
+    s.set_read_timeout(None).map_err(HelloError::Socket)?;
     reader
         .get_ref()
         .set_read_timeout(None)
-        .map_err(|e| e.to_string())?;
+        .map_err(HelloError::Socket)?;
     Ok((host, s, reader))
 }
 
@@ -765,7 +924,7 @@ fn watch_agent(
             let (header, payload) = match read_msg(&mut reader) {
                 Ok(Some(m)) => m,
                 Ok(None) => break "its connection closed".to_string(),
-                Err(e) => break e,
+                Err(e) => break e.to_string(),
             };
             let mut p = header.split(' ');
             let cmd = p.next().unwrap_or("");
@@ -804,7 +963,12 @@ mod tests {
         assert_eq!(h[2].slots, 1);
         let d = parse_hosts("localhost:2,far:2", None).unwrap();
         assert_eq!((d[0].via, d[1].via), (StartMethod::Fork, StartMethod::Ssh));
-        assert!(parse_hosts("a:x", None).unwrap_err().contains("slot count"));
+        assert!(
+            parse_hosts("a:x", None)
+                .unwrap_err()
+                .to_string()
+                .contains("slot count")
+        );
         let f =
             parse_hostfile("# hosts\nn1 slots=2 via=netns\n\nn2 slots=3 # two\n", None).unwrap();
         assert_eq!(
@@ -818,6 +982,7 @@ mod tests {
         assert!(
             parse_hostfile("n1 cpus=2\n", None)
                 .unwrap_err()
+                .to_string()
                 .contains("line 1")
         );
         assert!(parse_hostfile("\n# none\n", None).is_err());
@@ -845,6 +1010,7 @@ mod tests {
         assert!(
             read_msg(&mut huge.as_slice())
                 .unwrap_err()
+                .to_string()
                 .contains("header")
         );
         assert_eq!(read_msg(&mut [].as_slice()).unwrap(), None);
@@ -858,7 +1024,9 @@ mod tests {
             let mut c = TcpStream::connect(addr).unwrap();
             write_msg(&mut c, line, &[]).unwrap();
             let (s, _) = l.accept().unwrap();
-            agent_hello(s, "right", 2).map(|(h, _, _)| h)
+            agent_hello(s, "right", 2)
+                .map(|(h, _, _)| h)
+                .map_err(|e| e.to_string())
         };
         assert_eq!(hello("HELLO right 1").unwrap(), 1);
         assert_eq!(hello("HELLO wrong 1").unwrap_err(), "wrong job token");

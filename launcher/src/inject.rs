@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{RunArgs, random_bytes};
+use crate::ids::random_bytes;
+use crate::{Error, RunArgs};
 
 /// The process a kill or a fault point is aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,77 @@ pub(crate) struct ArmedPoint {
     pub lose_files: bool,
 }
 
+/// What is wrong with an `--inject-failure` spec.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// Not `RANK@…`, `agent:…`, `logger:…` nor `random:K`.
+    #[error("expected RANK@SECONDS, RANK@point:NAME or random:K")]
+    Shape,
+    /// `random:` without a number.
+    #[error("expected random:K")]
+    RandomCount,
+    /// A time that is not a number.
+    #[error("bad number of seconds")]
+    Seconds,
+    /// `random:K@SECONDS` with a window that is not positive.
+    #[error("the window must be a positive number of seconds")]
+    Window,
+    /// A negative time.
+    #[error("the time must be a non-negative number of seconds")]
+    NegativeTime,
+    /// A rank, host or logger that is not a number.
+    #[error("bad {what} number {value:?}")]
+    Number {
+        /// `rank`, `host` or `logger`.
+        what: &'static str,
+        /// As given.
+        value: String,
+    },
+    /// `agent:` in a job on this host alone.
+    #[error("agent kills need --hosts or --hostfile")]
+    AgentWithoutHosts,
+    /// `logger:` without loggers this launcher starts.
+    #[error("logger kills need --protocol pessimist and loggers this launcher starts")]
+    LoggerWithoutLoggers,
+    /// `logger:I` with I ≥ `--event-loggers`.
+    #[error("logger {index} is outside the job (--event-loggers {loggers})")]
+    LoggerOutside {
+        /// I.
+        index: usize,
+        /// `--event-loggers`.
+        loggers: usize,
+    },
+    /// A rank ≥ `-n`.
+    #[error("rank {0} is outside the job")]
+    RankOutside(usize),
+    /// A fault point name `vpml-fault-points` does not know (its message
+    /// lists the known ones).
+    #[error("{0}")]
+    Point(String),
+    /// A fault point in a release build.
+    #[error("fault points exist only in debug builds (cargo build, not --release)")]
+    ReleaseBuild,
+    /// `:corrupt-checkpoint` on a fault point.
+    #[error("corrupt-checkpoint goes with timed kills")]
+    CorruptAtPoint,
+    /// `:lose-files` on a logger.
+    #[error("lose-files goes with rank and agent kills")]
+    LoseFilesTarget,
+    /// A fault point in an agent.
+    #[error("agents have no fault points")]
+    AgentPoint,
+    /// A fault point in a multi-host job.
+    #[error("fault points are armed in single-host jobs only")]
+    PointsOnHosts,
+    /// Two fault points in one process.
+    #[error("one fault point per process")]
+    TwoPoints,
+    /// `restart+` on an agent or a logger.
+    #[error("restart+ goes with ranks")]
+    RestartNotRank,
+}
+
 /// Everything `--inject-failure` asked for.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
@@ -64,22 +136,22 @@ impl Plan {
 }
 
 /// Parse the `--inject-failure` specs.
-pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
+pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
     let mut out = Plan::default();
     let mut seed = None;
     for spec in &args.inject_failure {
-        let bad = |why: &str| format!("--inject-failure {spec:?}: {why}");
+        let bad = |why: SpecError| Error::InjectFailure {
+            spec: spec.clone(),
+            why,
+        };
         if let Some(rest) = spec.strip_prefix("random:") {
             let (k, window) = match rest.split_once('@') {
-                Some((k, w)) => (
-                    k,
-                    w.parse::<f64>().map_err(|_| bad("bad number of seconds"))?,
-                ),
+                Some((k, w)) => (k, w.parse::<f64>().map_err(|_| bad(SpecError::Seconds))?),
                 None => (rest, 2.0),
             };
-            let k: usize = k.parse().map_err(|_| bad("expected random:K"))?;
+            let k: usize = k.parse().map_err(|_| bad(SpecError::RandomCount))?;
             if !(window.is_finite() && window > 0.0) {
-                return Err(bad("the window must be a positive number of seconds"));
+                return Err(bad(SpecError::Window));
             }
             let s = *seed.get_or_insert(match args.inject_seed {
                 Some(s) => s,
@@ -109,32 +181,28 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
             Some(s) => (s, true),
             None => (spec, false),
         };
-        let (who, when) = spec
-            .split_once('@')
-            .ok_or_else(|| bad("expected RANK@SECONDS, RANK@point:NAME or random:K"))?;
-        let target = target(args, who).map_err(|why| bad(&why))?;
+        let (who, when) = spec.split_once('@').ok_or_else(|| bad(SpecError::Shape))?;
+        let target = target(args, who).map_err(bad)?;
         let (when, after_restart) = match when.strip_prefix("restart+") {
             Some(s) => (s, true),
             None => (when, false),
         };
         if let Some(point) = when.strip_prefix("point:") {
-            vpml_fault_points::parse(point).map_err(|why| bad(&why))?;
+            vpml_fault_points::parse(point).map_err(|why| bad(SpecError::Point(why)))?;
             if !cfg!(debug_assertions) {
-                return Err(bad(
-                    "fault points exist only in debug builds (cargo build, not --release)",
-                ));
+                return Err(bad(SpecError::ReleaseBuild));
             }
             if corrupt_checkpoint {
-                return Err(bad("corrupt-checkpoint goes with timed kills"));
+                return Err(bad(SpecError::CorruptAtPoint));
             }
             if lose_files && !matches!(target, Target::Rank(_)) {
-                return Err(bad("lose-files goes with rank and agent kills"));
+                return Err(bad(SpecError::LoseFilesTarget));
             }
             if matches!(target, Target::Agent(_)) {
-                return Err(bad("agents have no fault points"));
+                return Err(bad(SpecError::AgentPoint));
             }
             if args.hosts.is_some() || args.hostfile.is_some() {
-                return Err(bad("fault points are armed in single-host jobs only"));
+                return Err(bad(SpecError::PointsOnHosts));
             }
             // The K-th `restart+point` of a target is armed in its K-th
             // restarted process.
@@ -148,7 +216,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
                 0
             };
             if out.point_for(target, incarnation).is_some() {
-                return Err(bad("one fault point per process"));
+                return Err(bad(SpecError::TwoPoints));
             }
             out.points.push(ArmedPoint {
                 target,
@@ -158,15 +226,15 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
             });
             continue;
         }
-        let secs: f64 = when.parse().map_err(|_| bad("bad number of seconds"))?;
+        let secs: f64 = when.parse().map_err(|_| bad(SpecError::Seconds))?;
         if !(secs.is_finite() && secs >= 0.0) {
-            return Err(bad("the time must be a non-negative number of seconds"));
+            return Err(bad(SpecError::NegativeTime));
         }
         if after_restart && !matches!(target, Target::Rank(_)) {
-            return Err(bad("restart+ goes with ranks"));
+            return Err(bad(SpecError::RestartNotRank));
         }
         if lose_files && matches!(target, Target::Logger(_)) {
-            return Err(bad("lose-files goes with rank and agent kills"));
+            return Err(bad(SpecError::LoseFilesTarget));
         }
         out.kills.push(Injection {
             target,
@@ -184,35 +252,35 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, String> {
 }
 
 /// `RANK`, `agent:HOST` or `logger:N`.
-fn target(args: &RunArgs, who: &str) -> Result<Target, String> {
-    let number = |s: &str, what: &str| {
-        s.parse::<usize>()
-            .map_err(|_| format!("bad {what} number {s:?}"))
+fn target(args: &RunArgs, who: &str) -> Result<Target, SpecError> {
+    let number = |s: &str, what: &'static str| {
+        s.parse::<usize>().map_err(|_| SpecError::Number {
+            what,
+            value: s.to_string(),
+        })
     };
     if let Some(host) = who.strip_prefix("agent:") {
         if args.hosts.is_none() && args.hostfile.is_none() {
-            return Err("agent kills need --hosts or --hostfile".into());
+            return Err(SpecError::AgentWithoutHosts);
         }
         return Ok(Target::Agent(number(host, "host")?));
     }
     if let Some(i) = who.strip_prefix("logger:") {
         let i = number(i, "logger")?;
         if args.protocol != "pessimist" || args.event_logger_addrs.is_some() {
-            return Err(
-                "logger kills need --protocol pessimist and loggers this launcher starts".into(),
-            );
+            return Err(SpecError::LoggerWithoutLoggers);
         }
         if i >= args.event_loggers {
-            return Err(format!(
-                "logger {i} is outside the job (--event-loggers {})",
-                args.event_loggers
-            ));
+            return Err(SpecError::LoggerOutside {
+                index: i,
+                loggers: args.event_loggers,
+            });
         }
         return Ok(Target::Logger(i));
     }
     let rank = number(who, "rank")?;
     if rank >= args.ranks {
-        return Err(format!("rank {rank} is outside the job"));
+        return Err(SpecError::RankOutside(rank));
     }
     Ok(Target::Rank(rank))
 }
@@ -236,20 +304,20 @@ pub(crate) fn remove_rank_files(log_dir: &Path, rank: usize, when: &str) {
 }
 
 /// Flip one byte of the newest checkpoint of a rank (testing aid).
-pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, String> {
+pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<PathBuf, Error> {
     let dir = log_dir.join(format!("rank-{rank}")).join("checkpoints");
     let newest = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(Error::io(&dir))?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "vck"))
         .max()
-        .ok_or_else(|| format!("{} holds no checkpoint", dir.display()))?;
-    let mut bytes = std::fs::read(&newest).map_err(|e| format!("{}: {e}", newest.display()))?;
+        .ok_or_else(|| Error::NoCheckpoint(dir.clone()))?;
+    let mut bytes = std::fs::read(&newest).map_err(Error::io(&newest))?;
     if let Some(b) = bytes.last_mut() {
         *b ^= 0xff;
     }
-    std::fs::write(&newest, &bytes).map_err(|e| format!("{}: {e}", newest.display()))?;
+    std::fs::write(&newest, &bytes).map_err(Error::io(&newest))?;
     Ok(newest)
 }
 
@@ -268,7 +336,7 @@ mod tests {
         let mut argv = vec!["vpml", "-n", "4"];
         argv.extend_from_slice(args);
         argv.push("prog");
-        plan(&Cli::parse_from(argv).run)
+        plan(&Cli::parse_from(argv).run).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -8,7 +8,44 @@ use std::sync::{Arc, Condvar, Mutex};
 use crossbeam_channel::Sender;
 use vpml_pml::bootstrap::{KV_PROTOCOL_VERSION, MAX_LINE};
 
-use crate::Event;
+use crate::event::Event;
+
+/// Why the service closed a rank's connection (logged; the rank gets
+/// `ERR <message>` where it can).
+#[derive(Debug, thiserror::Error)]
+enum KvError {
+    #[error("read failed: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("write failed: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("{0}")]
+    Socket(#[source] std::io::Error),
+    #[error("line longer than {MAX_LINE} bytes or cut short")]
+    LongLine,
+    #[error("expected HELLO")]
+    NoHello,
+    #[error("unsupported protocol version {0:?}")]
+    Version(String),
+    #[error("wrong job token")]
+    WrongToken,
+    #[error("missing or malformed rank")]
+    NoRank,
+    #[error("rank {0} is outside the job")]
+    RankOutside(usize),
+    #[error("rank {0}: malformed PUT")]
+    MalformedPut(usize),
+    #[error("rank {rank}: unknown request {request:?}")]
+    UnknownRequest { rank: usize, request: String },
+}
+
+impl KvError {
+    /// The rank's end of the connection was reset: a rank that died
+    /// (killed, aborted), which is expected and reported elsewhere.
+    fn is_reset(&self) -> bool {
+        matches!(self, KvError::Read(e) | KvError::Write(e) | KvError::Socket(e)
+            if e.kind() == std::io::ErrorKind::ConnectionReset)
+    }
+}
 
 struct State {
     values: HashMap<String, String>,
@@ -73,7 +110,7 @@ pub(crate) fn start(
                         if let Err(reason) = serve(&shared, conn) {
                             // A rank that dies (killed, aborted) resets its
                             // connection: expected, and reported elsewhere.
-                            if reason.contains("reset by peer") {
+                            if reason.is_reset() {
                                 tracing::debug!(
                                     "key/value connection from {peer} closed: {reason}"
                                 );
@@ -87,28 +124,28 @@ pub(crate) fn start(
     Ok((addr, handle))
 }
 
-fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, String> {
+fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, KvError> {
     let mut line = String::new();
     let n = reader
         .take(MAX_LINE as u64 + 1)
         .read_line(&mut line)
-        .map_err(|e| format!("read failed: {e}"))?;
+        .map_err(KvError::Read)?;
     if n == 0 {
         return Ok(None);
     }
     if !line.ends_with('\n') {
-        return Err(format!("line longer than {MAX_LINE} bytes or cut short"));
+        return Err(KvError::LongLine);
     }
     Ok(Some(line.trim_end().to_string()))
 }
 
-fn serve(shared: &Shared, conn: TcpStream) -> Result<(), String> {
+fn serve(shared: &Shared, conn: TcpStream) -> Result<(), KvError> {
     let _ = conn.set_nodelay(true);
-    let mut out = conn.try_clone().map_err(|e| e.to_string())?;
+    let mut out = conn.try_clone().map_err(KvError::Socket)?;
     let mut reader = BufReader::new(conn);
     let reply = |out: &mut TcpStream, s: &str| {
         out.write_all(format!("{s}\n").as_bytes())
-            .map_err(|e| format!("write failed: {e}"))
+            .map_err(KvError::Write)
     };
     let Some(hello) = read_line(&mut reader)? else {
         return Ok(());
@@ -127,7 +164,7 @@ fn serve(shared: &Shared, conn: TcpStream) -> Result<(), String> {
             "PUT" => {
                 let Some((k, v)) = rest.split_once(' ') else {
                     let _ = reply(&mut out, "ERR PUT needs a key and a value");
-                    return Err(format!("rank {rank}: malformed PUT"));
+                    return Err(KvError::MalformedPut(rank));
                 };
                 lock(shared).values.insert(k.to_string(), v.to_string());
                 reply(&mut out, "OK")?;
@@ -163,31 +200,34 @@ fn serve(shared: &Shared, conn: TcpStream) -> Result<(), String> {
             }
             other => {
                 let _ = reply(&mut out, "ERR unknown request");
-                return Err(format!("rank {rank}: unknown request {other:?}"));
+                return Err(KvError::UnknownRequest {
+                    rank,
+                    request: other.to_string(),
+                });
             }
         }
     }
     Ok(())
 }
 
-fn parse_hello(shared: &Shared, line: &str) -> Result<usize, String> {
+fn parse_hello(shared: &Shared, line: &str) -> Result<usize, KvError> {
     let mut parts = line.split(' ');
     if parts.next() != Some("HELLO") {
-        return Err("expected HELLO".into());
+        return Err(KvError::NoHello);
     }
     let version = parts.next().unwrap_or("");
     if version != KV_PROTOCOL_VERSION.to_string() {
-        return Err(format!("unsupported protocol version {version:?}"));
+        return Err(KvError::Version(version.to_string()));
     }
     if parts.next() != Some(shared.token.as_str()) {
-        return Err("wrong job token".into());
+        return Err(KvError::WrongToken);
     }
     let rank: usize = parts
         .next()
         .and_then(|r| r.parse().ok())
-        .ok_or("missing or malformed rank")?;
+        .ok_or(KvError::NoRank)?;
     if rank >= shared.size {
-        return Err(format!("rank {rank} is outside the job"));
+        return Err(KvError::RankOutside(rank));
     }
     Ok(rank)
 }

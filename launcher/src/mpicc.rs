@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
+use crate::Error;
+
 /// vpml's headers: `mpi.h` and `vpml_ext.h`.
 const HEADERS: [(&str, &str); 2] = [
     ("mpi.h", include_str!("../../mpi-abi/include/mpi.h")),
@@ -27,7 +29,7 @@ pub struct MpiccArgs {
 }
 
 /// A directory holding vpml's headers (written once per version of them).
-fn include_dir() -> Result<PathBuf, String> {
+fn include_dir() -> Result<PathBuf, Error> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
@@ -38,7 +40,7 @@ fn include_dir() -> Result<PathBuf, String> {
     let dir = base
         .join("vpml")
         .join(format!("include-{}-{crc:08x}", env!("CARGO_PKG_VERSION")));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
     for (name, text) in HEADERS {
         let header = dir.join(name);
         if std::fs::read_to_string(&header).is_ok_and(|h| h == text) {
@@ -46,14 +48,14 @@ fn include_dir() -> Result<PathBuf, String> {
         }
         // Written whole, then renamed: concurrent builds never see half.
         let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &header).map_err(|e| format!("{}: {e}", header.display()))?;
+        std::fs::write(&tmp, text).map_err(Error::io(&tmp))?;
+        std::fs::rename(&tmp, &header).map_err(Error::io(&header))?;
     }
     Ok(dir)
 }
 
 /// The compiler command for `args`.
-pub fn command(args: &[String]) -> Result<Command, String> {
+pub fn command(args: &[String]) -> Result<Command, Error> {
     let cc = std::env::var("VPML_CC").unwrap_or_else(|_| "cc".into());
     let mut cmd = Command::new(&cc);
     cmd.arg("-I").arg(include_dir()?);

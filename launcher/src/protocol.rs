@@ -17,8 +17,9 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+use crate::event::Event;
 use crate::inject::{Plan, Target};
-use crate::{Event, RunArgs};
+use crate::{Error, RunArgs};
 
 /// Environment variables of the protocol layer (see `vpml-vprotocol`).
 const PROTOCOL: &str = "VPML_PROTOCOL";
@@ -61,21 +62,40 @@ struct StartedLogger {
     incarnation: u32,
 }
 
+/// Why an event logger process does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggerStartError {
+    /// `std::env::current_exe` failed.
+    #[error("cannot find the vpml binary: {0}")]
+    CurrentExe(#[source] std::io::Error),
+    /// The process cannot be started.
+    #[error("{0}")]
+    Spawn(#[source] std::io::Error),
+    /// The process ended without printing its address.
+    #[error("it exited ({status}) before printing its address")]
+    NoAddress {
+        /// How it ended, as `ExitStatus` shows it (empty if unknown).
+        status: String,
+    },
+}
+
 /// The job token to use: from `--token-file` (the event logger's format,
 /// `JOB TOKEN` or `* TOKEN` lines; the first line's token) or fresh.
-pub(crate) fn job_token(args: &RunArgs, fresh: String) -> Result<String, String> {
+pub(crate) fn job_token(args: &RunArgs, fresh: String) -> Result<String, Error> {
     let Some(path) = &args.token_file else {
         return Ok(fresh);
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read --token-file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadTokenFile {
+        path: path.clone(),
+        source,
+    })?;
     text.lines()
         .find_map(|l| {
             let mut w = l.split_whitespace();
             let (_, tok) = (w.next()?, w.next()?);
             Some(tok.to_string())
         })
-        .ok_or_else(|| format!("--token-file {}: no `JOB TOKEN` line", path.display()))
+        .ok_or_else(|| Error::NoTokenLine(path.clone()))
 }
 
 impl ProtocolSetup {
@@ -86,7 +106,7 @@ impl ProtocolSetup {
         token: &str,
         plan: &Plan,
         tx: Sender<Event>,
-    ) -> Result<ProtocolSetup, String> {
+    ) -> Result<ProtocolSetup, Error> {
         let fault_points = Plan {
             kills: Vec::new(),
             points: plan
@@ -111,15 +131,13 @@ impl ProtocolSetup {
                 setup.pessimist(args, job_id, token)?;
                 Ok(setup)
             }
-            other => Err(format!(
-                "unknown protocol {other:?} (known: none, pessimist)"
-            )),
+            other => Err(Error::UnknownProtocol(other.to_string())),
         }
     }
 
-    fn pessimist(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), String> {
+    fn pessimist(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), Error> {
         if args.replicas == 0 {
-            return Err("--replicas must be at least 1".into());
+            return Err(Error::NoReplicas);
         }
         let (root, remove_dir) = match &args.log_dir {
             Some(d) => (d.clone(), None),
@@ -134,7 +152,10 @@ impl ProtocolSetup {
                 .recursive(true)
                 .mode(0o700)
                 .create(&root)
-                .map_err(|e| format!("cannot create the log directory {}: {e}", root.display()))?;
+                .map_err(|source| Error::CreateLogDir {
+                    path: root.clone(),
+                    source,
+                })?;
         }
         self.remove_dir = remove_dir;
         let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
@@ -144,29 +165,37 @@ impl ProtocolSetup {
                 .collect()
         } else {
             if args.event_loggers == 0 {
-                return Err("--event-loggers must be at least 1".into());
+                return Err(Error::NoEventLoggers);
             }
             self.tokens = root.join("logger-tokens");
-            write_private(&self.tokens, &format!("{job_id} {token}\n"))
-                .map_err(|e| format!("cannot write {}: {e}", self.tokens.display()))?;
+            write_private(&self.tokens, &format!("{job_id} {token}\n")).map_err(|source| {
+                Error::Write {
+                    path: self.tokens.clone(),
+                    source,
+                }
+            })?;
             for i in 0..args.event_loggers {
                 let data_dir = root.join(format!("logger-{i}"));
-                let listener = std::net::TcpListener::bind(format!("{}:0", args.bind))
-                    .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
-                if let Err(e) = self.start_logger(i, data_dir, std::sync::Arc::new(listener)) {
+                let listener =
+                    std::net::TcpListener::bind(format!("{}:0", args.bind)).map_err(|source| {
+                        Error::Listen {
+                            addr: args.bind.clone(),
+                            source,
+                        }
+                    })?;
+                if let Err(source) = self.start_logger(i, data_dir, std::sync::Arc::new(listener)) {
                     self.stop();
-                    return Err(format!("cannot start event logger {i}: {e}"));
+                    return Err(Error::StartLogger { index: i, source });
                 }
             }
             self.loggers.iter().map(|l| l.addr.clone()).collect()
         };
         if args.replicas > addrs.len() {
             self.stop();
-            return Err(format!(
-                "--replicas {} needs at least as many event loggers (have {})",
-                args.replicas,
-                addrs.len()
-            ));
+            return Err(Error::TooFewLoggers {
+                replicas: args.replicas,
+                loggers: addrs.len(),
+            });
         }
         self.info = format!(
             "protocol pessimist: {} event logger(s) at {}, {} replica(s), sender logs {}, checkpoints in {}",
@@ -222,7 +251,7 @@ impl ProtocolSetup {
         for l in &mut self.loggers {
             if let Some(w) = l.watcher.take() {
                 let _ = w.join();
-                crate::reap(l.pid as i32);
+                crate::process::reap(l.pid as i32);
             }
         }
         self.loggers.clear();
@@ -239,7 +268,7 @@ impl ProtocolSetup {
         index: usize,
         data_dir: PathBuf,
         listener: std::sync::Arc<std::net::TcpListener>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LoggerStartError> {
         let incarnation = self.loggers.get(index).map_or(0, |l| l.incarnation + 1);
         let point = self
             .fault_points
@@ -250,7 +279,7 @@ impl ProtocolSetup {
         drop(child);
         let tx = self.tx.clone();
         let watcher = std::thread::spawn(move || {
-            let status = crate::wait_exit_unreaped(pid);
+            let status = crate::process::wait_exit_unreaped(pid);
             if let Some(tx) = tx {
                 let _ = tx.send(Event::LoggerExited { index, pid, status });
             }
@@ -287,7 +316,7 @@ impl ProtocolSetup {
         index: usize,
         pid: u32,
         status: ExitStatus,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Error> {
         let Some(l) = self.loggers.get_mut(index) else {
             return Ok(None);
         };
@@ -296,7 +325,7 @@ impl ProtocolSetup {
         }
         if let Some(w) = l.watcher.take() {
             let _ = w.join();
-            crate::reap(pid as i32);
+            crate::process::reap(pid as i32);
         }
         let (addr, dir, listener) = (
             l.addr.clone(),
@@ -308,10 +337,11 @@ impl ProtocolSetup {
             None => format!("exit status {}", status.code().unwrap_or(-1)),
         };
         self.start_logger(index, dir.clone(), listener)
-            .map_err(|e| {
-                format!(
-                    "event logger {index} at {addr} died ({how}) and cannot be started again: {e}"
-                )
+            .map_err(|source| Error::RestartLogger {
+                index,
+                addr: addr.clone(),
+                how: how.clone(),
+                source,
             })?;
         let incarnation = self.loggers[index].incarnation;
         Ok(Some(format!(
@@ -393,10 +423,10 @@ fn start_logger(
     tokens: &Path,
     listener: &std::net::TcpListener,
     fault_point: Option<&str>,
-) -> Result<(Child, String), String> {
+) -> Result<(Child, String), LoggerStartError> {
     use std::os::fd::AsRawFd;
     let fd = listener.as_raw_fd();
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the vpml binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(LoggerStartError::CurrentExe)?;
     let parent = std::process::id();
     let mut cmd = Command::new(exe);
     cmd.arg("event-logger")
@@ -425,26 +455,22 @@ fn start_logger(
             if kept < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            crate::child_setup(parent, None)
+            crate::process::child_setup(parent, None)
         });
     }
-    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let mut child = cmd.spawn().map_err(LoggerStartError::Spawn)?;
     let mut line = String::new();
+    // No stdout or a failed read: as if it printed nothing.
     let read = child
         .stdout
         .take()
-        .ok_or_else(|| "no stdout".to_string())
-        .and_then(|out| {
-            BufReader::new(out)
-                .read_line(&mut line)
-                .map_err(|e| e.to_string())
-        });
+        .and_then(|out| BufReader::new(out).read_line(&mut line).ok());
     match read {
-        Ok(n) if n > 0 && !line.trim().is_empty() => Ok((child, line.trim().to_string())),
+        Some(n) if n > 0 && !line.trim().is_empty() => Ok((child, line.trim().to_string())),
         _ => {
             let _ = child.kill();
             let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
-            Err(format!("it exited ({status}) before printing its address"))
+            Err(LoggerStartError::NoAddress { status })
         }
     }
 }

@@ -12,7 +12,8 @@
 //! `vpml replay [DIR] --rank R` starts rank R's program alone, with the
 //! `replay` protocol (`vpml_vprotocol::replay`): no launcher, no peers.
 
-use crate::{hex, unhex};
+use crate::Error;
+use crate::ids::{hex, unhex};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
@@ -25,18 +26,18 @@ use vpml_pml::bootstrap::env;
 const FORMAT: u32 = 1;
 
 /// Where recordings go by default.
-pub(crate) fn default_root() -> Result<PathBuf, String> {
+pub(crate) fn default_root() -> Result<PathBuf, Error> {
     let data = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .ok_or("neither XDG_DATA_HOME nor HOME is set: give --record a directory")?;
+        .ok_or(Error::NoDataHome)?;
     Ok(data.join("vpml").join("recordings"))
 }
 
 /// The directory a `--record` run writes to (created, empty), and whether
 /// it is under the default root (then `latest` points to it).
-pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), String> {
+pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), Error> {
     let (dir, default) = if choice.as_os_str().is_empty() || choice == Path::new("@default") {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -50,17 +51,53 @@ pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), String> {
     };
     if dir.exists()
         && std::fs::read_dir(&dir)
-            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .map_err(|source| Error::Read {
+                path: dir.clone(),
+                source,
+            })?
             .next()
             .is_some()
     {
-        return Err(format!(
-            "the recording directory {} is not empty",
-            dir.display()
-        ));
+        return Err(Error::RecordingNotEmpty(dir));
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Create {
+        path: dir.clone(),
+        source,
+    })?;
     Ok((dir, default))
+}
+
+/// What is wrong with a manifest (the message names the file first).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// A value that does not parse.
+    #[error("line {line}: bad {key} {value:?}")]
+    BadValue {
+        /// Line number, from 1.
+        line: usize,
+        /// Its key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// A key this vpml does not know.
+    #[error("line {line}: unknown key {key:?}")]
+    UnknownKey {
+        /// Line number, from 1.
+        line: usize,
+        /// The key.
+        key: String,
+    },
+    /// Written by another version of the format.
+    #[error("format version {0} (this vpml reads {FORMAT})")]
+    Version(u32),
+    /// No `format` line.
+    #[error("no format line: not a vpml recording manifest")]
+    NoFormat,
+    /// `job`, `size` or `program` is missing.
+    #[error("incomplete manifest (job, size and program are required)")]
+    Incomplete,
 }
 
 /// What a manifest says.
@@ -97,8 +134,11 @@ impl Manifest {
         s
     }
 
-    fn decode(text: &str, path: &Path) -> Result<Manifest, String> {
-        let bad = |why: String| format!("{}: {why}", path.display());
+    fn decode(text: &str, path: &Path) -> Result<Manifest, Error> {
+        let bad = |why: ManifestError| Error::Manifest {
+            path: path.to_path_buf(),
+            why,
+        };
         let mut m = Manifest {
             job: String::new(),
             size: 0,
@@ -111,7 +151,13 @@ impl Manifest {
         let mut format = None;
         for (i, line) in text.lines().enumerate() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
-            let field = |v: &str| bad(format!("line {}: bad {key} {v:?}", i + 1));
+            let field = |v: &str| {
+                bad(ManifestError::BadValue {
+                    line: i + 1,
+                    key: key.to_string(),
+                    value: v.to_string(),
+                })
+            };
             match key {
                 "format" => format = Some(value.parse::<u32>().map_err(|_| field(value))?),
                 "job" => m.job = value.to_string(),
@@ -133,37 +179,40 @@ impl Manifest {
                         (!counters.starts_with("(no counters")).then(|| counters.to_string()),
                     );
                 }
-                _ => return Err(bad(format!("line {}: unknown key {key:?}", i + 1))),
+                _ => {
+                    return Err(bad(ManifestError::UnknownKey {
+                        line: i + 1,
+                        key: key.to_string(),
+                    }));
+                }
             }
         }
         match format {
             Some(FORMAT) => {}
-            Some(v) => {
-                return Err(bad(format!(
-                    "format version {v} (this vpml reads {FORMAT})"
-                )));
-            }
-            None => return Err(bad("no format line: not a vpml recording manifest".into())),
+            Some(v) => return Err(bad(ManifestError::Version(v))),
+            None => return Err(bad(ManifestError::NoFormat)),
         }
         if m.size == 0 || m.job.is_empty() || m.program.is_empty() {
-            return Err(bad(
-                "incomplete manifest (job, size and program are required)".into(),
-            ));
+            return Err(bad(ManifestError::Incomplete));
         }
         Ok(m)
     }
 }
 
 /// Write the manifest of a finished recording (and point `latest` at it).
-pub(crate) fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), String> {
+pub(crate) fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), Error> {
     let path = dir.join("manifest");
-    std::fs::write(&path, m.encode())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, m.encode()).map_err(|source| Error::Write {
+        path: path.clone(),
+        source,
+    })?;
     if default && let Some(root) = dir.parent() {
         let link = root.join("latest");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(dir, &link)
-            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+        std::os::unix::fs::symlink(dir, &link).map_err(|source| Error::Link {
+            path: link.clone(),
+            source,
+        })?;
     }
     eprintln!("vpml run: recorded to {}", dir.display());
     Ok(())
@@ -202,29 +251,33 @@ pub fn replay_main(args: ReplayArgs) -> ExitCode {
 }
 
 /// The recording `dir`, or the latest under the default directory.
-pub(crate) fn resolve(dir: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn resolve(dir: Option<&Path>) -> Result<PathBuf, Error> {
     match dir {
         Some(d) => Ok(d.to_path_buf()),
         None => {
             let latest = default_root()?.join("latest");
-            std::fs::canonicalize(&latest)
-                .map_err(|e| format!("no recording given and {}: {e}", latest.display()))
+            std::fs::canonicalize(&latest).map_err(|source| Error::NoLatest {
+                path: latest.clone(),
+                source,
+            })
         }
     }
 }
 
 /// Read the manifest of the recording in `dir`.
-pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, String> {
+pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
     let path = dir.join("manifest");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: {e} (not a recording?)", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| Error::NotARecording {
+        path: path.clone(),
+        source,
+    })?;
     Manifest::decode(&text, &path)
 }
 
 /// Every rank's sender log holds as many messages as the rank said it
 /// sent (a truncated or lost file would otherwise surface later, as a
 /// wait for a message that never comes).
-fn check_complete(dir: &Path, m: &Manifest) -> Result<(), String> {
+fn check_complete(dir: &Path, m: &Manifest) -> Result<(), Error> {
     for (r, counters) in m.ranks.iter().enumerate() {
         let Some(sent) = counters.as_deref().and_then(|c| {
             c.split_whitespace()
@@ -233,28 +286,29 @@ fn check_complete(dir: &Path, m: &Manifest) -> Result<(), String> {
             continue;
         };
         let rank_dir = dir.join(format!("rank-{r}"));
-        let log =
-            vpml_sender_log::SenderLog::open_read_only(&rank_dir).map_err(|e| e.to_string())?;
+        let log = vpml_sender_log::SenderLog::open_read_only(&rank_dir)?;
         let held: usize = log.destinations().iter().map(|&d| log.records_to(d)).sum();
         if held < sent {
-            return Err(format!(
-                "the recording is incomplete: {} holds {held} message(s) but rank {r} sent {sent}",
-                rank_dir.display()
-            ));
+            return Err(Error::Incomplete {
+                dir: rank_dir,
+                held,
+                rank: r,
+                sent,
+            });
         }
     }
     Ok(())
 }
 
-fn replay(args: &ReplayArgs) -> Result<u8, String> {
+fn replay(args: &ReplayArgs) -> Result<u8, Error> {
     let dir = resolve(args.dir.as_deref())?;
     let m = read_manifest(&dir)?;
     check_complete(&dir, &m)?;
     if args.rank >= m.size {
-        return Err(format!(
-            "rank {} is outside the recorded job of {} ranks",
-            args.rank, m.size
-        ));
+        return Err(Error::RankOutsideRecording {
+            rank: args.rank,
+            size: m.size,
+        });
     }
     let mut cmd = if args.gdb || !args.debugger.is_empty() {
         let mut parts: Vec<OsString> = if args.debugger.is_empty() {
@@ -284,14 +338,14 @@ fn replay(args: &ReplayArgs) -> Result<u8, String> {
     }
     // An MPI C program loads vpml's MPI library, as under `vpml run`
     // (its vpml_ext.h calls exist nowhere else).
-    let mpi = crate::mpi_abi_dir(
+    let mpi = crate::mpi_abi::mpi_abi_dir(
         false,
         Path::new(&m.program),
         &format!("replay-{}", std::process::id()),
         "vpml replay",
     )?;
     if let Some(lib) = &mpi {
-        cmd.env("LD_LIBRARY_PATH", crate::loader_path_with(lib));
+        cmd.env("LD_LIBRARY_PATH", crate::mpi_abi::loader_path_with(lib));
     }
     eprintln!(
         "vpml replay: rank {} of {} ({} ranks), alone",
@@ -303,8 +357,10 @@ fn replay(args: &ReplayArgs) -> Result<u8, String> {
     if let Some(lib) = &mpi {
         let _ = std::fs::remove_dir_all(lib);
     }
-    let status =
-        status.map_err(|e| format!("cannot start {}: {e}", m.program.to_string_lossy()))?;
+    let status = status.map_err(|source| Error::StartProgram {
+        program: m.program.to_string_lossy().into_owned(),
+        source,
+    })?;
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
         (None, Some(s)) => 128 + s as u8,
@@ -342,16 +398,19 @@ mod tests {
         assert!(
             Manifest::decode("job x\n", p)
                 .unwrap_err()
+                .to_string()
                 .contains("/r/manifest")
         );
         assert!(
             Manifest::decode("format 9\njob x\nsize 1\nprogram 61\n", p)
                 .unwrap_err()
+                .to_string()
                 .contains("version 9")
         );
         assert!(
             Manifest::decode("format 1\nsize x\n", p)
                 .unwrap_err()
+                .to_string()
                 .contains("line 2")
         );
     }

@@ -21,6 +21,7 @@ use std::process::{Command, ExitCode};
 use vpml_event_logger::Event;
 use vpml_sender_log::SenderLog;
 
+use crate::Error;
 use crate::record::{self, Manifest};
 
 /// `vpml trace` subcommands.
@@ -94,16 +95,15 @@ struct Recording {
 }
 
 impl Recording {
-    fn open(dir: Option<&Path>) -> Result<Recording, String> {
+    fn open(dir: Option<&Path>) -> Result<Recording, Error> {
         let dir = record::resolve(dir)?;
         let manifest = record::read_manifest(&dir)?;
         Ok(Recording { dir, manifest })
     }
 
     /// Rank `r`'s sends, per destination in sequence order.
-    fn sends(&self, r: usize) -> Result<Vec<Send>, String> {
-        let log = SenderLog::open_read_only(&self.dir.join(format!("rank-{r}")))
-            .map_err(|e| e.to_string())?;
+    fn sends(&self, r: usize) -> Result<Vec<Send>, Error> {
+        let log = SenderLog::open_read_only(&self.dir.join(format!("rank-{r}")))?;
         let mut out = Vec::new();
         for dest in log.destinations() {
             for rec in log.iter_from(dest, 0) {
@@ -121,17 +121,15 @@ impl Recording {
     }
 
     /// Rank `r`'s events (from the logger that holds the most of them).
-    fn events(&self, r: usize) -> Result<Vec<(u64, Event)>, String> {
+    fn events(&self, r: usize) -> Result<Vec<(u64, Event)>, Error> {
         let mut best = Vec::new();
-        let entries =
-            std::fs::read_dir(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let entries = std::fs::read_dir(&self.dir).map_err(Error::io(&self.dir))?;
         for e in entries.flatten() {
             if !e.file_name().to_string_lossy().starts_with("logger-") {
                 continue;
             }
             let got =
-                vpml_event_logger::read_stored_events(&e.path(), &self.manifest.job, r as u32)
-                    .map_err(|e| e.to_string())?;
+                vpml_event_logger::read_stored_events(&e.path(), &self.manifest.job, r as u32)?;
             if got.len() > best.len() {
                 best = got;
             }
@@ -150,7 +148,7 @@ fn event_kind(e: &Event) -> &'static str {
     }
 }
 
-fn trace(cmd: &TraceCommand) -> Result<u8, String> {
+fn trace(cmd: &TraceCommand) -> Result<u8, Error> {
     match cmd {
         TraceCommand::Ls => {
             let root = record::default_root()?;
@@ -268,13 +266,12 @@ fn trace(cmd: &TraceCommand) -> Result<u8, String> {
 }
 
 /// Print the first differing send per rank; true if none differs.
-fn diff(a: &Recording, b: &Recording) -> Result<bool, String> {
+fn diff(a: &Recording, b: &Recording) -> Result<bool, Error> {
     if a.manifest.size != b.manifest.size || a.manifest.program != b.manifest.program {
-        return Err(format!(
-            "{} and {} are not recordings of the same program on the same number of ranks",
-            a.dir.display(),
-            b.dir.display()
-        ));
+        return Err(Error::NotComparable {
+            a: a.dir.clone(),
+            b: b.dir.clone(),
+        });
     }
     let mut same = true;
     for r in 0..a.manifest.size {
@@ -337,15 +334,12 @@ pub fn check_main(args: CheckArgs) -> ExitCode {
     }
 }
 
-fn check(args: &CheckArgs) -> Result<u8, String> {
+fn check(args: &CheckArgs) -> Result<u8, Error> {
     let seeds: Vec<&str> = args.seeds.split(',').collect();
     if seeds.len() != 2 || seeds.iter().any(|s| s.parse::<u64>().is_err()) {
-        return Err(format!(
-            "--seeds wants two numbers A,B, not {:?}",
-            args.seeds
-        ));
+        return Err(Error::BadSeeds(args.seeds.clone()));
     }
-    let vpml = std::env::current_exe().map_err(|e| format!("cannot find vpml: {e}"))?;
+    let vpml = std::env::current_exe().map_err(Error::FindVpml)?;
     let base = std::env::temp_dir().join(format!("vpml-check-{}", std::process::id()));
     let mut dirs = Vec::new();
     for seed in &seeds {
@@ -355,9 +349,12 @@ fn check(args: &CheckArgs) -> Result<u8, String> {
             .arg(format!("--record={}", dir.display()))
             .args(&args.command)
             .status()
-            .map_err(|e| format!("cannot run vpml: {e}"))?;
+            .map_err(Error::RunVpml)?;
         if !status.success() {
-            return Err(format!("the run with chaos seed {seed} failed ({status})"));
+            return Err(Error::ChaosRunFailed {
+                seed: seed.to_string(),
+                status,
+            });
         }
         dirs.push(dir);
     }

@@ -1,0 +1,152 @@
+//! The options of `vpml run` (clap).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Options of `vpml run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Number of ranks to start.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub ranks: usize,
+    /// Prefix every output line with the rank that printed it.
+    #[arg(long)]
+    pub tag_output: bool,
+    /// Stop the job after this many seconds (exit code 124).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Pin each rank to one core: `core`, `none`, or `auto` (pin when
+    /// there are no more ranks than cores).
+    #[arg(long, value_name = "POLICY", default_value = "auto")]
+    pub bind_to: BindPolicy,
+    /// How ranks talk: `shm` (shared memory on one host) or `tcp` (every
+    /// pair over TCP, also on one host).
+    #[arg(long, value_name = "KIND", env = "VPML_TRANSPORT", default_value = "shm", value_parser = ["shm", "tcp"])]
+    pub transport: String,
+    /// Testing aid: place the ranks on K pseudo-hosts of this machine
+    /// (rank i on host i·K/N), so pairs across them talk over TCP as
+    /// between real hosts while pairs within one use shared memory.
+    #[arg(long, value_name = "K", hide = true)]
+    pub simulate_hosts: Option<usize>,
+    /// Fault-tolerance protocol: `none` or `pessimist` (default: the
+    /// `VPML_PROTOCOL` environment variable, else none).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "VPML_PROTOCOL",
+        default_value = "none"
+    )]
+    pub protocol: String,
+    /// Number of event loggers to start (pessimist).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub event_loggers: usize,
+    /// Use these running event loggers instead of starting some
+    /// (comma-separated addresses).
+    #[arg(long, value_name = "ADDRS")]
+    pub event_logger_addrs: Option<String>,
+    /// Loggers that must hold an event before it counts as durable.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub replicas: usize,
+    /// Keep sender logs (and started loggers' data) here instead of a
+    /// temporary directory removed after the job.
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Where senders keep their logs: `file` (memory-mapped files under
+    /// the log directory, which survive the process: a checkpoint adds
+    /// nothing, freed segments are reused; kept with `--log-dir` for
+    /// reading after the job) or `memory` (anonymous memory; each
+    /// checkpoint writes the records peers may still need to a file).
+    #[arg(long, value_name = "KIND", env = "VPML_SENDER_LOG", default_value = "file", value_parser = ["memory", "file"])]
+    pub sender_log: String,
+    /// Job token from a file in the event logger's format (`* TOKEN`), for
+    /// loggers started separately.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Print each rank's counters (engine and protocol) at the end.
+    #[arg(long)]
+    pub stats: bool,
+    /// Record the job for `vpml replay` (implies the pessimist protocol):
+    /// keep sender logs, events and checkpoints in DIR (`--record=DIR`;
+    /// plain `--record`: a new directory under
+    /// ~/.local/share/vpml/recordings, linked as `latest`).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "@default")]
+    pub record: Option<PathBuf>,
+    /// With a protocol: how many times crashed ranks (and event loggers
+    /// this launcher started) may be restarted in all before the job is
+    /// given up.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_restarts: u32,
+    /// Kill a rank for testing: `RANK@SECONDS` (SIGKILL to RANK that many
+    /// seconds after the start; repeatable; `RANK@SECONDS:corrupt-checkpoint`
+    /// also damages its newest checkpoint before the restart;
+    /// `RANK@restart+SECONDS` kills it that long after its next restart,
+    /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
+    /// host number HOST; `…@SECONDS:lose-files` also removes the files of
+    /// the rank (or of the host's ranks) as the loss of the machine would;
+    /// `logger:I@SECONDS`
+    /// kills event logger I), or
+    /// `random:K` / `random:K@SECONDS`
+    /// (K kills of random ranks at random instants within SECONDS,
+    /// default 2; the seed is printed). At a protocol step instead of an
+    /// instant (debug builds): `RANK@point:NAME[#N]` — the rank's process
+    /// dies the N-th time it reaches fault point NAME;
+    /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted
+    /// process; `logger:I@point:NAME[#N]` in event logger I. A wrong name
+    /// lists the known points.
+    #[arg(long, value_name = "SPEC")]
+    pub inject_failure: Vec<String>,
+    /// Run on several hosts: `h1:2,h2:2` (name:slots). Each host's agent
+    /// starts by `--via` (default: fork for `localhost`, ssh otherwise).
+    #[arg(long, value_name = "LIST")]
+    pub hosts: Option<String>,
+    /// Hosts from a file: lines `host slots=N [via=fork|netns|ssh]`.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// How host agents start: `fork` (this machine), `netns` (inside the
+    /// network namespace named like the host), `ssh`.
+    #[arg(long, value_name = "METHOD")]
+    pub via: Option<String>,
+    /// Hosts with agents but no ranks, where ranks of a lost host are
+    /// restarted (with a protocol): `h3,h4`.
+    #[arg(long, value_name = "LIST")]
+    pub spare_hosts: Option<String>,
+    /// Address the launcher listens on (key/value service, agents, event
+    /// loggers): the interface that reaches the other hosts.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// How long agents get to connect before a host counts as unreachable.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub agent_timeout: f64,
+    /// Run an MPI C program (built against MPICH) on vpml's MPICH-ABI
+    /// library; detected automatically for programs that link
+    /// `libmpich.so.12`.
+    #[arg(long)]
+    pub mpi_abi: bool,
+    /// Perturb message delivery timing (deterministically from SEED), to
+    /// expose races: each rank skips reading from a random subset of its
+    /// peers on each progress pass.
+    #[arg(long, value_name = "SEED")]
+    pub chaos: Option<u64>,
+    /// Seed for `--inject-failure random:…` (default: random, printed).
+    #[arg(long, value_name = "N")]
+    pub inject_seed: Option<u64>,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Core binding policy.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindPolicy {
+    /// Bind when ranks ≤ cores.
+    Auto,
+    /// Bind rank i to core i mod cores.
+    Core,
+    /// Do not bind.
+    None,
+}

@@ -1,0 +1,402 @@
+//! What can go wrong in `vpml run`, `vpml replay`, `vpml trace`,
+//! `vpml check-determinism` and `vpml mpicc`: each command prints an
+//! [`Error`] after its own name (`vpml run: …`) and exits with status 1
+//! (2 for `vpml mpicc`).
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use crate::agent::{HostsError, WireError};
+use crate::inject::SpecError;
+use crate::protocol::LoggerStartError;
+use crate::record::ManifestError;
+
+/// An error of a launcher command; it renders as the line printed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---------------------------------------------------------- options
+    /// `-n 0`.
+    #[error("-n must be at least 1")]
+    NoRanks,
+    /// `--timeout` is not a positive number.
+    #[error("--timeout must be a positive number of seconds, not {0}")]
+    BadTimeout(f64),
+    /// No program after the options.
+    #[error("no program given")]
+    NoProgram,
+    /// `--record` with another protocol or a `--log-dir`.
+    #[error("--record uses the pessimist protocol and its own log directory")]
+    RecordConflict,
+    /// `--protocol` names no known protocol.
+    #[error("unknown protocol {0:?} (known: none, pessimist)")]
+    UnknownProtocol(String),
+    /// `--replicas 0`.
+    #[error("--replicas must be at least 1")]
+    NoReplicas,
+    /// `--event-loggers 0`.
+    #[error("--event-loggers must be at least 1")]
+    NoEventLoggers,
+    /// More replicas than event loggers.
+    #[error("--replicas {replicas} needs at least as many event loggers (have {loggers})")]
+    TooFewLoggers {
+        /// `--replicas`.
+        replicas: usize,
+        /// Event loggers of the job.
+        loggers: usize,
+    },
+    /// A bad `--inject-failure` spec.
+    #[error("--inject-failure {spec:?}: {why}")]
+    InjectFailure {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        #[source]
+        why: SpecError,
+    },
+    /// `--hosts` and `--hostfile` together.
+    #[error("give --hosts or --hostfile, not both")]
+    HostsAndHostfile,
+    /// `--spare-hosts` in a job on this host alone.
+    #[error("--spare-hosts needs --hosts or --hostfile")]
+    SpareHostsAlone,
+    /// A bad `--hosts` list or host file.
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
+    /// The hosts have fewer slots than the job has ranks.
+    #[error("{ranks} rank(s) but the hosts offer {slots} slot(s)")]
+    TooFewSlots {
+        /// `-n`.
+        ranks: usize,
+        /// Slots of all hosts.
+        slots: usize,
+    },
+    /// `--seeds` of `vpml check-determinism` is not `A,B`.
+    #[error("--seeds wants two numbers A,B, not {0:?}")]
+    BadSeeds(String),
+
+    // ---------------------------------------------------------- program
+    /// The program exists but cannot be executed.
+    #[error("{0} is not an executable file")]
+    NotExecutable(PathBuf),
+    /// The program (given as a path) does not exist.
+    #[error("program not found: {0}")]
+    ProgramNotFound(PathBuf),
+    /// The program (given as a name) is in no directory of `PATH`.
+    #[error("program not found: {0} (not in PATH)")]
+    ProgramNotInPath(PathBuf),
+    /// An MPI program, but vpml's MPI library cannot be used.
+    #[error("{program} is an MPI program, but {source}")]
+    MpiProgram {
+        /// The program.
+        program: PathBuf,
+        /// Why the library cannot be used.
+        source: Box<Error>,
+    },
+    /// `std::env::current_exe` failed.
+    #[error("cannot find the vpml binary: {0}")]
+    CurrentExe(#[source] std::io::Error),
+    /// The vpml binary's path has no parent directory.
+    #[error("the vpml binary has no directory")]
+    NoExeDir,
+    /// `libvpml_mpich.so` is not built.
+    #[error(
+        "vpml's MPI library (libvpml_mpich.so) is not next to {exe}: build it with `cargo build --release -p vpml-mpi-abi`"
+    )]
+    NoMpiLibrary {
+        /// The vpml binary.
+        exe: PathBuf,
+    },
+
+    // ---------------------------------------------------------- job set-up
+    /// The operating system gave no random bytes.
+    #[error("no randomness for the job token: {0}")]
+    NoRandomness(getrandom::Error),
+    /// `--token-file` cannot be read.
+    #[error("cannot read --token-file {path}: {source}")]
+    ReadTokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--token-file` holds no token.
+    #[error("--token-file {0}: no `JOB TOKEN` line")]
+    NoTokenLine(PathBuf),
+    /// The host file cannot be read.
+    #[error("cannot read the host file {path}: {source}")]
+    ReadHostfile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The key/value service cannot listen.
+    #[error("cannot start the key/value service on {bind}: {source}")]
+    KvService {
+        /// `--bind`.
+        bind: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ranks' mailboxes cannot be created.
+    #[error("cannot create shared memory for {ranks} ranks: {source}")]
+    SharedMemory {
+        /// `-n`.
+        ranks: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The job page cannot be created.
+    #[error("cannot create the job page: {0}")]
+    JobPage(#[source] std::io::Error),
+    /// The mailboxes' doorbells cannot be mapped.
+    #[error("cannot map the mailboxes: {0}")]
+    MapMailboxes(#[source] vpml_pml::Error),
+    /// Signal handlers cannot be installed.
+    #[error("cannot install signal handlers: {0}")]
+    SignalHandlers(#[source] std::io::Error),
+    /// The log directory cannot be created.
+    #[error("cannot create the log directory {path}: {source}")]
+    CreateLogDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A socket cannot listen on `--bind`.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An event logger does not start.
+    #[error("cannot start event logger {index}: {source}")]
+    StartLogger {
+        /// Its number.
+        index: usize,
+        /// Why.
+        source: LoggerStartError,
+    },
+    /// An event logger died and does not start again.
+    #[error("event logger {index} at {addr} died ({how}) and cannot be started again: {source}")]
+    RestartLogger {
+        /// Its number.
+        index: usize,
+        /// Its address.
+        addr: String,
+        /// How it died.
+        how: String,
+        /// Why it does not start.
+        source: LoggerStartError,
+    },
+    /// A rank process does not start.
+    #[error("cannot start rank {rank} ({program}): {source}")]
+    SpawnRank {
+        /// The rank.
+        rank: usize,
+        /// Its program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A rank of a lost host has nowhere to restart.
+    #[error("host {host} is lost and no spare host is left (--spare-hosts)")]
+    NoSpareHost {
+        /// The lost host.
+        host: String,
+    },
+
+    // ---------------------------------------------------------- agents
+    /// The agents' control socket cannot listen.
+    #[error("cannot listen on {bind} for agents: {source}")]
+    ListenForAgents {
+        /// `--bind`.
+        bind: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The agents' control socket failed.
+    #[error("{0}")]
+    ControlSocket(#[source] std::io::Error),
+    /// Accepting an agent's connection failed.
+    #[error("accepting agents: {0}")]
+    AcceptAgents(#[source] std::io::Error),
+    /// A host's agent does not start.
+    #[error("host {host}: cannot start its agent: {source}")]
+    StartAgent {
+        /// The host.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A host's agent exited before it connected.
+    #[error("host {host}: its agent exited before connecting")]
+    AgentExited {
+        /// The host.
+        host: String,
+    },
+    /// Talking to a host's agent failed.
+    #[error("host {host}: {source}")]
+    AgentConnection {
+        /// The host.
+        host: String,
+        /// Why.
+        source: WireError,
+    },
+    /// Agents did not connect in time.
+    #[error("host(s) {hosts} unreachable: no agent connected within {secs} s")]
+    AgentsUnreachable {
+        /// The hosts, comma-separated.
+        hosts: String,
+        /// `--agent-timeout`.
+        secs: f64,
+    },
+
+    // ---------------------------------------------------------- files
+    /// A file operation failed (the message names the file).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file or directory cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file or directory cannot be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file cannot be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A symbolic link cannot be made.
+    #[error("cannot link {path}: {source}")]
+    Link {
+        /// The link.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A rank's log directory holds no checkpoint (`--inject-failure
+    /// …:corrupt-checkpoint`).
+    #[error("{0} holds no checkpoint")]
+    NoCheckpoint(PathBuf),
+
+    // ---------------------------------------------------------- recordings
+    /// Neither `XDG_DATA_HOME` nor `HOME` is set.
+    #[error("neither XDG_DATA_HOME nor HOME is set: give --record a directory")]
+    NoDataHome,
+    /// `--record=DIR` names a directory that is not empty.
+    #[error("the recording directory {0} is not empty")]
+    RecordingNotEmpty(PathBuf),
+    /// No recording given, and no latest one.
+    #[error("no recording given and {path}: {source}")]
+    NoLatest {
+        /// The `latest` link.
+        path: PathBuf,
+        /// Why it does not lead to a recording.
+        source: std::io::Error,
+    },
+    /// The manifest cannot be read.
+    #[error("{path}: {source} (not a recording?)")]
+    NotARecording {
+        /// The manifest.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The manifest is damaged.
+    #[error("{path}: {why}")]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        why: ManifestError,
+    },
+    /// A sender log does not hold every message its rank sent.
+    #[error(
+        "the recording is incomplete: {dir} holds {held} message(s) but rank {rank} sent {sent}"
+    )]
+    Incomplete {
+        /// The rank's directory.
+        dir: PathBuf,
+        /// Messages in its sender log.
+        held: usize,
+        /// The rank.
+        rank: usize,
+        /// Messages it said it sent.
+        sent: usize,
+    },
+    /// A recorded sender log cannot be read.
+    #[error(transparent)]
+    SenderLog(#[from] vpml_sender_log::Error),
+    /// Recorded events cannot be read.
+    #[error(transparent)]
+    StoredEvents(#[from] vpml_event_logger::StorageError),
+    /// `vpml replay --rank` outside the recorded job.
+    #[error("rank {rank} is outside the recorded job of {size} ranks")]
+    RankOutsideRecording {
+        /// `--rank`.
+        rank: usize,
+        /// Ranks of the recorded job.
+        size: usize,
+    },
+    /// The replayed program does not start.
+    #[error("cannot start {program}: {source}")]
+    StartProgram {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Two recordings that cannot be compared.
+    #[error("{a} and {b} are not recordings of the same program on the same number of ranks")]
+    NotComparable {
+        /// First recording.
+        a: PathBuf,
+        /// Second recording.
+        b: PathBuf,
+    },
+    /// `vpml check-determinism` cannot find its own binary.
+    #[error("cannot find vpml: {0}")]
+    FindVpml(#[source] std::io::Error),
+    /// `vpml check-determinism` cannot run `vpml run`.
+    #[error("cannot run vpml: {0}")]
+    RunVpml(#[source] std::io::Error),
+    /// A run of `vpml check-determinism` failed.
+    #[error("the run with chaos seed {seed} failed ({status})")]
+    ChaosRunFailed {
+        /// Its seed.
+        seed: String,
+        /// How `vpml run` exited.
+        status: ExitStatus,
+    },
+}
+
+impl Error {
+    /// [`Error::Io`] for `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+}

@@ -1,0 +1,578 @@
+//! The supervise loop: watches the ranks of a running job, restarts
+//! crashed ones (with a protocol), injects the failures asked for, and
+//! decides the job's exit code.
+
+use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use crate::RunArgs;
+use crate::backend::Backend;
+use crate::event::Event;
+use crate::inject::{self, Injection, Target};
+use crate::process::reap;
+use crate::protocol;
+
+/// Exit code when `--timeout` ends the job (as `timeout(1)`).
+pub const TIMEOUT_EXIT: u8 = 124;
+/// How long ranks get between SIGTERM and SIGKILL when the job is stopped.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// Signals a user stops a job with: a rank they kill is not restarted.
+const USER_STOP_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// How a rank's process ended, as the supervisor sees it.
+enum Death {
+    Signal(i32),
+    Lost(String),
+}
+
+/// The state of a running job as the launcher sees it, and what it does
+/// about each input: a rank exited, joined, finalized or aborted, a timer
+/// fired, an agent or an event logger died, a signal arrived. Each input
+/// is one method, so that the loop in [`Supervisor::run`] is only the
+/// waiting.
+pub(crate) struct Supervisor<'a, 'b> {
+    backend: &'a mut Backend<'b>,
+    protocol: &'a mut protocol::ProtocolSetup,
+    forwarders: &'a mut Vec<JoinHandle<()>>,
+    /// Crashed ranks are restarted (a protocol is on).
+    restartable: bool,
+    log_dir: Option<PathBuf>,
+    /// `--timeout`, for the message.
+    timeout: Option<f64>,
+    max_restarts: u32,
+    start: Instant,
+    /// How each rank's last process ended (for a recording's manifest).
+    ended: Vec<String>,
+    finalized: Vec<bool>,
+    joined: Vec<bool>,
+    all_finalized: bool,
+    alive: Vec<bool>,
+    incarnation: Vec<u32>,
+    /// Timed kills counted from the start, in order, and the next one due.
+    injections: Vec<Injection>,
+    next_injection: usize,
+    /// Kills that wait for a restart of their rank, in order, and those armed.
+    on_restart: Vec<VecDeque<Duration>>,
+    armed: Vec<(Instant, usize)>,
+    killed_at: Vec<Option<Instant>>,
+    corrupt_before_restart: Vec<bool>,
+    /// Files removed when the rank dies next (`…:lose-files`): a rank's
+    /// point kills its first process, or the process a restart armed.
+    lose_files_before_restart: Vec<bool>,
+    lose_files_at: Vec<(usize, u32)>,
+    /// Hosts whose files go with them (`agent:H@T:lose-files`).
+    files_lost_with: Vec<usize>,
+    restarts_done: u32,
+    /// The job's exit code, once it is decided.
+    failure: Option<u8>,
+    /// When the ranks still alive get SIGKILL.
+    kill_at: Option<Instant>,
+    deadline: Option<Instant>,
+}
+
+impl<'a, 'b> Supervisor<'a, 'b> {
+    /// A supervisor for the job of `args`, whose ranks (all started) run
+    /// on `backend`; the clock of `--timeout` and of the injections starts
+    /// now.
+    pub(crate) fn new(
+        args: &RunArgs,
+        backend: &'a mut Backend<'b>,
+        protocol: &'a mut protocol::ProtocolSetup,
+        forwarders: &'a mut Vec<JoinHandle<()>>,
+        restartable: bool,
+        log_dir: Option<PathBuf>,
+        plan: &inject::Plan,
+    ) -> Self {
+        let n = args.ranks;
+        let start = Instant::now();
+        let (relative, injections): (Vec<Injection>, Vec<Injection>) =
+            plan.kills.iter().partition(|i| i.after_restart);
+        let mut on_restart: Vec<VecDeque<Duration>> = vec![Default::default(); n];
+        for i in relative {
+            if let Target::Rank(r) = i.target
+                && let Some(q) = on_restart.get_mut(r)
+            {
+                q.push_back(i.after);
+            }
+        }
+        let lose_files_at = plan
+            .points
+            .iter()
+            .filter(|p| p.lose_files)
+            .filter_map(|p| match p.target {
+                Target::Rank(r) => Some((r, p.incarnation)),
+                _ => None,
+            })
+            .collect();
+        Supervisor {
+            backend,
+            protocol,
+            forwarders,
+            restartable,
+            log_dir,
+            timeout: args.timeout,
+            max_restarts: args.max_restarts,
+            start,
+            ended: vec!["still running when the job ended".to_string(); n],
+            finalized: vec![false; n],
+            joined: vec![false; n],
+            all_finalized: false,
+            alive: vec![true; n],
+            incarnation: vec![0; n],
+            injections,
+            next_injection: 0,
+            on_restart,
+            armed: Vec::new(),
+            killed_at: vec![None; n],
+            corrupt_before_restart: vec![false; n],
+            lose_files_before_restart: vec![false; n],
+            lose_files_at,
+            files_lost_with: Vec::new(),
+            restarts_done: 0,
+            failure: None,
+            kill_at: None,
+            deadline: args
+                .timeout
+                .map(|t| Instant::now() + Duration::from_secs_f64(t)),
+        }
+    }
+
+    /// The main loop: returns the job's exit code once every rank has
+    /// exited, and how each rank's last process ended.
+    pub(crate) fn run(mut self, rx: &Receiver<Event>) -> (u8, Vec<String>) {
+        while self.alive.iter().any(|&a| a) {
+            let ev = match self.next_wake() {
+                Some(t) => match rx.recv_deadline(t) {
+                    Ok(ev) => Some(ev),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match rx.recv() {
+                    Ok(ev) => Some(ev),
+                    Err(_) => break,
+                },
+            };
+            match ev {
+                None => self.on_timer(Instant::now()),
+                Some(ev) => self.on_event(ev),
+            }
+        }
+        (self.failure.unwrap_or(0), self.ended)
+    }
+
+    /// When [`Supervisor::on_timer`] has something to do next, if ever.
+    pub(crate) fn next_wake(&self) -> Option<Instant> {
+        let injection_at = self
+            .injections
+            .get(self.next_injection)
+            .map(|i| self.start + i.after)
+            .into_iter()
+            .chain(self.armed.iter().map(|(t, _)| *t))
+            .min();
+        [
+            self.deadline,
+            self.kill_at,
+            injection_at.filter(|_| self.failure.is_none()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// One input from the launcher's threads.
+    pub(crate) fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Joined { rank } => self.joined[rank] = true,
+            Event::Finalized { rank } => self.on_finalized(rank),
+            Event::AgentLost { host, name, why } => self.on_agent_lost(host, &name, &why),
+            Event::Exited {
+                rank,
+                pid,
+                incarnation,
+                status,
+            } => self.on_exited(rank, pid, incarnation, status),
+            Event::Abort {
+                rank,
+                code,
+                message,
+            } => self.on_abort(rank, code, &message),
+            Event::LoggerExited { index, pid, status } => self.on_logger_exited(index, pid, status),
+            Event::Signal(sig) => self.on_signal(sig),
+        }
+    }
+
+    /// Timers: injected kills due, the end of the grace period after
+    /// SIGTERM, `--timeout`.
+    pub(crate) fn on_timer(&mut self, now: Instant) {
+        let armed = std::mem::take(&mut self.armed);
+        for (t, rank) in armed {
+            if t > now {
+                self.armed.push((t, rank));
+                continue;
+            }
+            if self.failure.is_none() && !self.all_finalized && self.alive[rank] {
+                eprintln!(
+                    "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) during its recovery, at {:.3} s",
+                    self.backend.describe(rank),
+                    now.duration_since(self.start).as_secs_f64()
+                );
+                self.killed_at[rank] = Some(now);
+                self.backend.signal(rank, libc::SIGKILL);
+            }
+        }
+        while let Some(&inj) = self.injections.get(self.next_injection)
+            && self.start + inj.after <= now
+        {
+            self.next_injection += 1;
+            if self.failure.is_some() || self.all_finalized {
+                continue;
+            }
+            self.inject(&inj, now);
+        }
+        if self.kill_at.is_some_and(|t| now >= t) {
+            self.signal_all(&self.live(), libc::SIGKILL);
+            self.kill_at = None;
+        }
+        if self.deadline.is_some_and(|t| now >= t) && self.failure.is_none() {
+            let targets = self.live();
+            eprintln!(
+                "vpml run: job timed out after {} s; stopping {} rank(s)",
+                self.timeout.unwrap_or_default(),
+                targets.len()
+            );
+            self.failure = Some(TIMEOUT_EXIT);
+            self.signal_all(&targets, libc::SIGKILL);
+        }
+        if self.deadline.is_some_and(|t| now >= t) {
+            self.deadline = None;
+        }
+    }
+
+    /// Carry out a timed kill that is due.
+    fn inject(&mut self, inj: &Injection, now: Instant) {
+        let at = now.duration_since(self.start).as_secs_f64();
+        match inj.target {
+            Target::Agent(host) => {
+                eprintln!(
+                    "vpml run: injecting a failure: SIGKILL to the agent of host {host} at {at:.3} s"
+                );
+                if inj.lose_files {
+                    self.files_lost_with.push(host);
+                }
+                self.backend.kill_agent(host);
+            }
+            Target::Logger(i) => {
+                eprintln!(
+                    "vpml run: injecting a failure: SIGKILL to event logger {i} at {at:.3} s"
+                );
+                self.protocol.kill_logger(i);
+            }
+            Target::Rank(rank) if self.alive[rank] => {
+                eprintln!(
+                    "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) at {at:.3} s",
+                    self.backend.describe(rank),
+                );
+                self.killed_at[rank] = Some(now);
+                self.corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
+                self.lose_files_before_restart[rank] |= inj.lose_files;
+                self.backend.signal(rank, libc::SIGKILL);
+            }
+            Target::Rank(_) => {}
+        }
+    }
+
+    /// `rank` finalized.
+    pub(crate) fn on_finalized(&mut self, rank: usize) {
+        self.finalized[rank] = true;
+        if !self.all_finalized && self.finalized.iter().all(|&f| f) {
+            self.all_finalized = true;
+            if self.restartable {
+                // Ranks wait for this before exiting: until now a
+                // crashed rank could still need their logs.
+                self.backend.announce_all_finalized();
+            }
+        }
+    }
+
+    /// The agent of `host` (named `name`) is gone, and its ranks with it.
+    pub(crate) fn on_agent_lost(&mut self, host: usize, name: &str, why: &str) {
+        let lost = self.backend.host_lost(host);
+        if self.files_lost_with.contains(&host)
+            && let Some(dir) = &self.log_dir
+        {
+            // As if the machine were gone: its ranks' files too.
+            for &r in &lost {
+                inject::remove_rank_files(dir, r, &format!("with host {name}"));
+            }
+        }
+        let mut deaths = Vec::new();
+        for r in lost {
+            if self.alive[r] {
+                self.alive[r] = false;
+                deaths.push((r, Death::Lost(format!("host {name} was lost ({why})"))));
+            }
+        }
+        for (rank, death) in deaths {
+            self.on_death(rank, death);
+        }
+    }
+
+    /// Process `incarnation` of `rank` exited (`pid`: a child of this
+    /// launcher, to reap).
+    pub(crate) fn on_exited(
+        &mut self,
+        rank: usize,
+        pid: Option<i32>,
+        incarnation: u32,
+        status: ExitStatus,
+    ) {
+        if let Some(pid) = pid {
+            reap(pid);
+        }
+        if incarnation != self.incarnation[rank] || !self.alive[rank] {
+            return;
+        }
+        self.alive[rank] = false;
+        self.ended[rank] = match (status.code(), status.signal()) {
+            (Some(c), _) => format!("exit {c}"),
+            (_, Some(sig)) => format!("signal {sig}"),
+            _ => "unknown".into(),
+        };
+        if let Some(sig) = status.signal() {
+            self.on_death(rank, Death::Signal(sig));
+        } else if let Some(code) = status.code().filter(|c| *c != 0) {
+            self.fail(code as u8, format!("rank {rank} exited with status {code}"));
+        } else if !self.finalized[rank] {
+            self.fail(
+                1,
+                format!(
+                    "rank {rank} exited without finalizing (status 0, but vpml was not finalized)"
+                ),
+            );
+        }
+    }
+
+    /// `rank` called abort.
+    pub(crate) fn on_abort(&mut self, rank: usize, code: i32, message: &str) {
+        let code = u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1);
+        self.fail(
+            code,
+            format!("rank {rank} aborted the job (code {code}): {message}"),
+        );
+    }
+
+    /// Process `pid` of event logger `index` exited.
+    pub(crate) fn on_logger_exited(&mut self, index: usize, pid: u32, status: ExitStatus) {
+        if self.failure.is_some() || self.all_finalized {
+            return;
+        }
+        if let Some(sig) = status.signal().filter(|s| USER_STOP_SIGNALS.contains(s)) {
+            // Ctrl-C reaches the loggers too: the user's stop.
+            self.fail(
+                128 + sig as u8,
+                format!(
+                    "event logger {index} was stopped by {}: ending the job",
+                    signal_name(sig)
+                ),
+            );
+        } else if self.restarts_done >= self.max_restarts {
+            self.fail(
+                1,
+                format!(
+                    "event logger {index} died; no restarts left (--max-restarts {})",
+                    self.max_restarts
+                ),
+            );
+        } else {
+            match self.protocol.restart_logger(index, pid, status) {
+                Ok(Some(line)) => {
+                    self.restarts_done += 1;
+                    eprintln!("vpml run: {line}");
+                }
+                Ok(None) => {}
+                Err(why) => self.fail(1, why),
+            }
+        }
+    }
+
+    /// The launcher received `sig` (forwarded to the ranks).
+    pub(crate) fn on_signal(&mut self, sig: i32) {
+        let targets = self.live();
+        if self.failure.is_none() {
+            eprintln!(
+                "vpml run: received {}; forwarding it to {} rank(s)",
+                signal_name(sig),
+                targets.len()
+            );
+            self.failure = Some(128 + sig as u8);
+            self.signal_all(&targets, sig);
+            self.kill_at = Some(Instant::now() + TERM_GRACE);
+        } else {
+            self.signal_all(&targets, libc::SIGKILL);
+        }
+    }
+
+    /// `rank`'s process died (it is marked dead): restart it, or end the job.
+    fn on_death(&mut self, rank: usize, death: Death) {
+        let (why, code) = match &death {
+            Death::Signal(sig) => (
+                format!(
+                    "rank {rank} was killed by signal {sig} ({})",
+                    signal_name(*sig)
+                ),
+                128 + *sig as u8,
+            ),
+            Death::Lost(why) => (
+                format!("rank {rank} died: {why}"),
+                128 + libc::SIGKILL as u8,
+            ),
+        };
+        if self.restartable && self.all_finalized && self.finalized[rank] {
+            // Its work is done and nobody can need it any more.
+            return;
+        }
+        if self.failure.is_some() {
+            return;
+        }
+        if !self.restartable {
+            self.fail(code, why);
+            return;
+        }
+        if !self.joined[rank] {
+            // The others wait for it in a start-up fence: nothing to
+            // recover, and a new process cannot take its place there.
+            self.fail(
+                code,
+                format!(
+                    "{why} during start-up, before the job was joined: only ranks past start-up are restarted (run the job again)"
+                ),
+            );
+            return;
+        }
+        if matches!(death, Death::Signal(s) if USER_STOP_SIGNALS.contains(&s)) {
+            // Ctrl-C reaches the whole process group, ranks included,
+            // often before the launcher hears it: the user's stop, not
+            // a crash to recover from.
+            self.fail(
+                code,
+                format!(
+                    "{why}: ending the job (a rank stopped by SIGINT, SIGTERM, SIGHUP or SIGQUIT is not restarted)"
+                ),
+            );
+            return;
+        }
+        if self.restarts_done >= self.max_restarts {
+            self.fail(
+                code,
+                format!(
+                    "{why}; no restarts left (--max-restarts {})",
+                    self.max_restarts
+                ),
+            );
+            return;
+        }
+        self.restart(rank, &why, code);
+    }
+
+    /// Restart `rank` (its death described by `why`), damaging or removing
+    /// its files first if a test asked for it.
+    fn restart(&mut self, rank: usize, why: &str, code: u8) {
+        self.restarts_done += 1;
+        if self.lose_files_at.contains(&(rank, self.incarnation[rank])) {
+            self.lose_files_before_restart[rank] = true;
+        }
+        if std::mem::take(&mut self.corrupt_before_restart[rank])
+            && let Some(dir) = &self.log_dir
+        {
+            match inject::corrupt_newest_checkpoint(dir, rank) {
+                Ok(p) => eprintln!(
+                    "vpml run: damaged {} before restarting rank {rank}",
+                    p.display()
+                ),
+                Err(e) => eprintln!("vpml run: could not damage a checkpoint: {e}"),
+            }
+        }
+        if std::mem::take(&mut self.lose_files_before_restart[rank])
+            && let Some(dir) = &self.log_dir
+        {
+            // As if the rank had run on a machine now gone.
+            inject::remove_rank_files(dir, rank, &format!("before restarting rank {rank}"));
+        }
+        let t0 = Instant::now();
+        let inc = self.backend.announce_restart(rank);
+        self.incarnation[rank] = inc;
+        self.finalized[rank] = false;
+        match self.backend.respawn(rank, inc, self.forwarders) {
+            Ok(()) => {
+                self.alive[rank] = true;
+                self.backend.wake_all();
+                if let Some(after) = self.on_restart[rank].pop_front() {
+                    self.armed.push((Instant::now() + after, rank));
+                }
+                let detected = self.killed_at[rank]
+                    .take()
+                    .map(|k| {
+                        format!(
+                            ", detected {:.1} ms after the kill",
+                            t0.duration_since(k).as_secs_f64() * 1e3
+                        )
+                    })
+                    .unwrap_or_default();
+                eprintln!(
+                    "vpml run: {why}; restarted it as incarnation {inc} on {} (restart {} of at most {}{detected}, spawned in {:.1} ms)",
+                    self.backend.describe(rank),
+                    self.restarts_done,
+                    self.max_restarts,
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            Err(e) => self.fail(code, format!("{why}; cannot restart it: {e}")),
+        }
+    }
+
+    /// End the job with `code` (unless its end is already decided): say
+    /// why, SIGTERM to the ranks alive, SIGKILL after [`TERM_GRACE`].
+    fn fail(&mut self, code: u8, msg: impl std::fmt::Display) {
+        if self.failure.is_none() {
+            eprintln!("vpml run: {msg}");
+            self.failure = Some(code);
+            self.signal_all(&self.live(), libc::SIGTERM);
+            self.kill_at = Some(Instant::now() + TERM_GRACE);
+        }
+    }
+
+    /// The ranks whose current process is alive.
+    fn live(&self) -> Vec<usize> {
+        (0..self.alive.len()).filter(|&r| self.alive[r]).collect()
+    }
+
+    fn signal_all(&self, ranks: &[usize], sig: i32) {
+        for &r in ranks {
+            self.backend.signal(r, sig);
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}
