@@ -21,8 +21,13 @@ pub struct RunArgs {
     pub bind_to: BindPolicy,
     /// How ranks talk: `shm` (shared memory on one host) or `tcp` (every
     /// pair over TCP, also on one host).
-    #[arg(long, value_name = "KIND", env = "VPML_TRANSPORT", default_value = "shm", value_parser = ["shm", "tcp"])]
-    pub transport: String,
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "VPML_TRANSPORT",
+        default_value = "shm"
+    )]
+    pub transport: Transport,
     /// Testing aid: place the ranks on K pseudo-hosts of this machine
     /// (rank i on host i·K/N), so pairs across them talk over TCP as
     /// between real hosts while pairs within one use shared memory.
@@ -36,6 +41,9 @@ pub struct RunArgs {
         env = "VPML_PROTOCOL",
         default_value = "none"
     )]
+    // Checked by hand (`ProtocolSetup::start`), not by clap: an unknown
+    // name ends the job with `vpml run: unknown protocol …` and status 1,
+    // where clap would print its own error and exit with 2.
     pub protocol: String,
     /// Number of event loggers to start (pessimist).
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -56,8 +64,13 @@ pub struct RunArgs {
     /// nothing, freed segments are reused; kept with `--log-dir` for
     /// reading after the job) or `memory` (anonymous memory; each
     /// checkpoint writes the records peers may still need to a file).
-    #[arg(long, value_name = "KIND", env = "VPML_SENDER_LOG", default_value = "file", value_parser = ["memory", "file"])]
-    pub sender_log: String,
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "VPML_SENDER_LOG",
+        default_value = "file"
+    )]
+    pub sender_log: SenderLogKind,
     /// Job token from a file in the event logger's format (`* TOKEN`), for
     /// loggers started separately.
     #[arg(long, value_name = "FILE")]
@@ -138,6 +151,51 @@ pub struct RunArgs {
         value_name = "PROGRAM [ARGS]..."
     )]
     pub command: Vec<OsString>,
+}
+
+/// How the ranks of a job talk (`--transport`). The option's own text
+/// describes the values, so `--help` does not list them again
+/// (`help = None`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Shared memory on one host (and TCP between hosts).
+    #[value(help = None::<&str>)]
+    Shm,
+    /// Every pair over TCP, also on one host.
+    #[value(help = None::<&str>)]
+    Tcp,
+}
+
+/// Where senders keep their logs (`--sender-log`); the values are
+/// described by the option's text, as for [`Transport`].
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SenderLogKind {
+    /// Anonymous memory; checkpoints write what peers may still need.
+    #[value(help = None::<&str>)]
+    Memory,
+    /// Memory-mapped files under the log directory.
+    #[value(help = None::<&str>)]
+    File,
+}
+
+impl Transport {
+    /// The name ranks get in their environment (as on the command line).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+impl SenderLogKind {
+    /// The name ranks get in their environment (as on the command line).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SenderLogKind::Memory => "memory",
+            SenderLogKind::File => "file",
+        }
+    }
 }
 
 /// Core binding policy.

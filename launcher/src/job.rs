@@ -13,7 +13,7 @@ use crossbeam_channel::{Sender, unbounded};
 use vpml_pml::bootstrap::env;
 
 use crate::backend::{Backend, Spawner};
-use crate::cli::{BindPolicy, RunArgs};
+use crate::cli::{BindPolicy, RunArgs, SenderLogKind};
 use crate::event::Event;
 use crate::ids::{hex, random_bytes};
 use crate::mpi_abi::{loader_path_with, mpi_abi_dir};
@@ -44,7 +44,7 @@ fn record_and_run(mut args: RunArgs) -> Result<u8, Error> {
             return Err(Error::RecordConflict);
         }
         args.protocol = "pessimist".into();
-        args.sender_log = "file".into();
+        args.sender_log = SenderLogKind::File;
         args.log_dir = Some(dir.clone());
     }
     run_job(&args, recording.as_ref())
@@ -120,7 +120,10 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 env::STATS.to_string(),
                 if stats_env { "1" } else { "" }.to_string(),
             ),
-            (env::TRANSPORT.to_string(), args.transport.clone()),
+            (
+                env::TRANSPORT.to_string(),
+                args.transport.as_str().to_string(),
+            ),
             (env::HOST_OF.to_string(), host_of.join(",")),
         ];
         envs.extend(extra_envs.iter().cloned());
@@ -223,7 +226,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             cores,
             bind,
             protocol_envs: extra_envs.clone(),
-            transport: args.transport.clone(),
+            transport: args.transport.as_str().to_string(),
             host_of: host_of.join(","),
             job_page_fd: job_page.as_ref().map(|(fd, _, _)| fd.as_raw_fd()),
             launcher_pid: std::process::id(),

@@ -52,7 +52,7 @@ pub mod record;
 mod supervise;
 pub mod trace;
 
-pub use cli::{BindPolicy, RunArgs};
+pub use cli::{BindPolicy, RunArgs, SenderLogKind, Transport};
 pub use error::Error;
 pub use inject::SpecError;
 pub use job::run;

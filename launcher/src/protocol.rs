@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+use crate::cli::SenderLogKind;
 use crate::event::Event;
 use crate::inject::{Plan, Target};
 use crate::{Error, RunArgs};
@@ -202,7 +203,7 @@ impl ProtocolSetup {
             addrs.len(),
             addrs.join(","),
             args.replicas,
-            if args.sender_log == "file" {
+            if args.sender_log == SenderLogKind::File {
                 format!("in {}", root.display())
             } else {
                 "in memory".to_string()
@@ -214,7 +215,7 @@ impl ProtocolSetup {
             (EVENT_LOGGERS.into(), addrs.join(",")),
             (REPLICAS.into(), args.replicas.to_string()),
             (LOG_DIR.into(), root.display().to_string()),
-            ("VPML_SENDER_LOG".into(), args.sender_log.clone()),
+            ("VPML_SENDER_LOG".into(), args.sender_log.as_str().into()),
         ];
         if !self.loggers.is_empty() {
             // This launcher restarts them from their files when they die.
