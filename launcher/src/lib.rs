@@ -20,13 +20,17 @@
 //!
 //! ## Modules
 //!
-//! * [`cli`] — the options of `vpml run`;
+//! * `cli` — the options of `vpml run` ([`RunArgs`]);
 //! * `error` — [`Error`], what the commands report when they fail;
 //! * `job` — checking the options, starting a job and cleaning up after it;
 //! * `backend` — where ranks run (children here, or of host agents);
 //! * `supervise` — the loop that watches, restarts and stops the ranks, and
 //!   `event`, what it hears from the other threads;
 //! * `output` — forwarding the ranks' output;
+//! * `process` — rank and logger processes: set-up before exec, exit
+//!   watching, reaping;
+//! * `mpi_abi` — running MPI C programs on vpml's MPI library;
+//! * `ids` — random job ids and tokens, in hexadecimal;
 //! * `inject` — `--inject-failure`;
 //! * `protocol` — the fault-tolerance protocol's set-up (event loggers);
 //! * `kv` — the bootstrap key/value service;
@@ -36,7 +40,7 @@
 
 pub mod agent;
 mod backend;
-pub mod cli;
+mod cli;
 mod error;
 mod event;
 mod ids;
