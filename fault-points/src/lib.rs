@@ -14,6 +14,7 @@
 //! release build the macro expands to nothing and [`arm_from_env`] refuses
 //! a point, so a job never silently runs without the crash it asked for.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[doc(hidden)]
@@ -174,13 +175,41 @@ fn die(who: &str, point: &str, hit: u64) -> ! {
     std::process::abort()
 }
 
+/// What a thread's hook is told: the name of the fault point reached.
+pub type ThreadHook = Box<dyn Fn(&'static str)>;
+
+thread_local! {
+    static THREAD_HOOK: RefCell<Option<ThreadHook>> = const { RefCell::new(None) };
+}
+
+/// Call `hook` with the name of every fault point this thread reaches (in
+/// a debug build), or stop with `None`. The simulator (`vpml-sim`) runs
+/// every rank of a job on its own thread and crashes one by unwinding it
+/// from here.
+pub fn set_thread_hook(hook: Option<ThreadHook>) {
+    THREAD_HOOK.with(|h| *h.borrow_mut() = hook);
+}
+
+/// This thread reached fault point `name` (called by [`fault_point!`]):
+/// tell its hook, then act on the point if it is armed.
+#[doc(hidden)]
+pub fn reached(name: &'static str) {
+    THREAD_HOOK.with(|h| {
+        if let Some(hook) = h.borrow().as_ref() {
+            hook(name);
+        }
+    });
+    fail::fail_point!(name);
+}
+
 /// A named fault point (one of [`ALL`]): in a debug build, the process
-/// dies here if [`arm_from_env`] armed this name; nothing in release.
+/// dies here if [`arm_from_env`] armed this name, and this thread's hook
+/// ([`set_thread_hook`]) hears of it; nothing in release.
 #[macro_export]
 macro_rules! fault_point {
     ($name:literal) => {
         #[cfg(debug_assertions)]
-        $crate::fail::fail_point!($name);
+        $crate::reached($name);
     };
 }
 
@@ -233,5 +262,22 @@ mod tests {
     #[test]
     fn an_unarmed_point_does_nothing() {
         fault_point!("send.after_frame");
+    }
+
+    #[test]
+    fn a_thread_hook_hears_the_points_of_its_thread_only() {
+        use std::sync::{Arc, Mutex};
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let h = Arc::clone(&heard);
+        set_thread_hook(Some(Box::new(move |name| h.lock().unwrap().push(name))));
+        fault_point!("send.after_frame");
+        std::thread::spawn(|| {
+            fault_point!("send.before_frame");
+        })
+        .join()
+        .unwrap();
+        set_thread_hook(None);
+        fault_point!("event.after_put");
+        assert_eq!(*heard.lock().unwrap(), ["send.after_frame"]);
     }
 }
