@@ -101,10 +101,14 @@ impl SenderLog {
     }
 
     /// Open the log in `dir` for reading (e.g. from another process, or
-    /// after the job): every record of every segment is indexed. A torn last
-    /// record is ignored; other damage is an error naming file and offset.
+    /// after the job): every record of every segment is indexed; when a
+    /// message was logged twice (by two incarnations), the later copy
+    /// counts. A torn last record is ignored; other damage is an error
+    /// naming file and offset.
     pub fn open_read_only(dir: &Path) -> Result<SenderLog> {
-        Self::open_existing(dir, false)
+        let mut log = Self::open_existing(dir, false)?;
+        log.keep_latest_copies(|_| u64::MAX);
+        Ok(log)
     }
 
     /// Reopen the log a crashed process of this rank left in `dir`, to
@@ -124,7 +128,16 @@ impl SenderLog {
         let mut log = Self::open_existing(dir, true)?;
         log.rank = rank;
         log.segment_size = segment_size.max(4096).next_multiple_of(ALIGN);
-        for (dest, q) in log.index.iter_mut() {
+        log.keep_latest_copies(keep);
+        log.bytes_logged = 0;
+        Ok(log)
+    }
+
+    /// Forget the records to each destination `d` above `keep(d)`, and of
+    /// a message logged more than once (by several incarnations) every
+    /// copy but the last.
+    fn keep_latest_copies(&mut self, keep: impl Fn(u32) -> u64) {
+        for (dest, q) in self.index.iter_mut() {
             let limit = keep(dest);
             let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.entries.len());
             for e in q.entries.drain(..) {
@@ -140,7 +153,7 @@ impl SenderLog {
                     None
                 };
                 if let Some(d) = dropped
-                    && let Some(seg) = log.segments.get_mut(&d.segment)
+                    && let Some(seg) = self.segments.get_mut(&d.segment)
                 {
                     seg.live = seg.live.saturating_sub(1);
                 }
@@ -148,8 +161,6 @@ impl SenderLog {
             q.entries = kept;
             q.sort();
         }
-        log.bytes_logged = 0;
-        Ok(log)
     }
 
     fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {

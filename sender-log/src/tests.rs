@@ -462,3 +462,41 @@ proptest! {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A rank that crashed twice leaves a log where its second process logged
+/// again what its first one had logged after the checkpoint: every reader
+/// sees each message once, as the later process logged it. (Found by the
+/// simulator: a restarted process compared its re-execution against both
+/// copies and reported a divergence that was not there.)
+#[test]
+fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it() {
+    let dir = tmp("incarnations");
+    {
+        let mut first = SenderLog::create(&dir, 0, 4096).unwrap();
+        first.append(hdr(1, 1), b"kept by the checkpoint").unwrap();
+        first.append(hdr(1, 2), b"first process").unwrap();
+        first.append(hdr(1, 3), b"first process").unwrap();
+    }
+    {
+        let mut second = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
+        second.append(hdr(1, 2), b"second process").unwrap();
+    }
+    let read = SenderLog::open_read_only(&dir).unwrap();
+    let seen: Vec<(u64, Vec<u8>)> = read
+        .iter_from(1, 1)
+        .map(|r| (r.header.seq, r.payload.to_vec()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, b"kept by the checkpoint".to_vec()),
+            (2, b"second process".to_vec()),
+            // Logged by the first process only: the second one crashed
+            // before re-executing it, and it still binds the third.
+            (3, b"first process".to_vec()),
+        ]
+    );
+    let third = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
+    assert_eq!(third.iter_from(1, 1).count(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
