@@ -29,6 +29,7 @@ use crate::status::Status;
 use crate::tcp::TcpConn;
 
 mod restart;
+mod sim_rendezvous;
 
 /// Messages up to this size travel inside the ring.
 pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
@@ -429,8 +430,8 @@ struct Recovery {
     incarnation: u32,
     /// Incarnation of each peer that our link belongs to.
     known_inc: Vec<u32>,
-    /// Restarted processes connect here.
-    listener: TcpListener,
+    /// Where restarted processes connect.
+    rendezvous: Rendezvous,
     /// A connection from this peer's newer process is expected (change
     /// it with `Recovery::expect`, which keeps `expected` in step).
     expecting: Vec<bool>,
@@ -448,6 +449,21 @@ struct Recovery {
     token: String,
     /// A restarted process until it has caught up (see `check_caught_up`).
     catching_up: Option<CatchUp>,
+}
+
+/// How restarted processes reach the running ones.
+enum Rendezvous {
+    /// A TCP listener whose address is published in the launcher's
+    /// key/value store.
+    Tcp(TcpListener),
+    /// The simulator's queues of hellos (see [`crate::sim`]).
+    Sim(crate::sim::SimNet),
+}
+
+/// A new link's connection, before it becomes a [`Link`].
+enum Connection {
+    Tcp(std::net::TcpStream),
+    Sim(SimLink),
 }
 
 /// When a restarted process reached each stage of its recovery.
@@ -498,6 +514,8 @@ pub(crate) struct Engine {
     /// `--chaos`: state of the generator that decides which peers a
     /// progress pass skips (0: off).
     chaos: u64,
+    /// The simulator's hooks, for a simulated rank.
+    sim: Option<Rc<dyn crate::sim::SimHooks>>,
 }
 
 impl Engine {
@@ -528,6 +546,7 @@ impl Engine {
             last_checkpoint: Instant::now(),
             replay_alone: false,
             chaos: 0,
+            sim: None,
         }
     }
 
@@ -549,19 +568,31 @@ impl Engine {
 
     /// A rank of a simulated job (see [`crate::sim`]): every peer is a
     /// pipe of `net`, and idling hands the processor to the simulator.
+    /// With a job page (`page`), crashed ranks are restarted: a rank whose
+    /// incarnation there is above 0 is a restarted process, which links to
+    /// the others once its protocol is installed.
     pub(crate) fn simulated(
         rank: usize,
         net: &crate::sim::SimNet,
         hooks: Rc<dyn crate::sim::SimHooks>,
+        page: Option<JobPage>,
     ) -> Engine {
         let size = net.size();
         let mut e = Engine::singleton();
         e.core = Core::new(rank, size);
         e.size = size;
+        let restarted = page.as_ref().is_some_and(|p| p.incarnation(rank) > 0);
         e.peers = (0..size)
             .map(|p| {
-                (p != rank)
-                    .then(|| Peer::new(Link::Sim(net.link(rank, p, Rc::clone(&hooks))), false))
+                (p != rank).then(|| {
+                    let mut peer = if restarted {
+                        Peer::new(Link::Dead, false)
+                    } else {
+                        Peer::new(Link::Sim(net.link(rank, p, Rc::clone(&hooks))), false)
+                    };
+                    peer.broken = restarted;
+                    peer
+                })
             })
             .collect();
         e.send_seq = vec![0; size];
@@ -572,6 +603,23 @@ impl Engine {
             spin: 1,
             yield_for: Duration::ZERO,
         };
+        e.core.restartable = page.is_some();
+        e.recovery = page.map(|page| Recovery {
+            seen_epoch: page.epoch(),
+            my_start: page.start_epoch(rank),
+            incarnation: page.incarnation(rank),
+            known_inc: (0..size).map(|q| page.incarnation(q)).collect(),
+            rendezvous: Rendezvous::Sim(net.clone()),
+            expecting: vec![false; size],
+            expected: 0,
+            suppress: vec![0; size],
+            my_host: 0,
+            transport_tcp: false,
+            token: String::new(),
+            catching_up: None,
+            page,
+        });
+        e.sim = Some(hooks);
         e
     }
 
@@ -701,6 +749,7 @@ impl Engine {
                 .map_or(0, |seed| {
                     (seed ^ (env.rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
                 }),
+            sim: None,
         })
     }
 
@@ -1612,9 +1661,9 @@ impl Engine {
             self.fail(&e);
             return;
         }
-        if let Some(Link::Sim(l)) = self.peers.iter().flatten().map(|p| &p.link).next() {
+        if let Some(sim) = &self.sim {
             // Simulated: another rank runs meanwhile.
-            l.idle();
+            sim.idle();
             return;
         }
         let Some(own) = self.own.as_ref() else {
@@ -1841,6 +1890,9 @@ impl Engine {
         }
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
+        }
+        if let Some(sim) = &self.sim {
+            sim.finalized(self.core.rank);
         }
         self.wait_for_everyone()?;
         self.finalized = true;

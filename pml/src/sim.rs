@@ -14,9 +14,12 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use std::os::fd::{AsRawFd, BorrowedFd};
+
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::protocol::Protocol;
+use crate::recovery::JobPage;
 use crate::shm::ring::{FrameHeader, kind};
 
 /// What a simulated rank's engine asks of the simulator.
@@ -31,6 +34,10 @@ pub trait SimHooks {
     /// sequence number `seq` (the frame the commit rule is about), `None`
     /// for control frames and later fragments.
     fn frame_written(&self, from: usize, to: usize, message: Option<u64>);
+
+    /// Rank `rank` finalized (what `vpml run`'s ranks tell the launcher):
+    /// once every rank has, the simulator marks the job page finalized.
+    fn finalized(&self, rank: usize);
 }
 
 /// Frames in flight from one rank to another, oldest first.
@@ -41,9 +48,7 @@ pub struct Pipe {
 
 impl Pipe {
     fn lock(&self) -> MutexGuard<'_, VecDeque<(FrameHeader, Vec<u8>)>> {
-        // A rank thread that panicked while holding the lock leaves whole
-        // frames behind (push and pop are single calls): keep going.
-        self.frames.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.frames)
     }
 
     /// Frames waiting to be read.
@@ -62,51 +67,114 @@ impl Pipe {
     }
 }
 
-/// The pipes between every ordered pair of ranks of a simulated job.
-pub struct SimNet {
+/// A restarted rank's request for a link, waiting in the peer's queue
+/// (the simulated form of the TCP connection and hello line a restarted
+/// process sends; see [`crate::recovery`]).
+pub(crate) struct Hello {
+    pub(crate) from: usize,
+    pub(crate) incarnation: u32,
+    /// Messages from the peer the restarted rank has.
+    pub(crate) received: u64,
+    /// Frames from the restarted rank to the peer.
+    pub(crate) to_acceptor: Arc<Pipe>,
+    /// Frames from the peer to the restarted rank.
+    pub(crate) from_acceptor: Arc<Pipe>,
+    /// The peer's answer.
+    pub(crate) reply: Arc<Mutex<Option<Reply>>>,
+}
+
+/// The peer's answer to a [`Hello`].
+#[derive(Clone, Debug)]
+pub(crate) enum Reply {
+    /// Link up: the peer's incarnation and how many of the restarted
+    /// rank's messages it has.
+    Accepted { incarnation: u32, received: u64 },
+    /// Not a newer process of that rank.
+    Refused(String),
+}
+
+struct NetInner {
     size: usize,
     /// Frames a pipe holds before a writer must wait (as a full ring).
     capacity: usize,
     pipes: Vec<Arc<Pipe>>,
+    /// Each rank's queue of hellos from restarted peers.
+    hellos: Vec<Mutex<VecDeque<Hello>>>,
 }
+
+/// The pipes between every ordered pair of ranks of a simulated job (a
+/// cheap handle: clones share them).
+#[derive(Clone)]
+pub struct SimNet(Arc<NetInner>);
 
 impl SimNet {
     /// Pipes for `size` ranks, each holding up to `capacity` frames.
     pub fn new(size: usize, capacity: usize) -> SimNet {
-        SimNet {
+        SimNet(Arc::new(NetInner {
             size,
             capacity: capacity.max(1),
             pipes: (0..size * size).map(|_| Arc::default()).collect(),
-        }
+            hellos: (0..size).map(|_| Mutex::default()).collect(),
+        }))
     }
 
     /// Number of ranks.
     pub fn size(&self) -> usize {
-        self.size
+        self.0.size
     }
 
-    /// The pipe from `from` to `to`.
+    /// The first pipe from `from` to `to` (links set up after a restart
+    /// get pipes of their own).
     pub fn pipe(&self, from: usize, to: usize) -> &Arc<Pipe> {
-        &self.pipes[from * self.size + to]
+        &self.0.pipes[from * self.0.size + to]
     }
 
-    /// Any frame in flight anywhere?
-    pub fn in_flight(&self) -> usize {
-        self.pipes.iter().map(|p| p.len()).sum()
-    }
-
-    /// One end of the link between `me` and `peer`.
+    /// One end of the first link between `me` and `peer`.
     pub(crate) fn link(&self, me: usize, peer: usize, hooks: Rc<dyn SimHooks>) -> SimLink {
+        self.link_over(
+            me,
+            peer,
+            Arc::clone(self.pipe(me, peer)),
+            Arc::clone(self.pipe(peer, me)),
+            hooks,
+        )
+    }
+
+    /// One end of a link between `me` and `peer` over the given pipes.
+    pub(crate) fn link_over(
+        &self,
+        me: usize,
+        peer: usize,
+        out: Arc<Pipe>,
+        inbound: Arc<Pipe>,
+        hooks: Rc<dyn SimHooks>,
+    ) -> SimLink {
         SimLink {
             me,
             peer,
-            capacity: self.capacity,
-            out: Arc::clone(self.pipe(me, peer)),
-            inbound: Arc::clone(self.pipe(peer, me)),
+            capacity: self.0.capacity,
+            out,
+            inbound,
             current: None,
             hooks,
         }
     }
+
+    /// A restarted rank asks `to` for a link.
+    pub(crate) fn post_hello(&self, to: usize, hello: Hello) {
+        lock(&self.0.hellos[to]).push_back(hello);
+    }
+
+    /// The oldest hello waiting for `me`, if any.
+    pub(crate) fn take_hello(&self, me: usize) -> Option<Hello> {
+        lock(&self.0.hellos[me]).pop_front()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Rank threads unwind (a simulated crash) between whole operations on
+    // these queues: what a poisoned lock guards is consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One rank's end of a simulated link (see [`SimNet`]).
@@ -163,22 +231,29 @@ impl SimLink {
     pub(crate) fn consume(&mut self) {
         self.current = None;
     }
-
-    pub(crate) fn idle(&self) {
-        self.hooks.idle();
-    }
 }
 
 /// Join a simulated job as `rank` of `net`, with `protocol` wrapped around
 /// the engine (`None`: no protocol). Called on the rank's own thread; the
 /// returned world is used like the one [`crate::init`] returns.
+///
+/// With `page` (a job page the simulator made with
+/// [`crate::recovery::JobPage::create`]), crashed ranks can be restarted:
+/// the rank's incarnation comes from the page, and a restarted process
+/// (incarnation above 0) links to the running ranks through `net` once
+/// its protocol has restored its checkpoint.
 pub fn join(
     rank: usize,
     net: &SimNet,
     hooks: Rc<dyn SimHooks>,
+    page: Option<BorrowedFd<'_>>,
     protocol: Option<Box<dyn Protocol>>,
 ) -> Result<crate::World> {
-    let mut engine = crate::engine::Engine::simulated(rank, net, hooks);
+    let page = match page {
+        Some(fd) => Some(JobPage::map(fd.as_raw_fd(), net.size())?),
+        None => None,
+    };
+    let mut engine = crate::engine::Engine::simulated(rank, net, hooks, page);
     if let Some(p) = protocol {
         engine.set_protocol(p)?;
     }

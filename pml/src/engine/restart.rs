@@ -8,8 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::{
-    CatchUp, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery, ReqId,
-    Unexpected, message_header,
+    CatchUp, Connection, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery,
+    Rendezvous, ReqId, Unexpected, message_header,
 };
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
@@ -71,7 +71,7 @@ impl Recovery {
             my_start: page.start_epoch(env.rank),
             incarnation: env.incarnation,
             known_inc,
-            listener,
+            rendezvous: Rendezvous::Tcp(listener),
             expecting: vec![false; env.size],
             expected: 0,
             suppress: vec![0; env.size],
@@ -251,7 +251,10 @@ impl Engine {
         &mut self,
         q: usize,
         inc: u32,
-    ) -> std::result::Result<Option<(TcpStream, u64, bool, usize)>, String> {
+    ) -> std::result::Result<Option<(Connection, u64, bool, usize)>, String> {
+        if let Some(Rendezvous::Sim(_)) = self.recovery.as_ref().map(|r| &r.rendezvous) {
+            return Ok(self.sim_connect_to(q, inc));
+        }
         let me = self.core.rank;
         let received = self.core.recv_seq[q];
         let single_copy = self.single_copy;
@@ -299,7 +302,7 @@ impl Engine {
         let their_host: Option<usize> = parts.next().and_then(|v| v.parse().ok());
         match (their_inc, their_received, their_copy, their_host) {
             (Some(i), Some(r), Some(c @ ("0" | "1")), Some(h)) if i == inc => {
-                Ok(Some((s, r, c == "1", h)))
+                Ok(Some((Connection::Tcp(s), r, c == "1", h)))
             }
             _ => Err(format!("bad reply {reply:?}")),
         }
@@ -379,7 +382,11 @@ impl Engine {
             if rc.expected == 0 {
                 return Ok(());
             }
-            let (mut s, from) = match rc.listener.accept() {
+            let listener = match &rc.rendezvous {
+                Rendezvous::Tcp(l) => l,
+                Rendezvous::Sim(_) => return self.sim_accept_restarted(),
+            };
+            let (mut s, from) = match listener.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -430,7 +437,7 @@ impl Engine {
                 tracing::warn!("connection of rank {q} lost during the handshake: {why}");
                 continue;
             }
-            self.install_link(q, s, received, single_copy, host)?;
+            self.install_link(q, Connection::Tcp(s), received, single_copy, host)?;
         }
     }
 
@@ -466,10 +473,14 @@ impl Engine {
     fn new_link(
         &mut self,
         q: usize,
-        stream: TcpStream,
+        conn: Connection,
         single_copy: bool,
         host: usize,
     ) -> Result<(Link, bool)> {
+        let stream = match conn {
+            Connection::Tcp(s) => s,
+            Connection::Sim(link) => return Ok((Link::Sim(link), false)),
+        };
         let me = self.core.rank;
         let shm = self.same_host(host);
         if let (true, Some(own), Some(theirs)) =
@@ -499,16 +510,16 @@ impl Engine {
     /// A connection with `q`'s current process is up: `received` is how
     /// many of our messages it has (`single_copy`: it can read our
     /// memory). Re-send the rest from the log.
-    fn install_link(
+    pub(super) fn install_link(
         &mut self,
         q: usize,
-        stream: TcpStream,
+        conn: Connection,
         received: u64,
         single_copy: bool,
         host: usize,
     ) -> Result<()> {
         self.drop_link(q);
-        let (link, single_copy) = self.new_link(q, stream, single_copy, host)?;
+        let (link, single_copy) = self.new_link(q, conn, single_copy, host)?;
         if let Some(rc) = self.recovery.as_mut() {
             rc.expect(q, false);
             rc.suppress[q] = received;
@@ -710,8 +721,11 @@ impl Engine {
     pub(super) fn idle_fds(&self) -> Option<libc::pollfd> {
         use std::os::fd::AsRawFd;
         let rc = self.recovery.as_ref()?;
+        let Rendezvous::Tcp(listener) = &rc.rendezvous else {
+            return None;
+        };
         (rc.expected > 0).then(|| libc::pollfd {
-            fd: rc.listener.as_raw_fd(),
+            fd: listener.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })
