@@ -6,6 +6,9 @@
 //!   started, and — for a frame that leaves inside its own send call —
 //!   everything put so far (a lazily logged run of failed tests is put by
 //!   that very call).
+//! * **Re-execution is exact.** A restarted process sends, as each
+//!   message, the bytes its earlier process sent as that message (the
+//!   bytes hash everything the program observed before).
 //! * **Exactly once, in channel order.** Each receiver gets every message
 //!   of each sender once, numbered 1, 2, 3, … as the sender numbered them
 //!   (checked by the program, which knows what it sent).
@@ -22,6 +25,13 @@ struct Sends {
     required: BTreeMap<(usize, usize, u64), u64>,
     /// The message whose send call each rank is inside, if any.
     in_call: BTreeMap<usize, (usize, u64)>,
+    /// (from, to, seq) → digest of the bytes of the latest send call of
+    /// that message.
+    called: BTreeMap<(usize, usize, u64), u64>,
+    /// (from, to, seq) → digest of the bytes that left as that message
+    /// (a send that never left — its process crashed first — binds no
+    /// re-execution: the events it followed may have died with it).
+    left: BTreeMap<(usize, usize, u64), u64>,
 }
 
 /// Watches every frame of a simulated job.
@@ -44,15 +54,24 @@ impl Checker {
         self.sends.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Rank `from` begins the send call of its message `seq` to `to`.
-    pub(crate) fn send_begins(&self, from: usize, to: usize, seq: u64) {
+    /// Rank `from` begins the send call of its message `seq` to `to`,
+    /// whose bytes hash to `digest`. A re-executing process must send the
+    /// bytes its previous process sent.
+    pub(crate) fn send_begins(&self, from: usize, to: usize, seq: u64, digest: u64) {
         let put = self.loggers.last_id(from);
         let mut s = self.lock();
         s.required.insert((from, to, seq), put);
         s.in_call.insert(from, (to, seq));
+        s.called.insert((from, to, seq), digest);
+        if s.left.get(&(from, to, seq)).is_some_and(|&d| d != digest) {
+            drop(s);
+            self.sched.stop(format!(
+                "re-execution diverged silently: rank {from} sent other bytes as message {seq} to rank {to} than its earlier process did"
+            ));
+        }
     }
 
-    /// Rank `from`'s send call returned.
+    /// Rank `from`'s send call returned (or its process crashed).
     pub(crate) fn send_ends(&self, from: usize) {
         self.lock().in_call.remove(&from);
     }
@@ -61,7 +80,10 @@ impl Checker {
     pub(crate) fn message_leaves(&self, from: usize, to: usize, seq: u64) {
         let durable = self.loggers.durable(from);
         let need = {
-            let s = self.lock();
+            let mut s = self.lock();
+            if let Some(&d) = s.called.get(&(from, to, seq)) {
+                s.left.entry((from, to, seq)).or_insert(d);
+            }
             if s.in_call.get(&from) == Some(&(to, seq)) {
                 self.loggers.last_id(from)
             } else {

@@ -65,6 +65,22 @@ impl SimLoggers {
     }
 }
 
+impl SimLoggers {
+    /// Rank `rank`'s process crashed: of its events not yet durable, the
+    /// loggers got a prefix (drawn from the seed) and the rest died with
+    /// the process. Returns how many survived.
+    pub(crate) fn crash(&self, rank: usize, rng: &mut fastrand::Rng) -> u64 {
+        let mut ranks = self.lock();
+        let r = &mut ranks[rank];
+        let cut = rng.u64(r.durable..=r.last);
+        r.events.retain(|(id, _)| *id <= cut);
+        let survived = cut - r.durable;
+        r.durable = cut;
+        r.last = cut;
+        survived
+    }
+}
+
 /// How a rank's client treats durability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acknowledge {

@@ -32,9 +32,16 @@ struct Cli {
     /// Rounds per program.
     #[arg(long, default_value_t = 6)]
     rounds: usize,
+    /// Crashes per job, at most (0: none).
+    #[arg(long, default_value_t = 2)]
+    crashes: u32,
     /// Protocol the ranks run.
     #[arg(long, value_enum, default_value_t = Protocol::Pessimist)]
     protocol: Protocol,
+    /// Print the engine's and protocol's log lines (`tracing`, at info
+    /// level unless RUST_LOG says otherwise) while running.
+    #[arg(long)]
+    trace: bool,
     /// Use a broken logger client that acknowledges events before they are
     /// durable (the commit-rule check must catch it).
     #[arg(long)]
@@ -51,6 +58,15 @@ fn parse_seed(s: &str) -> Result<u64, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.trace {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .without_time()
+            .init();
+    }
     if cli.ranks < 2 {
         eprintln!("vpml-sim: --ranks must be at least 2");
         return ExitCode::from(2);
@@ -59,6 +75,7 @@ fn main() -> ExitCode {
         ranks: cli.ranks,
         rounds: cli.rounds,
         protocol: cli.protocol,
+        max_crashes: cli.crashes,
         acknowledge: if cli.break_commit_rule {
             Acknowledge::AtOnce
         } else {
@@ -77,16 +94,16 @@ fn main() -> ExitCode {
         runs += 1;
         if let Some(why) = &outcome.failure {
             println!(
-                "seed {seed:#018x} failed after {} steps: {why}",
-                outcome.steps
+                "seed {seed:#018x} failed after {} steps (crashes: {:?}): {why}",
+                outcome.steps, outcome.crashes
             );
             println!("run it again: {}", vpml_sim::replay_command(seed, &opts));
             return ExitCode::FAILURE;
         }
         if cli.seed.is_some() {
             println!(
-                "seed {seed:#018x}: {} steps, outputs {:x?}",
-                outcome.steps, outcome.outputs
+                "seed {seed:#018x}: {} steps, crashes {:?}, outputs {:x?}",
+                outcome.steps, outcome.crashes, outcome.outputs
             );
             return ExitCode::SUCCESS;
         }

@@ -136,8 +136,9 @@ impl Plan {
 
 /// What a rank's program needs from the simulator besides its world.
 pub(crate) trait RankEnv {
-    /// The program is about to send its message `seq` to `to`.
-    fn send_begins(&self, to: usize, seq: u64);
+    /// The program is about to send its message `seq` to `to`, whose
+    /// bytes hash to `digest`.
+    fn send_begins(&self, to: usize, seq: u64, digest: u64);
     /// That send call returned.
     fn send_ends(&self);
     /// The program polls and found nothing: let others run.
@@ -172,7 +173,11 @@ pub(crate) fn run(world: &World, env: &dyn RankEnv, plan: &Plan) -> Result<u64, 
         sent_to: vec![0; plan.ranks],
         got_from: vec![0; plan.ranks],
     };
-    for round in 0..plan.sends.len() {
+    let mut first = 0;
+    if let Some(saved) = world.restart_state() {
+        first = r.restore(&saved, plan.ranks)?;
+    }
+    for round in first..plan.sends.len() {
         r.round(plan, round)
             .map_err(|e| format!("round {round}: {e}"))?;
     }
@@ -182,6 +187,34 @@ pub(crate) fn run(world: &World, env: &dyn RankEnv, plan: &Plan) -> Result<u64, 
 type Pending = Option<Request<Vec<u64>>>;
 
 impl Rank<'_> {
+    /// The state a checkpoint after `round` saves.
+    fn save(&self, round: usize) -> Vec<u8> {
+        [round as u64 + 1, self.state]
+            .iter()
+            .chain(&self.sent_to)
+            .chain(&self.got_from)
+            .flat_map(|w| w.to_le_bytes())
+            .collect()
+    }
+
+    /// Take back what [`Rank::save`] saved; returns the round to go on with.
+    fn restore(&mut self, saved: &[u8], ranks: usize) -> Result<usize, String> {
+        let words: Vec<u64> = saved
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        if !saved.len().is_multiple_of(8) || words.len() != 2 + 2 * ranks {
+            return Err(format!(
+                "a checkpoint of {} bytes is not this program's",
+                saved.len()
+            ));
+        }
+        self.state = words[1];
+        self.sent_to = words[2..2 + ranks].to_vec();
+        self.got_from = words[2 + ranks..].to_vec();
+        Ok(words[0] as usize)
+    }
+
     fn round(&mut self, plan: &Plan, round: usize) -> Result<(), String> {
         let tag = round as i32;
         let mut sends: Vec<Pending> = Vec::new();
@@ -190,7 +223,10 @@ impl Rank<'_> {
             let seq = self.sent_to[s.to];
             let mut payload = vec![self.me as u64, seq, round as u64, self.state];
             payload.extend((0..s.words as u64).map(|i| self.state.rotate_left(i as u32) ^ i));
-            self.env.send_begins(s.to, seq);
+            let digest = payload
+                .iter()
+                .fold(0xcbf2_9ce4_8422_2325, |h, &w| mix(h, w));
+            self.env.send_begins(s.to, seq, digest);
             let sent = match s.style {
                 SendStyle::Blocking => self.world.send(s.to, tag, &payload).map(|_| None),
                 SendStyle::Isend => self.world.isend(s.to, tag, payload).map(Some),
@@ -204,7 +240,7 @@ impl Rank<'_> {
         vpml_pml::wait_all(&mut sends).map_err(|e| format!("waiting for sends: {e}"))?;
         if plan.checkpoint[round][self.me] {
             self.world
-                .checkpoint(&self.state.to_le_bytes())
+                .checkpoint(&self.save(round))
                 .map_err(|e| format!("checkpoint: {e}"))?;
         }
         Ok(())

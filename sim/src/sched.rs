@@ -16,10 +16,15 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::loggers::SimLoggers;
 
-/// Panic payload that unwinds a rank thread when the run stops (or the
-/// rank is crashed on purpose).
+/// Panic payload that unwinds a rank thread when the run stops.
 #[derive(Debug)]
 pub(crate) struct Stop;
+
+/// Panic payload that unwinds a rank thread to crash its process: the
+/// thread then starts the rank's next incarnation, as `vpml run` would
+/// restart it.
+#[derive(Debug)]
+pub(crate) struct Crash;
 
 struct State {
     /// The rank holding the baton.
@@ -31,6 +36,17 @@ struct State {
     max_steps: u64,
     /// Why the run stopped early, if it did (the first reason wins).
     stopped: Option<String>,
+    /// Crashes still to inflict, and the odds (one in `crash_one_in`) at
+    /// each chance: a fault point reached or a hand-over.
+    crashes_left: u32,
+    crash_one_in: u32,
+    /// Crashes start once every rank has joined (as `vpml run` stops a
+    /// job whose rank dies in the start-up fences) and stop once the job
+    /// is finalized (nothing restarts then).
+    crashes_started: bool,
+    no_more_crashes: bool,
+    /// Where each crash happened: (rank, point).
+    crashes: Vec<(usize, &'static str)>,
 }
 
 /// The baton and the seeded choices of one run.
@@ -58,6 +74,11 @@ impl Sched {
                 steps: 0,
                 max_steps,
                 stopped: None,
+                crashes_left: 0,
+                crash_one_in: u32::MAX,
+                crashes_started: false,
+                no_more_crashes: false,
+                crashes: Vec::new(),
             }),
             turn: Condvar::new(),
             loggers,
@@ -83,9 +104,60 @@ impl Sched {
         }
     }
 
+    /// Inflict up to `crashes` crashes, each chance taking one with odds
+    /// of one in `one_in`.
+    pub(crate) fn plan_crashes(&self, crashes: u32, one_in: u32) {
+        let mut st = self.lock();
+        st.crashes_left = crashes;
+        st.crash_one_in = one_in.max(1);
+    }
+
+    /// Every rank joined the job: crashes may start.
+    pub(crate) fn start_crashes(&self) {
+        self.lock().crashes_started = true;
+    }
+
+    /// The job is finalized: no crash from now on.
+    pub(crate) fn end_crashes(&self) {
+        self.lock().no_more_crashes = true;
+    }
+
+    /// Rank `me` crashed: settle what the loggers kept of its events.
+    pub(crate) fn crash_loggers(&self, me: usize) {
+        let mut st = self.lock();
+        self.loggers.crash(me, &mut st.rng);
+    }
+
+    /// Where the crashes of this run happened.
+    pub(crate) fn crashes(&self) -> Vec<(usize, &'static str)> {
+        self.lock().crashes.clone()
+    }
+
+    /// A chance for rank `me` (which holds the baton) to crash, at `at`:
+    /// unwinds with [`Crash`] if the seed says so.
+    pub(crate) fn maybe_crash(&self, me: usize, at: &'static str) {
+        let crash = {
+            let mut st = self.lock();
+            let one_in = st.crash_one_in;
+            let hit = st.crashes_left > 0
+                && st.crashes_started
+                && !st.no_more_crashes
+                && st.stopped.is_none()
+                && st.rng.u32(..one_in) == 0;
+            if hit {
+                st.crashes_left -= 1;
+                st.crashes.push((me, at));
+            }
+            hit
+        };
+        if crash {
+            std::panic::panic_any(Crash);
+        }
+    }
+
     /// Rank `me` has nothing to do: let the loggers act, pass the baton to
     /// a rank drawn from the seed (possibly `me` again) and wait for it to
-    /// come back.
+    /// come back — or crash there, if the seed says so.
     pub(crate) fn yield_now(&self, me: usize) {
         {
             let mut st = self.lock();
@@ -101,6 +173,7 @@ impl Sched {
             self.turn.notify_all();
         }
         self.wait_turn(me);
+        self.maybe_crash(me, "a hand-over");
     }
 
     /// A point where a real rank could be preempted (a frame just left):

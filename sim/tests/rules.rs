@@ -7,21 +7,29 @@ use vpml_sim::{Acknowledge, Options, Protocol, run};
 const SEEDS: u64 = 1500;
 
 #[test]
-fn every_rule_holds_over_many_seeded_jobs() {
+fn every_rule_holds_over_many_seeded_jobs_with_crashes() {
     let opts = Options::default();
+    let (mut crashed, mut twice) = (0, 0);
     for seed in 1..=SEEDS {
         let out = run(seed, &opts);
         assert_eq!(
             out.failure,
             None,
-            "seed {seed}: run it again with `{}`",
+            "seed {seed} (crashes {:?}): run it again with `{}`",
+            out.crashes,
             vpml_sim::replay_command(seed, &opts)
         );
         assert!(
             out.outputs.iter().all(Option::is_some),
             "seed {seed}: {out:?}"
         );
+        crashed += usize::from(!out.crashes.is_empty());
+        twice += usize::from(matches!(&out.crashes[..], [(a, _), (b, _)] if a == b));
     }
+    // The sweep does exercise recovery: many jobs lose a rank, and some
+    // lose the same rank twice (its second process crashes too).
+    assert!(crashed > SEEDS as usize / 2, "only {crashed} jobs crashed");
+    assert!(twice > 10, "only {twice} jobs crashed one rank twice");
 }
 
 #[test]

@@ -1,0 +1,296 @@
+//! One simulated job: its ranks' threads, their crashes and restarts.
+//!
+//! The part of `vpml run`'s supervision that matters to the protocol is
+//! played here: a crashed rank's job-page entry is bumped (a new
+//! incarnation, announced to the survivors), the loggers keep what they had
+//! of its events, and its next process starts from its files. The job is
+//! finalized once every rank's current process has finalized.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, Once};
+
+use vpml_pml::recovery::JobPage;
+use vpml_pml::sim::{SimHooks, SimNet};
+use vpml_vprotocol::pessimist::{Config, Pessimist};
+
+use crate::check::Checker;
+use crate::loggers::{SimClient, SimLoggers};
+use crate::program::{self, Plan, RankEnv};
+use crate::sched::{Crash, Sched, Stop};
+use crate::{Options, Outcome, Protocol};
+
+/// Odds of a crash at each chance (fault point or hand-over): one in this.
+const CRASH_ONE_IN: u32 = 150;
+
+/// Everything the ranks of one job share.
+struct Job {
+    opts: Options,
+    plan: Plan,
+    net: SimNet,
+    loggers: Arc<SimLoggers>,
+    sched: Arc<Sched>,
+    checker: Arc<Checker>,
+    /// The job page (restartable jobs: under a protocol).
+    page: Option<(OwnedFd, JobPage)>,
+    /// Which ranks' current processes have finalized.
+    finalized: Mutex<Vec<bool>>,
+    /// Ranks whose first process joined (the start-up fences).
+    joined: Mutex<usize>,
+    /// The ranks' sender logs live in memory (spilled at checkpoints)
+    /// rather than in files.
+    log_in_memory: bool,
+    dir: PathBuf,
+}
+
+/// The engine's hooks for one simulated rank.
+struct RankHooks {
+    me: usize,
+    job: Arc<Job>,
+}
+
+impl SimHooks for RankHooks {
+    fn idle(&self) {
+        self.job.sched.yield_now(self.me);
+    }
+
+    fn frame_written(&self, from: usize, to: usize, message: Option<u64>) {
+        if let Some(seq) = message {
+            self.job.checker.message_leaves(from, to, seq);
+        }
+        // Let the receiver (or a third rank) run before the sender goes
+        // on, now and then: other orders of arrival.
+        self.job.sched.maybe_yield(self.me, 4);
+    }
+
+    fn finalized(&self, rank: usize) {
+        let mut done = self.job.finalized.lock().unwrap_or_else(|p| p.into_inner());
+        done[rank] = true;
+        if done.iter().all(|&d| d) {
+            self.job.sched.end_crashes();
+            if let Some((_, page)) = &self.job.page {
+                page.set_all_finalized();
+            }
+        }
+    }
+}
+
+impl RankEnv for RankHooks {
+    fn send_begins(&self, to: usize, seq: u64, digest: u64) {
+        self.job.checker.send_begins(self.me, to, seq, digest);
+    }
+    fn send_ends(&self) {
+        self.job.checker.send_ends(self.me);
+    }
+    fn pause(&self) {
+        self.job.sched.yield_now(self.me);
+    }
+}
+
+/// Stop and crash panics are how the scheduler unwinds rank threads: keep
+/// them out of the output.
+fn quiet_unwinds() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            if p.downcast_ref::<Stop>().is_none() && p.downcast_ref::<Crash>().is_none() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Run the job of `seed`.
+pub fn run(seed: u64, opts: &Options) -> Outcome {
+    quiet_unwinds();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let plan = Plan::draw(&mut rng, opts.ranks, opts.rounds);
+    let net = SimNet::new(opts.ranks, rng.usize(4..=16));
+    let log_in_memory = rng.bool();
+    let loggers = Arc::new(SimLoggers::new(opts.ranks));
+    let sched = Arc::new(Sched::new(
+        opts.ranks,
+        rng.fork(),
+        opts.max_steps,
+        Arc::clone(&loggers),
+    ));
+    let failed = |why: String| Outcome {
+        outputs: vec![None; opts.ranks],
+        steps: 0,
+        failure: Some(why),
+        crashes: Vec::new(),
+    };
+    let restartable = opts.protocol != Protocol::None;
+    let page = if restartable {
+        match JobPage::create(opts.ranks) {
+            Ok(p) => Some(p),
+            Err(e) => return failed(format!("cannot create the job page: {e}")),
+        }
+    } else {
+        None
+    };
+    if restartable {
+        sched.plan_crashes(opts.max_crashes, CRASH_ONE_IN);
+    }
+    // Memory-backed when the machine has it: checkpoints are fsynced.
+    let shm = std::path::Path::new("/dev/shm");
+    let made = if shm.is_dir() {
+        tempfile::Builder::new().prefix("vpml-sim-").tempdir_in(shm)
+    } else {
+        tempfile::Builder::new().prefix("vpml-sim-").tempdir()
+    };
+    let dir = match made {
+        Ok(d) => d,
+        Err(e) => return failed(format!("cannot create a temporary directory: {e}")),
+    };
+    let job = Arc::new(Job {
+        opts: opts.clone(),
+        plan,
+        net,
+        checker: Arc::new(Checker::new(Arc::clone(&loggers), Arc::clone(&sched))),
+        loggers,
+        sched,
+        page,
+        finalized: Mutex::new(vec![false; opts.ranks]),
+        joined: Mutex::new(0),
+        log_in_memory,
+        dir: dir.path().to_path_buf(),
+    });
+    let outputs = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..opts.ranks)
+            .map(|me| {
+                let job = Arc::clone(&job);
+                s.spawn(move || job.rank_thread(me))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().ok().flatten())
+            .collect()
+    });
+    Outcome {
+        outputs,
+        steps: job.sched.steps(),
+        failure: job.sched.stopped(),
+        crashes: job.sched.crashes(),
+    }
+}
+
+impl Job {
+    /// The thread of rank `me`: its processes, one after the other.
+    fn rank_thread(self: Arc<Self>, me: usize) -> Option<u64> {
+        let sched = Arc::clone(&self.sched);
+        vpml_fault_points::set_thread_hook(Some(Box::new(move |point| {
+            sched.maybe_crash(me, point)
+        })));
+        let out = std::panic::catch_unwind(AssertUnwindSafe(|| self.sched.wait_turn(me)))
+            .ok()
+            .and_then(|()| self.processes(me));
+        vpml_fault_points::set_thread_hook(None);
+        self.sched.finish(me);
+        out
+    }
+
+    /// Start rank `me`'s processes until one finishes (or the run stops).
+    fn processes(self: &Arc<Self>, me: usize) -> Option<u64> {
+        loop {
+            let result = std::panic::catch_unwind(AssertUnwindSafe(|| self.process(me)));
+            match result {
+                Ok(Ok(out)) => return Some(out),
+                Ok(Err(e)) => {
+                    self.sched.stop(format!("rank {me}: {e}"));
+                    return None;
+                }
+                Err(p) if p.downcast_ref::<Crash>().is_some() => {
+                    // Restart it, as `vpml run` would.
+                    self.checker.send_ends(me);
+                    self.sched.crash_loggers(me);
+                    self.finalized.lock().unwrap_or_else(|p| p.into_inner())[me] = false;
+                    if let Some((_, page)) = &self.page {
+                        page.restart(me);
+                    }
+                }
+                Err(p) if p.downcast_ref::<Stop>().is_some() => return None,
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    self.sched.stop(format!("rank {me} panicked: {what}"));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// One process of rank `me`: join, run the program, finalize.
+    fn process(self: &Arc<Self>, me: usize) -> Result<u64, String> {
+        let hooks = Rc::new(RankHooks {
+            me,
+            job: Arc::clone(self),
+        });
+        let incarnation = self.page.as_ref().map_or(0, |(_, p)| p.incarnation(me));
+        let protocol: Option<Box<dyn vpml_pml::protocol::Protocol>> = match self.opts.protocol {
+            Protocol::None => None,
+            Protocol::Pessimist => Some(Box::new(self.pessimist(me, incarnation)?)),
+        };
+        let shared: Rc<dyn SimHooks> = Rc::clone(&hooks) as Rc<dyn SimHooks>;
+        let page = self.page.as_ref().map(|(fd, _)| fd.as_fd());
+        let world = vpml_pml::sim::join(me, &self.net, shared, page, protocol)
+            .map_err(|e| format!("joining (incarnation {incarnation}): {e}"))?;
+        if incarnation == 0 {
+            self.fences(me);
+        }
+        let out = program::run(&world, hooks.as_ref(), &self.plan)?;
+        world.finalize().map_err(|e| format!("finalize: {e}"))?;
+        Ok(out)
+    }
+
+    /// The start-up fences: a first process goes on once every rank has
+    /// joined; from then on, ranks may crash.
+    fn fences(&self, me: usize) {
+        let count = || *self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        *self.joined.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        if count() == self.opts.ranks {
+            self.sched.start_crashes();
+        }
+        while count() < self.opts.ranks {
+            self.sched.yield_now(me);
+        }
+    }
+
+    fn pessimist(&self, me: usize, incarnation: u32) -> Result<Pessimist, String> {
+        let cfg = Config {
+            job: "sim".into(),
+            rank: me,
+            incarnation,
+            token: String::new(),
+            loggers: Vec::new(),
+            replicas: 1,
+            log_dir: rank_dir(&self.dir, me),
+            segment_size: 1 << 20,
+            log_in_memory: self.log_in_memory,
+            keep_logs: false,
+            send_eagerly: false,
+            loggers_restarted: false,
+            copies: false,
+        };
+        let client = SimClient {
+            rank: me,
+            loggers: Arc::clone(&self.loggers),
+            sched: Arc::clone(&self.sched),
+            acknowledge: self.opts.acknowledge,
+        };
+        Pessimist::start_with(cfg, Box::new(client))
+            .map_err(|e| format!("starting the protocol (incarnation {incarnation}): {e}"))
+    }
+}
+
+fn rank_dir(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("rank-{rank}"))
+}
