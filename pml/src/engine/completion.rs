@@ -1,0 +1,316 @@
+//! Completion calls (test, wait and their variants), waiting, and the
+//! helpers that run the protocol's hooks around them.
+
+use super::Engine;
+use super::requests::{ReqId, SlotKind};
+use crate::error::{Error, Result};
+use crate::protocol::{
+    CallId, CompletionKind, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+};
+use crate::status::Status;
+
+impl Engine {
+    /// Run a protocol hook, if a protocol is installed; a hook failure is
+    /// fatal (the protocol's guarantee would be gone).
+    pub(super) fn hook<T>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Protocol) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let Some(p) = self.protocol.as_mut() else {
+            return Ok(None);
+        };
+        match f(p.as_mut()) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Show a message about to leave to the protocol (if any), which may
+    /// wait (commit rule); sets `msg.call` (0 without a protocol).
+    pub(super) fn protocol_send(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
+        if self.protocol.is_none() {
+            return Ok(());
+        }
+        // Matches made since the last report are events this send follows.
+        self.report_matches()?;
+        msg.call = self.next_call();
+        // The protocol's word that it has nothing to do for this send:
+        // one load instead of a call, before the message leaves.
+        if msg.payload.len() < self.send_gate.get() {
+            return Ok(());
+        }
+        self.hook(|p| p.send(msg))?;
+        Ok(())
+    }
+
+    /// Let the protocol (if any) keep the payload of a message it saw in
+    /// [`Engine::protocol_send`]; returns what to transmit.
+    pub(super) fn protocol_keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        Ok(self.hook(|p| p.keep(msg))?.unwrap_or(SendPlan::Transmit))
+    }
+
+    /// Tell the protocol about ANY_SOURCE receives matched since last time.
+    pub(super) fn report_matches(&mut self) -> Result<()> {
+        if self.core.matches.is_empty() {
+            return Ok(());
+        }
+        let matches = std::mem::take(&mut self.core.matches);
+        self.hook(|p| {
+            matches
+                .iter()
+                .try_for_each(|&(call, src)| p.matched(call, src))
+        })?;
+        Ok(())
+    }
+
+    /// A completion call of `kind` over `ids`: decides which requests it
+    /// completes (indices into `ids`) — from the logged answer while a
+    /// restarted process replays, as usual otherwise — and reports that
+    /// to the protocol.
+    pub(crate) fn completion_call(
+        &mut self,
+        kind: CompletionKind,
+        ids: &[Option<ReqId>],
+    ) -> Result<Vec<usize>> {
+        let call = if self.protocol.is_some() {
+            self.next_call()
+        } else {
+            0
+        };
+        let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
+        // Without a protocol, or past the last logged event, there is
+        // nothing to replay (and nothing to check).
+        let replay = if self.protocol.is_none() || call > self.replay_end {
+            Replay::Free
+        } else {
+            let passed: Vec<CallId> = ids
+                .iter()
+                .flatten()
+                .filter_map(|&id| self.core.slot(id).map(|s| s.call))
+                .collect();
+            // Only sends that completed when they started: the answer is
+            // the same every time, and was never logged.
+            let determined = ids.iter().flatten().all(|&id| {
+                self.core
+                    .slot(id)
+                    .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
+            });
+            match self.hook(|p| p.replay_completion(call, &passed))? {
+                // Never logged: the answer is the same every time.
+                Some(Replay::NotYet) if determined => Replay::Free,
+                r => r.unwrap_or(Replay::Free),
+            }
+        };
+        match replay {
+            Replay::Logged(calls) => {
+                let want: Vec<usize> = (0..ids.len())
+                    .filter(|&i| {
+                        ids[i]
+                            .and_then(|id| self.core.slot(id))
+                            .is_some_and(|s| calls.contains(&s.call))
+                    })
+                    .collect();
+                if want.len() != calls.len() {
+                    // The protocol checked that every logged request was
+                    // passed: only a request passed twice gets here.
+                    let e = self.diverged(format!(
+                        "completion call {call} completed the requests of calls {calls:?} the first time; now {} of them are active",
+                        want.len()
+                    ));
+                    self.fail(&e);
+                    return Err(e);
+                }
+                self.wait_until(|e| want.iter().all(|&i| ids[i].is_some_and(|id| e.is_done(id))))?;
+                return Ok(want);
+            }
+            Replay::NotYet if !blocking => {
+                self.progress()?;
+                return Ok(Vec::new());
+            }
+            Replay::NotYet | Replay::Free => {}
+        }
+        let first_done = |e: &Engine| ids.iter().position(|id| id.is_some_and(|id| e.is_done(id)));
+        let all_done = |e: &Engine| -> Vec<usize> {
+            (0..ids.len())
+                .filter(|&i| ids[i].is_some_and(|id| e.is_done(id)))
+                .collect()
+        };
+        let done = match kind {
+            CompletionKind::WaitAny => {
+                let mut first = None;
+                self.wait_until(|e| {
+                    first = first_done(e);
+                    first.is_some()
+                })?;
+                first.into_iter().collect()
+            }
+            CompletionKind::WaitSome => {
+                self.wait_until(|e| first_done(e).is_some())?;
+                all_done(self)
+            }
+            CompletionKind::Test | CompletionKind::TestAny => {
+                self.progress()?;
+                first_done(self).into_iter().collect()
+            }
+            CompletionKind::TestSome => {
+                self.progress()?;
+                all_done(self)
+            }
+            CompletionKind::TestAll => {
+                self.progress()?;
+                if ids.iter().flatten().all(|&id| self.is_done(id)) {
+                    (0..ids.len()).filter(|&i| ids[i].is_some()).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        self.report_completion(call, kind, ids, &done)?;
+        Ok(done)
+    }
+
+    /// Completion call `call` reports `done` (indices into `ids`) as complete.
+    fn report_completion(
+        &mut self,
+        call: CallId,
+        kind: CompletionKind,
+        ids: &[Option<ReqId>],
+        done: &[usize],
+    ) -> Result<()> {
+        if self.protocol.is_none() {
+            return Ok(());
+        }
+        let infos: Vec<Option<RequestInfo>> = ids
+            .iter()
+            .map(|id| {
+                let s = self.core.slot((*id)?)?;
+                Some(RequestInfo {
+                    call: s.call,
+                    is_send: s.kind == SlotKind::Send,
+                    completed_at_start: s.completed_at_start,
+                })
+            })
+            .collect();
+        self.hook(|p| p.completion(call, kind, &infos, done))?;
+        Ok(())
+    }
+
+    // ----------------------------------------------------------- completions
+
+    pub(crate) fn is_done(&self, id: ReqId) -> bool {
+        self.core.slot(id).is_some_and(|s| s.done)
+    }
+
+    /// Take the status of a completed request and free its slot.
+    pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {
+        let slot = self
+            .core
+            .slot_mut(id)
+            .ok_or(Error::RequestState("stale request handle"))?;
+        if !slot.done {
+            return Err(Error::RequestState("request is not complete"));
+        }
+        let st = slot.status.take();
+        self.core.free_slot(id);
+        if let Some(why) = &self.failed {
+            return Err(Error::EngineFailed(why.clone()));
+        }
+        st.ok_or(Error::RequestState("status already taken"))
+    }
+
+    /// The user dropped an active request: keep `keepalive` (the buffer)
+    /// until the operation completes, then free everything.
+    pub(crate) fn detach(&mut self, id: ReqId, keepalive: Option<Box<dyn std::any::Any>>) {
+        let Some(slot) = self.core.slot_mut(id) else {
+            return;
+        };
+        if slot.done {
+            self.core.free_slot(id);
+        } else {
+            slot.detached = true;
+            slot.keepalive = keepalive;
+        }
+    }
+
+    /// Wait for one request.
+    pub(crate) fn wait(&mut self, id: ReqId) -> Result<()> {
+        self.check_not_held(id)?;
+        self.wait_until(|e| e.is_done(id))
+    }
+
+    /// Wait for every request of `ids`.
+    pub(crate) fn wait_all(&mut self, ids: &[Option<ReqId>]) -> Result<()> {
+        for &id in ids.iter().flatten() {
+            self.check_not_held(id)?;
+        }
+        self.wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))
+    }
+
+    /// A re-executed receive held back for a logged cancel completes only
+    /// at that cancel: waiting for it first would never end, and means the
+    /// re-execution left the logged one.
+    fn check_not_held(&mut self, id: ReqId) -> Result<()> {
+        if self.replay_end == 0 {
+            return Ok(());
+        }
+        let Some(call) = self
+            .core
+            .slot(id)
+            .filter(|s| s.held_for_cancel && !s.done)
+            .map(|s| s.call)
+        else {
+            return Ok(());
+        };
+        let e = self.diverged(format!(
+            "waits for the receive of call {call}, which the logged execution cancelled before it matched"
+        ));
+        self.fail(&e);
+        Err(e)
+    }
+
+    /// [`Error::Diverged`] for this rank.
+    pub(super) fn diverged(&self, what: impl std::fmt::Display) -> Error {
+        Error::diverged(self.core.rank, self.incarnation(), what)
+    }
+
+    /// Progress until `done` holds, idling politely.
+    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Engine) -> bool) -> Result<()> {
+        let mut idle: u32 = 0;
+        let mut yield_until: Option<std::time::Instant> = None;
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            if self.progress()? {
+                idle = 0;
+                yield_until = None;
+                continue;
+            }
+            idle += 1;
+            if idle == 1 {
+                // Nothing arrived: the protocol may prepare for what comes.
+                self.hook(|p| {
+                    p.idle();
+                    Ok(())
+                })?;
+            }
+            if idle < self.idle.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            let now = std::time::Instant::now();
+            let until = *yield_until.get_or_insert(now + self.idle.yield_for);
+            if now < until {
+                std::thread::yield_now();
+            } else {
+                self.sleep();
+                // After a wake-up, poll briefly before sleeping again.
+                idle = self.idle.spin.saturating_sub(1000).max(self.idle.spin / 2);
+                yield_until = Some(std::time::Instant::now());
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Handling one frame that arrived from a peer.
+
+use super::link::{Partial, PartialDest, Peer};
+use super::requests::{Core, ReqId, SlotKind, Unexpected, read_remote};
+use crate::error::{Error, Result};
+use crate::matching::{Envelope, Posted};
+use crate::shm::ring::{FrameHeader, flags, kind};
+
+impl Core {
+    /// Handle one frame from peer `p`.
+    pub(super) fn handle_frame(
+        &mut self,
+        p: usize,
+        peer: &mut Peer,
+        hdr: &FrameHeader,
+    ) -> Result<()> {
+        let corrupt = |reason: String| Error::CorruptFrame { peer: p, reason };
+        let env = Envelope {
+            source: p,
+            tag: hdr.tag,
+            context: hdr.context,
+            seq: hdr.seq,
+            len: usize::try_from(hdr.msg_len).map_err(|_| corrupt("length overflow".into()))?,
+        };
+        match hdr.kind {
+            kind::EAGER => {
+                self.accept_seq(p, hdr.seq)?;
+                let data = peer.link.payload(hdr, env.len).map_err(corrupt)?;
+                let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux0);
+                self.deliver_eager(env, data, sync)?;
+            }
+            kind::RTS => {
+                self.check_seq(p, hdr.seq)?;
+                let (addr, token) = (hdr.aux0, hdr.aux1);
+                if let Some(posted) = self.matching.match_arrival_entry(&env) {
+                    match self.pull(posted.item, &env, addr, token) {
+                        Ok(()) => self.recv_seq[p] = hdr.seq,
+                        Err(e) if self.restartable && sender_died(&e) => {
+                            self.matching.repost(posted);
+                            self.gone = Some(p);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                } else if self.restartable {
+                    // Read it now: nothing queued may point into a process
+                    // that can die (and a checkpoint saves the bytes).
+                    let mut data = Vec::new();
+                    data.try_reserve_exact(env.len).map_err(|_| {
+                        corrupt(format!("cannot allocate {} bytes for a message", env.len))
+                    })?;
+                    data.resize(env.len, 0);
+                    match read_remote(self.pids[p], addr, &mut data) {
+                        Ok(()) => {
+                            self.recv_seq[p] = hdr.seq;
+                            let sync = (token != 0).then_some(token);
+                            if token == 0 {
+                                self.ack(p, kind::FIN, 0, hdr.seq);
+                            }
+                            self.deliver_owned(env, data, sync);
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => self.gone = Some(p),
+                        Err(source) => {
+                            return Err(Error::RemoteRead {
+                                peer: p,
+                                len: env.len,
+                                source,
+                            });
+                        }
+                    }
+                } else {
+                    self.recv_seq[p] = hdr.seq;
+                    self.matching
+                        .push_unexpected(env, Unexpected::Rendezvous { addr, token });
+                }
+            }
+            kind::FIN | kind::SYNC_ACK => {
+                let waiting = peer.sync_waiting.remove(&hdr.seq);
+                let waiting = peer.fin_waiting.remove(&hdr.seq).or(waiting);
+                let id = match waiting {
+                    // Restartable: by sequence number, which stays; the
+                    // token in the frame may name a request of a dead
+                    // process of ours.
+                    Some(token) if self.restartable => ReqId::from_token(token),
+                    None if self.restartable => {
+                        // A send of an earlier process of ours, or one not
+                        // re-executed yet: remember that it has matched.
+                        if let Some(unmatched) = peer.sync_unmatched.as_mut() {
+                            unmatched.remove(&hdr.seq);
+                        }
+                        return Ok(());
+                    }
+                    _ => ReqId::from_token(hdr.aux1),
+                };
+                match self.slot(id) {
+                    Some(s) if s.kind == SlotKind::Send && !s.done => self.complete(id),
+                    // A restarted receiver may acknowledge a message again.
+                    _ if self.restartable => {}
+                    _ => return Err(corrupt(format!("acknowledgement for unknown send {id:?}"))),
+                }
+            }
+            kind::GC => self.gc_notices.push((p, hdr.seq)),
+            kind::SYNC_UNMATCHED => {
+                peer.sync_unmatched_incoming.insert(hdr.seq);
+            }
+            kind::SYNC_STATE_END => {
+                let unmatched = std::mem::take(&mut peer.sync_unmatched_incoming);
+                // Re-executed synchronous sends waiting for this answer:
+                // those the peer matched already are complete.
+                let matched: Vec<u64> = peer
+                    .sync_waiting
+                    .iter()
+                    .filter(|(seq, _)| **seq <= hdr.seq && !unmatched.contains(seq))
+                    .map(|(_, token)| *token)
+                    .collect();
+                peer.sync_waiting
+                    .retain(|seq, _| *seq > hdr.seq || unmatched.contains(seq));
+                peer.sync_unmatched = Some(unmatched);
+                for token in matched {
+                    self.complete(ReqId::from_token(token));
+                }
+            }
+            kind::FRAG => {
+                let chunk = usize::try_from(hdr.aux0).map_err(|_| corrupt("bad chunk".into()))?;
+                let bytes = peer.link.payload(hdr, chunk).map_err(corrupt)?;
+                if hdr.flags & flags::FIRST != 0 {
+                    if peer.partial.is_some() {
+                        return Err(corrupt(
+                            "new fragmented message before the last ended".into(),
+                        ));
+                    }
+                    // Channel order makes matching at the first fragment
+                    // safe: nothing from this peer can come in between.
+                    let dest = match self.matching.match_arrival_entry(&env) {
+                        Some(posted) => PartialDest::Posted(posted),
+                        None => {
+                            let mut data = Vec::new();
+                            data.try_reserve_exact(env.len).map_err(|_| {
+                                corrupt(format!("cannot allocate {} bytes for a message", env.len))
+                            })?;
+                            PartialDest::Buffered(data)
+                        }
+                    };
+                    let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux1);
+                    peer.partial = Some(Partial {
+                        env,
+                        dest,
+                        got: 0,
+                        sync,
+                    });
+                }
+                let Some(part) = peer.partial.as_mut() else {
+                    return Err(corrupt("fragment without a first fragment".into()));
+                };
+                if part.got + bytes.len() > part.env.len {
+                    return Err(corrupt("fragments exceed the message length".into()));
+                }
+                match &mut part.dest {
+                    PartialDest::Posted(posted) => self.write_at(posted.item, part.got, bytes),
+                    PartialDest::Buffered(data) => data.extend_from_slice(bytes),
+                }
+                part.got += bytes.len();
+                if part.got == part.env.len
+                    && let Some(part) = peer.partial.take()
+                {
+                    self.accept_seq(p, part.env.seq)?;
+                    match part.dest {
+                        PartialDest::Buffered(data) => {
+                            self.deliver_owned(part.env, data, part.sync)
+                        }
+                        PartialDest::Posted(Posted { item: id, .. }) => {
+                            let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
+                            self.note_match(id, part.env.source);
+                            let st = self.recv_status(&part.env, buf_len);
+                            self.set_status(id, st);
+                            self.complete(id);
+                            if let Some(token) = part.sync {
+                                self.ack(part.env.source, kind::SYNC_ACK, token, part.env.seq);
+                            }
+                        }
+                    }
+                }
+            }
+            other => return Err(corrupt(format!("unknown frame kind {other}"))),
+        }
+        Ok(())
+    }
+}
+
+/// Did a remote read fail because the sender's process is gone?
+fn sender_died(e: &Error) -> bool {
+    matches!(e, Error::RemoteRead { source, .. } if source.raw_os_error() == Some(libc::ESRCH))
+}

@@ -1,0 +1,276 @@
+//! How a peer is reached ([`Link`]), the channel state kept for it
+//! ([`Peer`]), and the frames waiting to be written to it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+
+use super::FRAGMENT;
+use super::requests::{RawBytes, ReqId};
+use crate::matching::{Envelope, Posted};
+use crate::protocol::LoggedMessage;
+use crate::shm::futex;
+use crate::shm::ring::{FrameHeader, RingReader, RingWriter, kind};
+use crate::sim::SimLink;
+use crate::tcp::TcpConn;
+
+/// Frames waiting for space in a peer's ring, in channel order.
+pub(super) enum Outgoing {
+    /// One frame; `complete` names a send to finish once it is written.
+    Frame {
+        hdr: FrameHeader,
+        data: RawBytes,
+        complete: Option<ReqId>,
+    },
+    /// A large message sent as fragments (no single-copy path available).
+    Fragments {
+        hdr: FrameHeader,
+        data: RawBytes,
+        offset: usize,
+        complete: Option<ReqId>,
+    },
+}
+
+impl Outgoing {
+    /// Is there room in `w` for this item's next frame?
+    pub(super) fn fits(&self, w: &mut Link) -> bool {
+        match self {
+            Outgoing::Frame { hdr, data, .. } => w.has_room(hdr.kind, data.len),
+            Outgoing::Fragments { data, offset, .. } => {
+                let frag = w.fragment_size();
+                w.has_room(kind::FRAG, (data.len - offset).min(frag))
+            }
+        }
+    }
+}
+
+/// A fragmented message being reassembled.
+pub(super) struct Partial {
+    pub(super) env: Envelope,
+    /// Where the fragments go.
+    pub(super) dest: PartialDest,
+    /// Bytes received so far.
+    pub(super) got: usize,
+    pub(super) sync: Option<u64>,
+}
+
+/// A fragmented message is copied straight into the receive it matched at
+/// its first fragment, or, if none was posted, collected for the
+/// unexpected queue.
+pub(super) enum PartialDest {
+    Posted(Posted<ReqId>),
+    Buffered(Vec<u8>),
+}
+
+impl Outgoing {
+    /// A frame that is its header alone (control frames, RTS).
+    pub(super) fn header_only(hdr: FrameHeader) -> Outgoing {
+        Outgoing::Frame {
+            hdr,
+            data: RawBytes {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            complete: None,
+        }
+    }
+}
+
+/// Channel state for one peer.
+pub(super) struct Peer {
+    pub(super) link: Link,
+    pub(super) pending: VecDeque<Outgoing>,
+    pub(super) partial: Option<Partial>,
+    /// Large messages to this peer use single-copy reads (shared memory
+    /// with cross-process reads allowed).
+    pub(super) single_copy: bool,
+    /// The peer's process died (or its link was dropped for a newer
+    /// incarnation): nothing is read or written until the new process
+    /// connects.
+    pub(super) broken: bool,
+    /// Synchronous sends to this peer waiting for their acknowledgement,
+    /// by sequence number (with a protocol: a re-sent message carries
+    /// the token again).
+    pub(super) sync_waiting: BTreeMap<u64, u64>,
+    /// Standard sends to this peer read in place (single copy from the
+    /// caller's buffer) and waiting for the receiver's FIN, by sequence
+    /// number, when the peer can restart: its next incarnation gets them
+    /// from the sender log, so they complete when its link is dropped.
+    pub(super) fin_waiting: BTreeMap<u64, u64>,
+    /// Our synchronous messages the peer holds unmatched, as its newer
+    /// process (or the survivor we reconnected to) told us after the link
+    /// came up; `None` until it has. A re-executed synchronous send that
+    /// the peer already has completes at once unless it is in this set,
+    /// and otherwise when the peer acknowledges it (by sequence number).
+    pub(super) sync_unmatched: Option<BTreeSet<u64>>,
+    /// The list being received (`SYNC_UNMATCHED` frames before `SYNC_STATE_END`).
+    pub(super) sync_unmatched_incoming: BTreeSet<u64>,
+}
+
+impl Peer {
+    pub(super) fn new(link: Link, single_copy: bool) -> Peer {
+        Peer {
+            link,
+            pending: VecDeque::new(),
+            partial: None,
+            single_copy,
+            broken: false,
+            sync_waiting: BTreeMap::new(),
+            fin_waiting: BTreeMap::new(),
+            sync_unmatched: None,
+            sync_unmatched_incoming: BTreeSet::new(),
+        }
+    }
+}
+
+/// How a peer is reached: a pair of shared-memory rings, or a TCP connection.
+pub(super) enum Link {
+    Shm {
+        writer: RingWriter,
+        reader: RingReader,
+    },
+    Tcp(TcpConn),
+    /// No link: the peer died and its next incarnation has not connected.
+    Dead,
+    /// A replayed rank (`vpml replay`): the peer's recorded messages, as
+    /// eager frames; what is written is dropped (checked by the protocol).
+    Feed(VecDeque<LoggedMessage>),
+    /// A rank of the simulator (`vpml-sim`): in-memory pipes.
+    Sim(SimLink),
+}
+
+/// The frame a recorded message is read as.
+fn feed_header(m: &LoggedMessage) -> FrameHeader {
+    message_header(kind::EAGER, m.tag, m.context, m.seq, m.len)
+}
+
+impl Link {
+    pub(super) fn is_shm(&self) -> bool {
+        matches!(self, Link::Shm { .. })
+    }
+    pub(super) fn has_room(&mut self, k: u8, len: usize) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.has_room(k, len),
+            Link::Tcp(c) => c.has_room(),
+            Link::Dead => false,
+            Link::Feed(_) => true,
+            Link::Sim(l) => l.has_room(),
+        }
+    }
+    pub(super) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.try_write(hdr, payload),
+            Link::Tcp(c) => c.try_write(hdr, payload),
+            Link::Dead => false,
+            Link::Feed(_) => true,
+            Link::Sim(l) => l.try_write(hdr, payload),
+        }
+    }
+    fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
+        match self {
+            Link::Shm { writer, .. } => writer.announce_waiting(k, len),
+            Link::Tcp(c) => c.has_room(),
+            Link::Dead => false,
+            Link::Feed(_) => true,
+            Link::Sim(l) => l.has_room(),
+        }
+    }
+    pub(super) fn has_frame(&self) -> bool {
+        match self {
+            Link::Shm { reader, .. } => reader.has_frame(),
+            Link::Tcp(c) => c.has_frame(),
+            Link::Dead => false,
+            Link::Feed(q) => !q.is_empty(),
+            Link::Sim(l) => l.has_frame(),
+        }
+    }
+    pub(super) fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
+        match self {
+            Link::Shm { reader, .. } => reader.peek(),
+            Link::Tcp(c) => c.peek(),
+            Link::Dead => Ok(None),
+            Link::Feed(q) => Ok(q.front().map(feed_header)),
+            Link::Sim(l) => Ok(l.peek()),
+        }
+    }
+    pub(super) fn payload(
+        &self,
+        hdr: &FrameHeader,
+        len: usize,
+    ) -> std::result::Result<&[u8], String> {
+        match self {
+            Link::Shm { reader, .. } => reader.payload(hdr, len),
+            Link::Tcp(c) => c.payload(hdr, len),
+            Link::Dead => Err("no link".into()),
+            Link::Feed(q) => match q.front() {
+                Some(m) if m.len == len && m.seq == hdr.seq => {
+                    if len == 0 {
+                        return Ok(&[]);
+                    }
+                    // SAFETY: the protocol keeps the recorded log mapped
+                    // (and unchanged) as long as the engine lives.
+                    Ok(unsafe { std::slice::from_raw_parts(m.ptr, m.len) })
+                }
+                _ => Err("recorded message out of step".into()),
+            },
+            Link::Sim(l) => l.payload(len),
+        }
+    }
+    pub(super) fn consume(&mut self, hdr: &FrameHeader) {
+        match self {
+            Link::Shm { reader, .. } => reader.consume(hdr),
+            Link::Tcp(c) => c.consume(hdr),
+            Link::Dead => {}
+            Link::Feed(q) => {
+                q.pop_front();
+            }
+            Link::Sim(l) => l.consume(),
+        }
+    }
+    /// Payload bytes per fragment of a large message.
+    pub(super) fn fragment_size(&self) -> usize {
+        FRAGMENT
+    }
+    /// Bytes accepted but not yet handed to the operating system.
+    pub(super) fn unsent(&self) -> usize {
+        match self {
+            Link::Shm { .. } | Link::Dead | Link::Feed(_) | Link::Sim(_) => 0,
+            Link::Tcp(c) => c.queued(),
+        }
+    }
+    /// Hand consumed space back; true if the writer asked to be woken.
+    pub(super) fn publish(&mut self) -> bool {
+        match self {
+            Link::Shm { reader, .. } => reader.publish(),
+            Link::Tcp(c) => {
+                c.flush();
+                false
+            }
+            Link::Dead | Link::Feed(_) | Link::Sim(_) => false,
+        }
+    }
+}
+
+/// Write a frame, or, if the ring is full, ask the reader to ring our
+/// doorbell when it frees space (and try once more in case it just did).
+pub(super) fn write_or_announce(w: &mut Link, hdr: &FrameHeader, bytes: &[u8]) -> bool {
+    w.try_write(hdr, bytes)
+        || (w.announce_waiting(hdr.kind, bytes.len()) && w.try_write(hdr, bytes))
+}
+
+pub(super) fn ring(bell: &AtomicU32) {
+    fence(Ordering::SeqCst);
+    if bell.load(Ordering::Relaxed) != 0 {
+        bell.store(0, Ordering::Relaxed);
+        futex::wake(bell);
+    }
+}
+
+/// The header of an application message of frame kind `k`.
+pub(super) fn message_header(k: u8, tag: i32, ctx: u32, seq: u64, len: usize) -> FrameHeader {
+    let mut hdr = FrameHeader::new(k);
+    hdr.tag = tag;
+    hdr.context = ctx;
+    hdr.seq = seq;
+    hdr.msg_len = len as u64;
+    hdr
+}

@@ -1,0 +1,236 @@
+//! The engine of one rank: request table, matching, progress and idling.
+//!
+//! Everything here runs on the thread that calls vpml; progress happens only
+//! inside API calls. The engine knows nothing of message logging: it numbers
+//! every channel's messages (`send_seq`, `recv_seq`) and reports the
+//! sequence number of each completed receive in its [`Status`], which is
+//! what a protocol layer needs to name messages.
+
+use std::cell::Cell;
+use std::net::TcpListener;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::KvClient;
+use crate::error::Result;
+use crate::protocol::{CallId, Protocol};
+use crate::recovery::JobPage;
+use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
+use crate::sim::SimLink;
+#[cfg(doc)]
+use crate::status::Status;
+
+mod completion;
+mod frames;
+mod join;
+mod link;
+mod progress;
+mod recv;
+mod requests;
+mod restart;
+mod send;
+mod sim_rendezvous;
+
+use link::{Link, Outgoing, PartialDest, Peer, message_header};
+pub(crate) use requests::ReqId;
+use requests::{Core, RawBytes, Unexpected};
+
+/// Messages up to this size travel inside the ring.
+pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
+
+/// Exit status of a job stopped because a restarted rank's re-execution
+/// diverged from its logged execution (`EX_SOFTWARE`).
+pub(crate) const DIVERGED_EXIT_CODE: i32 = 70;
+/// Fragment size of the pipelined path used when single-copy reads are not allowed.
+const FRAGMENT: usize = 32 * 1024;
+/// Longest sleep on the doorbell before looking around again.
+const SLEEP_SLICE: Duration = Duration::from_millis(200);
+
+/// Idle policy: spin `spin` polls, then poll and yield the CPU for up to
+/// `yield_for`, then sleep on the doorbell. With more ranks than cores the
+/// yield phase lets the rank we wait for run; otherwise spinning is best.
+struct IdlePolicy {
+    spin: u32,
+    yield_for: Duration,
+}
+
+/// Counters printed with `--stats` later and handy in tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineStats {
+    /// Application messages sent.
+    pub messages_sent: u64,
+    /// Application payload bytes sent.
+    pub bytes_sent: u64,
+    /// Application messages received.
+    pub messages_received: u64,
+    /// Times this rank slept on its doorbell.
+    pub sleeps: u64,
+}
+
+/// Restart support (a protocol is active and the launcher restarts crashed
+/// ranks; see [`crate::recovery`]).
+struct Recovery {
+    page: JobPage,
+    /// Epoch of the job page last acted on.
+    seen_epoch: u32,
+    /// Start epoch of this process.
+    my_start: u32,
+    incarnation: u32,
+    /// Incarnation of each peer that our link belongs to.
+    known_inc: Vec<u32>,
+    /// Where restarted processes connect.
+    rendezvous: Rendezvous,
+    /// A connection from this peer's newer process is expected (change
+    /// it with `Recovery::expect`, which keeps `expected` in step).
+    expecting: Vec<bool>,
+    /// How many peers are expected: progress accepts connections only
+    /// while this is non-zero.
+    expected: usize,
+    /// Messages to each peer it already had when the link was set up: a
+    /// re-executed send up to this number is logged but not transmitted.
+    suppress: Vec<u64>,
+    /// The host this process runs on (a restarted rank may run elsewhere
+    /// than its first process: peers learn it in the handshake).
+    my_host: usize,
+    /// Every pair talks over TCP (`--transport tcp`).
+    transport_tcp: bool,
+    token: String,
+    /// A restarted process until it has caught up (see `check_caught_up`).
+    catching_up: Option<CatchUp>,
+}
+
+/// How restarted processes reach the running ones.
+enum Rendezvous {
+    /// A TCP listener whose address is published in the launcher's
+    /// key/value store.
+    Tcp(TcpListener),
+    /// The simulator's queues of hellos (see [`crate::sim`]).
+    Sim(crate::sim::SimNet),
+}
+
+/// A new link's connection, before it becomes a [`Link`].
+enum Connection {
+    Tcp(std::net::TcpStream),
+    Sim(SimLink),
+}
+
+/// When a restarted process reached each stage of its recovery.
+struct CatchUp {
+    /// How long after the launcher spawned it the process entered vpml.
+    exec: Option<Duration>,
+    join_started: Instant,
+    joined: Instant,
+    protocol_ready: Option<Instant>,
+    connected: Option<Instant>,
+}
+
+/// The engine of one rank.
+pub(crate) struct Engine {
+    core: Core,
+    size: usize,
+    peers: Vec<Option<Peer>>,
+    send_seq: Vec<u64>,
+    own: Option<Mailbox>,
+    /// Kept mapped for the peers' rings and doorbells.
+    mailboxes: Vec<Option<Mailbox>>,
+    single_copy: bool,
+    idle: IdlePolicy,
+    kv: Option<KvClient>,
+    finalized: bool,
+    job_id: String,
+    /// Next communicator context id this process may hand out (0 and 1
+    /// belong to the world).
+    next_context: u32,
+    /// Set by the first fatal error; from then on nothing is sent or received.
+    failed: Option<String>,
+    /// The fault-tolerance protocol, if any (`none` is no protocol at all).
+    protocol: Option<Box<dyn Protocol>>,
+    /// The protocol's [`Protocol::send_gate`]: sends of fewer payload
+    /// bytes skip its `send` call (0 without a protocol or a gate).
+    send_gate: Rc<Cell<usize>>,
+    /// Last call id handed out.
+    last_call: CallId,
+    /// The protocol's [`Protocol::replay_end`]: calls up to it are
+    /// answered from logged events (0: none).
+    replay_end: CallId,
+    /// Restart support, when the launcher restarts crashed ranks.
+    recovery: Option<Recovery>,
+    /// When `checkpoint_if_due` last saved (or the engine started).
+    last_checkpoint: Instant,
+    /// This rank is replayed alone from a recording (`vpml replay`).
+    replay_alone: bool,
+    /// `--chaos`: state of the generator that decides which peers a
+    /// progress pass skips (0: off).
+    chaos: u64,
+    /// The simulator's hooks, for a simulated rank.
+    sim: Option<Rc<dyn crate::sim::SimHooks>>,
+}
+
+impl Engine {
+    pub(crate) fn rank(&self) -> usize {
+        self.core.rank
+    }
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+    pub(crate) fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    pub(crate) fn stats(&self) -> EngineStats {
+        self.core.stats
+    }
+    /// Whether large messages use the single-copy path.
+    pub(crate) fn single_copy(&self) -> bool {
+        self.single_copy
+    }
+
+    pub(crate) fn next_context(&self) -> u32 {
+        self.next_context
+    }
+
+    pub(crate) fn set_next_context(&mut self, next: u32) {
+        self.next_context = self.next_context.max(next);
+    }
+
+    /// Install the fault-tolerance protocol (before any communication);
+    /// a restarted process then restores its checkpoint and connects to
+    /// the running job.
+    pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
+        if let Some(gate) = p.send_gate() {
+            self.send_gate = gate;
+        }
+        self.replay_end = p.replay_end();
+        self.protocol = Some(p);
+        self.after_protocol_installed()
+    }
+
+    /// Name of the active protocol.
+    pub(crate) fn protocol_name(&self) -> &'static str {
+        self.protocol.as_ref().map_or("none", |p| p.name())
+    }
+
+    /// Counters of the active protocol.
+    pub(crate) fn protocol_stats(&self) -> Vec<(String, u64)> {
+        self.protocol
+            .as_ref()
+            .map(|p| p.stats())
+            .unwrap_or_default()
+    }
+
+    /// The last call id handed out (0 before any call, or without a protocol).
+    pub(crate) fn last_call(&self) -> CallId {
+        self.last_call
+    }
+
+    /// The call id that created request `id`.
+    pub(crate) fn call_of(&self, id: ReqId) -> Option<CallId> {
+        self.core.slot(id).map(|s| s.call)
+    }
+
+    fn next_call(&mut self) -> CallId {
+        self.last_call += 1;
+        self.last_call
+    }
+}
+
+const _: () = assert!(EAGER_LIMIT <= RING_CAPACITY / 4 - 64 && FRAGMENT <= RING_CAPACITY / 4 - 64);

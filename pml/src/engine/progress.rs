@@ -1,0 +1,276 @@
+//! Progress: one pass over every channel, idling on the doorbell, the
+//! failed state, and shutdown (finalize, abort).
+
+use std::sync::atomic::{Ordering, fence};
+
+use super::link::{Link, ring};
+use super::requests::{ReqId, SlotKind};
+use super::{DIVERGED_EXIT_CODE, Engine, SLEEP_SLICE};
+use crate::error::{Error, Result};
+use crate::shm::futex;
+
+impl Engine {
+    /// Sleep on the doorbell unless something is already waiting.
+    pub(super) fn sleep(&mut self) {
+        self.core.stats.sleeps += 1;
+        if self.replay_alone
+            && self
+                .peers
+                .iter()
+                .flatten()
+                .all(|p| matches!(&p.link, Link::Feed(q) if q.is_empty()))
+        {
+            // Nothing else can ever arrive.
+            let e = Error::EngineFailed(
+                "replay: the rank waits for a message the recording does not have (its execution diverged)".into(),
+            );
+            self.fail(&e);
+            return;
+        }
+        if let Some(sim) = &self.sim {
+            // Simulated: another rank runs meanwhile.
+            sim.idle();
+            return;
+        }
+        let Some(own) = self.own.as_ref() else {
+            // A single rank waiting for itself can never be woken.
+            std::thread::sleep(SLEEP_SLICE);
+            return;
+        };
+        let bell = own.doorbell();
+        bell.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // Something to read, or room for a frame we are waiting to write
+        // (the reader may have freed space before our doorbell was armed).
+        let ready =
+            self.peers.iter_mut().flatten().any(|p| {
+                p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link))
+            });
+        if !ready {
+            // TCP peers wake us through the socket, shared-memory ones
+            // through the doorbell; with both, poll the sockets briefly.
+            let mut fds: Vec<libc::pollfd> = self
+                .peers
+                .iter()
+                .flatten()
+                .filter_map(|p| match &p.link {
+                    Link::Tcp(c) => Some(libc::pollfd {
+                        fd: c.fd(),
+                        events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
+                        revents: 0,
+                    }),
+                    Link::Shm { .. } | Link::Dead | Link::Feed(_) | Link::Sim(_) => None,
+                })
+                .collect();
+            fds.extend(self.idle_fds());
+            if fds.is_empty() {
+                futex::wait(bell, 1, SLEEP_SLICE);
+            } else {
+                let any_shm = self.peers.iter().flatten().any(|p| p.link.is_shm());
+                let ms = if any_shm {
+                    1
+                } else {
+                    SLEEP_SLICE.as_millis() as i32
+                };
+                // SAFETY: `fds` is a valid array of pollfd for the call.
+                unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            }
+        }
+        bell.store(0, Ordering::Relaxed);
+    }
+
+    /// One pass over every channel. Returns true if anything happened.
+    ///
+    /// A fatal error (corrupt frame, failed remote read) puts the engine in
+    /// the failed state: every queued send and posted receive is dropped, so
+    /// no user buffer is referenced any more, and every later call fails.
+    pub(crate) fn progress(&mut self) -> Result<bool> {
+        if let Some(why) = &self.failed {
+            return Err(Error::EngineFailed(why.clone()));
+        }
+        match self.progress_channels() {
+            Ok(any) => {
+                self.report_matches()?;
+                Ok(any)
+            }
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn check_alive(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::EngineFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn fail(&mut self, e: &Error) {
+        tracing::error!(rank = self.core.rank, "fatal: {e}");
+        if let Error::Diverged(why) = e {
+            // Exact or loud: whatever the application does with the
+            // error, the job stops here, with this line.
+            self.abort(DIVERGED_EXIT_CODE, why);
+        }
+        self.failed = Some(e.to_string());
+        for peer in self.peers.iter_mut().flatten() {
+            peer.pending.clear();
+            peer.partial = None;
+        }
+        for id in self.core.matching.drain_posted() {
+            self.core.complete(id);
+        }
+        let active: Vec<ReqId> = self
+            .core
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.in_use && !s.done)
+            .map(|(i, s)| ReqId {
+                idx: i as u32,
+                generation: s.generation,
+            })
+            .collect();
+        for id in active {
+            self.core.complete(id);
+        }
+    }
+
+    fn progress_channels(&mut self) -> Result<bool> {
+        let mut any = false;
+        // Every pass, under a protocol: a peer restarted (the job page's
+        // epoch moved), a restarted peer's connection is due, or this
+        // process is catching up. One look in the common case.
+        if let Some(rc) = &self.recovery
+            && (rc.page.epoch() != rc.seen_epoch || rc.expected > 0 || rc.catching_up.is_some())
+        {
+            self.notice_restarts();
+            self.accept_restarted()?;
+            self.check_caught_up();
+        }
+        for p in 0..self.peers.len() {
+            if self.chaos != 0 {
+                // xorshift64: skip this peer on about a quarter of passes.
+                self.chaos ^= self.chaos << 13;
+                self.chaos ^= self.chaos >> 7;
+                self.chaos ^= self.chaos << 17;
+                if self.chaos.is_multiple_of(4) {
+                    continue;
+                }
+            }
+            let Some(peer) = self.peers[p].as_mut() else {
+                continue;
+            };
+            let mut frames = 0;
+            let mut died = false;
+            loop {
+                let hdr = match peer.link.peek() {
+                    Ok(Some(h)) => h,
+                    Ok(None) => break,
+                    Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
+                };
+                self.core.handle_frame(p, peer, &hdr)?;
+                if self.core.gone.take().is_some() {
+                    died = true;
+                    break;
+                }
+                peer.link.consume(&hdr);
+                frames += 1;
+                if frames >= 64 {
+                    break;
+                }
+            }
+            if died {
+                // The sender died before we could read its message: its
+                // next process sends it again.
+                tracing::info!(rank = self.core.rank, peer = p, "peer died");
+                self.drop_link(p);
+                any = true;
+                continue;
+            }
+            let Some(peer) = self.peers[p].as_mut() else {
+                continue;
+            };
+            if frames > 0 {
+                any = true;
+                if peer.link.publish()
+                    && let Some(mb) = self.mailboxes[p].as_ref()
+                {
+                    ring(mb.doorbell());
+                }
+            }
+            if !self.peers[p].as_ref().is_none_or(|q| q.pending.is_empty()) {
+                any |= self.push_pending(p);
+            }
+        }
+        if !self.core.control_out.is_empty() {
+            self.flush_control();
+            any = true;
+        }
+        self.apply_gc_notices()?;
+        Ok(any)
+    }
+
+    // -------------------------------------------------------------- shutdown
+
+    /// Complete every outgoing operation, then tell the launcher we are done.
+    pub(crate) fn finalize(&mut self) -> Result<()> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.wait_until(|e| {
+            e.peers
+                .iter()
+                .flatten()
+                .all(|p| p.pending.is_empty() && p.link.unsent() == 0)
+                && e.core
+                    .slots
+                    .iter()
+                    .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
+        })?;
+        self.hook(|p| p.finalize())?;
+        let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
+        if stats && let Some(kv) = self.kv.as_mut() {
+            let s = self.core.stats;
+            let mut pairs = vec![
+                format!(
+                    "protocol={}",
+                    self.protocol.as_ref().map_or("none", |p| p.name())
+                ),
+                format!("messages_sent={}", s.messages_sent),
+                format!("bytes_sent={}", s.bytes_sent),
+                format!("messages_received={}", s.messages_received),
+                format!("sleeps={}", s.sleeps),
+            ];
+            for (k, v) in self
+                .protocol
+                .as_ref()
+                .map(|p| p.stats())
+                .unwrap_or_default()
+            {
+                pairs.push(format!("{k}={v}"));
+            }
+            kv.put(&format!("stats.{}", self.core.rank), &pairs.join(","))?;
+        }
+        if let Some(kv) = self.kv.as_mut() {
+            kv.finalize()?;
+        }
+        if let Some(sim) = &self.sim {
+            sim.finalized(self.core.rank);
+        }
+        self.wait_for_everyone()?;
+        self.finalized = true;
+        Ok(())
+    }
+
+    /// Ask the launcher to stop the job.
+    pub(crate) fn abort(&mut self, code: i32, message: &str) {
+        if let Some(kv) = self.kv.as_mut()
+            && let Err(e) = kv.abort(code, message)
+        {
+            tracing::warn!("abort could not reach the launcher: {e}");
+        }
+    }
+}

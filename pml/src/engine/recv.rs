@@ -1,0 +1,185 @@
+//! Receives: posting, cancelling and withdrawing them, and probes.
+
+use super::Engine;
+use super::requests::{RawBytes, ReqId, SlotKind};
+use crate::error::{Error, Result};
+use crate::matching::RecvSpec;
+use crate::protocol::{RecvPlan, Replay};
+use crate::status::Status;
+
+impl Engine {
+    // -------------------------------------------------------------- receives
+
+    /// Post a receive into `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` stays valid, writable and otherwise untouched until the
+    /// returned request completes.
+    pub(crate) unsafe fn start_recv(
+        &mut self,
+        spec: RecvSpec,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<ReqId> {
+        self.check_alive()?;
+        let mut spec = spec;
+        let mut call = 0;
+        let mut plan = RecvPlan::Post;
+        if self.protocol.is_some() {
+            call = self.next_call();
+            plan = self
+                .hook(|p| p.post_recv(call, &mut spec))?
+                .unwrap_or(RecvPlan::Post);
+        }
+        let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
+        let report = self.protocol.is_some();
+        if let Some(s) = self.core.slot_mut(id) {
+            s.call = call;
+            // Only a protocol wants to hear about matches (none is free).
+            s.any_source = report && spec.source.is_none();
+            s.held_for_cancel = plan == RecvPlan::HoldForCancel;
+        }
+        if plan == RecvPlan::HoldForCancel {
+            return Ok(id);
+        }
+        if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
+            if let Err(e) = self.core.finish_unexpected(id, env, u) {
+                // Like a failure inside progress: nothing may keep pointing
+                // at user buffers afterwards.
+                self.fail(&e);
+                return Err(e);
+            }
+            self.flush_control();
+        } else {
+            self.core.matching.post(spec, id);
+        }
+        self.report_matches()?;
+        Ok(id)
+    }
+
+    /// The application's `cancel`: withdraw a receive that has not matched
+    /// (sends are never cancelled). Reported to the protocol.
+    pub(crate) fn cancel(&mut self, id: ReqId) -> Result<bool> {
+        let Some(slot) = self.core.slot(id) else {
+            return Ok(false);
+        };
+        let (request, is_recv) = (slot.call, slot.kind == SlotKind::Recv);
+        if !is_recv || self.protocol.is_none() {
+            return Ok(self.withdraw(id));
+        }
+        let call = self.next_call();
+        match self.hook(|p| p.replay_cancel(call, request))? {
+            Some(Replay::Logged(false)) => Ok(false),
+            Some(Replay::Logged(true)) => {
+                // The receive was held back from matching since it was
+                // posted (`RecvPlan::HoldForCancel`).
+                if !self.withdraw(id) {
+                    let e = self.diverged(format!(
+                        "call {call} cancelled the receive of call {request} the first time; now that receive has matched"
+                    ));
+                    self.fail(&e);
+                    return Err(e);
+                }
+                Ok(true)
+            }
+            _ => {
+                let cancelled = self.withdraw(id);
+                self.hook(|p| p.cancel(call, request, cancelled))?;
+                Ok(cancelled)
+            }
+        }
+    }
+
+    /// Withdraw a posted receive. True if it was withdrawn (it had not matched).
+    pub(crate) fn withdraw(&mut self, id: ReqId) -> bool {
+        let Some(slot) = self.core.slot(id) else {
+            return false;
+        };
+        if slot.kind != SlotKind::Recv || slot.done {
+            return false;
+        }
+        if !slot.held_for_cancel && !self.core.matching.remove_posted(&id) {
+            return false;
+        }
+        let mut st = Status::new(0, 0, 0, 0);
+        st.cancelled = true;
+        self.core.set_status(id, st);
+        self.core.complete(id);
+        true
+    }
+
+    /// Look for a matching message without receiving it.
+    pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
+        if let Some(answer) = self.replay_probe(spec, false)? {
+            return Ok(answer);
+        }
+        let mut found = self.peek(spec);
+        if found.is_none() {
+            self.progress()?;
+            found = self.peek(spec);
+        }
+        if self.protocol.is_some() {
+            let call = self.last_call;
+            self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
+        }
+        Ok(found)
+    }
+
+    /// A probe while a protocol is active takes the next call id; while a
+    /// restarted process replays, the logged answer is returned (waiting
+    /// for the logged message if need be). `None`: probe as usual (the
+    /// call id is `last_call`).
+    fn replay_probe(&mut self, spec: &RecvSpec, blocking: bool) -> Result<Option<Option<Status>>> {
+        if self.protocol.is_none() {
+            return Ok(None);
+        }
+        let call = self.next_call();
+        match self.hook(|p| p.replay_probe(call, spec, blocking))? {
+            Some(Replay::Logged(Some((source, tag)))) => {
+                let exact = RecvSpec {
+                    source: Some(source),
+                    tag: Some(tag),
+                    context: spec.context,
+                };
+                let mut found = None;
+                self.wait_until(|e| {
+                    found = e.peek(&exact);
+                    found.is_some()
+                })?;
+                Ok(Some(found))
+            }
+            Some(Replay::Logged(None)) | Some(Replay::NotYet) => {
+                self.progress()?;
+                Ok(Some(None))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn peek(&self, spec: &RecvSpec) -> Option<Status> {
+        self.core
+            .matching
+            .peek_unexpected(spec)
+            .map(|(env, _)| Status::new(env.source, env.tag, env.len, env.seq))
+    }
+
+    /// Block until a matching message is available; return its status.
+    pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
+        // A blocking probe always finds something; "nothing" cannot have
+        // been logged for it.
+        if let Some(Some(st)) = self.replay_probe(spec, true)? {
+            return Ok(st);
+        }
+        let mut found = None;
+        self.wait_until(|e| {
+            found = e.peek(spec);
+            found.is_some()
+        })?;
+        let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
+        if self.protocol.is_some() {
+            let call = self.last_call;
+            self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
+        }
+        Ok(found)
+    }
+}

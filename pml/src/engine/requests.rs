@@ -1,0 +1,482 @@
+//! The request table and the rest of a rank's state outside its channels
+//! ([`Core`]): slots, request ids, and delivering arrived messages into
+//! receives.
+
+use super::{EAGER_LIMIT, EngineStats};
+use crate::error::{Error, Result};
+use crate::matching::{Envelope, MatchQueues};
+use crate::protocol::CallId;
+use crate::shm::ring::{FrameHeader, kind};
+use crate::status::Status;
+
+/// Identifies an entry of the request table; the generation makes stale
+/// handles detectable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReqId {
+    pub(super) idx: u32,
+    pub(super) generation: u32,
+}
+
+impl ReqId {
+    pub(super) fn token(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.idx)
+    }
+    pub(super) fn from_token(t: u64) -> ReqId {
+        ReqId {
+            idx: t as u32,
+            generation: (t >> 32) as u32,
+        }
+    }
+}
+
+/// A byte range owned by a request (or by a blocked caller) while an
+/// operation is in flight.
+#[derive(Clone, Copy)]
+pub(super) struct RawBytes {
+    pub(super) ptr: *mut u8,
+    pub(super) len: usize,
+}
+
+impl RawBytes {
+    /// # Safety
+    /// The range must be valid for reads for as long as the engine uses it
+    /// (see `Slot::buf`).
+    pub(super) unsafe fn as_slice<'a>(self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    /// # Safety
+    /// As `as_slice`, and valid for writes with no other live reference.
+    unsafe fn as_mut_slice<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum SlotKind {
+    Send,
+    Recv,
+}
+
+/// One entry of the request table.
+pub(super) struct Slot {
+    pub(super) generation: u32,
+    pub(super) in_use: bool,
+    pub(super) done: bool,
+    /// The user dropped its handle: free the slot when the operation ends.
+    pub(super) detached: bool,
+    pub(super) kind: SlotKind,
+    /// The user's buffer. Invariant: while `in_use && !done` the memory
+    /// stays valid and untouched by anyone but the engine, because the
+    /// owning handle keeps the buffer private (or, once detached,
+    /// `keepalive` owns it, or a blocking caller waits for completion).
+    pub(super) buf: RawBytes,
+    pub(super) keepalive: Option<Box<dyn std::any::Any>>,
+    pub(super) status: Option<Status>,
+    /// Call id of the call that created the request.
+    pub(super) call: CallId,
+    /// A receive posted with ANY_SOURCE while a protocol listens: its
+    /// match is reported.
+    pub(super) any_source: bool,
+    /// A standard send of at most [`EAGER_LIMIT`] bytes, complete when it
+    /// started. Whether a send is one is the same in every execution of
+    /// the call (a re-executed send its peer already has completes at once
+    /// whatever its size), so a completion call over such sends alone
+    /// needs no event.
+    pub(super) completed_at_start: bool,
+    /// A restarted process re-executes a receive that a logged cancel
+    /// withdrew: it is not posted, and the cancel completes it.
+    pub(super) held_for_cancel: bool,
+}
+
+/// An unexpected message waiting for its receive.
+pub(super) enum Unexpected {
+    /// The bytes, already copied out of the ring; `sync` holds the sender's
+    /// token when it waits for a match acknowledgement.
+    Eager { data: Vec<u8>, sync: Option<u64> },
+    /// A large message still in the sender's memory.
+    Rendezvous { addr: u64, token: u64 },
+    /// A synchronous send to self, waiting in the sender's own buffer.
+    SelfSync { data: RawBytes, token: u64 },
+}
+
+/// All per-rank state except the shared-memory channels (split so frames can
+/// be read from a channel while the rest is updated).
+pub(super) struct Core {
+    pub(super) rank: usize,
+    pub(super) slots: Vec<Slot>,
+    free: Vec<u32>,
+    pub(super) matching: MatchQueues<ReqId, Unexpected>,
+    pub(super) recv_seq: Vec<u64>,
+    /// Control frames to send after the current batch: (peer, header).
+    pub(super) control_out: Vec<(usize, FrameHeader)>,
+    pub(super) pids: Vec<i32>,
+    pub(super) stats: EngineStats,
+    /// ANY_SOURCE receives matched since the protocol last heard: (call, source).
+    pub(super) matches: Vec<(CallId, usize)>,
+    /// Crashed ranks can be restarted (a protocol logs every message): a
+    /// failed read from a dead sender is not fatal, and large unexpected
+    /// messages are read at once, so nothing queued here ever points into
+    /// another process.
+    pub(super) restartable: bool,
+    /// Set when a read from this sender failed because it died.
+    pub(super) gone: Option<usize>,
+    /// Peers that checkpointed: (peer, free log records to it up to).
+    pub(super) gc_notices: Vec<(usize, u64)>,
+}
+
+/// Copy `dst.len()` bytes from address `addr` of process `pid`.
+pub(super) fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0usize;
+    while done < dst.len() {
+        let local = libc::iovec {
+            // SAFETY: in bounds of `dst`.
+            iov_base: unsafe { dst.as_mut_ptr().add(done) } as *mut libc::c_void,
+            iov_len: dst.len() - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize + done) as *mut libc::c_void,
+            iov_len: dst.len() - done,
+        };
+        // SAFETY: `local` describes writable memory we own; the kernel
+        // validates the remote range and fails with EFAULT if it is bad.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "remote read returned no data",
+            ));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+impl Core {
+    pub(super) fn new(rank: usize, size: usize) -> Core {
+        Core {
+            rank,
+            slots: Vec::new(),
+            free: Vec::new(),
+            matching: MatchQueues::new(),
+            recv_seq: vec![0; size],
+            control_out: Vec::new(),
+            pids: vec![0; size],
+            stats: EngineStats::default(),
+            matches: Vec::new(),
+            restartable: false,
+            gone: None,
+            gc_notices: Vec::new(),
+        }
+    }
+
+    pub(super) fn alloc(&mut self, kind: SlotKind, buf: RawBytes) -> ReqId {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    in_use: false,
+                    done: false,
+                    detached: false,
+                    kind,
+                    buf,
+                    keepalive: None,
+                    status: None,
+                    call: 0,
+                    any_source: false,
+                    completed_at_start: false,
+                    held_for_cancel: false,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[idx as usize];
+        // Generation 0 would make token 0, which means "no token".
+        s.generation = s.generation.wrapping_add(1).max(1);
+        s.in_use = true;
+        s.done = false;
+        s.detached = false;
+        s.kind = kind;
+        s.buf = buf;
+        s.keepalive = None;
+        s.status = None;
+        s.call = 0;
+        s.any_source = false;
+        s.completed_at_start = false;
+        s.held_for_cancel = false;
+        ReqId {
+            idx,
+            generation: s.generation,
+        }
+    }
+
+    /// Send `id` just completed as it started: mark it if it is a standard
+    /// send small enough to do so in every execution (see
+    /// [`Slot::completed_at_start`]).
+    pub(super) fn mark_completed_at_start(&mut self, id: ReqId, sync: bool) {
+        if let Some(s) = self.slot_mut(id) {
+            s.completed_at_start = !sync && s.done && s.buf.len <= EAGER_LIMIT;
+        }
+    }
+
+    pub(super) fn slot(&self, id: ReqId) -> Option<&Slot> {
+        self.slots
+            .get(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+    }
+
+    pub(super) fn slot_mut(&mut self, id: ReqId) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+    }
+
+    pub(super) fn free_slot(&mut self, id: ReqId) {
+        if let Some(s) = self.slot_mut(id) {
+            s.in_use = false;
+            s.keepalive = None;
+            s.status = None;
+            self.free.push(id.idx);
+        }
+    }
+
+    pub(super) fn set_status(&mut self, id: ReqId, st: Status) {
+        if let Some(s) = self.slot_mut(id) {
+            s.status = Some(st);
+        }
+    }
+
+    pub(super) fn complete(&mut self, id: ReqId) {
+        let Some(s) = self.slot_mut(id) else {
+            return;
+        };
+        s.done = true;
+        if s.detached {
+            self.free_slot(id);
+        }
+    }
+
+    /// Copy `data` into receive `id` and complete it (truncating if needed).
+    fn fill(&mut self, id: ReqId, env: &Envelope, data: &[u8]) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        let n = data.len().min(slot.buf.len);
+        // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
+        unsafe { slot.buf.as_mut_slice()[..n].copy_from_slice(&data[..n]) };
+        let buf_len = slot.buf.len;
+        self.note_match(id, env.source);
+        let st = self.recv_status(env, buf_len);
+        self.set_status(id, st);
+        self.complete(id);
+    }
+
+    /// Copy `bytes` into receive `id` at `offset`, dropping what does not
+    /// fit (the receive then reports truncation).
+    pub(super) fn write_at(&mut self, id: ReqId, offset: usize, bytes: &[u8]) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        let room = slot.buf.len.saturating_sub(offset);
+        let n = bytes.len().min(room);
+        if n > 0 {
+            // SAFETY: `slot.buf` belongs to an active receive (Slot
+            // invariant) and offset + n <= its length.
+            unsafe { slot.buf.as_mut_slice()[offset..offset + n].copy_from_slice(&bytes[..n]) };
+        }
+    }
+
+    /// Remember that an ANY_SOURCE receive matched (for the protocol).
+    pub(super) fn note_match(&mut self, id: ReqId, source: usize) {
+        if let Some(slot) = self.slot(id)
+            && slot.any_source
+        {
+            let call = slot.call;
+            self.matches.push((call, source));
+        }
+    }
+
+    pub(super) fn recv_status(&mut self, env: &Envelope, buf_len: usize) -> Status {
+        self.stats.messages_received += 1;
+        let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
+        if env.len > buf_len {
+            st.error = Some(Error::Truncated {
+                source_rank: env.source,
+                tag: env.tag,
+                message_len: env.len,
+                buffer_len: buf_len,
+            });
+        }
+        st
+    }
+
+    /// Check and advance the channel sequence number of `source`.
+    pub(super) fn accept_seq(&mut self, source: usize, seq: u64) -> Result<()> {
+        self.check_seq(source, seq)?;
+        self.recv_seq[source] = seq;
+        Ok(())
+    }
+
+    /// Is `seq` the next message of `source`?
+    pub(super) fn check_seq(&self, source: usize, seq: u64) -> Result<()> {
+        let expected = self.recv_seq[source] + 1;
+        if seq != expected {
+            return Err(Error::CorruptFrame {
+                peer: source,
+                reason: format!("sequence number {seq}, expected {expected}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A complete small message arrived (or was sent to self).
+    pub(super) fn deliver_eager(
+        &mut self,
+        env: Envelope,
+        data: &[u8],
+        sync: Option<u64>,
+    ) -> Result<()> {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            self.fill(id, &env, data);
+            if let Some(token) = sync {
+                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+            }
+        } else {
+            self.matching.push_unexpected(
+                env,
+                Unexpected::Eager {
+                    data: data.to_vec(),
+                    sync,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A reassembled message: like `deliver_eager` but the bytes are owned.
+    pub(super) fn deliver_owned(&mut self, env: Envelope, data: Vec<u8>, sync: Option<u64>) {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            self.fill(id, &env, &data);
+            if let Some(token) = sync {
+                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+            }
+        } else {
+            self.matching
+                .push_unexpected(env, Unexpected::Eager { data, sync });
+        }
+    }
+
+    pub(super) fn deliver_self_sync(
+        &mut self,
+        env: Envelope,
+        data: RawBytes,
+        token: u64,
+    ) -> Result<()> {
+        if let Some(id) = self.matching.match_arrival(&env) {
+            // SAFETY: the sender's buffer is live until its send completes,
+            // which happens right here.
+            let bytes = unsafe { data.as_slice() };
+            self.fill(id, &env, bytes);
+            self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
+        } else {
+            self.matching
+                .push_unexpected(env, Unexpected::SelfSync { data, token });
+        }
+        Ok(())
+    }
+
+    /// Acknowledge message `seq` from `to` (token: the sender's request).
+    pub(super) fn ack(&mut self, to: usize, k: u8, token: u64, seq: u64) {
+        let mut hdr = FrameHeader::new(k);
+        hdr.aux1 = token;
+        hdr.seq = seq;
+        self.control_out.push((to, hdr));
+    }
+
+    /// Read a rendezvous message out of the sender's memory into receive `id`.
+    pub(super) fn pull(&mut self, id: ReqId, env: &Envelope, addr: u64, token: u64) -> Result<()> {
+        let Some(slot) = self.slot_mut(id) else {
+            return Ok(());
+        };
+        let n = env.len.min(slot.buf.len);
+        // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
+        let dst = unsafe { &mut slot.buf.as_mut_slice()[..n] };
+        let buf_len = slot.buf.len;
+        read_remote(self.pids[env.source], addr, dst).map_err(|source| Error::RemoteRead {
+            peer: env.source,
+            len: n,
+            source,
+        })?;
+        self.note_match(id, env.source);
+        let st = self.recv_status(env, buf_len);
+        self.set_status(id, st);
+        self.complete(id);
+        self.ack(env.source, kind::FIN, token, env.seq);
+        Ok(())
+    }
+
+    /// A receive matched an unexpected message.
+    pub(super) fn finish_unexpected(
+        &mut self,
+        id: ReqId,
+        env: Envelope,
+        u: Unexpected,
+    ) -> Result<()> {
+        match u {
+            Unexpected::Eager { data, sync } => {
+                self.fill(id, &env, &data);
+                if let Some(token) = sync {
+                    self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+                }
+            }
+            Unexpected::Rendezvous { addr, token } => self.pull(id, &env, addr, token)?,
+            Unexpected::SelfSync { data, token } => {
+                // SAFETY: the blocked or request-owned sender buffer is live
+                // until the acknowledgement below completes its send.
+                let bytes = unsafe { data.as_slice() };
+                self.fill(id, &env, bytes);
+                self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_tokens_are_never_zero_even_when_generations_wrap() {
+        let empty = RawBytes {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        };
+        let mut core = Core::new(0, 1);
+        let id = core.alloc(SlotKind::Send, empty);
+        core.free_slot(id);
+        core.slots[0].generation = u32::MAX;
+        let id = core.alloc(SlotKind::Send, empty);
+        assert_eq!(id.generation, 1);
+        assert_ne!(
+            id.token(),
+            0,
+            "token 0 means a logged send with nothing to complete"
+        );
+    }
+}
