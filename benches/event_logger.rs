@@ -234,8 +234,11 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let latency_only = args.iter().any(|a| a == "--latency-only");
-    let dir: PathBuf = std::env::temp_dir().join(format!("vpml-el-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tmp = tempfile::Builder::new()
+        .prefix("vpml-el-bench-")
+        .tempdir()
+        .expect("temp dir");
+    let dir: PathBuf = tmp.path().to_path_buf();
     std::fs::write(dir.join("tokens"), format!("{JOB} {TOKEN}\n")).expect("token file");
 
     let json = |fields: String| println!("{{\"bench\":\"event_logger\",{fields}}}");
@@ -278,5 +281,4 @@ fn main() {
         ));
         drop(logger);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,24 +68,31 @@ fn assert_events(events: &[(EventId, Event)], from: EventId, to: EventId) {
     }
 }
 
-/// A fresh directory for one test.
-struct TempDir(PathBuf);
+/// A fresh directory for one test (removed when dropped), with the job's
+/// token file.
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("vpml-el-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        std::fs::write(p.join("tokens"), format!("{JOB} {TOKEN}\n")).expect("write token file");
-        TempDir(p)
+        let t = tempfile::Builder::new()
+            .prefix(&format!("vpml-el-{name}-"))
+            .tempdir()
+            .expect("create temp dir");
+        std::fs::write(t.path().join("tokens"), format!("{JOB} {TOKEN}\n"))
+            .expect("write token file");
+        TempDir(t)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 
     fn data(&self) -> PathBuf {
-        self.0.join("data")
+        self.path().join("data")
     }
 
     fn tokens(&self) -> PathBuf {
-        self.0.join("tokens")
+        self.path().join("tokens")
     }
 
     /// Segment files of a rank, sorted.
@@ -98,12 +105,6 @@ impl TempDir {
             .collect();
         v.sort();
         v
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -851,7 +852,7 @@ fn command_line_errors_are_one_line() {
     // An inherited descriptor that is no listening socket (stdin here).
     let out = Command::new(env!("CARGO_BIN_EXE_vpml"))
         .args(["event-logger", "--listen-fd", "0", "--data-dir"])
-        .arg(dir.0.join("d1"))
+        .arg(dir.path().join("d1"))
         .stdin(Stdio::null())
         .output()
         .expect("run");
@@ -861,7 +862,7 @@ fn command_line_errors_are_one_line() {
     assert!(stderr.contains("--listen-fd 0:"), "{stderr}");
 
     // Without a token file the logger creates one with a random token.
-    let data = dir.0.join("d2");
+    let data = dir.path().join("d2");
     let mut child = Command::new(env!("CARGO_BIN_EXE_vpml"))
         .args(["event-logger", "--data-dir"])
         .arg(&data)

@@ -24,14 +24,17 @@ struct Logger {
     child: Child,
     addr: String,
     dir: PathBuf,
+    /// Holds `dir` (removed when the logger is dropped).
+    _tmp: tempfile::TempDir,
 }
 
 impl Logger {
     fn start(name: &str) -> Logger {
-        let dir =
-            std::env::temp_dir().join(format!("vpml-pessimist-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("vpml-pessimist-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::write(dir.join("tokens"), format!("* {TOKEN}\n")).unwrap();
         let mut child = Command::new(vpml())
             .args(["event-logger", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -49,6 +52,7 @@ impl Logger {
             child,
             addr: line.trim().to_string(),
             dir,
+            _tmp: tmp,
         }
     }
 
@@ -81,7 +85,6 @@ impl Drop for Logger {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -278,8 +281,11 @@ fn send_waits_for_the_stopped_logger(mode: &str) {
 #[test]
 fn sender_logs_read_back_byte_exact_after_the_job() {
     let _g = serial();
-    let dir = std::env::temp_dir().join(format!("vpml-pessimist-logs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("vpml-pessimist-logs-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("logs");
     let out = run(
         3,
         &[
@@ -321,7 +327,6 @@ fn sender_logs_read_back_byte_exact_after_the_job() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -10,10 +10,15 @@ use crate::format::{RECORD_HEADER, SEGMENT_HEADER, record_span};
 use crate::memory::{PAGE, POPULATE_STEP};
 use crate::segment::SPARE_SEGMENTS;
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vpml-slog-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh path for a log directory (not created yet), under a temporary
+/// directory that goes away with the returned guard.
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let guard = tempfile::Builder::new()
+        .prefix("vpml-slog-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = guard.path().join(name);
+    (guard, dir)
 }
 
 /// How many different segment indexes `segments` names.
@@ -32,7 +37,7 @@ fn hdr(dest: u32, seq: u64) -> RecordHeader {
 
 #[test]
 fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
-    let dir = tmp("dest-range");
+    let (_tmp, dir) = tmp("dest-range");
     let mut log = SenderLog::create(&dir, 0, 1 << 16).unwrap();
     let err = log
         .append(hdr(MAX_DESTINATIONS, 1), b"x")
@@ -68,7 +73,7 @@ fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
 #[test]
 fn a_segment_takes_memory_only_as_records_reach_it() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tmp("lazy");
+    let (_tmp, dir) = tmp("lazy");
     let mut log = SenderLog::create(&dir, 0, 16 << 20).unwrap();
     log.append(hdr(1, 1), &[1u8; 100]).unwrap();
     let file = segment_path(&dir, 0);
@@ -94,7 +99,7 @@ fn a_segment_takes_memory_only_as_records_reach_it() {
 
 #[test]
 fn every_record_lands_on_taken_memory_and_ready_room_is_exact() {
-    let dir = tmp("ready");
+    let (_tmp, dir) = tmp("ready");
     let mut log = SenderLog::create(&dir, 0, 1 << 20).unwrap();
     assert_eq!(log.ready_below(), 0, "nothing is ready before a record");
     let mut promised = 0;
@@ -134,7 +139,7 @@ fn every_record_lands_on_taken_memory_and_ready_room_is_exact() {
 #[test]
 fn memory_already_taken_is_reused_before_more_is_taken() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tmp("retake");
+    let (_tmp, dir) = tmp("retake");
     let taken = |f: &Path| std::fs::metadata(f).unwrap().blocks() * 512;
     let mut log = SenderLog::create(&dir, 0, 1 << 20).unwrap();
     // Fill segment 0 (all of it taken), start segment 1, then free
@@ -169,7 +174,7 @@ fn memory_already_taken_is_reused_before_more_is_taken() {
 
 #[test]
 fn a_reserved_record_goes_where_the_reservation_said() {
-    let dir = tmp("reserve");
+    let (_tmp, dir) = tmp("reserve");
     let mut log = SenderLog::create(&dir, 0, 4096).unwrap();
     let mut starts = Vec::new();
     for seq in 1..=40u64 {
@@ -187,7 +192,7 @@ fn a_reserved_record_goes_where_the_reservation_said() {
 
 #[test]
 fn records_come_back_by_destination_and_sequence() {
-    let dir = tmp("basic");
+    let (_tmp, dir) = tmp("basic");
     let mut log = SenderLog::create(&dir, 3, 4096).unwrap();
     for seq in 1..=50u64 {
         for dest in 0..3u32 {
@@ -207,7 +212,7 @@ fn records_come_back_by_destination_and_sequence() {
 
 #[test]
 fn freeing_every_destination_reclaims_whole_segments() {
-    let dir = tmp("free");
+    let (_tmp, dir) = tmp("free");
     let mut log = SenderLog::create(&dir, 0, 4096).unwrap();
     for seq in 1..=100u64 {
         log.append(hdr(1, seq), &[1u8; 200]).unwrap();
@@ -256,7 +261,7 @@ fn freeing_every_destination_reclaims_whole_segments() {
 
 #[test]
 fn a_reader_sees_what_was_written_and_ignores_a_torn_tail() {
-    let dir = tmp("reader");
+    let (_tmp, dir) = tmp("reader");
     let mut log = SenderLog::create(&dir, 5, 1 << 16).unwrap();
     for seq in 1..=20u64 {
         log.append(hdr(0, seq), &vec![seq as u8; 1000]).unwrap();
@@ -284,7 +289,7 @@ fn a_reader_sees_what_was_written_and_ignores_a_torn_tail() {
 
 #[test]
 fn a_reused_segment_never_shows_its_old_records() {
-    let dir = tmp("reuse");
+    let (_tmp, dir) = tmp("reuse");
     let mut log = SenderLog::create(&dir, 2, 4096).unwrap();
     for seq in 1..=100u64 {
         log.append(hdr(0, seq), &[seq as u8; 300]).unwrap();
@@ -329,7 +334,7 @@ fn a_reused_segment_never_shows_its_old_records() {
 
 #[test]
 fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
-    let dir = tmp("spill");
+    let (_tmp, dir) = tmp("spill");
     std::fs::create_dir_all(&dir).unwrap();
     let mut log = SenderLog::create_in_memory(3, 8192);
     let body = |d: u32, seq: u64| vec![(d as u8) ^ (seq as u8); (seq as usize * 131) % 3000];
@@ -382,7 +387,7 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
 
 #[test]
 fn a_record_larger_than_a_segment_gets_its_own() {
-    let dir = tmp("big");
+    let (_tmp, dir) = tmp("big");
     let mut log = SenderLog::create(&dir, 0, 4096).unwrap();
     let big = vec![7u8; 100_000];
     log.append(hdr(0, 1), &[1, 2, 3]).unwrap();
@@ -397,7 +402,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]
     fn random_appends_and_frees_match_a_model(ops in prop::collection::vec((0u32..3, 0usize..700, any::<bool>()), 1..120)) {
-        let dir = tmp(&format!("prop-{}", ops.len()));
+        let (_tmp, dir) = tmp(&format!("prop-{}", ops.len()));
         let mut log = SenderLog::create(&dir, 1, 4096).unwrap();
         let mut model: Vec<(u32, u64, Vec<u8>)> = Vec::new();
         // Segment of each kept record, and of the last append (the
@@ -470,7 +475,7 @@ proptest! {
 /// copies and reported a divergence that was not there.)
 #[test]
 fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it() {
-    let dir = tmp("incarnations");
+    let (_tmp, dir) = tmp("incarnations");
     {
         let mut first = SenderLog::create(&dir, 0, 4096).unwrap();
         first.append(hdr(1, 1), b"kept by the checkpoint").unwrap();

@@ -28,7 +28,11 @@ fn another_process_reads_every_record_byte_exact() {
         }
         return;
     }
-    let dir = std::env::temp_dir().join(format!("vpml-slog-xproc-{}", std::process::id()));
+    let tmp = tempfile::Builder::new()
+        .prefix("vpml-slog-xproc-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path().join("log");
     let mut log = SenderLog::create(&dir, 2, 1 << 16).expect("create");
     let mut want = Vec::new();
     for seq in 1..=40u64 {
@@ -76,5 +80,4 @@ fn another_process_reads_every_record_byte_exact() {
     );
     assert_eq!(got, want);
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
