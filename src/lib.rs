@@ -16,7 +16,13 @@
 pub use vpml_pml::*;
 
 /// Start this process's part of the job with the fault-tolerance protocol
-/// the launcher chose (`vpml run --protocol …`, or `VPML_PROTOCOL`).
+/// the launcher chose (`vpml run --protocol …`, or `VPML_PROTOCOL`): the
+/// replay debugger's (`vpml replay`) comes from `vpml-replay`, the others
+/// from `vpml-vprotocol`.
 pub fn init() -> Result<World> {
-    vpml_pml::init_with(vpml_vprotocol::from_env)
+    use vpml_vprotocol::ProtocolName;
+    vpml_pml::init_with(|job| match ProtocolName::from_env()? {
+        ProtocolName::Replay => vpml_replay::from_env(job),
+        ProtocolName::None | ProtocolName::Pessimist => vpml_vprotocol::from_env(job),
+    })
 }

@@ -185,11 +185,11 @@ impl Tokens {
     }
 }
 
-/// 32 random bytes as 64 hex characters.
+/// 32 random bytes as 64 lower-case hex characters.
 pub fn random_token() -> std::io::Result<String> {
     let mut raw = [0u8; 32];
     getrandom::fill(&mut raw).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(raw))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

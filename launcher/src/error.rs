@@ -1,15 +1,13 @@
-//! What can go wrong in `vpml run`, `vpml replay`, `vpml trace`,
-//! `vpml check-determinism` and `vpml mpicc`: each command prints an
-//! [`Error`] after its own name (`vpml run: …`) and exits with status 1
-//! (2 for `vpml mpicc`).
+//! What can go wrong in `vpml run` and `vpml mpicc`: each command prints
+//! an [`Error`] after its own name (`vpml run: …`) and exits with status 1
+//! (2 for `vpml mpicc`). Errors of the recording (`--record`) come from
+//! `vpml-replay` and print as it words them.
 
 use std::path::PathBuf;
-use std::process::ExitStatus;
 
 use crate::agent::{HostsError, WireError};
 use crate::inject::SpecError;
 use crate::protocol::LoggerStartError;
-use crate::record::ManifestError;
 
 /// An error of a launcher command; it renders as the line printed.
 #[derive(Debug, thiserror::Error)]
@@ -71,9 +69,6 @@ pub enum Error {
         /// Slots of all hosts.
         slots: usize,
     },
-    /// `--seeds` of `vpml check-determinism` is not `A,B`.
-    #[error("--seeds wants two numbers A,B, not {0:?}")]
-    BadSeeds(String),
 
     // ---------------------------------------------------------- program
     /// The program exists but cannot be executed.
@@ -264,34 +259,10 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// A file or directory cannot be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A file or directory cannot be created.
-    #[error("cannot create {path}: {source}")]
-    Create {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
     /// A file cannot be written.
     #[error("cannot write {path}: {source}")]
     Write {
         /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A symbolic link cannot be made.
-    #[error("cannot link {path}: {source}")]
-    Link {
-        /// The link.
         path: PathBuf,
         /// Why.
         source: std::io::Error,
@@ -302,95 +273,9 @@ pub enum Error {
     NoCheckpoint(PathBuf),
 
     // ---------------------------------------------------------- recordings
-    /// Neither `XDG_DATA_HOME` nor `HOME` is set.
-    #[error("neither XDG_DATA_HOME nor HOME is set: give --record a directory")]
-    NoDataHome,
-    /// `--record=DIR` names a directory that is not empty.
-    #[error("the recording directory {0} is not empty")]
-    RecordingNotEmpty(PathBuf),
-    /// No recording given, and no latest one.
-    #[error("no recording given and {path}: {source}")]
-    NoLatest {
-        /// The `latest` link.
-        path: PathBuf,
-        /// Why it does not lead to a recording.
-        source: std::io::Error,
-    },
-    /// The manifest cannot be read.
-    #[error("{path}: {source} (not a recording?)")]
-    NotARecording {
-        /// The manifest.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The manifest is damaged.
-    #[error("{path}: {why}")]
-    Manifest {
-        /// The manifest.
-        path: PathBuf,
-        /// What is wrong with it.
-        #[source]
-        why: ManifestError,
-    },
-    /// A sender log does not hold every message its rank sent.
-    #[error(
-        "the recording is incomplete: {dir} holds {held} message(s) but rank {rank} sent {sent}"
-    )]
-    Incomplete {
-        /// The rank's directory.
-        dir: PathBuf,
-        /// Messages in its sender log.
-        held: usize,
-        /// The rank.
-        rank: usize,
-        /// Messages it said it sent.
-        sent: usize,
-    },
-    /// A recorded sender log cannot be read.
+    /// `--record`: the recording cannot be prepared or finished.
     #[error(transparent)]
-    SenderLog(#[from] vpml_sender_log::Error),
-    /// Recorded events cannot be read.
-    #[error(transparent)]
-    StoredEvents(#[from] vpml_event_logger::StorageError),
-    /// `vpml replay --rank` outside the recorded job.
-    #[error("rank {rank} is outside the recorded job of {size} ranks")]
-    RankOutsideRecording {
-        /// `--rank`.
-        rank: usize,
-        /// Ranks of the recorded job.
-        size: usize,
-    },
-    /// The replayed program does not start.
-    #[error("cannot start {program}: {source}")]
-    StartProgram {
-        /// The program.
-        program: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Two recordings that cannot be compared.
-    #[error("{a} and {b} are not recordings of the same program on the same number of ranks")]
-    NotComparable {
-        /// First recording.
-        a: PathBuf,
-        /// Second recording.
-        b: PathBuf,
-    },
-    /// `vpml check-determinism` cannot find its own binary.
-    #[error("cannot find vpml: {0}")]
-    FindVpml(#[source] std::io::Error),
-    /// `vpml check-determinism` cannot run `vpml run`.
-    #[error("cannot run vpml: {0}")]
-    RunVpml(#[source] std::io::Error),
-    /// A run of `vpml check-determinism` failed.
-    #[error("the run with chaos seed {seed} failed ({status})")]
-    ChaosRunFailed {
-        /// Its seed.
-        seed: String,
-        /// How `vpml run` exited.
-        status: ExitStatus,
-    },
+    Recording(#[from] vpml_replay::Error),
 }
 
 impl Error {

@@ -15,11 +15,12 @@ use vpml_pml::bootstrap::env;
 use crate::backend::{Backend, Spawner};
 use crate::cli::{BindPolicy, RunArgs, SenderLogKind};
 use crate::event::Event;
-use crate::ids::{hex, random_bytes};
+use crate::ids::random_bytes;
 use crate::mpi_abi::{loader_path_with, mpi_abi_dir};
 use crate::output::Outputs;
 use crate::supervise::Supervisor;
-use crate::{Error, agent, inject, kv, protocol, record};
+use crate::{Error, agent, inject, kv, protocol};
+use vpml_replay::recording;
 
 /// Run a job; the process exit code is the job's.
 pub fn run(args: RunArgs) -> ExitCode {
@@ -37,7 +38,7 @@ fn record_and_run(mut args: RunArgs) -> Result<u8, Error> {
     let recording = args
         .record
         .clone()
-        .map(|d| record::prepare(&d))
+        .map(|d| recording::prepare(&d))
         .transpose()?;
     if let Some((dir, _)) = &recording {
         if !matches!(args.protocol.as_str(), "none" | "pessimist") || args.log_dir.is_some() {
@@ -66,11 +67,11 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     let hosts = host_plan(args)?;
     raise_fd_limit();
 
-    let job_id = hex(&random_bytes::<8>()?);
+    let job_id = hex::encode(random_bytes::<8>()?);
     let job_id_for_manifest = job_id.clone();
     // Replays may run from another directory.
     let program_for_manifest = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
-    let token = protocol::job_token(args, hex(&random_bytes::<16>()?))?;
+    let token = protocol::job_token(args, hex::encode(random_bytes::<16>()?))?;
     let (tx, rx) = unbounded::<Event>();
     let (kv_addr, kv) =
         kv::start(&args.bind, args.ranks, token.clone(), tx.clone()).map_err(|source| {
@@ -285,7 +286,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         print_stats(&kv, args.ranks);
     }
     if let Some((dir, default)) = recording {
-        let m = record::Manifest {
+        let m = recording::Manifest {
             job: job_id_for_manifest,
             size: args.ranks,
             program: program_for_manifest.into_os_string(),
@@ -296,7 +297,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 .collect(),
             ended,
         };
-        record::finish(dir, *default, &m)?;
+        recording::finish(dir, *default, &m)?;
     }
     Ok(code)
 }

@@ -30,13 +30,17 @@
 //! * `process` — rank and logger processes: set-up before exec, exit
 //!   watching, reaping;
 //! * `mpi_abi` — running MPI C programs on vpml's MPI library;
-//! * `ids` — random job ids and tokens, in hexadecimal;
+//! * `ids` — random job ids and tokens;
 //! * `inject` — `--inject-failure`;
 //! * `protocol` — the fault-tolerance protocol's set-up (event loggers);
 //! * `kv` — the bootstrap key/value service;
 //! * [`agent`] — `vpml agent` and the launcher's side of multi-host jobs;
-//! * [`record`], [`trace`] — recordings, `vpml replay`, `vpml trace`;
 //! * [`mpicc`] — `vpml mpicc`.
+//!
+//! Recordings (`--record`) are written through `vpml-replay`, which also
+//! holds `vpml replay`, `vpml trace` and `vpml check-determinism`;
+//! [`mpi_abi_setup`] is how `vpml replay` runs an MPI C program on vpml's
+//! MPI library, as `vpml run` does.
 
 pub mod agent;
 mod backend;
@@ -52,15 +56,12 @@ pub mod mpicc;
 mod output;
 mod process;
 mod protocol;
-pub mod record;
 mod supervise;
-pub mod trace;
 
 pub use cli::{BindPolicy, RunArgs, SenderLogKind, Transport};
 pub use error::Error;
 pub use inject::SpecError;
 pub use job::run;
-pub use mpi_abi::mpi_library;
+pub use mpi_abi::{mpi_abi_setup, mpi_library};
 pub use protocol::LoggerStartError;
-pub use record::ManifestError;
 pub use supervise::TIMEOUT_EXIT;

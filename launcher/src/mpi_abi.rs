@@ -1,6 +1,7 @@
 //! Running MPI C programs on vpml's MPICH-ABI library.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::{Error, protocol};
 
@@ -47,6 +48,22 @@ pub(crate) fn mpi_abi_dir(
         lib.display()
     );
     Ok(Some(links))
+}
+
+/// `vpml replay`'s way to run an MPI C program on vpml's MPI library
+/// (`vpml_replay::recording::MpiSetup`): if `program` is an MPI program,
+/// puts the library first on `cmd`'s loader path and returns the directory
+/// (named after `name`) to remove when the program is done.
+pub fn mpi_abi_setup(
+    cmd: &mut Command,
+    program: &Path,
+    name: &str,
+) -> Result<Option<PathBuf>, Error> {
+    let dir = mpi_abi_dir(false, program, name, "vpml replay")?;
+    if let Some(dir) = &dir {
+        cmd.env("LD_LIBRARY_PATH", loader_path_with(dir));
+    }
+    Ok(dir)
 }
 
 /// Prefix of the temporary directories of [`mpi_abi_dir`]:

@@ -23,12 +23,12 @@ enum Command {
     /// Re-run one rank of a recording (`vpml run --record`) alone: its
     /// receptions come from the recorded logs, its sends are checked
     /// against the recorded ones, and the first divergence is reported.
-    Replay(vpml_launcher::record::ReplayArgs),
+    Replay(vpml_replay::recording::ReplayArgs),
     /// Look into recordings: ls, info, dump, stats, diff.
-    Trace(vpml_launcher::trace::TraceArgs),
+    Trace(vpml_replay::trace::TraceArgs),
     /// Record a program twice with different delivery timing (--chaos)
     /// and report the first send that differs.
-    CheckDeterminism(vpml_launcher::trace::CheckArgs),
+    CheckDeterminism(vpml_replay::trace::CheckArgs),
     /// Compile and link an MPI C program for vpml (vpml's mpi.h and MPI
     /// library; the C compiler is $VPML_CC or cc): `vpml mpicc -O2 prog.c -o prog`.
     Mpicc(vpml_launcher::mpicc::MpiccArgs),
@@ -51,9 +51,13 @@ fn main() -> ExitCode {
         Command::Run(args) => vpml_launcher::run(*args),
         Command::EventLogger(args) => vpml_event_logger::cli::run(args),
         Command::Agent(args) => vpml_launcher::agent::agent_main(args),
-        Command::Replay(args) => vpml_launcher::record::replay_main(args),
-        Command::Trace(args) => vpml_launcher::trace::trace_main(args),
-        Command::CheckDeterminism(args) => vpml_launcher::trace::check_main(args),
+        // An MPI C program replays on vpml's MPI library, which the
+        // launcher finds and links as for `vpml run`.
+        Command::Replay(args) => vpml_replay::recording::replay_main(args, |cmd, program, name| {
+            Ok(vpml_launcher::mpi_abi_setup(cmd, program, name)?)
+        }),
+        Command::Trace(args) => vpml_replay::trace::trace_main(args),
+        Command::CheckDeterminism(args) => vpml_replay::trace::check_main(args),
         Command::Mpicc(args) => vpml_launcher::mpicc::mpicc_main(args),
     }
 }

@@ -11,9 +11,13 @@
 //!   sender-based message logging ([`pessimist`]): non-deterministic events
 //!   go to the event loggers and are durable before the next send leaves;
 //!   every sent payload stays in the sender's memory-mapped log.
+//! * `replay` — re-running one rank of a recording (`vpml replay`); that
+//!   protocol lives in the `vpml-replay` crate, which answers from this
+//!   crate's [`replay_log`].
 //!
-//! [`from_env`] builds the protocol a rank's environment asks for; the `vpml`
-//! facade passes it to [`vpml_pml::init_with`].
+//! [`ProtocolName::from_env`] reads the choice; [`from_env`] builds `none`
+//! and `pessimist`. The `vpml` facade's `init` picks between it and
+//! `vpml-replay` and passes the result to [`vpml_pml::init_with`].
 
 pub mod checkpoint;
 pub mod event_log;
@@ -21,8 +25,7 @@ mod histogram;
 mod offhost;
 pub mod pessimist;
 mod previous_sends;
-pub mod replay;
-mod replay_log;
+pub mod replay_log;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,7 +36,7 @@ use vpml_pml::{Error, Result};
 
 /// Environment variables the launcher sets for the protocol layer.
 pub mod env {
-    /// `none` (default) or `pessimist`.
+    /// `none` (default), `pessimist` or `replay` ([`super::ProtocolName`]).
     pub const PROTOCOL: &str = "VPML_PROTOCOL";
     /// Comma-separated addresses of the job's event loggers.
     pub const EVENT_LOGGERS: &str = "VPML_EVENT_LOGGERS";
@@ -45,37 +48,83 @@ pub mod env {
     pub const INCARNATION: &str = "VPML_INCARNATION";
 }
 
-/// The protocols this build knows, by name.
-pub const PROTOCOLS: [&str; 3] = ["none", "pessimist", "replay"];
+/// A protocol this build knows, as `VPML_PROTOCOL` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtocolName {
+    /// `none` (or unset, or empty): no protocol object.
+    None,
+    /// `pessimist`: pessimistic sender-based message logging.
+    Pessimist,
+    /// `replay`: `vpml replay`'s protocol (built by `vpml-replay`).
+    Replay,
+}
+
+impl ProtocolName {
+    /// Every protocol, in the order error messages list them.
+    pub const ALL: [ProtocolName; 3] = [
+        ProtocolName::None,
+        ProtocolName::Pessimist,
+        ProtocolName::Replay,
+    ];
+
+    /// The name `VPML_PROTOCOL` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolName::None => "none",
+            ProtocolName::Pessimist => "pessimist",
+            ProtocolName::Replay => "replay",
+        }
+    }
+
+    /// A value of `VPML_PROTOCOL` (empty means `none`); an unknown name is
+    /// a [`Error::Bootstrap`] that lists the known ones.
+    pub fn parse(name: &str) -> Result<ProtocolName> {
+        if name.is_empty() {
+            return Ok(ProtocolName::None);
+        }
+        ProtocolName::ALL
+            .into_iter()
+            .find(|p| p.as_str() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = ProtocolName::ALL.iter().map(|p| p.as_str()).collect();
+                Error::Bootstrap(format!(
+                    "unknown protocol {name:?} in {} (known: {})",
+                    env::PROTOCOL,
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// The protocol this process's environment asks for (`none` when
+    /// `VPML_PROTOCOL` is unset).
+    pub fn from_env() -> Result<ProtocolName> {
+        match std::env::var(env::PROTOCOL) {
+            Ok(name) => ProtocolName::parse(&name),
+            Err(_) => Ok(ProtocolName::None),
+        }
+    }
+}
 
 /// Build the protocol the environment asks for (`None` for `none`).
 ///
 /// A one-rank job started without `vpml run` may still ask for `pessimist`
 /// when it is given loggers and a log directory; otherwise it runs with none.
+/// `replay` is not built here (it lives in `vpml-replay`, which depends on
+/// this crate): asking for it is an error that says to start through
+/// `vpml::init`.
 pub fn from_env(job: Option<&JobEnv>) -> Result<Option<Box<dyn Protocol>>> {
-    let name = std::env::var(env::PROTOCOL).unwrap_or_else(|_| "none".into());
-    match name.as_str() {
-        "" | "none" => Ok(None),
-        "replay" => {
-            let job = job.ok_or_else(|| {
-                Error::Bootstrap("replay needs the environment `vpml replay` sets".into())
-            })?;
-            let dir = replay::Replayer::dir_from_env().ok_or_else(|| {
-                Error::Bootstrap(format!("{} is not set", replay::env::REPLAY_DIR))
-            })?;
-            Ok(Some(Box::new(replay::Replayer::start(job, &dir)?)))
-        }
-        "pessimist" => {
+    match ProtocolName::from_env()? {
+        ProtocolName::None => Ok(None),
+        ProtocolName::Pessimist => {
             let job = job.ok_or_else(|| {
                 Error::Bootstrap("the pessimist protocol needs a job started by `vpml run`".into())
             })?;
             let cfg = pessimist::Config::from_env(job)?;
             Ok(Some(Box::new(pessimist::Pessimist::start(cfg)?)))
         }
-        other => Err(Error::Bootstrap(format!(
-            "unknown protocol {other:?} in {} (known: {})",
-            env::PROTOCOL,
-            PROTOCOLS.join(", ")
+        ProtocolName::Replay => Err(Error::Bootstrap(format!(
+            "{}=replay is built by vpml-replay: start the rank with vpml::init",
+            env::PROTOCOL
         ))),
     }
 }
@@ -97,4 +146,24 @@ fn parse_addrs(list: &str) -> Result<Vec<SocketAddr>> {
 
 fn log_dir(rank: usize) -> Result<PathBuf> {
     Ok(PathBuf::from(var(env::LOG_DIR)?).join(format!("rank-{rank}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProtocolName;
+
+    #[test]
+    fn protocol_names_parse_and_unknown_ones_are_listed() {
+        for p in ProtocolName::ALL {
+            assert_eq!(ProtocolName::parse(p.as_str()).ok(), Some(p));
+        }
+        assert_eq!(ProtocolName::parse("").ok(), Some(ProtocolName::None));
+        let e = ProtocolName::parse("optimist").err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains(
+                "unknown protocol \"optimist\" in VPML_PROTOCOL (known: none, pessimist, replay)"
+            )),
+            "{e:?}"
+        );
+    }
 }

@@ -24,6 +24,13 @@
 //! Each is a [`Divergence`] naming the call and the event. Nothing here is
 //! on the failure-free path: a first start has an empty log and answers
 //! [`Replay::Free`] at once.
+//!
+//! Two protocols answer from it: the pessimist protocol, replaying its own
+//! logged events after a restart, and the replay debugger (`vpml replay`,
+//! in the `vpml-replay` crate), re-running one rank of a recording. What
+//! the second needs is public — [`ReplayLog`] with its per-call questions,
+//! [`RecvAnswer`], [`Divergence`] and [`describe_send`]; the rest stays
+//! inside this crate.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -59,7 +66,7 @@ impl Outcome {
 }
 
 /// How a divergence report names a send.
-pub(crate) fn describe_send(msg: &vpml_pml::protocol::OutgoingMessage<'_>) -> String {
+pub fn describe_send(msg: &vpml_pml::protocol::OutgoingMessage<'_>) -> String {
     format!(
         "a send to rank {} (tag {}, #{}, {} bytes)",
         msg.dest,
@@ -71,13 +78,14 @@ pub(crate) fn describe_send(msg: &vpml_pml::protocol::OutgoingMessage<'_>) -> St
 
 /// A re-executed call that does not fit the logged execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Divergence {
+#[non_exhaustive]
+pub struct Divergence {
     /// The call where it showed.
-    pub(crate) call: CallId,
+    pub call: CallId,
     /// The logged event involved, if any (its id in the rank's stream).
-    pub(crate) event: Option<u64>,
+    pub event: Option<u64>,
     /// Expected and found, in words.
-    pub(crate) what: String,
+    pub what: String,
 }
 
 impl fmt::Display for Divergence {
@@ -91,17 +99,18 @@ impl fmt::Display for Divergence {
 
 /// What a re-executed receive does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct RecvAnswer {
+#[non_exhaustive]
+pub struct RecvAnswer {
     /// The logged source of an ANY_SOURCE match.
-    pub(crate) source: Option<usize>,
+    pub source: Option<usize>,
     /// A logged cancel withdrew this receive the first time: it must not
     /// match anything before that cancel.
-    pub(crate) cancelled_later: bool,
+    pub cancelled_later: bool,
 }
 
 /// The logged events of a restarted (or replayed) process, by call id.
 #[derive(Default, Debug)]
-pub(crate) struct ReplayLog {
+pub struct ReplayLog {
     /// Highest call id any event names: replay ends after it.
     end: CallId,
     /// Logged outcomes not yet consumed: call → (event id, outcome).
@@ -121,7 +130,7 @@ pub(crate) struct ReplayLog {
 impl ReplayLog {
     /// The events (with their ids) of a process that restarts from the
     /// checkpoint taken after call `after_call` (0: from the start).
-    pub(crate) fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
+    pub fn new(events: Vec<(u64, Event)>, after_call: CallId) -> ReplayLog {
         let mut r = ReplayLog::default();
         for (id, ev) in events {
             let (call, outcome) = match ev {
@@ -174,12 +183,17 @@ impl ReplayLog {
     }
 
     /// Number of events loaded.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.total
     }
 
+    /// No event was loaded.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
     /// Highest call id with an event (0: none).
-    pub(crate) fn end(&self) -> CallId {
+    pub fn end(&self) -> CallId {
         self.end
     }
 
@@ -189,12 +203,12 @@ impl ReplayLog {
     }
 
     /// Id of the event of `call`, if it has one.
-    pub(crate) fn event_of(&self, call: CallId) -> Option<u64> {
+    pub fn event_of(&self, call: CallId) -> Option<u64> {
         self.event_of.get(&call).copied()
     }
 
     /// Events of calls up to `call`.
-    pub(crate) fn events_up_to(&self, call: CallId) -> usize {
+    pub fn events_up_to(&self, call: CallId) -> usize {
         self.event_of.range(..=call).count()
     }
 
@@ -234,7 +248,7 @@ impl ReplayLog {
     }
 
     /// The process finishes: every logged outcome must have been consumed.
-    pub(crate) fn finish(&self) -> Result<(), Divergence> {
+    pub fn finish(&self) -> Result<(), Divergence> {
         if let Some((&at, (id, outcome))) = self.outcomes.first_key_value() {
             return Err(Divergence {
                 call: at,
@@ -276,7 +290,7 @@ impl ReplayLog {
     /// A send: no outcome is logged at its call, and it is not inside a
     /// logged run of failed tests (a send ends such a run: it flushes it).
     /// Receives may lie inside one.
-    pub(crate) fn plain(&mut self, call: CallId, now: &str) -> Result<(), Divergence> {
+    pub fn plain(&mut self, call: CallId, now: &str) -> Result<(), Divergence> {
         self.no_outcome(call, now)?;
         if !self.covers(call) {
             return Ok(());
@@ -295,7 +309,7 @@ impl ReplayLog {
 
     /// A receive is posted at `call`; `named` is its source, `None` for
     /// ANY_SOURCE.
-    pub(crate) fn post_recv(
+    pub fn post_recv(
         &mut self,
         call: CallId,
         named: Option<usize>,
@@ -332,7 +346,7 @@ impl ReplayLog {
 
     /// The answer of completion call `call`, given the calls that created
     /// the requests it was passed.
-    pub(crate) fn completion(
+    pub fn completion(
         &mut self,
         call: CallId,
         passed: &[CallId],
@@ -363,7 +377,7 @@ impl ReplayLog {
 
     /// The answer of probe call `call` for a probe of (`source`, `tag`)
     /// (`None`: any).
-    pub(crate) fn probe(
+    pub fn probe(
         &mut self,
         call: CallId,
         source: Option<usize>,
@@ -413,11 +427,7 @@ impl ReplayLog {
     }
 
     /// The outcome of cancel call `call` of the receive of call `request`.
-    pub(crate) fn cancel(
-        &mut self,
-        call: CallId,
-        request: CallId,
-    ) -> Result<Replay<bool>, Divergence> {
+    pub fn cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>, Divergence> {
         self.begin(call)?;
         if !self.covers(call) {
             return Ok(Replay::Free);

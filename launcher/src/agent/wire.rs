@@ -7,8 +7,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Mutex;
 
-use crate::ids::{hex, unhex};
-
 use super::AgentError;
 
 /// Largest header and payload of one control message.
@@ -96,16 +94,20 @@ impl JobSetup {
     pub(super) fn encode(&self) -> Vec<u8> {
         use std::os::unix::ffi::OsStrExt;
         let mut s = String::new();
-        s += &format!("program {}\n", hex(self.program.as_bytes()));
+        s += &format!("program {}\n", hex::encode(self.program.as_bytes()));
         for a in &self.args {
-            s += &format!("arg {}\n", hex(a.as_bytes()));
+            s += &format!("arg {}\n", hex::encode(a.as_bytes()));
         }
         s += &format!("size {}\n", self.size);
         s += &format!("restartable {}\n", u8::from(self.restartable));
         s += &format!("local {}\n", self.local_ranks);
         s += &format!("bind {}\n", u8::from(self.bind));
         for (k, v) in &self.envs {
-            s += &format!("env {} {}\n", hex(k.as_bytes()), hex(v.as_bytes()));
+            s += &format!(
+                "env {} {}\n",
+                hex::encode(k.as_bytes()),
+                hex::encode(v.as_bytes())
+            );
         }
         s.into_bytes()
     }
@@ -126,7 +128,7 @@ impl JobSetup {
         for line in text.lines() {
             let mut p = line.split(' ');
             let bad = || AgentError::SetupLine(line.to_string());
-            let bytes = |v: Option<&str>| v.and_then(unhex).ok_or_else(bad);
+            let bytes = |v: Option<&str>| v.and_then(|v| hex::decode(v).ok()).ok_or_else(bad);
             let num = |v: Option<&str>| v.and_then(|v| v.parse::<usize>().ok()).ok_or_else(bad);
             match p.next() {
                 Some("program") => j.program = OsString::from_vec(bytes(p.next())?),

@@ -22,7 +22,7 @@ use vpml_event_logger::Event;
 use vpml_sender_log::SenderLog;
 
 use crate::Error;
-use crate::record::{self, Manifest};
+use crate::recording::{self, Manifest};
 
 /// `vpml trace` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -96,8 +96,8 @@ struct Recording {
 
 impl Recording {
     fn open(dir: Option<&Path>) -> Result<Recording, Error> {
-        let dir = record::resolve(dir)?;
-        let manifest = record::read_manifest(&dir)?;
+        let dir = recording::resolve(dir)?;
+        let manifest = recording::read_manifest(&dir)?;
         Ok(Recording { dir, manifest })
     }
 
@@ -151,14 +151,14 @@ fn event_kind(e: &Event) -> &'static str {
 fn trace(cmd: &TraceCommand) -> Result<u8, Error> {
     match cmd {
         TraceCommand::Ls => {
-            let root = record::default_root()?;
+            let root = recording::default_root()?;
             let mut rows = Vec::new();
             if let Ok(entries) = std::fs::read_dir(&root) {
                 for e in entries.flatten() {
                     if e.file_name() == "latest" {
                         continue;
                     }
-                    if let Ok(m) = record::read_manifest(&e.path()) {
+                    if let Ok(m) = recording::read_manifest(&e.path()) {
                         rows.push((e.path(), m));
                     }
                 }

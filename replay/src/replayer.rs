@@ -1,10 +1,10 @@
-//! Replaying logged events: the answers a re-executed rank must give
-//! (`ReplayLog`, used by the pessimist protocol after a restart), and
-//! [`Replayer`], the protocol behind `vpml replay`, which re-runs one rank
-//! of a recorded job alone: its receptions come from the other ranks'
+//! [`Replayer`], the protocol behind `vpml replay`: it re-runs one rank of
+//! a recorded job alone. Its receptions come from the other ranks'
 //! recorded sender logs, its non-deterministic outcomes from its recorded
-//! events, and each message it sends is checked against the one it
-//! recorded. The first difference stops it with a report.
+//! events (answered and checked by vprotocol's [`ReplayLog`], which the
+//! pessimist protocol also uses after a restart), and each message it
+//! sends is checked against the one it recorded. The first difference
+//! stops it with a report.
 
 use std::path::{Path, PathBuf};
 
@@ -17,13 +17,13 @@ use vpml_pml::protocol::{
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::SenderLog;
+use vpml_vprotocol::replay_log::{Divergence, ReplayLog, describe_send};
 
-use crate::replay_log::{Divergence, ReplayLog};
-
-/// Environment of a replayed rank (set by `vpml replay`).
+/// Environment of a replayed rank (set by `vpml replay`, with the job's
+/// rank, size and id, and `VPML_PROTOCOL=replay`).
 pub mod env {
     /// The recording directory.
-    pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";
+    pub use vpml_pml::bootstrap::env::REPLAY_DIR;
     /// Stop when the event with this id is about to be replayed.
     pub const REPLAY_UNTIL: &str = "VPML_REPLAY_UNTIL";
 }
@@ -43,6 +43,18 @@ pub struct Replayer {
     recent: Vec<String>,
     /// Highest call id seen so far.
     last_call: CallId,
+}
+
+/// A recorded message as the engine reads it (the payload stays in the
+/// mapped log, which lives as long as the replayer).
+fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
+    LoggedMessage {
+        context: r.header.context,
+        tag: r.header.tag,
+        seq: r.header.seq,
+        ptr: r.payload.as_ptr(),
+        len: r.payload.len(),
+    }
 }
 
 fn fail(what: String) -> Error {
@@ -157,7 +169,7 @@ impl Protocol for Replayer {
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.last_call = self.last_call.max(msg.call);
-        let now = crate::replay_log::describe_send(msg);
+        let now = describe_send(msg);
         self.events
             .plain(msg.call, &now)
             .map_err(|d| self.diverged_at(d))?;
@@ -332,11 +344,7 @@ impl Protocol for Replayer {
         self.peers
             .get(from)
             .and_then(Option::as_ref)
-            .map(|log| {
-                log.iter_from(rank, 1)
-                    .map(crate::pessimist::logged)
-                    .collect()
-            })
+            .map(|log| log.iter_from(rank, 1).map(logged).collect())
             .unwrap_or_default()
     }
 

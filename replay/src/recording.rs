@@ -9,11 +9,11 @@
 //! user's data directory (`$XDG_DATA_HOME/vpml/recordings/`, else
 //! `~/.local/share/vpml/recordings/`) with a `latest` link, as rr does.
 //!
-//! `vpml replay [DIR] --rank R` starts rank R's program alone, with the
-//! `replay` protocol (`vpml_vprotocol::replay`): no launcher, no peers.
+//! `vpml run --record` calls [`prepare`] before the job and [`finish`]
+//! with its [`Manifest`] after it. `vpml replay [DIR] --rank R`
+//! ([`replay_main`]) starts rank R's program alone, with the `replay`
+//! protocol ([`crate::replayer`]): no launcher, no peers.
 
-use crate::Error;
-use crate::ids::{hex, unhex};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
@@ -21,9 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use vpml_pml::bootstrap::env;
+use vpml_vprotocol::ProtocolName;
+
+use crate::{Error, ManifestError};
 
 /// Manifest format version.
-const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 
 /// Where recordings go by default.
 pub(crate) fn default_root() -> Result<PathBuf, Error> {
@@ -36,8 +39,9 @@ pub(crate) fn default_root() -> Result<PathBuf, Error> {
 }
 
 /// The directory a `--record` run writes to (created, empty), and whether
-/// it is under the default root (then `latest` points to it).
-pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), Error> {
+/// it is under the default root (then `latest` points to it). An empty
+/// `choice` or `@default` asks for a new directory under the default root.
+pub fn prepare(choice: &Path) -> Result<(PathBuf, bool), Error> {
     let (dir, default) = if choice.as_os_str().is_empty() || choice == Path::new("@default") {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -67,46 +71,18 @@ pub(crate) fn prepare(choice: &Path) -> Result<(PathBuf, bool), Error> {
     Ok((dir, default))
 }
 
-/// What is wrong with a manifest (the message names the file first).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ManifestError {
-    /// A value that does not parse.
-    #[error("line {line}: bad {key} {value:?}")]
-    BadValue {
-        /// Line number, from 1.
-        line: usize,
-        /// Its key.
-        key: String,
-        /// The value.
-        value: String,
-    },
-    /// A key this vpml does not know.
-    #[error("line {line}: unknown key {key:?}")]
-    UnknownKey {
-        /// Line number, from 1.
-        line: usize,
-        /// The key.
-        key: String,
-    },
-    /// Written by another version of the format.
-    #[error("format version {0} (this vpml reads {FORMAT})")]
-    Version(u32),
-    /// No `format` line.
-    #[error("no format line: not a vpml recording manifest")]
-    NoFormat,
-    /// `job`, `size` or `program` is missing.
-    #[error("incomplete manifest (job, size and program are required)")]
-    Incomplete,
-}
-
 /// What a manifest says.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Manifest {
+pub struct Manifest {
+    /// The job id.
     pub job: String,
+    /// Ranks of the job.
     pub size: usize,
+    /// The program, as an absolute path where it could be resolved.
     pub program: OsString,
+    /// Its arguments.
     pub args: Vec<OsString>,
+    /// The protocol it ran with.
     pub protocol: String,
     /// Per rank: the counters it published (`name=value ...`), if any.
     pub ranks: Vec<Option<String>>,
@@ -117,9 +93,9 @@ pub(crate) struct Manifest {
 impl Manifest {
     fn encode(&self) -> String {
         let mut s = format!("format {FORMAT}\njob {}\nsize {}\n", self.job, self.size);
-        s += &format!("program {}\n", hex(self.program.as_bytes()));
+        s += &format!("program {}\n", hex::encode(self.program.as_bytes()));
         for a in &self.args {
-            s += &format!("arg {}\n", hex(a.as_bytes()));
+            s += &format!("arg {}\n", hex::encode(a.as_bytes()));
         }
         s += &format!("protocol {}\n", self.protocol);
         for (r, c) in self.ranks.iter().enumerate() {
@@ -163,10 +139,10 @@ impl Manifest {
                 "job" => m.job = value.to_string(),
                 "size" => m.size = value.parse().map_err(|_| field(value))?,
                 "program" => {
-                    m.program = OsString::from_vec(unhex(value).ok_or_else(|| field(value))?)
+                    m.program = OsString::from_vec(hex::decode(value).map_err(|_| field(value))?)
                 }
                 "arg" => m.args.push(OsString::from_vec(
-                    unhex(value).ok_or_else(|| field(value))?,
+                    hex::decode(value).map_err(|_| field(value))?,
                 )),
                 "protocol" => m.protocol = value.to_string(),
                 "ended" => {
@@ -199,8 +175,10 @@ impl Manifest {
     }
 }
 
-/// Write the manifest of a finished recording (and point `latest` at it).
-pub(crate) fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), Error> {
+/// Write the manifest of a finished recording in `dir` (and, when
+/// `default` — the directory is under the default root — point `latest`
+/// at it).
+pub fn finish(dir: &Path, default: bool, m: &Manifest) -> Result<(), Error> {
     let path = dir.join("manifest");
     std::fs::write(&path, m.encode()).map_err(|source| Error::Write {
         path: path.clone(),
@@ -239,9 +217,20 @@ pub struct ReplayArgs {
     pub debugger: Vec<OsString>,
 }
 
+/// How `vpml replay` lets an MPI C program load vpml's MPI library, as
+/// `vpml run` does (the launcher knows how; this crate cannot depend on
+/// it): given the rank's command, the program and a name for a temporary
+/// directory, it sets the command's loader path if the program is an MPI
+/// program and returns the directory to remove once the rank is done.
+pub type MpiSetup = fn(
+    &mut Command,
+    &Path,
+    &str,
+) -> Result<Option<PathBuf>, Box<dyn std::error::Error + Send + Sync>>;
+
 /// `vpml replay`: exit status of the replayed rank (1 on divergence).
-pub fn replay_main(args: ReplayArgs) -> ExitCode {
-    match replay(&args) {
+pub fn replay_main(args: ReplayArgs, mpi: MpiSetup) -> ExitCode {
+    match replay(&args, mpi) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("vpml replay: {e}");
@@ -300,7 +289,7 @@ fn check_complete(dir: &Path, m: &Manifest) -> Result<(), Error> {
     Ok(())
 }
 
-fn replay(args: &ReplayArgs) -> Result<u8, Error> {
+fn replay(args: &ReplayArgs, mpi: MpiSetup) -> Result<u8, Error> {
     let dir = resolve(args.dir.as_deref())?;
     let m = read_manifest(&dir)?;
     check_complete(&dir, &m)?;
@@ -332,21 +321,18 @@ fn replay(args: &ReplayArgs) -> Result<u8, Error> {
         .env(env::RANK, args.rank.to_string())
         .env(env::SIZE, m.size.to_string())
         .env(env::JOB_ID, &m.job)
-        .env("VPML_PROTOCOL", "replay");
+        .env(vpml_vprotocol::env::PROTOCOL, ProtocolName::Replay.as_str());
     if let Some(n) = args.until {
-        cmd.env("VPML_REPLAY_UNTIL", n.to_string());
+        cmd.env(crate::replayer::env::REPLAY_UNTIL, n.to_string());
     }
     // An MPI C program loads vpml's MPI library, as under `vpml run`
     // (its vpml_ext.h calls exist nowhere else).
-    let mpi = crate::mpi_abi::mpi_abi_dir(
-        false,
+    let mpi = mpi(
+        &mut cmd,
         Path::new(&m.program),
         &format!("replay-{}", std::process::id()),
-        "vpml replay",
-    )?;
-    if let Some(lib) = &mpi {
-        cmd.env("LD_LIBRARY_PATH", crate::mpi_abi::loader_path_with(lib));
-    }
+    )
+    .map_err(Error::MpiLibrary)?;
     eprintln!(
         "vpml replay: rank {} of {} ({} ranks), alone",
         args.rank,
