@@ -199,7 +199,7 @@ fn check_record(
     hdr: &RecordHeader,
     payload: &[u8],
 ) -> Result<(), String> {
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[..32]), payload);
+    let crc = crate::bytes::crc32c(&[&head[..32], payload]);
     if crc != hdr.crc {
         return Err(format!(
             "checksum mismatch (stored {:#010x}, computed {crc:#010x})",
@@ -226,7 +226,7 @@ fn encode_record(count: u32, first: EventId, events: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&count.to_le_bytes());
     out.extend_from_slice(&first.to_le_bytes());
     out.extend_from_slice(&(first + u64::from(count) - 1).to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..32]), events);
+    let crc = crate::bytes::crc32c(&[&out[..32], events]);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(events);
 }
@@ -827,10 +827,15 @@ mod tests {
     use super::*;
     use crate::event::Event;
 
-    fn tmp(name: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!("vpml-el-storage-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        p
+    /// A fresh path (not created yet) under a temporary directory that
+    /// goes away with the returned guard.
+    fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new()
+            .prefix("vpml-el-storage-")
+            .tempdir()
+            .expect("a temporary directory");
+        let p = guard.path().join(name);
+        (guard, p)
     }
 
     fn cfg(root: &Path, seg: u64) -> StorageConfig {
@@ -875,7 +880,7 @@ mod tests {
 
     #[test]
     fn append_is_idempotent_rotates_truncates_and_reloads() {
-        let root = tmp("basic");
+        let (_tmp, root) = tmp("basic");
         let s = Storage::open(cfg(&root, 200)).unwrap();
         let log = s.rank("j", 0).unwrap();
         let mut l = log.lock().unwrap();
@@ -920,7 +925,7 @@ mod tests {
 
     #[test]
     fn stale_incarnations_are_refused() {
-        let root = tmp("inc");
+        let (_tmp, root) = tmp("inc");
         let s = Storage::open(cfg(&root, 1 << 20)).unwrap();
         let log = s.rank("j", 3).unwrap();
         let mut l = log.lock().unwrap();

@@ -400,8 +400,7 @@ pub fn decode_frame(buf: &[u8], max_payload: u32) -> Result<Decoded, WireError> 
     if buf.len() < total {
         return Ok(Decoded::NeedMore(total));
     }
-    let mut crc = crc32c::crc32c(&buf[..12]);
-    crc = crc32c::crc32c_append(crc, &buf[HEADER_LEN..total]);
+    let crc = crate::bytes::crc32c(&[&buf[..12], &buf[HEADER_LEN..total]]);
     if crc != header.crc {
         return Err(WireError::Checksum {
             stored: header.crc,
@@ -568,8 +567,7 @@ fn finish_frame(out: &mut [u8], start: usize, kind: u8) {
     head[6] = kind;
     head[7] = 0;
     head[8..12].copy_from_slice(&len.to_le_bytes());
-    let mut crc = crc32c::crc32c(&out[start..start + 12]);
-    crc = crc32c::crc32c_append(crc, &out[start + HEADER_LEN..]);
+    let crc = crate::bytes::crc32c(&[&out[start..start + 12], &out[start + HEADER_LEN..]]);
     out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
 }
 

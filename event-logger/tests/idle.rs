@@ -7,8 +7,11 @@ use vpml_event_logger::{Client, ClientConfig, Event, Server, ServerConfig, Token
 
 #[test]
 fn an_idle_session_is_not_closed_by_the_hello_timeout() {
-    let dir = std::env::temp_dir().join(format!("vpml-el-idle-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("vpml-el-idle-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path().join("logger");
     let token = "idle-test-token-0123456789abcdef";
     let mut cfg = ServerConfig::new(&dir, Tokens::single(None, token).unwrap());
     cfg.hello_timeout = Duration::from_millis(200);
@@ -34,5 +37,4 @@ fn an_idle_session_is_not_closed_by_the_hello_timeout() {
     assert_eq!(stats[0].connections_refused, 0);
     let _ = client.close();
     server.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
 }

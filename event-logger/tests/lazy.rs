@@ -5,8 +5,11 @@ use vpml_event_logger::{Client, ClientConfig, Event, Server, ServerConfig, Token
 
 #[test]
 fn lazy_puts_leave_only_when_durability_is_needed() {
-    let dir = std::env::temp_dir().join(format!("vpml-el-lazy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("vpml-el-lazy-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path().join("logger");
     let token = "lazy-test-token-0123456789abcdef";
     let server = Server::bind(ServerConfig::new(
         &dir,
@@ -31,5 +34,4 @@ fn lazy_puts_leave_only_when_durability_is_needed() {
     assert_eq!(client.get_events(1).unwrap().len(), 5);
     let _ = client.close();
     server.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
 }
