@@ -34,9 +34,11 @@ fn include_dir() -> Result<PathBuf, Error> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    let crc = HEADERS
-        .iter()
-        .fold(0, |c, (_, text)| crc32c::crc32c_append(c, text.as_bytes()));
+    let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    for (_, text) in HEADERS {
+        digest.update(text.as_bytes());
+    }
+    let crc = digest.finalize() as u32;
     let dir = base
         .join("vpml")
         .join(format!("include-{}-{crc:08x}", env!("CARGO_PKG_VERSION")));

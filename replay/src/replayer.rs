@@ -183,8 +183,8 @@ impl Protocol for Replayer {
                 msg.payload.len()
             )));
         };
-        let now = crc32c::crc32c(msg.payload);
-        let then = crc32c::crc32c(rec.payload);
+        let now = vpml_sender_log::crc32c(msg.payload);
+        let then = vpml_sender_log::crc32c(rec.payload);
         if rec.header.tag != msg.tag
             || rec.header.context != msg.context
             || rec.payload.len() != msg.payload.len()

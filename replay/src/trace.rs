@@ -113,7 +113,7 @@ impl Recording {
                     tag: rec.header.tag,
                     context: rec.header.context,
                     len: rec.payload.len(),
-                    crc: crc32c::crc32c(rec.payload),
+                    crc: vpml_sender_log::crc32c(rec.payload),
                 });
             }
         }

@@ -2,13 +2,14 @@
 
 use crate::format::bytes_at;
 
-/// CRC-32C (Castagnoli) of `bytes`. `crc-fast` folds with carry-less
+/// CRC-32C (Castagnoli) of `bytes`, as the log sums payloads (the
+/// workspace's one CRC-32C: other crates call this one). `crc-fast` folds with carry-less
 /// multiplies where the CPU has them: about twice as fast as the plain
 /// `crc32` instruction on a payload of 1 KiB or more. Below
 /// [`SMALL_CRC`] bytes (every record header, small payloads) its ~18 ns
 /// of setup is most of the cost, and the instruction itself, inline, is
 /// 3-4x faster.
-pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
+pub fn crc32c(bytes: &[u8]) -> u32 {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if bytes.len() < SMALL_CRC && std::arch::is_x86_feature_detected!("sse4.2") {
         let (whole, tail) = bytes.split_at(bytes.len() / 8 * 8);

@@ -65,6 +65,7 @@ mod spill;
 #[cfg(test)]
 mod tests;
 
+pub use checksum::crc32c;
 pub use error::{Error, Result};
 pub use format::{Location, Record, RecordHeader, segment_path};
 pub use index::MAX_DESTINATIONS;

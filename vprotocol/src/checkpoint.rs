@@ -131,8 +131,8 @@ impl CheckpointStore {
         h[8..12].copy_from_slice(&VERSION.to_le_bytes());
         h[16..24].copy_from_slice(&index.to_le_bytes());
         h[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-        h[32..36].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-        let crc = crc32c::crc32c(&h[0..36]);
+        h[32..36].copy_from_slice(&vpml_sender_log::crc32c(payload).to_le_bytes());
+        let crc = vpml_sender_log::crc32c(&h[0..36]);
         h[36..40].copy_from_slice(&crc.to_le_bytes());
         let final_path = self.path(index);
         let tmp = self.dir.join(format!(".ckpt-{index:010}.tmp"));
@@ -184,7 +184,7 @@ impl CheckpointStore {
         if bytes.len() < HEADER || &bytes[0..8] != MAGIC {
             return Err(format!("{}: not a checkpoint (bad magic)", p.display()));
         }
-        if crc32c::crc32c(&bytes[0..36]) != le_u32(&bytes, 36) {
+        if vpml_sender_log::crc32c(&bytes[0..36]) != le_u32(&bytes, 36) {
             return Err(format!("{}: header checksum mismatch", p.display()));
         }
         let version = le_u32(&bytes, 8);
@@ -196,7 +196,7 @@ impl CheckpointStore {
             return Err(format!("{}: truncated or misnamed", p.display()));
         }
         let payload = bytes[HEADER..].to_vec();
-        if crc32c::crc32c(&payload) != le_u32(&bytes, 32) {
+        if vpml_sender_log::crc32c(&payload) != le_u32(&bytes, 32) {
             return Err(format!("{}: payload checksum mismatch", p.display()));
         }
         Ok(payload)

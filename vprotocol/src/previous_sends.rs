@@ -59,7 +59,7 @@ impl PreviousSends {
                     context: r.header.context,
                     tag: r.header.tag,
                     len: r.payload.len(),
-                    crc: crc32c::crc32c(r.payload),
+                    crc: vpml_sender_log::crc32c(r.payload),
                 })
                 .collect();
             let d = dest as usize;
@@ -116,7 +116,7 @@ impl PreviousSends {
         if then.context == msg.context
             && then.tag == msg.tag
             && then.len == msg.payload.len()
-            && then.crc == crc32c::crc32c(msg.payload)
+            && then.crc == vpml_sender_log::crc32c(msg.payload)
         {
             return Ok(());
         }
@@ -132,7 +132,7 @@ impl PreviousSends {
             msg.tag,
             msg.context,
             msg.payload.len(),
-            crc32c::crc32c(msg.payload)
+            vpml_sender_log::crc32c(msg.payload)
         ))
     }
 }
