@@ -106,6 +106,17 @@ pub struct Posted<P> {
     pub item: P,
 }
 
+impl<P> Posted<P> {
+    /// The receive matched a message of world rank `source` whose bytes
+    /// have not all arrived: if it is put back ([`MatchQueues::repost`],
+    /// its sender died mid-message), it may match only that sender's
+    /// messages — the same message, sent again — as it was matched (and
+    /// perhaps logged) the first time.
+    pub fn pin_source(&mut self, source: usize) {
+        self.spec.source = Some(source);
+    }
+}
+
 impl<P, U> Default for MatchQueues<P, U> {
     fn default() -> Self {
         MatchQueues {
@@ -151,7 +162,8 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
     }
 
     /// Put a receive taken by [`MatchQueues::match_arrival_entry`] back at
-    /// its place in posting order.
+    /// its place in posting order (with its source pinned, if
+    /// [`Posted::pin_source`] pinned it).
     pub fn repost(&mut self, p: Posted<P>) {
         let i = self.posted.partition_point(|(o, _, _)| *o < p.order);
         self.posted.insert(i, (p.order, p.spec, p.item));

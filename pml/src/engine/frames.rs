@@ -130,8 +130,16 @@ impl Core {
                     }
                     // Channel order makes matching at the first fragment
                     // safe: nothing from this peer can come in between.
+                    // The match is reported now, in matching order (a
+                    // later receive may match, and be logged, before this
+                    // message's last fragment: replay must see this match
+                    // first).
                     let dest = match self.matching.match_arrival_entry(&env) {
-                        Some(posted) => PartialDest::Posted(posted),
+                        Some(mut posted) => {
+                            self.note_match(posted.item, env.source);
+                            posted.pin_source(env.source);
+                            PartialDest::Posted(posted)
+                        }
                         None => {
                             let mut data = Vec::new();
                             data.try_reserve_exact(env.len).map_err(|_| {

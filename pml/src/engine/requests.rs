@@ -301,11 +301,15 @@ impl Core {
         }
     }
 
-    /// Remember that an ANY_SOURCE receive matched (for the protocol).
+    /// Remember that an ANY_SOURCE receive matched (for the protocol),
+    /// once: a receive matched at a message's first fragment is not
+    /// reported again when the message completes (or matches again after
+    /// its sender died mid-message).
     pub(super) fn note_match(&mut self, id: ReqId, source: usize) {
-        if let Some(slot) = self.slot(id)
+        if let Some(slot) = self.slot_mut(id)
             && slot.any_source
         {
+            slot.any_source = false;
             let call = slot.call;
             self.matches.push((call, source));
         }
