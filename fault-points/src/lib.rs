@@ -194,11 +194,14 @@ pub fn set_thread_hook(hook: Option<ThreadHook>) {
 /// tell its hook, then act on the point if it is armed.
 #[doc(hidden)]
 pub fn reached(name: &'static str) {
-    THREAD_HOOK.with(|h| {
-        if let Some(hook) = h.borrow().as_ref() {
-            hook(name);
-        }
-    });
+    // (Not while unwinding: a hook that unwinds again would abort.)
+    if !std::thread::panicking() {
+        THREAD_HOOK.with(|h| {
+            if let Some(hook) = h.borrow().as_ref() {
+                hook(name);
+            }
+        });
+    }
     fail::fail_point!(name);
 }
 
