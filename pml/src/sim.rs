@@ -23,6 +23,10 @@ use crate::recovery::JobPage;
 use crate::shm::ring::{FrameHeader, kind};
 
 /// What a simulated rank's engine asks of the simulator.
+///
+/// The hooks run inside engine operations, while the rank's engine is
+/// borrowed: they must not call back into the engine. They may unwind (the
+/// simulator crashes a rank, or stops a run, by unwinding its thread).
 pub trait SimHooks {
     /// The engine has nothing to do until a peer acts: let another rank
     /// (or the simulated loggers) run. Returns when this rank is scheduled
@@ -59,11 +63,6 @@ impl Pipe {
     /// No frame waits to be read.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Drop every frame in flight (the process at either end died).
-    pub fn clear(&self) {
-        self.lock().clear();
     }
 }
 
@@ -241,19 +240,22 @@ impl SimLink {
 /// [`crate::recovery::JobPage::create`]), crashed ranks can be restarted:
 /// the rank's incarnation comes from the page, and a restarted process
 /// (incarnation above 0) links to the running ranks through `net` once
-/// its protocol has restored its checkpoint.
+/// its protocol has restored its checkpoint. A non-zero `chaos` seeds the
+/// choice of peers each progress pass skips (as `vpml run --chaos`), so
+/// that the order in which messages from several senders are taken varies.
 pub fn join(
     rank: usize,
     net: &SimNet,
     hooks: Rc<dyn SimHooks>,
     page: Option<BorrowedFd<'_>>,
     protocol: Option<Box<dyn Protocol>>,
+    chaos: u64,
 ) -> Result<crate::World> {
     let page = match page {
         Some(fd) => Some(JobPage::map(fd.as_raw_fd(), net.size())?),
         None => None,
     };
-    let mut engine = crate::engine::Engine::simulated(rank, net, hooks, page);
+    let mut engine = crate::engine::Engine::simulated(rank, net, hooks, page, chaos);
     if let Some(p) = protocol {
         engine.set_protocol(p)?;
     }

@@ -75,6 +75,7 @@ impl Engine {
         net: &crate::sim::SimNet,
         hooks: Rc<dyn crate::sim::SimHooks>,
         page: Option<JobPage>,
+        chaos: u64,
     ) -> Engine {
         let size = net.size();
         let mut e = Engine::singleton();
@@ -119,6 +120,8 @@ impl Engine {
             page,
         });
         e.sim = Some(hooks);
+        // The order a progress pass visits peers in, as `--chaos` varies it.
+        e.chaos = if chaos == 0 { 0 } else { chaos | 1 };
         e
     }
 
