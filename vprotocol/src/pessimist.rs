@@ -122,6 +122,10 @@ pub struct Config {
     /// Copy every checkpoint to the event loggers, for a restart on
     /// another host (`VPML_CHECKPOINT_COPIES=loggers`).
     pub copies: bool,
+    /// Print the one-line notices of a restart on stderr (a lost host, a
+    /// damaged checkpoint). The simulator, which restarts ranks by the
+    /// thousand, turns them off.
+    pub notices: bool,
 }
 
 impl Config {
@@ -155,6 +159,7 @@ impl Config {
             loggers_restarted: num("VPML_LOGGERS_RESTARTED", 0)? != 0,
             keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
             copies: crate::offhost::enabled()?,
+            notices: true,
             log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
                 Ok("memory") => true,
                 Ok("file") | Ok("") | Err(_) => false,
@@ -307,15 +312,17 @@ impl Pessimist {
                 &cfg.log_dir,
                 spill_path,
             )?;
-            eprintln!(
-                "vpml: rank {}: {} is gone (its host was lost): restarting from {}",
-                cfg.rank,
-                cfg.log_dir.display(),
-                match copied {
-                    Some(i) => format!("the copy of checkpoint {i} on the event loggers"),
-                    None => "the beginning (no checkpoint was copied)".to_string(),
-                }
-            );
+            if cfg.notices {
+                eprintln!(
+                    "vpml: rank {}: {} is gone (its host was lost): restarting from {}",
+                    cfg.rank,
+                    cfg.log_dir.display(),
+                    match copied {
+                        Some(i) => format!("the copy of checkpoint {i} on the event loggers"),
+                        None => "the beginning (no checkpoint was copied)".to_string(),
+                    }
+                );
+            }
         }
         if cfg.incarnation == 0 && ckpt_dir.exists() {
             // A first start never resumes anything an earlier job left.
@@ -338,7 +345,7 @@ impl Pessimist {
                 fell_back = l.fell_back,
                 "restarting from a checkpoint"
             );
-            if l.fell_back {
+            if l.fell_back && cfg.notices {
                 eprintln!(
                     "vpml: rank {}: falling back to checkpoint {}: a newer one is damaged",
                     cfg.rank, l.index
