@@ -42,6 +42,10 @@ struct Job {
     /// The ranks' sender logs live in memory (spilled at checkpoints)
     /// rather than in files.
     log_in_memory: bool,
+    /// Checkpoints are copied to the loggers, and a crash may take the
+    /// rank's files with it (its host was lost): its next process starts
+    /// from the copy.
+    copies: bool,
     dir: PathBuf,
 }
 
@@ -84,6 +88,9 @@ impl RankEnv for RankHooks {
     fn send_ends(&self) {
         self.job.checker.send_ends(self.me);
     }
+    fn received(&self, from: usize, seq: u64, digest: u64) {
+        self.job.checker.received(from, self.me, seq, digest);
+    }
     fn pause(&self) {
         self.job.sched.yield_now(self.me);
     }
@@ -111,6 +118,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
     let plan = Plan::draw(&mut rng, opts.ranks, opts.rounds);
     let net = SimNet::new(opts.ranks, rng.usize(4..=16));
     let log_in_memory = rng.bool();
+    let copies = rng.bool();
     let loggers = Arc::new(SimLoggers::new(opts.ranks));
     let sched = Arc::new(Sched::new(
         opts.ranks,
@@ -123,6 +131,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         steps: 0,
         failure: Some(why),
         crashes: Vec::new(),
+        files_lost: Vec::new(),
     };
     let restartable = opts.protocol != Protocol::None;
     let page = if restartable {
@@ -158,6 +167,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         finalized: Mutex::new(vec![false; opts.ranks]),
         joined: Mutex::new(0),
         log_in_memory,
+        copies,
         dir: dir.path().to_path_buf(),
     });
     let outputs = std::thread::scope(|s| {
@@ -177,6 +187,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         steps: job.sched.steps(),
         failure: job.sched.stopped(),
         crashes: job.sched.crashes(),
+        files_lost: job.sched.files_lost(),
     }
 }
 
@@ -209,7 +220,24 @@ impl Job {
                     // Restart it, as `vpml run` would.
                     self.checker.send_ends(me);
                     self.sched.crash_loggers(me);
+                    if self.copies && self.sched.one_in(3) {
+                        // Its host was lost, and its files with it.
+                        self.sched.lost_files(me);
+                        let _ = std::fs::remove_dir_all(rank_dir(&self.dir, me));
+                    }
                     self.finalized.lock().unwrap_or_else(|p| p.into_inner())[me] = false;
+                    // Dead for a while before `vpml run` notices and
+                    // announces it: the others run meanwhile, read what it
+                    // sent last, wait for it.
+                    let dead = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        for _ in 0..self.sched.below(8) {
+                            self.sched.pass(me);
+                        }
+                    }));
+                    if dead.is_err() {
+                        // The run stopped meanwhile.
+                        return None;
+                    }
                     if let Some((_, page)) = &self.page {
                         page.restart(me);
                     }
@@ -241,7 +269,8 @@ impl Job {
         };
         let shared: Rc<dyn SimHooks> = Rc::clone(&hooks) as Rc<dyn SimHooks>;
         let page = self.page.as_ref().map(|(fd, _)| fd.as_fd());
-        let world = vpml_pml::sim::join(me, &self.net, shared, page, protocol)
+        let chaos = self.sched.below(usize::MAX) as u64;
+        let world = vpml_pml::sim::join(me, &self.net, shared, page, protocol, chaos)
             .map_err(|e| format!("joining (incarnation {incarnation}): {e}"))?;
         if incarnation == 0 {
             self.fences(me);
@@ -278,12 +307,14 @@ impl Job {
             keep_logs: false,
             send_eagerly: false,
             loggers_restarted: false,
-            copies: false,
+            copies: self.copies,
+            notices: false,
         };
         let client = SimClient {
             rank: me,
             loggers: Arc::clone(&self.loggers),
             sched: Arc::clone(&self.sched),
+            checker: Arc::clone(&self.checker),
             acknowledge: self.opts.acknowledge,
         };
         Pessimist::start_with(cfg, Box::new(client))

@@ -91,12 +91,14 @@ pub struct Outcome {
     pub failure: Option<String>,
     /// The crashes inflicted: (rank, where).
     pub crashes: Vec<(usize, &'static str)>,
+    /// Ranks whose crash also took their files (a lost host), in order.
+    pub files_lost: Vec<usize>,
 }
 
 /// The command that runs `seed` again.
 pub fn replay_command(seed: u64, opts: &Options) -> String {
     format!(
-        "cargo run{} -p vpml-sim -- --seed {seed:#018x} --ranks {} --rounds {} --crashes {} --protocol {}",
+        "cargo run{} -p vpml-sim -- --seed {seed:#018x} --ranks {} --rounds {} --crashes {} --max-steps {} --protocol {}{}",
         // Fault points exist in debug builds only: a seed runs the same
         // execution in a build of the same kind.
         if cfg!(debug_assertions) {
@@ -107,9 +109,14 @@ pub fn replay_command(seed: u64, opts: &Options) -> String {
         opts.ranks,
         opts.rounds,
         opts.max_crashes,
+        opts.max_steps,
         match opts.protocol {
             Protocol::None => "none",
             Protocol::Pessimist => "pessimist",
+        },
+        match opts.acknowledge {
+            Acknowledge::WhenDurable => "",
+            Acknowledge::AtOnce => " --break-commit-rule",
         }
     )
 }

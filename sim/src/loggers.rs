@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use vpml_event_logger::{ClientError, Event, EventId};
 use vpml_vprotocol::event_log::EventLog;
 
+use crate::check::Checker;
 use crate::sched::Sched;
 
 #[derive(Default)]
@@ -97,6 +98,7 @@ pub(crate) struct SimClient {
     pub(crate) rank: usize,
     pub(crate) loggers: Arc<SimLoggers>,
     pub(crate) sched: Arc<Sched>,
+    pub(crate) checker: Arc<Checker>,
     pub(crate) acknowledge: Acknowledge,
 }
 
@@ -122,12 +124,12 @@ impl EventLog for SimClient {
     }
 
     fn wait_all_durable(&self) -> Result<(), ClientError> {
-        if self.acknowledge == Acknowledge::AtOnce {
-            return Ok(());
+        if self.acknowledge == Acknowledge::WhenDurable {
+            while self.loggers.durable(self.rank) < self.loggers.last_id(self.rank) {
+                self.sched.yield_now(self.rank);
+            }
         }
-        while self.loggers.durable(self.rank) < self.loggers.last_id(self.rank) {
-            self.sched.yield_now(self.rank);
-        }
+        self.checker.committed(self.rank);
         Ok(())
     }
 

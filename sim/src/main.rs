@@ -24,8 +24,11 @@ struct Cli {
     #[arg(long, value_parser = parse_seed, default_value = "1")]
     from: u64,
     /// Sweep until this many minutes have passed (overrides --seeds).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_minutes)]
     minutes: Option<f64>,
+    /// Hand-overs before a job counts as stuck (a deadlock).
+    #[arg(long, default_value_t = Options::default().max_steps)]
+    max_steps: u64,
     /// Ranks per job.
     #[arg(long, default_value_t = 3)]
     ranks: usize,
@@ -46,6 +49,13 @@ struct Cli {
     /// durable (the commit-rule check must catch it).
     #[arg(long)]
     break_commit_rule: bool,
+}
+
+fn parse_minutes(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(m) if m.is_finite() && m > 0.0 && m < 1e6 => Ok(m),
+        _ => Err(format!("{s:?} is not a number of minutes above 0")),
+    }
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
@@ -76,12 +86,12 @@ fn main() -> ExitCode {
         rounds: cli.rounds,
         protocol: cli.protocol,
         max_crashes: cli.crashes,
+        max_steps: cli.max_steps,
         acknowledge: if cli.break_commit_rule {
             Acknowledge::AtOnce
         } else {
             Acknowledge::WhenDurable
         },
-        ..Options::default()
     };
     let started = Instant::now();
     let deadline = cli

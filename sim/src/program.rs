@@ -54,9 +54,10 @@ pub(crate) enum SendStyle {
     Issend,
 }
 
-/// Words of the largest message (larger than the engine's eager limit, so
-/// some messages travel as fragments).
-const MAX_WORDS: usize = 3000;
+/// Words of the largest message: 80 kB, larger than the engine's eager
+/// limit and than two of its fragments, so some messages travel as several
+/// fragments (and a crash or a restart can fall between them).
+const MAX_WORDS: usize = 10_000;
 /// Words every message starts with: sender, sequence number, round, hash.
 const HEAD_WORDS: usize = 4;
 
@@ -141,8 +142,21 @@ pub(crate) trait RankEnv {
     fn send_begins(&self, to: usize, seq: u64, digest: u64);
     /// That send call returned.
     fn send_ends(&self);
+    /// The program received message `seq` from `from`, whose bytes hash
+    /// to `digest`.
+    fn received(&self, from: usize, seq: u64, digest: u64);
     /// The program polls and found nothing: let others run.
     fn pause(&self);
+}
+
+/// Word `i` after a message's head, from the sender's state.
+fn filler(state: u64, i: u64) -> u64 {
+    state.rotate_left(i as u32) ^ i
+}
+
+/// A message's words, hashed (to compare what left with what arrived).
+fn digest(words: &[u64]) -> u64 {
+    words.iter().fold(0xcbf2_9ce4_8422_2325, |h, &w| mix(h, w))
 }
 
 fn mix(h: u64, v: u64) -> u64 {
@@ -180,6 +194,19 @@ pub(crate) fn run(world: &World, env: &dyn RankEnv, plan: &Plan) -> Result<u64, 
     for round in first..plan.sends.len() {
         r.round(plan, round)
             .map_err(|e| format!("round {round}: {e}"))?;
+    }
+    // Every message was received once: nothing is left over (a duplicate
+    // would wait here, unmatched, for ever).
+    if let Some(st) = world
+        .iprobe(ANY_SOURCE, vpml_pml::ANY_TAG)
+        .map_err(|e| format!("the last iprobe: {e}"))?
+    {
+        return Err(format!(
+            "message {} from rank {} (tag {}) was never received: a duplicate",
+            st.sequence(),
+            st.source(),
+            st.tag()
+        ));
     }
     Ok(r.state)
 }
@@ -222,11 +249,8 @@ impl Rank<'_> {
             self.sent_to[s.to] += 1;
             let seq = self.sent_to[s.to];
             let mut payload = vec![self.me as u64, seq, round as u64, self.state];
-            payload.extend((0..s.words as u64).map(|i| self.state.rotate_left(i as u32) ^ i));
-            let digest = payload
-                .iter()
-                .fold(0xcbf2_9ce4_8422_2325, |h, &w| mix(h, w));
-            self.env.send_begins(s.to, seq, digest);
+            payload.extend((0..s.words as u64).map(|i| filler(self.state, i)));
+            self.env.send_begins(s.to, seq, digest(&payload));
             let sent = match s.style {
                 SendStyle::Blocking => self.world.send(s.to, tag, &payload).map(|_| None),
                 SendStyle::Isend => self.world.isend(s.to, tag, payload).map(Some),
@@ -266,6 +290,17 @@ impl Rank<'_> {
                 self.got_from[src]
             ));
         }
+        // Every word is what the sender put there.
+        let sent_state = data[3];
+        if let Some(i) = (HEAD_WORDS..data.len())
+            .find(|&i| data[i] != filler(sent_state, (i - HEAD_WORDS) as u64))
+        {
+            return Err(format!(
+                "message {seq} from rank {src} is damaged at word {i} of {}",
+                data.len()
+            ));
+        }
+        self.env.received(src, seq, digest(data));
         self.got_from[src] = seq;
         self.state = data
             .iter()

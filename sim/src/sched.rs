@@ -36,6 +36,8 @@ struct State {
     max_steps: u64,
     /// Why the run stopped early, if it did (the first reason wins).
     stopped: Option<String>,
+    /// `steps` when it stopped.
+    steps_at_stop: u64,
     /// Crashes still to inflict, and the odds (one in `crash_one_in`) at
     /// each chance: a fault point reached or a hand-over.
     crashes_left: u32,
@@ -47,6 +49,8 @@ struct State {
     no_more_crashes: bool,
     /// Where each crash happened: (rank, point).
     crashes: Vec<(usize, &'static str)>,
+    /// Ranks whose files a crash took (a lost host), in order.
+    lost_files: Vec<usize>,
 }
 
 /// The baton and the seeded choices of one run.
@@ -74,11 +78,13 @@ impl Sched {
                 steps: 0,
                 max_steps,
                 stopped: None,
+                steps_at_stop: 0,
                 crashes_left: 0,
                 crash_one_in: u32::MAX,
                 crashes_started: false,
                 no_more_crashes: false,
                 crashes: Vec::new(),
+                lost_files: Vec::new(),
             }),
             turn: Condvar::new(),
             loggers,
@@ -128,6 +134,26 @@ impl Sched {
         self.loggers.crash(me, &mut st.rng);
     }
 
+    /// A number below `n`, drawn from the seed.
+    pub(crate) fn below(&self, n: usize) -> usize {
+        self.lock().rng.usize(..n.max(1))
+    }
+
+    /// True one time in `n`, drawn from the seed.
+    pub(crate) fn one_in(&self, n: u32) -> bool {
+        self.lock().rng.u32(..n.max(1)) == 0
+    }
+
+    /// Rank `me`'s crash took its files.
+    pub(crate) fn lost_files(&self, me: usize) {
+        self.lock().lost_files.push(me);
+    }
+
+    /// Ranks whose files crashes took.
+    pub(crate) fn files_lost(&self) -> Vec<usize> {
+        self.lock().lost_files.clone()
+    }
+
     /// Where the crashes of this run happened.
     pub(crate) fn crashes(&self) -> Vec<(usize, &'static str)> {
         self.lock().crashes.clone()
@@ -159,27 +185,43 @@ impl Sched {
     /// a rank drawn from the seed (possibly `me` again) and wait for it to
     /// come back — or crash there, if the seed says so.
     pub(crate) fn yield_now(&self, me: usize) {
+        self.pass(me);
+        self.maybe_crash(me, "a hand-over");
+    }
+
+    /// Hand the baton on and wait for it to come back, with no chance of
+    /// a crash (a dead rank waiting to be restarted passes this way).
+    pub(crate) fn pass(&self, me: usize) {
         {
             let mut st = self.lock();
+            if st.stopped.is_some() {
+                drop(st);
+                std::panic::panic_any(Stop);
+            }
             st.steps += 1;
-            if st.steps > st.max_steps && st.stopped.is_none() {
-                st.stopped = Some(format!(
+            if st.steps > st.max_steps {
+                let why = format!(
                     "no rank finished within {} steps (a deadlock, or a livelock)",
                     st.max_steps
-                ));
+                );
+                drop(st);
+                self.stop(why);
+                std::panic::panic_any(Stop);
             }
             self.loggers.tick(&mut st.rng);
             Self::pass_baton(&mut st);
             self.turn.notify_all();
         }
         self.wait_turn(me);
-        self.maybe_crash(me, "a hand-over");
     }
 
     /// A point where a real rank could be preempted (a frame just left):
     /// hand the baton on one time in `one_in`, drawn from the seed.
     pub(crate) fn maybe_yield(&self, me: usize, one_in: u32) {
-        let switch = self.lock().rng.u32(..one_in) == 0;
+        let switch = {
+            let mut st = self.lock();
+            st.stopped.is_none() && st.rng.u32(..one_in) == 0
+        };
         if switch {
             self.yield_now(me);
         }
@@ -193,10 +235,16 @@ impl Sched {
         self.turn.notify_all();
     }
 
-    /// Stop the run: every rank unwinds at its next turn.
+    /// Stop the run: every rank unwinds at its next turn, and nothing is
+    /// drawn from the seed any more (what the threads do while they unwind
+    /// does not depend on it, nor does the step count reported).
     pub(crate) fn stop(&self, why: String) {
         let mut st = self.lock();
-        st.stopped.get_or_insert(why);
+        if st.stopped.is_none() {
+            st.stopped = Some(why);
+            st.steps_at_stop = st.steps;
+        }
+        st.running = None;
         self.turn.notify_all();
     }
 
@@ -205,12 +253,21 @@ impl Sched {
         self.lock().stopped.clone()
     }
 
-    /// Hand-overs so far.
+    /// Hand-overs so far (until the run stopped, if it did).
     pub(crate) fn steps(&self) -> u64 {
-        self.lock().steps
+        let st = self.lock();
+        if st.stopped.is_some() {
+            st.steps_at_stop
+        } else {
+            st.steps
+        }
     }
 
     fn pass_baton(st: &mut State) {
+        if st.stopped.is_some() {
+            st.running = None;
+            return;
+        }
         let live: Vec<usize> = (0..st.live.len()).filter(|&r| st.live[r]).collect();
         st.running = if live.is_empty() {
             None

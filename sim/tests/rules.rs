@@ -9,7 +9,7 @@ const SEEDS: u64 = 1500;
 #[test]
 fn every_rule_holds_over_many_seeded_jobs_with_crashes() {
     let opts = Options::default();
-    let (mut crashed, mut twice) = (0, 0);
+    let (mut crashed, mut twice, mut lost) = (0, 0, 0);
     for seed in 1..=SEEDS {
         let out = run(seed, &opts);
         assert_eq!(
@@ -25,11 +25,14 @@ fn every_rule_holds_over_many_seeded_jobs_with_crashes() {
         );
         crashed += usize::from(!out.crashes.is_empty());
         twice += usize::from(matches!(&out.crashes[..], [(a, _), (b, _)] if a == b));
+        lost += usize::from(!out.files_lost.is_empty());
     }
     // The sweep does exercise recovery: many jobs lose a rank, and some
     // lose the same rank twice (its second process crashes too).
     assert!(crashed > SEEDS as usize / 2, "only {crashed} jobs crashed");
     assert!(twice > 10, "only {twice} jobs crashed one rank twice");
+    // And some lose a host: the rank restarts from its copy on the loggers.
+    assert!(lost > 10, "only {lost} jobs lost a rank's files");
 }
 
 #[test]
