@@ -20,6 +20,7 @@ use crate::sim::SimLink;
 #[cfg(doc)]
 use crate::status::Status;
 
+mod checkpoint;
 mod completion;
 mod frames;
 mod join;
@@ -30,6 +31,7 @@ mod requests;
 mod restart;
 mod send;
 mod sim_rendezvous;
+mod tcp_rendezvous;
 
 use link::{Link, Outgoing, PartialDest, Peer, message_header};
 pub(crate) use requests::ReqId;

@@ -1,10 +1,11 @@
 //! The engine's side of restarting crashed ranks (see [`crate::recovery`]):
-//! noticing a restart, dropping the dead process's link, accepting the new
-//! process's connection, re-sending from the protocol's log, restoring a
-//! checkpoint and connecting a restarted process to the running job.
+//! noticing a restart, dropping the dead process's link, installing the
+//! link to a new process and re-sending from the protocol's log what it
+//! lacks, restoring a checkpoint and connecting a restarted process to the
+//! running job. How the two processes meet is in `tcp_rendezvous.rs` (real
+//! jobs) and `sim_rendezvous.rs` (the simulator).
 
-use std::io::ErrorKind;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -14,14 +15,8 @@ use super::{
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
 use crate::matching::Envelope;
-use crate::recovery::{self, EngineSnapshot, JobPage, SavedMessage};
-use crate::shm::mailbox::RING_CAPACITY;
-use crate::shm::ring::{FrameHeader, RingReader, RingWriter, flags, kind};
-use crate::tcp::TcpConn;
-
-/// How long a restarted process waits for an earlier process to publish
-/// its address.
-const ADDRESS_WAIT: Duration = Duration::from_secs(60);
+use crate::recovery::{EngineSnapshot, JobPage};
+use crate::shm::ring::{FrameHeader, flags, kind};
 
 impl Recovery {
     /// Map the job page and open the listener restarted processes connect to.
@@ -245,69 +240,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Connect to incarnation `inc` of `q`. `Ok(None)` if it was restarted
-    /// meanwhile (its new process connects to us).
-    fn connect_to(
-        &mut self,
-        q: usize,
-        inc: u32,
-    ) -> std::result::Result<Option<(Connection, u64, bool, usize)>, String> {
-        if let Some(Rendezvous::Sim(_)) = self.recovery.as_ref().map(|r| &r.rendezvous) {
-            return Ok(self.sim_connect_to(q, inc));
-        }
-        let me = self.core.rank;
-        let received = self.core.recv_seq[q];
-        let single_copy = self.single_copy;
-        let (Some(rc), Some(kv)) = (self.recovery.as_ref(), self.kv.as_mut()) else {
-            return Ok(None);
-        };
-        let key = format!("rtcp.{q}.{inc}");
-        let deadline = Instant::now() + ADDRESS_WAIT;
-        let addr = loop {
-            if let Some(a) = kv.get(&key).map_err(|e| e.to_string())? {
-                break a;
-            }
-            if rc.page.incarnation(q) != inc {
-                return Ok(None);
-            }
-            if Instant::now() > deadline {
-                return Err(format!("rank {q} published no address"));
-            }
-            // The peer is itself starting; it publishes its address first thing.
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        let sock: std::net::SocketAddr = addr
-            .parse()
-            .map_err(|_| format!("bad address {addr:?} for rank {q}"))?;
-        let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
-            .map_err(|e| format!("connect to {sock}: {e}"))?;
-        let hello = recovery::hello_line(
-            &rc.token,
-            me,
-            rc.incarnation,
-            received,
-            single_copy,
-            rc.my_host,
-        );
-        recovery::write_line(&mut s, &hello)?;
-        let page = &rc.page;
-        let reply = recovery::read_line(&mut s, || page.incarnation(q) == inc)?;
-        let mut parts = reply.split(' ');
-        if parts.next() != Some("OK") {
-            return Err(format!("refused: {reply}"));
-        }
-        let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
-        let their_received: Option<u64> = parts.next().and_then(|v| v.parse().ok());
-        let their_copy = parts.next();
-        let their_host: Option<usize> = parts.next().and_then(|v| v.parse().ok());
-        match (their_inc, their_received, their_copy, their_host) {
-            (Some(i), Some(r), Some(c @ ("0" | "1")), Some(h)) if i == inc => {
-                Ok(Some((Connection::Tcp(s), r, c == "1", h)))
-            }
-            _ => Err(format!("bad reply {reply:?}")),
-        }
-    }
-
     /// Act on restarts the job page announces: drop the links of restarted
     /// ranks and expect their new processes.
     pub(super) fn notice_restarts(&mut self) {
@@ -371,140 +303,6 @@ impl Engine {
                 self.core.complete(id);
             }
         }
-    }
-
-    /// Accept connections of restarted processes (only while one is expected).
-    pub(super) fn accept_restarted(&mut self) -> Result<()> {
-        loop {
-            let Some(rc) = self.recovery.as_ref() else {
-                return Ok(());
-            };
-            if rc.expected == 0 {
-                return Ok(());
-            }
-            let listener = match &rc.rendezvous {
-                Rendezvous::Tcp(l) => l,
-                Rendezvous::Sim(_) => return self.sim_accept_restarted(),
-            };
-            let (mut s, from) = match listener.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!("recovery listener: {e}");
-                    return Ok(());
-                }
-            };
-            let mut tries = 0;
-            let line = recovery::read_line(&mut s, || {
-                tries += 1;
-                tries < 50
-            });
-            let hello = line.and_then(|l| recovery::parse_hello(&l, &rc.token, self.size));
-            let recovery::Hello {
-                rank: q,
-                incarnation: inc,
-                received,
-                single_copy,
-                host,
-            } = match hello {
-                Ok(h) => h,
-                Err(why) => {
-                    tracing::warn!("refused a connection from {from}: {why}");
-                    continue;
-                }
-            };
-            // The page may announce the restart only now.
-            self.notice_restarts();
-            let Some(rc) = self.recovery.as_ref() else {
-                return Ok(());
-            };
-            if inc != rc.page.incarnation(q) || rc.page.start_epoch(q) <= rc.my_start {
-                tracing::warn!(
-                    "refused a connection from {from}: rank {q} incarnation {inc} is not a newer process"
-                );
-                continue;
-            }
-            let reply = format!(
-                "OK {} {} {} {}\n",
-                rc.incarnation,
-                self.core.recv_seq[q],
-                u8::from(self.single_copy),
-                rc.my_host
-            );
-            self.clear_rings(q, host);
-            if let Err(why) = recovery::write_line(&mut s, &reply) {
-                tracing::warn!("connection of rank {q} lost during the handshake: {why}");
-                continue;
-            }
-            self.install_link(q, Connection::Tcp(s), received, single_copy, host)?;
-        }
-    }
-
-    /// Does a process on `host` share this host's memory (and our
-    /// mailboxes)?
-    fn same_host(&self, host: usize) -> bool {
-        self.recovery
-            .as_ref()
-            .is_some_and(|r| !r.transport_tcp && r.my_host == host)
-    }
-
-    /// Clear both rings of the pair (`q`, us) if it talks over shared
-    /// memory. The accepting side does it, before its reply: our link to
-    /// `q` is down (we write nothing), `q`'s old process is dead, and its
-    /// new process waits for the reply before it touches either ring.
-    fn clear_rings(&mut self, q: usize, host: usize) {
-        let me = self.core.rank;
-        let shm = self.same_host(host);
-        if let (true, Some(own), Some(theirs)) =
-            (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
-        {
-            // SAFETY: both rings lie in live mappings and nobody uses them
-            // now (see above).
-            unsafe {
-                crate::shm::ring::reset(own.ring(q), RING_CAPACITY);
-                crate::shm::ring::reset(theirs.ring(me), RING_CAPACITY);
-            }
-        }
-    }
-
-    /// The link to `q` after the handshake: its rings (cleared by each
-    /// side before its handshake line) on one host, else the connection.
-    fn new_link(
-        &mut self,
-        q: usize,
-        conn: Connection,
-        single_copy: bool,
-        host: usize,
-    ) -> Result<(Link, bool)> {
-        let stream = match conn {
-            Connection::Tcp(s) => s,
-            Connection::Sim(link) => return Ok((Link::Sim(link), false)),
-        };
-        let me = self.core.rank;
-        let shm = self.same_host(host);
-        if let (true, Some(own), Some(theirs)) =
-            (shm, self.own.as_ref(), self.mailboxes[q].as_ref())
-        {
-            self.core.pids[q] = theirs.pid().load(std::sync::atomic::Ordering::Acquire) as i32;
-            // SAFETY: as at join: ring `me` of q's mailbox is written only
-            // by us and ring `q` of ours read only by us; both mappings
-            // live as long as the engine.
-            let (writer, reader) = unsafe {
-                (
-                    RingWriter::new(theirs.ring(me), RING_CAPACITY),
-                    RingReader::new(own.ring(q), RING_CAPACITY),
-                )
-            };
-            drop(stream);
-            return Ok((
-                Link::Shm { writer, reader },
-                self.single_copy && single_copy,
-            ));
-        }
-        let conn = TcpConn::new(stream)
-            .map_err(|e| Error::Bootstrap(format!("connection to rank {q}: {e}")))?;
-        Ok((Link::Tcp(conn), false))
     }
 
     /// A connection with `q`'s current process is up: `received` is how
@@ -612,79 +410,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Save a checkpoint (see [`crate::Comm::checkpoint`]). False without
-    /// a protocol (nothing to restart from, nothing saved).
-    pub(crate) fn checkpoint(&mut self, app: &[u8]) -> Result<bool> {
-        self.check_alive()?;
-        if self.protocol.is_none() {
-            return Ok(false);
-        }
-        if self.core.slots.iter().any(|s| s.in_use) {
-            return Err(Error::RequestState(
-                "checkpoint while a request is in flight (complete every request first)",
-            ));
-        }
-        // Our frames to live peers leave first: an acknowledgement still
-        // queued here would be lost with a crash after the checkpoint.
-        self.wait_until(|e| {
-            e.peers
-                .iter()
-                .flatten()
-                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
-        })?;
-        self.report_matches()?;
-        let mut unexpected = Vec::new();
-        for (env, u) in self.core.matching.unexpected_in_order() {
-            let (data, sync) = match u {
-                Unexpected::Eager { data, sync } => (data.clone(), sync.unwrap_or(0)),
-                // With a protocol, large messages are read when they arrive.
-                Unexpected::Rendezvous { .. } | Unexpected::SelfSync { .. } => {
-                    return Err(Error::RequestState(
-                        "checkpoint with a message still in its sender's memory",
-                    ));
-                }
-            };
-            unexpected.push(SavedMessage {
-                source: env.source,
-                tag: env.tag,
-                context: env.context,
-                seq: env.seq,
-                sync_token: sync,
-                data,
-            });
-        }
-        let snap = EngineSnapshot {
-            last_call: self.last_call,
-            next_context: self.next_context,
-            send_seq: self.send_seq.clone(),
-            recv_seq: self.core.recv_seq.clone(),
-            unexpected,
-        };
-        let frees = self.hook(|p| p.checkpoint(&snap, app))?.unwrap_or_default();
-        let me = self.core.rank;
-        for (peer, up_to) in frees {
-            if up_to == 0 {
-                continue;
-            }
-            if peer == me {
-                self.hook(|p| p.free_log(me, up_to))?;
-            } else {
-                let mut hdr = crate::shm::ring::FrameHeader::new(kind::GC);
-                hdr.seq = up_to;
-                self.core.control_out.push((peer, hdr));
-            }
-        }
-        self.flush_control();
-        self.last_checkpoint = Instant::now();
-        Ok(true)
-    }
-
-    /// [`Engine::checkpoint`] if `interval` has passed since the last one
-    /// (or since the start).
-    pub(crate) fn checkpoint_due(&self, interval: Duration) -> bool {
-        self.protocol.is_some() && self.last_checkpoint.elapsed() >= interval
-    }
-
     /// The application state of the checkpoint this process restarted from.
     pub(crate) fn restart_state(&self) -> Option<Vec<u8>> {
         self.protocol.as_ref().and_then(|p| p.restart_state())
@@ -693,18 +418,6 @@ impl Engine {
     /// This process is a restarted incarnation (not the first start).
     pub(crate) fn incarnation(&self) -> u32 {
         self.recovery.as_ref().map_or(0, |r| r.incarnation)
-    }
-
-    /// Tell the protocol which senders checkpointed.
-    pub(super) fn apply_gc_notices(&mut self) -> Result<()> {
-        if self.core.gc_notices.is_empty() {
-            return Ok(());
-        }
-        let notices = std::mem::take(&mut self.core.gc_notices);
-        for (peer, up_to) in notices {
-            self.hook(|p| p.free_log(peer, up_to))?;
-        }
-        Ok(())
     }
 
     /// After finalize, a rank keeps serving (re-sends to a rank that may

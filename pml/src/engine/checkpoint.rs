@@ -1,0 +1,98 @@
+//! The engine's part of a checkpoint: its state (call counter, channel
+//! counters, unexpected messages) handed to the protocol with the
+//! application's bytes, and the garbage-collection notices that follow
+//! (senders may free their log records up to what this rank received).
+
+use std::time::{Duration, Instant};
+
+use super::{Engine, Unexpected};
+use crate::error::{Error, Result};
+use crate::recovery::{EngineSnapshot, SavedMessage};
+use crate::shm::ring::kind;
+
+impl Engine {
+    /// Save a checkpoint (see [`crate::Comm::checkpoint`]). False without
+    /// a protocol (nothing to restart from, nothing saved).
+    pub(crate) fn checkpoint(&mut self, app: &[u8]) -> Result<bool> {
+        self.check_alive()?;
+        if self.protocol.is_none() {
+            return Ok(false);
+        }
+        if self.core.slots.iter().any(|s| s.in_use) {
+            return Err(Error::RequestState(
+                "checkpoint while a request is in flight (complete every request first)",
+            ));
+        }
+        // Our frames to live peers leave first: an acknowledgement still
+        // queued here would be lost with a crash after the checkpoint.
+        self.wait_until(|e| {
+            e.peers
+                .iter()
+                .flatten()
+                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
+        })?;
+        self.report_matches()?;
+        let mut unexpected = Vec::new();
+        for (env, u) in self.core.matching.unexpected_in_order() {
+            let (data, sync) = match u {
+                Unexpected::Eager { data, sync } => (data.clone(), sync.unwrap_or(0)),
+                // With a protocol, large messages are read when they arrive.
+                Unexpected::Rendezvous { .. } | Unexpected::SelfSync { .. } => {
+                    return Err(Error::RequestState(
+                        "checkpoint with a message still in its sender's memory",
+                    ));
+                }
+            };
+            unexpected.push(SavedMessage {
+                source: env.source,
+                tag: env.tag,
+                context: env.context,
+                seq: env.seq,
+                sync_token: sync,
+                data,
+            });
+        }
+        let snap = EngineSnapshot {
+            last_call: self.last_call,
+            next_context: self.next_context,
+            send_seq: self.send_seq.clone(),
+            recv_seq: self.core.recv_seq.clone(),
+            unexpected,
+        };
+        let frees = self.hook(|p| p.checkpoint(&snap, app))?.unwrap_or_default();
+        let me = self.core.rank;
+        for (peer, up_to) in frees {
+            if up_to == 0 {
+                continue;
+            }
+            if peer == me {
+                self.hook(|p| p.free_log(me, up_to))?;
+            } else {
+                let mut hdr = crate::shm::ring::FrameHeader::new(kind::GC);
+                hdr.seq = up_to;
+                self.core.control_out.push((peer, hdr));
+            }
+        }
+        self.flush_control();
+        self.last_checkpoint = Instant::now();
+        Ok(true)
+    }
+
+    /// [`Engine::checkpoint`] if `interval` has passed since the last one
+    /// (or since the start).
+    pub(crate) fn checkpoint_due(&self, interval: Duration) -> bool {
+        self.protocol.is_some() && self.last_checkpoint.elapsed() >= interval
+    }
+
+    /// Tell the protocol which senders checkpointed.
+    pub(super) fn apply_gc_notices(&mut self) -> Result<()> {
+        if self.core.gc_notices.is_empty() {
+            return Ok(());
+        }
+        let notices = std::mem::take(&mut self.core.gc_notices);
+        for (peer, up_to) in notices {
+            self.hook(|p| p.free_log(peer, up_to))?;
+        }
+        Ok(())
+    }
+}
