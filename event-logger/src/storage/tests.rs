@@ -1,0 +1,121 @@
+//! Unit tests of the storage: appending, rotating, truncating, reloading,
+//! and refusing stale incarnations.
+
+use super::*;
+use crate::event::Event;
+
+/// A fresh path (not created yet) under a temporary directory that
+/// goes away with the returned guard.
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let guard = tempfile::Builder::new()
+        .prefix("vpml-el-storage-")
+        .tempdir()
+        .expect("a temporary directory");
+    let p = guard.path().join(name);
+    (guard, p)
+}
+
+fn cfg(root: &Path, seg: u64) -> StorageConfig {
+    StorageConfig {
+        root: root.to_owned(),
+        durability: Durability::Write,
+        segment_bytes: seg,
+        repair: false,
+    }
+}
+
+fn batch(first: EventId, n: u64) -> EventBatch {
+    let mut b = EventBatch::new();
+    for id in first..first + n {
+        b.push(
+            id,
+            &Event::Match {
+                recv: id * 10,
+                source: 1,
+            },
+        )
+        .unwrap();
+    }
+    b
+}
+
+fn stored(log: &RankLog, from: EventId) -> Vec<EventId> {
+    let mut ids = Vec::new();
+    read_events(&log.read_plan(from), from, |n, b| {
+        ids.extend(
+            EventBatch::parse(n, b)
+                .unwrap()
+                .events()
+                .into_iter()
+                .map(|(i, _)| i),
+        );
+        Ok(())
+    })
+    .unwrap();
+    ids
+}
+
+#[test]
+fn append_is_idempotent_rotates_truncates_and_reloads() {
+    let (_tmp, root) = tmp("basic");
+    let s = Storage::open(cfg(&root, 200)).unwrap();
+    let log = s.rank("j", 0).unwrap();
+    let mut l = log.lock().unwrap();
+    assert_eq!(l.append(&batch(1, 3), 0).unwrap().new_events, 3);
+    assert_eq!(l.append(&batch(2, 3), 0).unwrap().new_events, 1);
+    assert_eq!(l.append(&batch(1, 2), 0).unwrap().new_events, 0);
+    assert!(matches!(
+        l.append(&batch(9, 1), 0),
+        Err(StorageError::Gap { .. })
+    ));
+    for i in 0..10 {
+        l.append(&batch(5 + i * 2, 2), 0).unwrap();
+    }
+    assert_eq!(l.highest(), 24);
+    assert!(l.segments.len() > 3, "segments: {}", l.segments.len());
+    assert_eq!(stored(&l, 1), (1..=24).collect::<Vec<_>>());
+    assert_eq!(stored(&l, 20), (20..=24).collect::<Vec<_>>());
+    let before = l.segments.len();
+    let (files, _) = l.truncate(12).unwrap();
+    assert!(files > 0);
+    assert_eq!(l.segments.len(), before - files as usize);
+    assert!(l.first_kept() <= 13 && l.first_kept() > 1);
+    drop(l);
+    drop(s);
+    let s = Storage::open(cfg(&root, 200)).unwrap();
+    let l = s.rank("j", 0).unwrap();
+    let l = l.lock().unwrap();
+    assert_eq!(l.highest(), 24);
+    let kept = stored(&l, 1);
+    assert_eq!(*kept.last().unwrap(), 24);
+    assert!(kept[0] <= 13);
+    drop(l);
+    let l = s.rank("j", 0).unwrap();
+    let mut l = l.lock().unwrap();
+    let (files, _) = l.truncate(100).unwrap();
+    assert!(files > 0);
+    assert_eq!(l.first_kept(), 0);
+    assert_eq!(l.highest(), 24);
+    assert_eq!(l.append(&batch(25, 1), 0).unwrap().highest, 25);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn stale_incarnations_are_refused() {
+    let (_tmp, root) = tmp("inc");
+    let s = Storage::open(cfg(&root, 1 << 20)).unwrap();
+    let log = s.rank("j", 3).unwrap();
+    let mut l = log.lock().unwrap();
+    l.admit(2).unwrap();
+    assert!(matches!(l.admit(1), Err(StorageError::Stale { .. })));
+    assert!(matches!(
+        l.append(&batch(1, 1), 1),
+        Err(StorageError::Stale { .. })
+    ));
+    drop(l);
+    drop(s);
+    let s = Storage::open(cfg(&root, 1 << 20)).unwrap();
+    let log = s.rank("j", 3).unwrap();
+    assert!(log.lock().unwrap().admit(1).is_err());
+    std::fs::remove_dir_all(&root).unwrap();
+}
