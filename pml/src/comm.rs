@@ -7,6 +7,7 @@ use crate::buffer::{Buffer, Pod};
 use crate::engine::{Engine, EngineStats};
 use crate::error::{Error, Result};
 use crate::matching::{ANY_TAG, RecvSpec, Source};
+use crate::protocol::{CommChange, PersistentInit};
 use crate::request::{Persistent, PersistentKind, Request};
 use crate::status::Status;
 
@@ -111,11 +112,24 @@ impl Comm {
     /// (collective: every member must call it).
     pub fn dup(&self) -> Result<Comm> {
         let context = self.agree_context()?;
-        Ok(Comm {
+        let comm = Comm {
             engine: self.engine.clone(),
             context,
             group: self.group.clone(),
-        })
+        };
+        comm.announce()?;
+        Ok(comm)
+    }
+
+    /// Tell the protocol this communicator was made.
+    fn announce(&self) -> Result<()> {
+        let members: Vec<usize> = (0..self.size()).map(|r| self.world_rank(r)).collect();
+        self.engine
+            .borrow_mut()
+            .communicator_changed(&CommChange::Created {
+                context: self.context,
+                members: &members,
+            })
     }
 
     /// Partition the communicator: members that pass the same `color` form
@@ -148,7 +162,7 @@ impl Comm {
             rank_of_world[w] = i;
         }
         let rank = rank_of_world[me];
-        Ok(Some(Comm {
+        let comm = Comm {
             engine: self.engine.clone(),
             context,
             group: Some(Rc::new(Group {
@@ -156,7 +170,9 @@ impl Comm {
                 rank,
                 rank_of_world,
             })),
-        }))
+        };
+        comm.announce()?;
+        Ok(Some(comm))
     }
 
     /// A communicator of this process alone (MPI's `MPI_COMM_SELF`). Made
@@ -179,8 +195,16 @@ impl Comm {
     }
 
     /// Release the communicator. (Nothing is held beyond the handle; this
-    /// exists for symmetry with MPI and to end its use explicitly.)
-    pub fn free(self) {}
+    /// exists for symmetry with MPI and to end its use explicitly; the
+    /// protocol hears of it.)
+    pub fn free(self) {
+        let change = CommChange::Freed {
+            context: self.context,
+        };
+        // A protocol that fails here has failed the engine: the next call
+        // reports it.
+        let _ = self.engine.borrow_mut().communicator_changed(&change);
+    }
 
     /// Agree on a context id for a new communicator: the largest next-free
     /// id among the members. Two communicators that share a member always
@@ -471,7 +495,7 @@ impl Comm {
             let s = eng.start_send(dest, send_tag, context, out.as_ptr(), out.len(), false)?;
             (r, s)
         };
-        let waited = eng.wait_until(|e| e.is_done(r) && e.is_done(s));
+        let waited = eng.wait_all(&[Some(r), Some(s)]);
         if let Err(e) = waited {
             eng.withdraw(r);
             return Err(e);
@@ -590,6 +614,12 @@ impl Comm {
         mode: Mode,
     ) -> Result<Persistent<B>> {
         let dest = self.check_dest(dest, tag)?;
+        self.engine.borrow_mut().persistent_made(&PersistentInit {
+            send: true,
+            peer: Some(dest),
+            tag,
+            context: self.context,
+        })?;
         Ok(Persistent::new(
             self.clone(),
             PersistentKind::Send { dest, tag, mode },
@@ -605,6 +635,12 @@ impl Comm {
         buf: B,
     ) -> Result<Persistent<B>> {
         let spec = self.spec(source.into(), tag)?;
+        self.engine.borrow_mut().persistent_made(&PersistentInit {
+            send: false,
+            peer: spec.source,
+            tag,
+            context: self.context,
+        })?;
         Ok(Persistent::new(
             self.clone(),
             PersistentKind::Recv { spec },

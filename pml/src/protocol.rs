@@ -11,9 +11,14 @@
 //! the same ids in the same order, which is what lets a recovering process
 //! be matched with its logged events.
 //!
-//! Every method is required, so adding an entry point to the engine without
-//! deciding what each protocol does with it is a compile error. With no
-//! protocol installed (`none`) none of this runs.
+//! Every kind of entry point reaches it: sends and receives (blocking or
+//! not, persistent starts, collectives' internal messages), the test and
+//! wait families (the determined ones, `wait` and `wait_all`, through
+//! [`Protocol::waited`]), probes, cancels, persistent requests when they
+//! are made, communicators when they are made or freed, checkpoints and
+//! finalize. Every method is required, so adding an entry point to the
+//! engine without deciding what each protocol does with it is a compile
+//! error. With no protocol installed (`none`) none of this runs.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -90,6 +95,49 @@ pub struct RequestInfo {
     /// True for a send that completed when it started (its completion is
     /// not an outcome anybody can observe differently).
     pub completed_at_start: bool,
+}
+
+/// A blocking wait whose answer is determined: every request passed
+/// completes (`wait` on one request, `wait_all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// `wait` on one request.
+    One,
+    /// `wait_all`.
+    All,
+}
+
+/// A communicator came into being or ended (world ranks, in rank order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommChange<'a> {
+    /// `dup` or `split` made a communicator: point-to-point messages on
+    /// context `context`, its collectives on `context + 1`.
+    Created {
+        /// Its context id.
+        context: u32,
+        /// Its members' world ranks, in rank order.
+        members: &'a [usize],
+    },
+    /// `free` ended the communicator with context `context`.
+    Freed {
+        /// Its context id.
+        context: u32,
+    },
+}
+
+/// A persistent request was made (`send_init`, `ssend_init`, `recv_init`):
+/// nothing moves until it is started, and each start is a send or a
+/// receive the protocol sees as any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistentInit {
+    /// A send (else a receive).
+    pub send: bool,
+    /// The destination, or the source (`None`: ANY_SOURCE), as a world rank.
+    pub peer: Option<usize>,
+    /// Tag (may be ANY_TAG for a receive).
+    pub tag: i32,
+    /// Communicator context.
+    pub context: u32,
 }
 
 /// What a restarted process must answer for a call, from its logged events.
@@ -190,6 +238,19 @@ pub trait Protocol {
         requests: &[Option<RequestInfo>],
         done: &[usize],
     ) -> Result<()>;
+
+    /// A blocking wait whose answer is determined (`kind`) returned: every
+    /// request in `requests` completed. No call id: there is nothing to
+    /// log or replay; the protocol hears of it so that no entry point
+    /// bypasses it.
+    fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()>;
+
+    /// A communicator was made (`dup`, `split`) or freed.
+    fn communicator(&mut self, change: &CommChange<'_>) -> Result<()>;
+
+    /// A persistent request was made (its starts come as sends and
+    /// receives).
+    fn persistent(&mut self, init: &PersistentInit) -> Result<()>;
 
     /// A probe answered: `found` is the probed message, if any. `blocking`
     /// for `probe`, false for `iprobe`; `any_source` if the probe named no

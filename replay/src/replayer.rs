@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, RecvPlan, Replay,
-    RequestInfo, SendPlan,
+    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
+    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -239,6 +239,21 @@ impl Protocol for Replayer {
         _requests: &[Option<RequestInfo>],
         _done: &[usize],
     ) -> Result<()> {
+        Ok(())
+    }
+
+    fn waited(&mut self, _kind: WaitKind, _requests: &[Option<RequestInfo>]) -> Result<()> {
+        // Determined: nothing was recorded, nothing to check.
+        Ok(())
+    }
+
+    fn communicator(&mut self, _change: &CommChange<'_>) -> Result<()> {
+        // Made by deterministic collectives, whose messages are checked.
+        Ok(())
+    }
+
+    fn persistent(&mut self, _init: &PersistentInit) -> Result<()> {
+        // Its starts are checked as sends and receives.
         Ok(())
     }
 

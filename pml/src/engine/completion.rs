@@ -5,7 +5,8 @@ use super::Engine;
 use super::requests::{ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::protocol::{
-    CallId, CompletionKind, OutgoingMessage, Protocol, Replay, RequestInfo, SendPlan,
+    CallId, CommChange, CompletionKind, OutgoingMessage, PersistentInit, Protocol, Replay,
+    RequestInfo, SendPlan, WaitKind,
 };
 use crate::status::Status;
 
@@ -183,18 +184,51 @@ impl Engine {
         if self.protocol.is_none() {
             return Ok(());
         }
-        let infos: Vec<Option<RequestInfo>> = ids
-            .iter()
-            .map(|id| {
-                let s = self.core.slot((*id)?)?;
-                Some(RequestInfo {
-                    call: s.call,
-                    is_send: s.kind == SlotKind::Send,
-                    completed_at_start: s.completed_at_start,
-                })
-            })
-            .collect();
+        let infos = self.request_infos(ids);
         self.hook(|p| p.completion(call, kind, &infos, done))?;
+        Ok(())
+    }
+
+    /// What the protocol is told of requests `ids`.
+    fn request_infos(&self, ids: &[Option<ReqId>]) -> Vec<Option<RequestInfo>> {
+        ids.iter().map(|&id| self.request_info(id)).collect()
+    }
+
+    /// What the protocol is told of request `id`.
+    fn request_info(&self, id: Option<ReqId>) -> Option<RequestInfo> {
+        let s = self.core.slot(id?)?;
+        Some(RequestInfo {
+            call: s.call,
+            is_send: s.kind == SlotKind::Send,
+            completed_at_start: s.completed_at_start,
+        })
+    }
+
+    /// A determined wait over `ids` returned: tell the protocol.
+    fn report_waited(&mut self, kind: WaitKind, ids: &[Option<ReqId>]) -> Result<()> {
+        if self.protocol.is_none() {
+            return Ok(());
+        }
+        if let [one] = ids {
+            // (The common case, without an allocation.)
+            let info = [self.request_info(*one)];
+            self.hook(|p| p.waited(kind, &info))?;
+        } else {
+            let infos = self.request_infos(ids);
+            self.hook(|p| p.waited(kind, &infos))?;
+        }
+        Ok(())
+    }
+
+    /// A communicator was made or freed: tell the protocol.
+    pub(crate) fn communicator_changed(&mut self, change: &CommChange<'_>) -> Result<()> {
+        self.hook(|p| p.communicator(change))?;
+        Ok(())
+    }
+
+    /// A persistent request was made: tell the protocol.
+    pub(crate) fn persistent_made(&mut self, init: &PersistentInit) -> Result<()> {
+        self.hook(|p| p.persistent(init))?;
         Ok(())
     }
 
@@ -238,7 +272,8 @@ impl Engine {
     /// Wait for one request.
     pub(crate) fn wait(&mut self, id: ReqId) -> Result<()> {
         self.check_not_held(id)?;
-        self.wait_until(|e| e.is_done(id))
+        self.wait_until(|e| e.is_done(id))?;
+        self.report_waited(WaitKind::One, &[Some(id)])
     }
 
     /// Wait for every request of `ids`.
@@ -246,7 +281,8 @@ impl Engine {
         for &id in ids.iter().flatten() {
             self.check_not_held(id)?;
         }
-        self.wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))
+        self.wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))?;
+        self.report_waited(WaitKind::All, ids)
     }
 
     /// A re-executed receive held back for a logged cancel completes only

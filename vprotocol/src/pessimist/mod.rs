@@ -80,8 +80,8 @@ use crate::event_log::EventLog;
 use vpml_fault_points::fault_point;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CompletionKind, LoggedMessage, OutgoingMessage, Protocol, RecvPlan, Replay,
-    RequestInfo, SendPlan,
+    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
+    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -357,6 +357,24 @@ impl Protocol for Pessimist {
             call,
             completed: infos.iter().map(|r| r.call).collect(),
         })
+    }
+
+    fn waited(&mut self, _kind: WaitKind, _requests: &[Option<RequestInfo>]) -> Result<()> {
+        // Determined: every request passed completes, whatever the timing
+        // (a re-execution waits for the same ones).
+        Ok(())
+    }
+
+    fn communicator(&mut self, _change: &CommChange<'_>) -> Result<()> {
+        // Context ids are agreed by deterministic collectives, and the
+        // next free one is in the engine's checkpoint state: a
+        // re-execution makes the same communicators.
+        Ok(())
+    }
+
+    fn persistent(&mut self, _init: &PersistentInit) -> Result<()> {
+        // Each start is a send or a receive, logged as any other.
+        Ok(())
     }
 
     fn probe(

@@ -1,0 +1,222 @@
+//! Every kind of entry point reaches the protocol: a protocol that records
+//! what it is told, around a one-rank simulated engine.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use vpml_pml::matching::RecvSpec;
+use vpml_pml::protocol::{
+    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
+    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
+};
+use vpml_pml::recovery::EngineSnapshot;
+use vpml_pml::sim::{SimHooks, SimNet};
+use vpml_pml::{ANY_SOURCE, Result, Status};
+
+/// Writes one line per hook called.
+struct Recorder(Rc<RefCell<Vec<String>>>);
+
+impl Recorder {
+    fn note(&self, line: String) {
+        self.0.borrow_mut().push(line);
+    }
+}
+
+impl Protocol for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
+        self.note(format!("send to {} tag {}", msg.dest, msg.tag));
+        Ok(())
+    }
+    fn keep(&mut self, _msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        Ok(SendPlan::Transmit)
+    }
+    fn idle(&mut self) {}
+    fn post_recv(&mut self, _call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan> {
+        self.note(format!("post_recv tag {:?}", spec.tag));
+        Ok(RecvPlan::Post)
+    }
+    fn matched(&mut self, _recv: CallId, source: usize) -> Result<()> {
+        self.note(format!("matched from {source}"));
+        Ok(())
+    }
+    fn completion(
+        &mut self,
+        _call: CallId,
+        kind: CompletionKind,
+        _requests: &[Option<RequestInfo>],
+        done: &[usize],
+    ) -> Result<()> {
+        self.note(format!("completion {kind:?} done {done:?}"));
+        Ok(())
+    }
+    fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()> {
+        self.note(format!("waited {kind:?} on {}", requests.len()));
+        Ok(())
+    }
+    fn communicator(&mut self, change: &CommChange<'_>) -> Result<()> {
+        self.note(match change {
+            CommChange::Created { members, .. } => format!("communicator of {members:?}"),
+            CommChange::Freed { .. } => "communicator freed".to_string(),
+        });
+        Ok(())
+    }
+    fn persistent(&mut self, init: &PersistentInit) -> Result<()> {
+        self.note(format!(
+            "persistent {} peer {:?} tag {}",
+            if init.send { "send" } else { "recv" },
+            init.peer,
+            init.tag
+        ));
+        Ok(())
+    }
+    fn probe(
+        &mut self,
+        _call: CallId,
+        any_source: bool,
+        blocking: bool,
+        found: Option<&Status>,
+    ) -> Result<()> {
+        self.note(format!(
+            "probe any {any_source} blocking {blocking} found {}",
+            found.is_some()
+        ));
+        Ok(())
+    }
+    fn cancel(&mut self, _call: CallId, _request: CallId, cancelled: bool) -> Result<()> {
+        self.note(format!("cancel {cancelled}"));
+        Ok(())
+    }
+    fn finalize(&mut self) -> Result<()> {
+        self.note("finalize".to_string());
+        Ok(())
+    }
+    fn stats(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+    fn take_restored(&mut self) -> Option<EngineSnapshot> {
+        None
+    }
+    fn restart_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+    fn replay_end(&self) -> CallId {
+        0
+    }
+    fn replay_completion(
+        &mut self,
+        _call: CallId,
+        _passed: &[CallId],
+    ) -> Result<Replay<Vec<CallId>>> {
+        Ok(Replay::Free)
+    }
+    fn replay_probe(
+        &mut self,
+        _call: CallId,
+        _spec: &RecvSpec,
+        _blocking: bool,
+    ) -> Result<Replay<Option<(usize, i32)>>> {
+        Ok(Replay::Free)
+    }
+    fn replay_cancel(&mut self, _call: CallId, _request: CallId) -> Result<Replay<bool>> {
+        Ok(Replay::Free)
+    }
+    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Vec<LoggedMessage> {
+        Vec::new()
+    }
+    fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {
+        self.note("checkpoint".to_string());
+        Ok(Vec::new())
+    }
+    fn free_log(&mut self, _dest: usize, _up_to: u64) -> Result<()> {
+        Ok(())
+    }
+    fn recorded_incoming(&mut self, _from: usize) -> Vec<LoggedMessage> {
+        Vec::new()
+    }
+}
+
+/// A rank alone never waits for anyone: idling would mean a hang.
+struct NeverIdle;
+
+impl SimHooks for NeverIdle {
+    fn idle(&self) {
+        panic!("a one-rank job waited for a peer");
+    }
+    fn frame_written(&self, _from: usize, _to: usize, _message: Option<u64>) {}
+    fn finalized(&self, _rank: usize) {}
+}
+
+#[test]
+fn waits_communicators_and_persistent_requests_reach_the_protocol() {
+    let lines = Rc::new(RefCell::new(Vec::new()));
+    let net = SimNet::new(1, 4);
+    let world = vpml_pml::sim::join(
+        0,
+        &net,
+        Rc::new(NeverIdle),
+        None,
+        Some(Box::new(Recorder(Rc::clone(&lines)))),
+        0,
+    )
+    .expect("join");
+    let heard = |what: &str| lines.borrow().iter().any(|l| l.starts_with(what));
+
+    let send = world.isend(0, 1, vec![7u64]).expect("isend");
+    let recv = world.irecv(ANY_SOURCE, 1, vec![0u64]).expect("irecv");
+    let mut both = [Some(send), Some(recv)];
+    vpml_pml::wait_all(&mut both).expect("wait_all");
+    assert!(heard("waited All on 2"), "{:?}", lines.borrow());
+
+    world
+        .isend(0, 2, vec![8u64])
+        .expect("isend")
+        .wait()
+        .expect("wait");
+    assert!(heard("waited One on 1"), "{:?}", lines.borrow());
+    let got = world
+        .irecv(0, 2, vec![0u64])
+        .expect("irecv")
+        .wait()
+        .expect("wait");
+    assert_eq!(got.buf, [8]);
+
+    let dup = world.dup().expect("dup");
+    assert!(heard("communicator of [0]"), "{:?}", lines.borrow());
+    let split = world.split(Some(3), 0).expect("split").expect("a member");
+    assert_eq!(
+        lines
+            .borrow()
+            .iter()
+            .filter(|l| l.starts_with("communicator of"))
+            .count(),
+        2
+    );
+    dup.free();
+    split.free();
+    assert_eq!(
+        lines
+            .borrow()
+            .iter()
+            .filter(|l| *l == "communicator freed")
+            .count(),
+        2
+    );
+
+    let _ps = world.send_init(0, 5, vec![1u64]).expect("send_init");
+    let _pr = world
+        .recv_init(ANY_SOURCE, 5, vec![0u64])
+        .expect("recv_init");
+    assert!(
+        heard("persistent send peer Some(0) tag 5"),
+        "{:?}",
+        lines.borrow()
+    );
+    assert!(
+        heard("persistent recv peer None tag 5"),
+        "{:?}",
+        lines.borrow()
+    );
+}
