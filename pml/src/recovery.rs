@@ -176,25 +176,25 @@ pub struct SavedMessage {
 }
 
 impl EngineSnapshot {
-    /// Serialise (little-endian, length-prefixed).
+    /// Serialise (vpml's codec: little-endian, counts before lists).
     pub fn encode(&self) -> Vec<u8> {
+        use vpml_codec::{put_bytes, put_i32, put_u32, put_u64};
         let mut b = Vec::new();
-        b.extend_from_slice(&self.last_call.to_le_bytes());
-        b.extend_from_slice(&self.next_context.to_le_bytes());
-        b.extend_from_slice(&(self.send_seq.len() as u64).to_le_bytes());
+        put_u64(&mut b, self.last_call);
+        put_u32(&mut b, self.next_context);
+        put_u64(&mut b, self.send_seq.len() as u64);
         for (s, r) in self.send_seq.iter().zip(&self.recv_seq) {
-            b.extend_from_slice(&s.to_le_bytes());
-            b.extend_from_slice(&r.to_le_bytes());
+            put_u64(&mut b, *s);
+            put_u64(&mut b, *r);
         }
-        b.extend_from_slice(&(self.unexpected.len() as u64).to_le_bytes());
+        put_u64(&mut b, self.unexpected.len() as u64);
         for m in &self.unexpected {
-            b.extend_from_slice(&(m.source as u64).to_le_bytes());
-            b.extend_from_slice(&m.tag.to_le_bytes());
-            b.extend_from_slice(&m.context.to_le_bytes());
-            b.extend_from_slice(&m.seq.to_le_bytes());
-            b.extend_from_slice(&m.sync_token.to_le_bytes());
-            b.extend_from_slice(&(m.data.len() as u64).to_le_bytes());
-            b.extend_from_slice(&m.data);
+            put_u64(&mut b, m.source as u64);
+            put_i32(&mut b, m.tag);
+            put_u32(&mut b, m.context);
+            put_u64(&mut b, m.seq);
+            put_u64(&mut b, m.sync_token);
+            put_bytes(&mut b, &m.data);
         }
         b
     }
@@ -202,26 +202,33 @@ impl EngineSnapshot {
     /// Parse what [`EngineSnapshot::encode`] wrote; returns the snapshot
     /// and the bytes that follow it.
     pub fn decode(b: &[u8]) -> std::result::Result<(EngineSnapshot, &[u8]), String> {
-        let mut r = Reader { b, at: 0 };
+        Self::read(&mut vpml_codec::Reader::new(b, "engine snapshot")).map_err(|e| e.to_string())
+    }
+
+    fn read<'a>(
+        r: &mut vpml_codec::Reader<'a>,
+    ) -> std::result::Result<(EngineSnapshot, &'a [u8]), vpml_codec::Error> {
         let last_call = r.u64()?;
         let next_context = r.u32()?;
-        let n = r.len(16)?;
+        let n = r.count(16)?;
         let mut send_seq = Vec::with_capacity(n);
         let mut recv_seq = Vec::with_capacity(n);
         for _ in 0..n {
             send_seq.push(r.u64()?);
             recv_seq.push(r.u64()?);
         }
-        let m = r.len(40)?;
+        let m = r.count(40)?;
         let mut unexpected = Vec::with_capacity(m);
         for _ in 0..m {
-            let source = usize::try_from(r.u64()?).map_err(|_| "source out of range")?;
-            let tag = r.u32()? as i32;
+            let source = r.u64()?;
+            let source = usize::try_from(source)
+                .map_err(|_| r.malformed(format!("source {source} out of range")))?;
+            let tag = r.i32()?;
             let context = r.u32()?;
             let seq = r.u64()?;
             let sync_token = r.u64()?;
-            let len = r.len(1)?;
-            let data = r.take(len)?.to_vec();
+            let len = r.count(1)?;
+            let data = r.bytes(len)?.to_vec();
             unexpected.push(SavedMessage {
                 source,
                 tag,
@@ -231,7 +238,6 @@ impl EngineSnapshot {
                 data,
             });
         }
-        let rest = &b[r.at..];
         Ok((
             EngineSnapshot {
                 last_call,
@@ -240,46 +246,8 @@ impl EngineSnapshot {
                 recv_seq,
                 unexpected,
             },
-            rest,
+            r.rest(),
         ))
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.b.len())
-            .ok_or_else(|| format!("engine snapshot cut short at byte {}", self.at))?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u64(&mut self) -> std::result::Result<u64, String> {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(w))
-    }
-    fn u32(&mut self) -> std::result::Result<u32, String> {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(w))
-    }
-    /// A count of items of at least `min_item` bytes each, checked against
-    /// what is left (so a corrupt count cannot make us allocate wildly).
-    fn len(&mut self, min_item: usize) -> std::result::Result<usize, String> {
-        let n = self.u64()?;
-        let left = (self.b.len() - self.at) as u64;
-        if n.saturating_mul(min_item as u64) > left {
-            return Err(format!("engine snapshot: count {n} exceeds the data"));
-        }
-        Ok(n as usize)
     }
 }
 

@@ -78,14 +78,29 @@ pub struct Loaded {
     pub fell_back: bool,
 }
 
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// A checkpoint file's header after its magic.
+struct Header {
+    version: u32,
+    index: u64,
+    len: u64,
+    payload_crc: u32,
+    /// CRC-32C of the header's first 36 bytes.
+    crc: u32,
 }
 
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
+impl Header {
+    fn read(b: &[u8]) -> std::result::Result<Header, vpml_codec::Error> {
+        let mut r = vpml_codec::Reader::new(b, "checkpoint header");
+        let version = r.u32()?;
+        let _reserved = r.u32()?;
+        Ok(Header {
+            version,
+            index: r.u64()?,
+            len: r.u64()?,
+            payload_crc: r.u32()?,
+            crc: r.u32()?,
+        })
+    }
 }
 
 impl CheckpointStore {
@@ -126,14 +141,16 @@ impl CheckpointStore {
     /// Save checkpoint `index` atomically, then delete all but the newest
     /// [`KEPT`].
     pub fn save(&self, index: u64, payload: &[u8]) -> Result<()> {
-        let mut h = [0u8; HEADER];
-        h[0..8].copy_from_slice(MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[16..24].copy_from_slice(&index.to_le_bytes());
-        h[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-        h[32..36].copy_from_slice(&vpml_sender_log::crc32c(payload).to_le_bytes());
-        let crc = vpml_sender_log::crc32c(&h[0..36]);
-        h[36..40].copy_from_slice(&crc.to_le_bytes());
+        use vpml_codec::{put_u32, put_u64};
+        let mut h = Vec::with_capacity(HEADER);
+        h.extend_from_slice(MAGIC);
+        put_u32(&mut h, VERSION);
+        put_u32(&mut h, 0);
+        put_u64(&mut h, index);
+        put_u64(&mut h, payload.len() as u64);
+        put_u32(&mut h, vpml_sender_log::crc32c(payload));
+        let crc = vpml_sender_log::crc32c(&h);
+        put_u32(&mut h, crc);
         let final_path = self.path(index);
         let tmp = self.dir.join(format!(".ckpt-{index:010}.tmp"));
         {
@@ -184,19 +201,23 @@ impl CheckpointStore {
         if bytes.len() < HEADER || &bytes[0..8] != MAGIC {
             return Err(format!("{}: not a checkpoint (bad magic)", p.display()));
         }
-        if vpml_sender_log::crc32c(&bytes[0..36]) != le_u32(&bytes, 36) {
+        let header =
+            Header::read(&bytes[8..HEADER]).map_err(|e| format!("{}: {e}", p.display()))?;
+        if vpml_sender_log::crc32c(&bytes[0..36]) != header.crc {
             return Err(format!("{}: header checksum mismatch", p.display()));
         }
-        let version = le_u32(&bytes, 8);
-        if version != VERSION {
-            return Err(format!("{}: unsupported version {version}", p.display()));
+        if header.version != VERSION {
+            return Err(format!(
+                "{}: unsupported version {}",
+                p.display(),
+                header.version
+            ));
         }
-        let len = le_u64(&bytes, 24);
-        if le_u64(&bytes, 16) != index || (bytes.len() - HEADER) as u64 != len {
+        if header.index != index || (bytes.len() - HEADER) as u64 != header.len {
             return Err(format!("{}: truncated or misnamed", p.display()));
         }
         let payload = bytes[HEADER..].to_vec();
-        if vpml_sender_log::crc32c(&payload) != le_u32(&bytes, 32) {
+        if vpml_sender_log::crc32c(&payload) != header.payload_crc {
             return Err(format!("{}: payload checksum mismatch", p.display()));
         }
         Ok(payload)

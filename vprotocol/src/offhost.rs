@@ -60,8 +60,7 @@ pub(crate) fn save(
     let _ = std::fs::remove_file(&spill_path);
     let mut copy = Vec::with_capacity(16 + ckpt.len() + spill.len());
     copy.extend_from_slice(COPY_MAGIC);
-    copy.extend_from_slice(&(ckpt.len() as u64).to_le_bytes());
-    copy.extend_from_slice(&ckpt);
+    vpml_codec::put_bytes(&mut copy, &ckpt);
     copy.extend_from_slice(&spill);
     client
         .save_copy(index, &copy)
@@ -89,16 +88,16 @@ pub(crate) fn restore(
         return Ok(None);
     };
     let bad = |why: &str| fail(&format!("checkpoint copy {index} from the loggers"), why);
-    if copy.len() < 16 || &copy[0..8] != COPY_MAGIC {
+    let mut r = vpml_codec::Reader::new(&copy, "checkpoint copy");
+    if r.bytes(8).ok() != Some(&COPY_MAGIC[..]) {
         return Err(bad("not a checkpoint copy (bad magic)"));
     }
-    let mut len = [0u8; 8];
-    len.copy_from_slice(&copy[8..16]);
-    let ckpt_len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX);
-    let Some(ckpt) = copy.get(16..16usize.saturating_add(ckpt_len)) else {
-        return Err(bad("truncated"));
-    };
-    let records = &copy[16 + ckpt_len..];
+    let (ckpt, records) = (|| {
+        let len = r.count(1)?;
+        let ckpt = r.bytes(len)?;
+        Ok::<_, vpml_codec::Error>((ckpt, r.rest()))
+    })()
+    .map_err(|e| bad(&e.to_string()))?;
     let mut name = log_dir.as_os_str().to_owned();
     name.push(".restoring");
     let building = PathBuf::from(name);

@@ -29,26 +29,26 @@ fn parse_record_header(h: &[u8; RECORD_HEADER_LEN]) -> Result<RecordHeader, Stri
     if h[0..4] != RECORD_MAGIC {
         return Err(format!("bad record magic {:02x?}", &h[0..4]));
     }
-    let version = u16::from_le_bytes([h[4], h[5]]);
+    let mut r = crate::bytes::Reader::new(&h[4..], "record header");
+    let fields = (|| {
+        let version = r.u16()?;
+        let reserved = r.u16()?;
+        let hdr = RecordHeader {
+            len: r.u32()?,
+            count: r.u32()?,
+            first: r.u64()?,
+            last: r.u64()?,
+            crc: r.u32()?,
+        };
+        Ok::<_, vpml_codec::Error>((version, reserved, hdr))
+    })();
+    let (version, reserved, hdr) = fields.map_err(|e| e.to_string())?;
     if version != RECORD_VERSION {
         return Err(format!("unknown record version {version}"));
     }
-    if h[6] != 0 || h[7] != 0 {
+    if reserved != 0 {
         return Err("reserved header bytes are not zero".into());
     }
-    let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    let u64_at = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&h[i..i + 8]);
-        u64::from_le_bytes(b)
-    };
-    let hdr = RecordHeader {
-        len: u32_at(8),
-        count: u32_at(12),
-        first: u64_at(16),
-        last: u64_at(24),
-        crc: u32_at(32),
-    };
     if hdr.len > MAX_FRAME {
         return Err(format!("record length {} exceeds {MAX_FRAME}", hdr.len));
     }

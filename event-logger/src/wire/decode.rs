@@ -22,25 +22,27 @@ impl FrameHeader {
         if magic != FRAME_MAGIC {
             return Err(WireError::BadMagic(magic));
         }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        let mut r = Reader::new(&bytes[4..], "frame header");
+        let version = r.u16()?;
         if version != PROTOCOL_VERSION {
             return Err(WireError::Version(version));
         }
-        let kind = bytes[6];
-        if bytes[7] != 0 {
+        let kind = r.u8()?;
+        let flags = r.u8()?;
+        if flags != 0 {
             return Err(WireError::malformed(
                 "frame header",
-                format!("reserved flags {:#04x}", bytes[7]),
+                format!("reserved flags {flags:#04x}"),
             ));
         }
-        let len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        let len = r.u32()?;
         if len > max_payload {
             return Err(WireError::TooLarge {
                 len,
                 max: max_payload,
             });
         }
-        let crc = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+        let crc = r.u32()?;
         Ok(FrameHeader { kind, len, crc })
     }
 }

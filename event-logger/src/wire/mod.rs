@@ -76,6 +76,15 @@ pub enum WireError {
     },
 }
 
+impl From<vpml_codec::Error> for WireError {
+    fn from(e: vpml_codec::Error) -> Self {
+        match e {
+            vpml_codec::Error::Truncated { what, need } => WireError::Truncated { what, need },
+            vpml_codec::Error::Malformed { what, why } => WireError::Malformed { what, why },
+        }
+    }
+}
+
 impl WireError {
     pub(crate) fn malformed(what: &'static str, why: impl Into<String>) -> Self {
         WireError::Malformed {

@@ -46,9 +46,8 @@ pub(super) fn spill_path(dir: &Path, index: u64) -> PathBuf {
 fn encode_checkpoint(event_id: u64, engine: &EngineSnapshot, app: &[u8]) -> Vec<u8> {
     let e = engine.encode();
     let mut b = Vec::with_capacity(16 + e.len() + app.len());
-    b.extend_from_slice(&event_id.to_le_bytes());
-    b.extend_from_slice(&(e.len() as u64).to_le_bytes());
-    b.extend_from_slice(&e);
+    vpml_codec::put_u64(&mut b, event_id);
+    vpml_codec::put_bytes(&mut b, &e);
     b.extend_from_slice(app);
     b
 }
@@ -58,25 +57,18 @@ fn encode_checkpoint(event_id: u64, engine: &EngineSnapshot, app: &[u8]) -> Vec<
 pub(super) fn decode_checkpoint(
     b: &[u8],
 ) -> std::result::Result<(u64, EngineSnapshot, Vec<u8>), String> {
-    if b.len() < 16 {
-        return Err("checkpoint payload too short".into());
-    }
-    let word = |at: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
-    let event_id = word(0);
-    let len = usize::try_from(word(8)).map_err(|_| "engine state length overflows")?;
-    let end = 16usize
-        .checked_add(len)
-        .filter(|&e| e <= b.len())
-        .ok_or("engine state cut short")?;
-    let (snap, rest) = EngineSnapshot::decode(&b[16..end])?;
+    let mut r = vpml_codec::Reader::new(b, "checkpoint payload");
+    let (event_id, engine) = (|| {
+        let event_id = r.u64()?;
+        let len = r.count(1)?;
+        Ok::<_, vpml_codec::Error>((event_id, r.bytes(len)?))
+    })()
+    .map_err(|e| e.to_string())?;
+    let (snap, rest) = EngineSnapshot::decode(engine)?;
     if !rest.is_empty() {
         return Err("trailing bytes after the engine state".into());
     }
-    Ok((event_id, snap, b[end..].to_vec()))
+    Ok((event_id, snap, r.rest().to_vec()))
 }
 
 impl Pessimist {
