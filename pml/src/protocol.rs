@@ -50,22 +50,96 @@ pub struct OutgoingMessage<'a> {
     pub synchronous: bool,
 }
 
+/// Bytes a protocol keeps (a sender-log record's payload) and lends the
+/// engine, which transmits or re-sends from them after the call that
+/// handed them over has returned: the one place where memory crosses the
+/// seam without a lifetime the compiler can check. The contract is the
+/// constructor's.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptBytes {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl KeptBytes {
+    /// Lend `bytes` to the engine.
+    ///
+    /// # Safety
+    /// `bytes` must stay valid and unchanged for as long as the engine may
+    /// read them: until the protocol frees the record, which it may do only
+    /// for messages the receiver will never need again (it checkpointed
+    /// past them), or until the engine is gone.
+    pub unsafe fn new(bytes: &[u8]) -> KeptBytes {
+        KeptBytes {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+        }
+    }
+
+    /// Their length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where they start (for the engine's own raw views of them).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The bytes, for as long as the contract of [`KeptBytes::new`] holds.
+    ///
+    /// # Safety
+    /// The protocol has not freed them (see [`KeptBytes::new`]), and the
+    /// returned slice is not used past that.
+    pub unsafe fn as_slice<'a>(&self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: valid and unchanged for len bytes (the caller's contract
+        // and `new`'s).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The protocol's word to the engine, kept current without a call: while
+/// it is open below `n` bytes, a send of fewer payload bytes needs nothing
+/// from [`Protocol::send`] (see [`Protocol::send_gate`]). One load on the
+/// hot path instead of a dynamic call. A new gate is closed.
+#[derive(Debug, Clone, Default)]
+pub struct SendGate(Rc<Cell<usize>>);
+
+impl SendGate {
+    /// Sends of fewer than `n` payload bytes may skip [`Protocol::send`].
+    pub fn open_below(&self, n: usize) {
+        self.0.set(n);
+    }
+
+    /// Every send goes through [`Protocol::send`].
+    pub fn close(&self) {
+        self.0.set(0);
+    }
+
+    /// May a send of `len` payload bytes skip [`Protocol::send`]?
+    #[inline]
+    pub fn lets_through(&self, len: usize) -> bool {
+        len < self.0.get()
+    }
+}
+
 /// What the engine does with a message after the protocol saw it.
 #[derive(Debug, Clone, Copy)]
 pub enum SendPlan {
     /// Send the caller's buffer as usual.
     Transmit,
-    /// The protocol keeps a copy of the payload at `ptr..ptr+len` that stays
-    /// valid and unchanged until the protocol frees it (after the receiver
-    /// no longer needs it). The engine transmits from that copy and, for a
-    /// standard send, completes the send at once: the caller's buffer is
-    /// free.
-    Logged {
-        /// Start of the protocol's copy.
-        ptr: *const u8,
-        /// Its length (equal to the payload's).
-        len: usize,
-    },
+    /// The protocol keeps a copy of the payload. The engine transmits
+    /// from that copy and, for a standard send, completes the send at
+    /// once: the caller's buffer is free.
+    Logged(KeptBytes),
 }
 
 /// Which completion call reports completed requests.
@@ -173,11 +247,8 @@ pub struct LoggedMessage {
     pub tag: i32,
     /// Channel sequence number.
     pub seq: u64,
-    /// The payload, valid until the protocol frees the record (which it
-    /// does only for messages the receiver has checkpointed past).
-    pub ptr: *const u8,
-    /// Payload length.
-    pub len: usize,
+    /// The payload, kept by the protocol (see [`KeptBytes::new`]).
+    pub bytes: KeptBytes,
 }
 
 /// A fault-tolerance protocol wrapped around the engine.
@@ -192,15 +263,15 @@ pub trait Protocol {
     /// room.
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()>;
 
-    /// A shared cell the protocol keeps current, if it wants to spare small
-    /// sends the [`Protocol::send`] call: while it holds `n`, a send of
-    /// fewer than `n` payload bytes needs nothing from `send` (no event to
-    /// wait for, room ready for the copy), and the engine skips the call;
-    /// [`Protocol::keep`] still runs. The protocol must lower it (to 0,
-    /// say) before anything that would make `send` do work: an event
-    /// created, room used up. Asked once, when the protocol is installed;
-    /// `None` (the default): every send is shown to `send`.
-    fn send_gate(&self) -> Option<Rc<Cell<usize>>> {
+    /// A gate the protocol keeps current, if it wants to spare small
+    /// sends the [`Protocol::send`] call: while it is open below `n`, a
+    /// send of fewer than `n` payload bytes needs nothing from `send` (no
+    /// event to wait for, room ready for the copy), and the engine skips
+    /// the call; [`Protocol::keep`] still runs. The protocol must close it
+    /// before anything that would make `send` do work: an event created,
+    /// room used up. Asked once, when the protocol is installed; `None`
+    /// (the default): every send is shown to `send`.
+    fn send_gate(&self) -> Option<SendGate> {
         None
     }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
-    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
+    CallId, CommChange, CompletionKind, KeptBytes, LoggedMessage, OutgoingMessage, PersistentInit,
+    Protocol, RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -52,8 +52,9 @@ fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
         context: r.header.context,
         tag: r.header.tag,
         seq: r.header.seq,
-        ptr: r.payload.as_ptr(),
-        len: r.payload.len(),
+        // SAFETY: the recorded logs stay mapped, read-only, as long as the
+        // replayer (and so the engine it serves) lives.
+        bytes: unsafe { KeptBytes::new(r.payload) },
     }
 }
 

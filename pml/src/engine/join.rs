@@ -12,6 +12,7 @@ use super::requests::{Core, read_remote};
 use super::{Engine, IdlePolicy, Recovery, Rendezvous};
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
+use crate::protocol::SendGate;
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{RingReader, RingWriter};
@@ -38,7 +39,7 @@ impl Engine {
             next_context: 2,
             failed: None,
             protocol: None,
-            send_gate: Rc::default(),
+            send_gate: SendGate::default(),
             last_call: 0,
             replay_end: 0,
             recovery: None,
@@ -239,7 +240,7 @@ impl Engine {
             next_context: 2,
             failed: None,
             protocol: None,
-            send_gate: Rc::default(),
+            send_gate: SendGate::default(),
             last_call: 0,
             replay_end: 0,
             recovery,

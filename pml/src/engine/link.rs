@@ -140,7 +140,7 @@ pub(super) enum Link {
 
 /// The frame a recorded message is read as.
 fn feed_header(m: &LoggedMessage) -> FrameHeader {
-    message_header(kind::EAGER, m.tag, m.context, m.seq, m.len)
+    message_header(kind::EAGER, m.tag, m.context, m.seq, m.bytes.len())
 }
 
 impl Link {
@@ -202,13 +202,10 @@ impl Link {
             Link::Tcp(c) => c.payload(hdr, len),
             Link::Dead => Err("no link".into()),
             Link::Feed(q) => match q.front() {
-                Some(m) if m.len == len && m.seq == hdr.seq => {
-                    if len == 0 {
-                        return Ok(&[]);
-                    }
+                Some(m) if m.bytes.len() == len && m.seq == hdr.seq => {
                     // SAFETY: the protocol keeps the recorded log mapped
                     // (and unchanged) as long as the engine lives.
-                    Ok(unsafe { std::slice::from_raw_parts(m.ptr, m.len) })
+                    Ok(unsafe { m.bytes.as_slice() })
                 }
                 _ => Err("recorded message out of step".into()),
             },

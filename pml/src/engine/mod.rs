@@ -6,14 +6,13 @@
 //! sequence number of each completed receive in its [`Status`], which is
 //! what a protocol layer needs to name messages.
 
-use std::cell::Cell;
 use std::net::TcpListener;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::KvClient;
 use crate::error::Result;
-use crate::protocol::{CallId, Protocol};
+use crate::protocol::{CallId, Protocol, SendGate};
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::sim::SimLink;
@@ -149,7 +148,7 @@ pub(crate) struct Engine {
     protocol: Option<Box<dyn Protocol>>,
     /// The protocol's [`Protocol::send_gate`]: sends of fewer payload
     /// bytes skip its `send` call (0 without a protocol or a gate).
-    send_gate: Rc<Cell<usize>>,
+    send_gate: SendGate,
     /// Last call id handed out.
     last_call: CallId,
     /// The protocol's [`Protocol::replay_end`]: calls up to it are

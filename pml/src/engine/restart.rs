@@ -354,12 +354,12 @@ impl Engine {
                 )));
             }
             let data = RawBytes {
-                ptr: m.ptr as *mut u8,
-                len: m.len,
+                ptr: m.bytes.as_ptr() as *mut u8,
+                len: m.bytes.len(),
             };
             let token = peer.sync_waiting.get(&m.seq).copied();
-            let item = if m.len <= EAGER_LIMIT {
-                let mut hdr = message_header(kind::EAGER, m.tag, m.context, m.seq, m.len);
+            let item = if m.bytes.len() <= EAGER_LIMIT {
+                let mut hdr = message_header(kind::EAGER, m.tag, m.context, m.seq, m.bytes.len());
                 if let Some(t) = token {
                     hdr.flags |= flags::SYNC;
                     hdr.aux0 = t;
@@ -370,7 +370,7 @@ impl Engine {
                     complete: None,
                 }
             } else {
-                let mut hdr = message_header(kind::FRAG, m.tag, m.context, m.seq, m.len);
+                let mut hdr = message_header(kind::FRAG, m.tag, m.context, m.seq, m.bytes.len());
                 if let Some(t) = token {
                     hdr.flags |= flags::SYNC;
                     hdr.aux1 = t;

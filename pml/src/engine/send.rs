@@ -136,9 +136,10 @@ impl Engine {
         } else {
             self.protocol_keep(&msg)?
         };
-        if let SendPlan::Logged { ptr, len: l } = plan
-            && l == len
+        if let SendPlan::Logged(kept) = plan
+            && kept.len() == len
         {
+            let ptr = kept.as_ptr();
             data = RawBytes {
                 ptr: ptr as *mut u8,
                 len,

@@ -70,8 +70,6 @@
 //! (`previous_sends.rs`), the off-host copies of checkpoints
 //! (`offhost.rs`) and the event loggers as a trait ([`crate::event_log`]).
 
-use std::cell::Cell;
-use std::rc::Rc;
 use std::time::Instant;
 
 use vpml_event_logger::Event;
@@ -80,8 +78,8 @@ use crate::event_log::EventLog;
 use vpml_fault_points::fault_point;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
-    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
+    CallId, CommChange, CompletionKind, KeptBytes, LoggedMessage, OutgoingMessage, PersistentInit,
+    Protocol, RecvPlan, Replay, RequestInfo, SendGate, SendPlan, WaitKind,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -107,8 +105,10 @@ pub(crate) fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
         context: r.header.context,
         tag: r.header.tag,
         seq: r.header.seq,
-        ptr: r.payload.as_ptr(),
-        len: r.payload.len(),
+        // SAFETY: the record stays in the log's mapping, unchanged, until
+        // `free_log` frees it, which happens only once the receiver
+        // checkpointed past it (it will never ask for it again).
+        bytes: unsafe { KeptBytes::new(r.payload) },
     }
 }
 
@@ -145,7 +145,7 @@ pub struct Pessimist {
     last_put: u64,
     /// The engine's shortcut past [`Protocol::send`]: sends of fewer
     /// payload bytes need nothing from it (see [`Pessimist::update_gate`]).
-    gate: Rc<Cell<usize>>,
+    gate: SendGate,
     counters: Counters,
     store: CheckpointStore,
     /// Index the next checkpoint gets.
@@ -184,16 +184,16 @@ impl Pessimist {
             && self.last_put <= self.durable
             && !self.replaying
             && self.previous.is_done();
-        self.gate.set(if nothing_pending {
-            self.log.ready_below()
+        if nothing_pending {
+            self.gate.open_below(self.log.ready_below());
         } else {
-            0
-        });
+            self.gate.close();
+        }
     }
 
     fn put(&mut self, event: Event) -> Result<()> {
         // The next send must wait for this event.
-        self.gate.set(0);
+        self.gate.close();
         match &event {
             Event::Match { .. } => self.counters.matches += 1,
             Event::Probe { .. } => self.counters.probes += 1,
@@ -222,7 +222,7 @@ impl Pessimist {
 
     fn failed_call(&mut self, call: CallId) {
         // The next send must log the run first.
-        self.gate.set(0);
+        self.gate.close();
         self.none_run = Some(match self.none_run {
             Some((first, _)) => (first, call),
             None => (call, call),
@@ -276,8 +276,8 @@ impl Protocol for Pessimist {
         Ok(())
     }
 
-    fn send_gate(&self) -> Option<Rc<Cell<usize>>> {
-        Some(Rc::clone(&self.gate))
+    fn send_gate(&self) -> Option<SendGate> {
+        Some(self.gate.clone())
     }
 
     fn keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
@@ -294,10 +294,9 @@ impl Protocol for Pessimist {
             .append_stored(header, msg.payload)
             .map_err(|e| fail("appending to the sender log", e))?;
         fault_point!("send.after_log_append");
-        let plan = SendPlan::Logged {
-            ptr: stored.as_ptr(),
-            len: stored.len(),
-        };
+        // SAFETY: as for `logged`: the record stays put until the
+        // receiver checkpointed past it.
+        let plan = SendPlan::Logged(unsafe { KeptBytes::new(stored) });
         // The record used room: what is left decides the next shortcut.
         self.update_gate();
         Ok(plan)

@@ -5,7 +5,7 @@
 //! the same [`Pessimist`].
 
 use std::path::Path;
-use std::rc::Rc;
+use vpml_pml::protocol::SendGate;
 
 use vpml_event_logger::{Client, ClientConfig};
 use vpml_pml::Result;
@@ -132,7 +132,7 @@ impl Pessimist {
             none_run: None,
             durable,
             last_put: durable,
-            gate: Rc::default(),
+            gate: SendGate::default(),
             counters,
             store,
             next_checkpoint,
