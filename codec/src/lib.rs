@@ -4,7 +4,7 @@
 //! records, the engine's checkpoint state, the pessimist's checkpoint
 //! files and their off-host copies — is written with the `put_*` functions
 //! here and read with one [`Reader`]: a cursor over untrusted bytes whose
-//! every read checks what is left and fails with an [`Error`] naming the
+//! every read checks what is left and fails with an [`enum@Error`] naming the
 //! structure, never a panic, and whose counts are checked against the
 //! bytes that remain before anything is allocated for them. All integers
 //! are little-endian.

@@ -6,7 +6,7 @@ use crate::format::bytes_at;
 /// workspace's one CRC-32C: other crates call this one). `crc-fast` folds with carry-less
 /// multiplies where the CPU has them: about twice as fast as the plain
 /// `crc32` instruction on a payload of 1 KiB or more. Below
-/// [`SMALL_CRC`] bytes (every record header, small payloads) its ~18 ns
+/// `SMALL_CRC` bytes (every record header, small payloads) its ~18 ns
 /// of setup is most of the cost, and the instruction itself, inline, is
 /// 3-4x faster.
 pub fn crc32c(bytes: &[u8]) -> u32 {

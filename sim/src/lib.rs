@@ -4,7 +4,7 @@
 //! thread with the real engine (`vpml-pml`) and the real protocol
 //! (`vpml-vprotocol`'s pessimist), joined by in-memory pipes
 //! ([`vpml_pml::sim`]) and served by in-memory event loggers
-//! ([`loggers`]). Only one rank runs at a time ([`sched`]); every choice —
+//! ([`loggers`]). Only one rank runs at a time (`sched`); every choice —
 //! which rank runs next, when the loggers make events durable, what the
 //! program does ([`program`]) — is drawn from one 64-bit seed, so a seed
 //! is an execution, and a failing seed fails again, identically, when it
@@ -16,7 +16,7 @@
 //! which restores its checkpoint, fetches its logged events, links to the
 //! running ranks and re-executes, while they re-send what it lacks.
 //!
-//! While a job runs, the rules of DESIGN.md are checked ([`check`]): the
+//! While a job runs, the rules of DESIGN.md are checked (`check.rs`): the
 //! commit rule at every message that leaves a rank; exactly-once delivery
 //! in channel order at every reception (survivors never see a message
 //! twice: they never roll back); a re-executing rank sends the bytes its

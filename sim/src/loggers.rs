@@ -1,7 +1,7 @@
 //! The event loggers of a simulated job, in memory.
 //!
 //! Each rank's events get ids 1, 2, 3, … as in the real loggers. An event
-//! is durable only once the scheduler's [`SimLoggers::tick`] says so, at a
+//! is durable only once the scheduler's `SimLoggers::tick` says so, at a
 //! moment drawn from the seed: that is the loggers' latency. A rank waiting
 //! for durability hands the baton on until it comes.
 
