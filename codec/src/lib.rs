@@ -1,16 +1,17 @@
 //! # vpml-codec — the one way vpml turns bytes into numbers and back
 //!
-//! Every binary format of vpml — the event loggers' frames and stored
-//! records, the engine's checkpoint state, the pessimist's checkpoint
-//! files and their off-host copies — is written with the `put_*` functions
-//! here and read with one [`Reader`]: a cursor over untrusted bytes whose
+//! The binary formats of vpml's protocol layers — the event loggers'
+//! frames and stored records, the engine's checkpoint state, the
+//! pessimist's checkpoint files and their off-host copies — are written
+//! with the `put_*` functions here and read with one [`Reader`]: a cursor over untrusted bytes whose
 //! every read checks what is left and fails with an [`enum@Error`] naming the
 //! structure, never a panic, and whose counts are checked against the
 //! bytes that remain before anything is allocated for them. All integers
 //! are little-endian.
 //!
-//! (The sender log's record headers and the shared-memory frames are not
-//! parsed at all: they are fixed layouts read in place, on the hot path.)
+//! (The sender log's record and segment headers and the shared-memory
+//! frames are fixed layouts read in place, on the hot path; the
+//! launcher's agent protocol has its own length-prefixed frames.)
 //!
 //! Why not rkyv, which the design named: these formats are small headers
 //! and length-prefixed arrays, read from sockets and files that a crash or
@@ -138,9 +139,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A u64 count of items of at least `min_item` bytes each, checked
-    /// against what is left, so that a damaged count cannot make the
-    /// caller allocate wildly.
+    /// A u64 count of items of at least `min_item` bytes each (0 counts
+    /// as 1), checked against what is left, so that a damaged count cannot
+    /// make the caller allocate wildly.
     pub fn count(&mut self, min_item: usize) -> Result<usize, Error> {
         let n = self.u64()?;
         if n.saturating_mul(min_item.max(1) as u64) > self.remaining() as u64 {

@@ -94,13 +94,15 @@ export! {
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             match comm_slot(handle).filter(|&i| i >= 2) {
-                Some(i) => s.comms.get_mut(i).and_then(Option::take).is_some(),
-                None => false,
+                Some(i) => s.comms.get_mut(i).and_then(Option::take),
+                None => None,
             }
         });
-        if !freed {
+        let Some(entry) = freed else {
             return error(MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM, "invalid communicator (or a predefined one)");
-        }
+        };
+        // The protocol hears of it (outside the state's borrow).
+        entry.comm.free();
         // SAFETY: as above.
         unsafe { put(h, MPI_COMM_NULL) };
         MPI_SUCCESS

@@ -210,8 +210,15 @@ fn persistent(
     if let Err((code, why)) = crate::types::span(count, dt) {
         return error(h, func, code, why);
     }
-    if let Err(code) = comm(func, h) {
-        return code;
+    let c = match comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if peer != MPI_PROC_NULL {
+        let source = (peer != MPI_ANY_SOURCE).then_some(peer as usize);
+        if let Err(e) = c.persistent_made(send, source, tag) {
+            return vpml_error(h, func, &e);
+        }
     }
     let op = PersistentOp {
         send,

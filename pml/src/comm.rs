@@ -198,6 +198,10 @@ impl Comm {
     /// exists for symmetry with MPI and to end its use explicitly; the
     /// protocol hears of it.)
     pub fn free(self) {
+        if self.context == 0 || self.context == SELF_CONTEXT {
+            // The world and self were never announced as made.
+            return;
+        }
         let change = CommChange::Freed {
             context: self.context,
         };
@@ -625,6 +629,24 @@ impl Comm {
             PersistentKind::Send { dest, tag, mode },
             buf,
         ))
+    }
+
+    /// Tell the protocol that a persistent request was made by other means
+    /// than [`Comm::send_init`]/[`Comm::recv_init`] (the MPI C library
+    /// keeps its own): a send to, or a receive from, rank `peer` of this
+    /// communicator (`None`: any source), with `tag`.
+    pub fn persistent_made(&self, send: bool, peer: Option<usize>, tag: i32) -> Result<()> {
+        let peer = match peer {
+            Some(p) if send => Some(self.check_dest(p, tag)?),
+            Some(p) => self.spec(p.into(), tag)?.source,
+            None => self.spec(crate::ANY_SOURCE, tag)?.source,
+        };
+        self.engine.borrow_mut().persistent_made(&PersistentInit {
+            send,
+            peer,
+            tag,
+            context: self.context,
+        })
     }
 
     /// A persistent receive into `buf`.

@@ -177,7 +177,8 @@ pub struct RequestInfo {
 pub enum WaitKind {
     /// `wait` on one request.
     One,
-    /// `wait_all`.
+    /// `wait_all` (also `sendrecv`, over its two requests, and the MPI C
+    /// library's `MPI_Wait`, over one).
     All,
 }
 
@@ -316,7 +317,11 @@ pub trait Protocol {
     /// bypasses it.
     fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()>;
 
-    /// A communicator was made (`dup`, `split`) or freed.
+    /// A communicator was made (`dup`, `split`) or freed. The world and
+    /// `self_comm` are never announced; `Freed` comes only from an explicit
+    /// `free` (a communicator dropped without one is not reported, and a
+    /// handle's clones share its context). May come after
+    /// [`Protocol::finalize`] (a program that frees communicators late).
     fn communicator(&mut self, change: &CommChange<'_>) -> Result<()>;
 
     /// A persistent request was made (its starts come as sends and

@@ -196,6 +196,8 @@ fn waits_communicators_and_persistent_requests_reach_the_protocol() {
     );
     dup.free();
     split.free();
+    // Never announced as made, so never reported as freed either.
+    world.self_comm().free();
     assert_eq!(
         lines
             .borrow()
@@ -218,5 +220,18 @@ fn waits_communicators_and_persistent_requests_reach_the_protocol() {
         heard("persistent recv peer None tag 5"),
         "{:?}",
         lines.borrow()
+    );
+    // The MPI C library keeps its own persistent requests and says so.
+    world
+        .persistent_made(false, Some(0), 9)
+        .expect("persistent_made");
+    assert!(
+        heard("persistent recv peer Some(0) tag 9"),
+        "{:?}",
+        lines.borrow()
+    );
+    assert!(
+        world.persistent_made(true, Some(3), 9).is_err(),
+        "rank 3 of 1"
     );
 }

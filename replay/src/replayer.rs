@@ -52,8 +52,8 @@ fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
         context: r.header.context,
         tag: r.header.tag,
         seq: r.header.seq,
-        // SAFETY: the recorded logs stay mapped, read-only, as long as the
-        // replayer (and so the engine it serves) lives.
+        // SAFETY: the engine owns the replayer, which keeps the recorded
+        // logs mapped, read-only and never freed, as long as it lives.
         bytes: unsafe { KeptBytes::new(r.payload) },
     }
 }
