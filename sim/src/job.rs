@@ -223,7 +223,19 @@ impl Job {
                     if self.copies && self.sched.one_in(3) {
                         // Its host was lost, and its files with it.
                         self.sched.lost_files(me);
-                        let _ = std::fs::remove_dir_all(rank_dir(&self.dir, me));
+                        let dir = rank_dir(&self.dir, me);
+                        match std::fs::remove_dir_all(&dir) {
+                            Ok(()) => {}
+                            // It crashed before it made any file.
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                            Err(e) => {
+                                self.sched.stop(format!(
+                                    "cannot remove {} to lose rank {me}'s files: {e}",
+                                    dir.display()
+                                ));
+                                return None;
+                            }
+                        }
                     }
                     self.finalized.lock().unwrap_or_else(|p| p.into_inner())[me] = false;
                     // Dead for a while before `vpml run` notices and

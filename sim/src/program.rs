@@ -216,26 +216,30 @@ type Pending = Option<Request<Vec<u64>>>;
 impl Rank<'_> {
     /// The state a checkpoint after `round` saves.
     fn save(&self, round: usize) -> Vec<u8> {
-        [round as u64 + 1, self.state]
+        let mut b = Vec::new();
+        for w in [round as u64 + 1, self.state]
             .iter()
             .chain(&self.sent_to)
             .chain(&self.got_from)
-            .flat_map(|w| w.to_le_bytes())
-            .collect()
+        {
+            vpml_codec::put_u64(&mut b, *w);
+        }
+        b
     }
 
     /// Take back what [`Rank::save`] saved; returns the round to go on with.
     fn restore(&mut self, saved: &[u8], ranks: usize) -> Result<usize, String> {
-        let words: Vec<u64> = saved
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-            .collect();
-        if !saved.len().is_multiple_of(8) || words.len() != 2 + 2 * ranks {
-            return Err(format!(
-                "a checkpoint of {} bytes is not this program's",
-                saved.len()
-            ));
-        }
+        let mut r = vpml_codec::Reader::new(saved, "the program's checkpoint");
+        let mut words = || -> Result<Vec<u64>, vpml_codec::Error> {
+            let round = r.u64()?;
+            let mut all = vec![round];
+            for _ in 0..1 + 2 * ranks {
+                all.push(r.u64()?);
+            }
+            r.finish()?;
+            Ok(all)
+        };
+        let words = words().map_err(|e| e.to_string())?;
         self.state = words[1];
         self.sent_to = words[2..2 + ranks].to_vec();
         self.got_from = words[2 + ranks..].to_vec();

@@ -88,7 +88,7 @@ pub(crate) fn restore(
         return Ok(None);
     };
     let bad = |why: &str| fail(&format!("checkpoint copy {index} from the loggers"), why);
-    let mut r = vpml_codec::Reader::new(&copy, "checkpoint copy");
+    let mut r = vpml_codec::Reader::new(&copy, "contents");
     if r.bytes(8).ok() != Some(&COPY_MAGIC[..]) {
         return Err(bad("not a checkpoint copy (bad magic)"));
     }
