@@ -167,11 +167,9 @@ pub fn arm_from_env(who: &str) -> Result<(), String> {
 /// Die as a crash would: SIGKILL, nothing flushed or unwound.
 fn die(who: &str, point: &str, hit: u64) -> ! {
     eprintln!("vpml: {who}: killed at fault point {point} (reached {hit} times)");
-    // SAFETY: plain system calls; SIGKILL cannot be caught or blocked, so
-    // the process ends before `kill` returns.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    }
+    // SIGKILL cannot be caught or blocked, so the process ends before
+    // `kill` returns; abort only if the kill itself failed.
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     std::process::abort()
 }
 

@@ -138,8 +138,12 @@ impl Replayer {
                 self.rank,
                 std::process::id()
             );
-            // SAFETY: raise() on our own process; a debugger or SIGCONT resumes it.
-            unsafe { libc::raise(libc::SIGSTOP) };
+            // Stops the whole process (as raise() did); a debugger or
+            // SIGCONT resumes it. Failure only means no stop.
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::STOP,
+            );
         }
     }
 
