@@ -1,0 +1,138 @@
+//! Blocking point-to-point: standard, ready, synchronous and buffered
+//! sends, `MPI_Recv`, `MPI_Sendrecv(_replace)`, and the attached buffer.
+
+use std::ffi::{c_int, c_void};
+
+use super::{MPI_Irecv, MPI_Request_free, MPI_Wait, rank_of, source_of, tag_of, write_status};
+use crate::consts::*;
+use crate::state::{STATE, comm, error, put, vpml_error};
+use crate::types::Message;
+
+/// How a blocking send completes.
+#[derive(Clone, Copy)]
+enum Blocking {
+    /// `MPI_Send` (and `MPI_Rsend`).
+    Standard,
+    /// `MPI_Ssend`: once the receive has matched.
+    Synchronous,
+    /// `MPI_Bsend`: at once; a copy of the message is sent in the
+    /// background (the dropped request lets the engine finish it).
+    Buffered,
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn blocking_send(
+    func: &str,
+    how: Blocking,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    h: Comm,
+) -> c_int {
+    let c = match comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if dest == MPI_PROC_NULL {
+        return MPI_SUCCESS;
+    }
+    // SAFETY: the caller's buffer holds `count` elements of `dt`.
+    let mut msg = match unsafe { Message::new(buf, count, dt, true) } {
+        Ok(m) => m,
+        Err((code, why)) => return error(h, func, code, why),
+    };
+    let data = msg.bytes();
+    let r = match how {
+        Blocking::Standard => c.send(rank_of(dest), tag, &*data),
+        Blocking::Synchronous => c.ssend(rank_of(dest), tag, &*data),
+        Blocking::Buffered => c.isend(rank_of(dest), tag, data.to_vec()).map(drop),
+    };
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => vpml_error(h, func, &e),
+    }
+}
+
+export! {
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
+        blocking_send("MPI_Send", Blocking::Standard, buf, count, dt, dest, tag, h)
+    }
+
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
+        // SAFETY: same contract as MPI_Send.
+        unsafe { MPI_Send(buf, count, dt, dest, tag, h) }
+    }
+
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
+        blocking_send("MPI_Ssend", Blocking::Synchronous, buf, count, dt, dest, tag, h)
+    }
+
+    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm) -> c_int {
+        blocking_send("MPI_Bsend", Blocking::Buffered, buf, count, dt, dest, tag, h)
+    }
+
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) -> c_int {
+        STATE.with(|s| s.borrow_mut().attached = Some((buf, size)));
+        MPI_SUCCESS
+    }
+
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c_int) -> c_int {
+        let (p, n) = STATE.with(|s| s.borrow_mut().attached.take()).unwrap_or((std::ptr::null_mut(), 0));
+        // SAFETY: `buf` is a `void **`, `size` an int pointer (the standard's contract).
+        unsafe {
+            put(buf as *mut *mut c_void, p);
+            put(size, n);
+        }
+        MPI_SUCCESS
+    }
+
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        let c = match comm("MPI_Recv", h) { Ok(c) => c, Err(code) => return code };
+        if source == MPI_PROC_NULL {
+            // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+            unsafe { write_status(status, None, true) };
+            return MPI_SUCCESS;
+        }
+        // SAFETY: the caller's buffer holds `count` elements of `dt`.
+        let mut msg = match unsafe { Message::new(buf, count, dt, false) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Recv", code, why) };
+        match c.recv(source_of(source), tag_of(tag), msg.bytes()) {
+            Ok(st) => {
+                msg.finish(Some(st.len()));
+                // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                unsafe { write_status(status, Some(&st), false) };
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(h, "MPI_Recv", &e),
+        }
+    }
+
+    fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, scount: c_int, stype: Datatype, dest: c_int, stag: c_int, rbuf: *mut c_void, rcount: c_int, rtype: Datatype, source: c_int, rtag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        let mut req = MPI_REQUEST_NULL;
+        // SAFETY: MPI's contract for both buffers; `req` is local.
+        let r = unsafe { MPI_Irecv(rbuf, rcount, rtype, source, rtag, h, &mut req) };
+        if r != MPI_SUCCESS {
+            return r;
+        }
+        // SAFETY: as above.
+        let r = unsafe { MPI_Send(sbuf, scount, stype, dest, stag, h) };
+        if r != MPI_SUCCESS {
+            // SAFETY: our own request.
+            unsafe { MPI_Request_free(&mut req) };
+            return r;
+        }
+        // SAFETY: our own request; the caller's status pointer.
+        unsafe { MPI_Wait(&mut req, status) }
+    }
+
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, dt: Datatype, dest: c_int, stag: c_int, source: c_int, rtag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        // The outgoing message, packed (a private copy).
+        // SAFETY: the caller's buffer holds `count` elements of `dt`.
+        let mut msg = match unsafe { Message::new(buf, count, dt, true) } { Ok(m) => m, Err((code, why)) => return error(h, "MPI_Sendrecv_replace", code, why) };
+        let copy = msg.bytes().to_vec();
+        let len = copy.len();
+        // SAFETY: `copy` holds `len` bytes, sent as MPI_BYTE.
+        unsafe { MPI_Sendrecv(copy.as_ptr() as *const c_void, len as c_int, MPI_BYTE, dest, stag, buf, count, dt, source, rtag, h, status) }
+    }
+}

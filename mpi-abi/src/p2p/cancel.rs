@@ -1,0 +1,60 @@
+//! Cancelling and freeing requests: `MPI_Request_free`, `MPI_Cancel`,
+//! `MPI_Test_cancelled`.
+
+use std::ffi::c_int;
+
+use super::comm_of;
+use crate::consts::*;
+use crate::state::{STATE, error, put, request_slot, vpml_error};
+
+export! {
+    fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
+        // SAFETY: a request handle pointer (caller contract).
+        let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
+        // Dropping an active request lets it finish in the background;
+        // its staging buffer must outlive it.
+        let freed = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            let entry = request_slot(h).and_then(|i| s.requests.get_mut(i)?.take());
+            match entry {
+                Some(e) => {
+                    if e.active.is_some() {
+                        s.orphans.extend(e.staging);
+                    }
+                    true
+                }
+                None => false,
+            }
+        });
+        if !freed {
+            return error(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST, "invalid request");
+        }
+        // SAFETY: as above.
+        unsafe { put(req, MPI_REQUEST_NULL) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Cancel / PMPI_Cancel(req: *mut Request) -> c_int {
+        // SAFETY: a request handle pointer (caller contract).
+        let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
+        let r = STATE.with(|s| {
+            let s = s.borrow();
+            request_slot(h)
+                .and_then(|i| s.requests.get(i)?.as_ref())
+                .map(|e| e.active.as_ref().map(|r| r.cancel()))
+        });
+        match r {
+            None => error(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST, "invalid request"),
+            Some(None) | Some(Some(Ok(_))) => MPI_SUCCESS,
+            Some(Some(Err(e))) => vpml_error(comm_of(h), "MPI_Cancel", &e),
+        }
+    }
+
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
+        // SAFETY: a status pointer (caller contract).
+        let c = unsafe { status.as_ref() }.is_some_and(|s| s.count_hi_and_cancelled & 1 == 1);
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(flag, c_int::from(c)) };
+        MPI_SUCCESS
+    }
+}

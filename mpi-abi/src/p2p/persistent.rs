@@ -1,0 +1,112 @@
+//! Persistent requests: `MPI_Send_init`, `MPI_Ssend_init`,
+//! `MPI_Recv_init`, `MPI_Start`, `MPI_Startall`.
+
+use std::ffi::{c_int, c_void};
+
+use super::{handles, new_request, start};
+use crate::consts::*;
+use crate::state::{PersistentOp, ReqEntry, STATE, comm, error, put, request_slot, vpml_error};
+
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn persistent(
+    func: &str,
+    send: bool,
+    sync: bool,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    peer: c_int,
+    tag: c_int,
+    h: Comm,
+    req: *mut Request,
+) -> c_int {
+    if let Err((code, why)) = crate::types::span(count, dt) {
+        return error(h, func, code, why);
+    }
+    let c = match comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if peer != MPI_PROC_NULL {
+        let source = (peer != MPI_ANY_SOURCE).then_some(peer as usize);
+        if let Err(e) = c.persistent_made(send, source, tag) {
+            return vpml_error(h, func, &e);
+        }
+    }
+    let op = PersistentOp {
+        send,
+        sync,
+        buf,
+        count,
+        dt,
+        peer,
+        tag,
+    };
+    let entry = ReqEntry {
+        comm: h,
+        active: None,
+        proc_null: false,
+        persistent: Some(op),
+        staging: None,
+    };
+    // SAFETY: a handle pointer (caller contract).
+    unsafe { put(req, new_request(entry)) };
+    MPI_SUCCESS
+}
+
+export! {
+    fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        persistent("MPI_Send_init", true, false, buf, count, dt, dest, tag, h, req)
+    }
+
+    fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        persistent("MPI_Ssend_init", true, true, buf, count, dt, dest, tag, h, req)
+    }
+
+    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        persistent("MPI_Recv_init", false, false, buf, count, dt, source, tag, h, req)
+    }
+
+    fn MPI_Start / PMPI_Start(req: *mut Request) -> c_int {
+        // SAFETY: a request handle pointer (caller contract).
+        let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
+        let found = STATE.with(|s| {
+            let s = s.borrow();
+            request_slot(h)
+                .and_then(|i| s.requests.get(i)?.as_ref())
+                .and_then(|e| Some((e.comm, e.persistent?, e.active.is_some() || e.proc_null)))
+        });
+        let Some((c, op, busy)) = found else {
+            return error(MPI_COMM_WORLD, "MPI_Start", MPI_ERR_REQUEST, "not a persistent request");
+        };
+        if busy {
+            return error(c, "MPI_Start", MPI_ERR_REQUEST, "the request is already active");
+        }
+        match start("MPI_Start", c, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
+            Ok((active, staging)) => {
+                STATE.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)?.as_mut()) {
+                        e.proc_null = active.is_none();
+                        e.active = active;
+                        e.staging = staging;
+                    }
+                });
+                MPI_SUCCESS
+            }
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Startall / PMPI_Startall(count: c_int, reqs: *mut Request) -> c_int {
+        // SAFETY: `reqs` holds `count` handles (caller contract).
+        for h in unsafe { handles(reqs, count) } {
+            // SAFETY: one of the caller's handles.
+            let r = unsafe { MPI_Start(h) };
+            if r != MPI_SUCCESS {
+                return r;
+            }
+        }
+        MPI_SUCCESS
+    }
+}

@@ -1,0 +1,91 @@
+//! Probes and status queries: `MPI_Probe`, `MPI_Iprobe`,
+//! `MPI_Get_count`, `MPI_Get_elements`.
+
+use std::ffi::c_int;
+
+use super::{source_of, tag_of, write_status};
+use crate::consts::*;
+use crate::state::{comm, error, put, vpml_error};
+use crate::types::info;
+
+export! {
+    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, dt: Datatype, count: *mut c_int) -> c_int {
+        get_count("MPI_Get_count", status, dt, count, false)
+    }
+
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, dt: Datatype, count: *mut c_int) -> c_int {
+        get_count("MPI_Get_elements", status, dt, count, true)
+    }
+
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        let c = match comm("MPI_Probe", h) { Ok(c) => c, Err(code) => return code };
+        if source == MPI_PROC_NULL {
+            // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+            unsafe { write_status(status, None, true) };
+            return MPI_SUCCESS;
+        }
+        match c.probe(source_of(source), tag_of(tag)) {
+            Ok(st) => {
+                // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                unsafe { write_status(status, Some(&st), false) };
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(h, "MPI_Probe", &e),
+        }
+    }
+
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, h: Comm, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        let c = match comm("MPI_Iprobe", h) { Ok(c) => c, Err(code) => return code };
+        if source == MPI_PROC_NULL {
+            // SAFETY: caller's pointers.
+            unsafe {
+                put(flag, 1);
+                write_status(status, None, true);
+            }
+            return MPI_SUCCESS;
+        }
+        match c.iprobe(source_of(source), tag_of(tag)) {
+            Ok(found) => {
+                // SAFETY: caller's pointers.
+                unsafe {
+                    put(flag, c_int::from(found.is_some()));
+                    if let Some(st) = found {
+                        write_status(status, Some(&st), false);
+                    }
+                }
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(h, "MPI_Iprobe", &e),
+        }
+    }
+}
+
+fn get_count(
+    func: &str,
+    status: *const MpiStatus,
+    dt: Datatype,
+    count: *mut c_int,
+    elements: bool,
+) -> c_int {
+    let Some(t) = info(dt).filter(|t| t.size > 0) else {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, "invalid datatype");
+    };
+    // SAFETY: a status pointer (caller contract).
+    let Some(st) = (unsafe { status.as_ref() }) else {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status");
+    };
+    let bytes = (st.count_lo as u32 as u64) | (((st.count_hi_and_cancelled >> 1) as u64) << 32);
+    let unit = if elements {
+        (t.size / t.per) as u64
+    } else {
+        t.size as u64
+    };
+    let n = if bytes.is_multiple_of(unit) {
+        (bytes / unit) as c_int
+    } else {
+        MPI_UNDEFINED
+    };
+    // SAFETY: an int pointer (caller contract).
+    unsafe { put(count, n) };
+    MPI_SUCCESS
+}
