@@ -208,9 +208,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         let job_page = if restartable {
             let (fd, page) =
                 vpml_pml::recovery::JobPage::create(args.ranks).map_err(Error::JobPage)?;
-            let raw: Vec<i32> = mailboxes.iter().map(|f| f.as_raw_fd()).collect();
-            let bells =
-                vpml_pml::shm::Doorbells::map(&raw, args.ranks).map_err(Error::MapMailboxes)?;
+            let bells = vpml_pml::shm::Doorbells::map(&mailboxes, args.ranks)
+                .map_err(Error::MapMailboxes)?;
             Some((fd, page, bells))
         } else {
             None

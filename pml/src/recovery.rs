@@ -27,7 +27,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -57,25 +57,24 @@ impl JobPage {
     /// Create a zeroed job page for `size` ranks as an inheritable memfd
     /// (the launcher's side).
     pub fn create(size: usize) -> std::io::Result<(OwnedFd, JobPage)> {
-        let name = c"vpml-job-page";
-        // SAFETY: valid C string; flags 0 so exec'd ranks inherit it.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we now own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let len = page_len(size);
-        // SAFETY: plain syscall on our descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let page = JobPage::map(fd.as_raw_fd(), size).map_err(std::io::Error::other)?;
+        // No CLOEXEC, so exec'd ranks inherit it.
+        let fd = rustix::fs::memfd_create(c"vpml-job-page", rustix::fs::MemfdFlags::empty())?;
+        rustix::fs::ftruncate(&fd, page_len(size) as u64)?;
+        let page = JobPage::map_fd(fd.as_fd(), size).map_err(std::io::Error::other)?;
         Ok((fd, page))
     }
 
-    /// Map the job page behind `fd` (a rank's side).
+    /// Map the job page behind `fd` (a rank's side: inherited from the
+    /// launcher, open while this runs).
     pub fn map(fd: RawFd, size: usize) -> Result<JobPage> {
+        // SAFETY: the launcher passed `fd` open for this mapping and the
+        // caller keeps it open during the call (a number naming no
+        // descriptor only makes fstat fail with EBADF).
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        JobPage::map_fd(fd, size)
+    }
+
+    fn map_fd(fd: BorrowedFd<'_>, size: usize) -> Result<JobPage> {
         let len = page_len(size);
         let p = crate::shm::mailbox::map_shared(fd, len, "job page")?;
         Ok(JobPage { base: p, len, size })
@@ -137,8 +136,9 @@ impl JobPage {
 
 impl Drop for JobPage {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+        // SAFETY: unmapping exactly what `map` mapped (a failure would only
+        // leave the mapping in place).
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
     }
 }
 

@@ -294,14 +294,16 @@ pub(crate) fn connect_all(env: &JobEnv, kv: &mut KvClient) -> Result<Vec<Option<
                     )));
                 }
                 // Wait for the next connection attempt (not a busy loop).
-                let mut fd = libc::pollfd {
-                    fd: listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
+                use rustix::event::{PollFd, PollFlags, Timespec, poll};
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_secs(1));
+                let left = Timespec {
+                    tv_sec: left.as_secs() as i64,
+                    tv_nsec: left.subsec_nanos().into(),
                 };
-                let left = deadline.saturating_duration_since(Instant::now());
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut fd, 1, left.as_millis().min(1000) as i32) };
+                // Woken, timed out or interrupted: accept again either way.
+                let _ = poll(&mut [PollFd::new(&listener, PollFlags::IN)], Some(&left));
             }
             Err(e) => return Err(io("accept")(e)),
         }

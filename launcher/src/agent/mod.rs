@@ -231,9 +231,8 @@ fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), AgentError> {
     if job.restartable {
         let (fd, page) =
             vpml_pml::recovery::JobPage::create(job.size).map_err(AgentError::JobPage)?;
-        let raw: Vec<i32> = st.mailboxes.iter().map(|f| f.as_raw_fd()).collect();
-        let bells =
-            vpml_pml::shm::Doorbells::map(&raw, job.size).map_err(AgentError::MapMailboxes)?;
+        let bells = vpml_pml::shm::Doorbells::map(&st.mailboxes, job.size)
+            .map_err(AgentError::MapMailboxes)?;
         st.page = Some((fd, page, bells));
     }
     st.setup = Some(job);

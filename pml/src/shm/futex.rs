@@ -3,40 +3,22 @@
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
+use rustix::thread::futex;
+
 /// Sleep while `*word == expected`, at most `timeout`. Spurious returns are fine.
 pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    let ts = futex::Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: timeout.subsec_nanos().into(),
     };
-    // SAFETY: `word` is a valid, aligned u32 for the duration of the call
-    // (it lives in a mapping that outlives the engine). FUTEX_WAIT without
-    // the PRIVATE flag works across processes that map the same file.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
-    }
+    // Shared (no `Flags::PRIVATE`): the word lives in a mapping of a file
+    // that other processes map too. Every outcome (woken, timed out, word
+    // already changed, interrupted) is a return to the caller's loop.
+    let _ = futex::wait(word, futex::Flags::empty(), expected, Some(&ts));
 }
 
 /// Wake every sleeper on `word`.
 pub(crate) fn wake(word: &AtomicU32) {
-    // SAFETY: as in `wait`; FUTEX_WAKE only reads the address.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        );
-    }
+    // Shared, as in `wait`; the count of woken sleepers is not needed.
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }

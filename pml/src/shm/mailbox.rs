@@ -1,6 +1,6 @@
 //! A rank's mailbox: control page plus one inbound ring per sender.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
 
 use super::ring::RING_CONTROL;
@@ -23,19 +23,12 @@ pub fn mailbox_len(size: usize) -> usize {
 pub fn create_mailbox(name: &str, size: usize) -> std::io::Result<OwnedFd> {
     let cname = std::ffi::CString::new(name)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in name"))?;
-    // SAFETY: valid C string; flags 0 = no CLOEXEC, so exec'd ranks inherit it.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a fresh descriptor that we now own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let len = libc::off_t::try_from(mailbox_len(size))
+    // No CLOEXEC, so exec'd ranks inherit it.
+    let fd = rustix::fs::memfd_create(cname.as_c_str(), rustix::fs::MemfdFlags::empty())?;
+    // At most i64::MAX: the kernel's file offsets are signed.
+    let len = i64::try_from(mailbox_len(size))
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "job too large"))?;
-    // SAFETY: plain syscall on a descriptor we own.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::fs::ftruncate(&fd, len as u64)?;
     Ok(fd)
 }
 
@@ -50,11 +43,11 @@ unsafe impl Send for Doorbells {}
 
 impl Doorbells {
     /// Map the mailboxes behind `fds` (one per rank of a `size`-rank job).
-    pub fn map(fds: &[RawFd], size: usize) -> Result<Doorbells> {
+    pub fn map(fds: &[impl AsFd], size: usize) -> Result<Doorbells> {
         Ok(Doorbells {
             mailboxes: fds
                 .iter()
-                .map(|&fd| Mailbox::map(fd, size))
+                .map(|fd| Mailbox::map_fd(fd.as_fd(), size))
                 .collect::<Result<_>>()?,
         })
     }
@@ -69,44 +62,35 @@ impl Doorbells {
     }
 }
 
-/// Map `len` bytes of the shared file behind `fd` (inherited from the
-/// launcher) read-write, after checking that the file is that large;
-/// `what` names it in errors. The caller unmaps it.
-pub(crate) fn map_shared(fd: RawFd, len: usize, what: &str) -> Result<*mut u8> {
-    // SAFETY: fstat fills a plain struct; an invalid fd gives an error.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a valid out-pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(Error::shm(
-            format!("{what} descriptor {fd}"),
-            std::io::Error::last_os_error(),
-        ));
-    }
+/// Map `len` bytes of the shared file behind `fd` read-write, after
+/// checking that the file is that large; `what` names it in errors. The
+/// caller unmaps it.
+pub(crate) fn map_shared(fd: BorrowedFd<'_>, len: usize, what: &str) -> Result<*mut u8> {
+    let raw = fd.as_raw_fd();
+    let st = rustix::fs::fstat(fd)
+        .map_err(|e| Error::shm(format!("{what} descriptor {raw}"), e.into()))?;
     if (st.st_size as u64) < len as u64 {
         return Err(Error::Bootstrap(format!(
-            "{what} descriptor {fd} holds {} bytes, expected {len}",
+            "{what} descriptor {raw} holds {} bytes, expected {len}",
             st.st_size
         )));
     }
-    // SAFETY: shared mapping of a file we hold open and checked the size
-    // of; the result is checked below.
+    use rustix::mm::{MapFlags, ProtFlags};
+    // SAFETY: a new shared mapping at an address the kernel picks (so no
+    // existing memory is replaced) of a file we hold open and checked the
+    // size of; failure is an error, not a pointer.
     let p = unsafe {
-        libc::mmap(
+        rustix::mm::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
             fd,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(Error::shm(
-            format!("mapping {what} descriptor {fd}"),
-            std::io::Error::last_os_error(),
-        ));
     }
-    Ok(p as *mut u8)
+    .map_err(|e| Error::shm(format!("mapping {what} descriptor {raw}"), e.into()))?;
+    Ok(p.cast())
 }
 
 /// A shared mapping of one mailbox, unmapped on drop.
@@ -119,6 +103,16 @@ impl Mailbox {
     /// Map the mailbox behind `fd` (inherited from the launcher) for a job of
     /// `size` ranks, checking that the file is large enough.
     pub(crate) fn map(fd: RawFd, size: usize) -> Result<Mailbox> {
+        // SAFETY: the launcher passed `fd` open for this mapping, and it is
+        // closed only after every mailbox is mapped (a number naming no
+        // descriptor only makes fstat fail with EBADF).
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        Mailbox::map_fd(fd, size)
+    }
+
+    /// Map the mailbox behind `fd` for a job of `size` ranks, checking that
+    /// the file is large enough.
+    pub(crate) fn map_fd(fd: BorrowedFd<'_>, size: usize) -> Result<Mailbox> {
         let len = mailbox_len(size);
         let p = map_shared(fd, len, "mailbox")?;
         Ok(Mailbox { base: p, len })
@@ -147,9 +141,8 @@ impl Mailbox {
 impl Drop for Mailbox {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what `map` mapped; no references into the
-        // mapping outlive the engine that owns this value.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.len);
-        }
+        // mapping outlive the engine that owns this value. A failure would
+        // only leave the mapping in place.
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
     }
 }
