@@ -1,0 +1,185 @@
+//! Datatype handles: sizes of the predefined types, layouts of derived
+//! ones and the `Builder` that makes them, packing and unpacking.
+
+use std::ffi::c_int;
+
+use crate::consts::*;
+use crate::state::{DerivedType, STATE, slot_of};
+
+/// What a datatype handle stands for.
+#[derive(Clone, Copy)]
+pub(crate) struct TypeInfo {
+    /// Bytes of data per element.
+    pub size: usize,
+    /// The predefined type every byte belongs to, if one does.
+    pub base: Option<Datatype>,
+    /// How many `base` elements one element holds.
+    pub per: usize,
+    /// Its bytes are one run starting at the element's address, and
+    /// elements follow each other without gaps: the C buffer can be used
+    /// as it is, no packing.
+    pub contiguous: bool,
+}
+
+/// Size of a predefined datatype, if `dt` is one.
+fn predefined_size(dt: Datatype) -> Option<usize> {
+    let h = dt as u32;
+    if h >> 24 == 0x4c {
+        return Some(((h >> 8) & 0xff) as usize);
+    }
+    match dt {
+        MPI_FLOAT_INT | MPI_SHORT_INT => Some(8),
+        MPI_DOUBLE_INT | MPI_LONG_INT => Some(16),
+        MPI_LONG_DOUBLE_INT => Some(32),
+        _ => None,
+    }
+}
+
+/// Alignment of a predefined datatype (for struct extents).
+fn predefined_align(dt: Datatype, size: usize) -> usize {
+    match dt {
+        MPI_FLOAT_INT | MPI_SHORT_INT | MPI_2INT => 4,
+        MPI_DOUBLE_INT | MPI_LONG_INT => 8,
+        MPI_LONG_DOUBLE_INT => 16,
+        _ => size.clamp(1, 16),
+    }
+}
+
+/// The layout of datatype `dt` (predefined or derived).
+pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
+    if let Some(size) = predefined_size(dt) {
+        return Some(DerivedType {
+            blocks: vec![(0, size)],
+            lb: 0,
+            extent: size as isize,
+            base: Some(dt),
+            per: 1,
+            align: predefined_align(dt, size),
+        });
+    }
+    let i = slot_of(dt, USER_TYPE_KIND)?;
+    STATE.with(|s| s.borrow().types.get(i).cloned().flatten())
+}
+
+/// What handle `dt` stands for.
+pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
+    let l = layout(dt)?;
+    let size: usize = l.blocks.iter().map(|b| b.1).sum();
+    Some(TypeInfo {
+        size,
+        base: l.base,
+        per: l.per,
+        contiguous: l.lb == 0
+            && l.extent == size as isize
+            && (l.blocks.is_empty() || l.blocks == [(0, size)]),
+    })
+}
+
+/// Builds a derived datatype from copies of others placed at byte
+/// displacements.
+#[derive(Default)]
+pub(crate) struct Builder {
+    blocks: Vec<(isize, usize)>,
+    bounds: Option<(isize, isize)>,
+    base: Option<Option<Datatype>>,
+    per: usize,
+    align: usize,
+}
+
+impl Builder {
+    /// One element of `old` at byte displacement `disp`.
+    pub(crate) fn place(&mut self, old: &DerivedType, disp: isize) {
+        for &(off, len) in &old.blocks {
+            let at = disp + off;
+            match self.blocks.last_mut() {
+                Some((o, l)) if *o + *l as isize == at => *l += len,
+                _ => self.blocks.push((at, len)),
+            }
+        }
+        let (lo, hi) = (disp + old.lb, disp + old.lb + old.extent);
+        self.bounds = Some(match self.bounds {
+            Some((a, b)) => (a.min(lo), b.max(hi)),
+            None => (lo, hi),
+        });
+        self.base = Some(match self.base {
+            None => old.base,
+            Some(b) if b == old.base => b,
+            Some(_) => None,
+        });
+        self.per += old.per;
+        self.align = self.align.max(old.align);
+    }
+
+    /// The datatype; `pad` rounds the extent up to the alignment of the
+    /// largest type inside (as C pads a struct).
+    pub(crate) fn build(self, pad: bool) -> DerivedType {
+        let (lb, ub) = self.bounds.unwrap_or((0, 0));
+        let mut extent = ub - lb;
+        if pad && self.align > 1 {
+            let a = self.align as isize;
+            extent = (extent + a - 1) / a * a;
+        }
+        DerivedType {
+            blocks: self.blocks,
+            lb,
+            extent,
+            base: self.base.flatten(),
+            per: self.per,
+            align: self.align.max(1),
+        }
+    }
+}
+
+/// `count` elements of `t` at `buf`, packed into one run of bytes.
+///
+/// # Safety
+/// `buf` holds `count` elements of `t` (the C caller's contract).
+pub(crate) unsafe fn pack(buf: *const u8, count: usize, t: &DerivedType) -> Vec<u8> {
+    let size: usize = t.blocks.iter().map(|b| b.1).sum();
+    let mut out = Vec::with_capacity(size * count);
+    for i in 0..count {
+        let elem = buf.wrapping_offset(i as isize * t.extent);
+        for &(off, len) in &t.blocks {
+            // SAFETY: caller contract: the element's bytes are readable.
+            out.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(elem.wrapping_offset(off), len)
+            });
+        }
+    }
+    out
+}
+
+/// Spread packed `data` over elements of `t` at `buf` (as far as it goes).
+///
+/// # Safety
+/// `buf` holds enough elements of `t` for `data` (the C caller's contract).
+pub(crate) unsafe fn unpack(data: &[u8], buf: *mut u8, t: &DerivedType) {
+    if t.blocks.iter().all(|b| b.1 == 0) {
+        return;
+    }
+    let mut at = 0;
+    let mut i = 0isize;
+    while at < data.len() {
+        let elem = buf.wrapping_offset(i * t.extent);
+        for &(off, len) in &t.blocks {
+            let n = len.min(data.len() - at);
+            // SAFETY: caller contract: the element's bytes are writable.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data[at..].as_ptr(), elem.wrapping_offset(off), n)
+            };
+            at += n;
+            if at == data.len() {
+                return;
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Bytes of `count` elements of `dt`.
+pub(crate) fn span(count: c_int, dt: Datatype) -> Result<usize, (c_int, &'static str)> {
+    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+    let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count"))?;
+    n.checked_mul(t.size)
+        .ok_or((MPI_ERR_COUNT, "count too large"))
+}

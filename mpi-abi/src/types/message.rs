@@ -1,0 +1,92 @@
+//! The buffer of a point-to-point transfer: the C buffer itself, or a
+//! packed staging copy for a non-contiguous datatype.
+
+use std::ffi::{c_int, c_void};
+
+use super::datatype::{info, layout, pack, span, unpack};
+use crate::consts::*;
+use crate::state::DerivedType;
+
+/// A message buffer: the C buffer itself for a contiguous datatype, else
+/// a packed staging copy (unpacked into the C buffer when a receive
+/// completes).
+pub(crate) enum Message {
+    /// The C buffer.
+    Direct { ptr: *mut u8, len: usize },
+    /// A staging buffer for `count` elements of `layout` at `user`.
+    Staged {
+        data: Box<[u8]>,
+        user: *mut u8,
+        layout: DerivedType,
+    },
+}
+
+impl Message {
+    /// The buffer for `count` elements of `dt` at `buf`; packed now when
+    /// `send`.
+    ///
+    /// # Safety
+    /// `buf` holds `count` elements of `dt` (the C caller's contract).
+    pub(crate) unsafe fn new(
+        buf: *const c_void,
+        count: c_int,
+        dt: Datatype,
+        send: bool,
+    ) -> Result<Message, (c_int, &'static str)> {
+        let len = span(count, dt)?;
+        let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+        if t.contiguous || len == 0 {
+            if len > 0 && buf.is_null() {
+                return Err((MPI_ERR_BUFFER, "null buffer"));
+            }
+            return Ok(Message::Direct {
+                ptr: buf as *mut u8,
+                len,
+            });
+        }
+        let layout = layout(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+        let n = usize::try_from(count).unwrap_or(0);
+        let data = if send {
+            // SAFETY: caller contract.
+            unsafe { pack(buf as *const u8, n, &layout) }.into_boxed_slice()
+        } else {
+            vec![0u8; len].into_boxed_slice()
+        };
+        Ok(Message::Staged {
+            data,
+            user: buf as *mut u8,
+            layout,
+        })
+    }
+
+    /// Where the transfer reads or writes, and how many bytes.
+    pub(crate) fn target(&mut self) -> (*mut u8, usize) {
+        match self {
+            Message::Direct { ptr, len } => (*ptr, *len),
+            Message::Staged { data, .. } => (data.as_mut_ptr(), data.len()),
+        }
+    }
+
+    /// The bytes the transfer reads or writes (for a call that completes
+    /// before it returns).
+    pub(crate) fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Message::Direct { len: 0, .. } => &mut [],
+            // SAFETY: the C buffer holds `len` bytes for the duration of
+            // the call that made this message (the C caller's contract).
+            Message::Direct { ptr, len } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
+            Message::Staged { data, .. } => data,
+        }
+    }
+
+    /// A transfer into this buffer completed with `received` bytes (all of
+    /// them when `None`): move them into the C buffer if they were staged.
+    pub(crate) fn finish(&self, received: Option<usize>) {
+        if let Message::Staged { data, user, layout } = self {
+            let n = received.map_or(data.len(), |r| r.min(data.len()));
+            // SAFETY: `user` holds the elements (the contract of the call
+            // that made this message).
+            unsafe { unpack(&data[..n], *user, layout) };
+        }
+    }
+}

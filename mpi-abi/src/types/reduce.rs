@@ -1,0 +1,269 @@
+//! Reductions: the operation a C program names (`CombineOp`), and running
+//! a reduction collective with it, through vpml's collectives for the
+//! predefined operations or by gathering and folding for user ones.
+
+use std::ffi::{c_int, c_void};
+
+use super::datatype::{info, layout, pack, unpack};
+use super::element::{ComplexF32, ComplexF64, DoubleInt, Element, FloatInt, IntInt, LongInt};
+#[cfg(target_arch = "x86_64")]
+use super::long_double::{ComplexLongDouble, LongDouble};
+use crate::consts::*;
+use crate::state::{STATE, UserFn, slot_of};
+
+/// A reduction operation as the C program named it.
+#[derive(Clone, Copy)]
+pub(crate) struct CombineOp {
+    op: Op,
+    user: Option<UserFn>,
+}
+
+impl CombineOp {
+    /// The operation `op` over elements of `dt`, if it applies to them.
+    pub(crate) fn new(op: Op, dt: Datatype) -> Result<CombineOp, (c_int, &'static str)> {
+        if let Some(i) = slot_of(op, USER_OP_KIND) {
+            let f = STATE.with(|s| s.borrow().ops.get(i).copied().flatten());
+            return match f {
+                Some(f) => Ok(CombineOp { op, user: Some(f) }),
+                None => Err((MPI_ERR_OP, "invalid operation")),
+            };
+        }
+        let base = info(dt)
+            .ok_or((MPI_ERR_TYPE, "invalid datatype"))?
+            .base
+            .ok_or((
+                MPI_ERR_TYPE,
+                "reductions need a datatype of one predefined type",
+            ))?;
+        let float = matches!(base, MPI_FLOAT | MPI_DOUBLE | MPI_LONG_DOUBLE);
+        let complex = matches!(
+            base,
+            MPI_C_FLOAT_COMPLEX
+                | MPI_C_DOUBLE_COMPLEX
+                | MPI_CXX_FLOAT_COMPLEX
+                | MPI_CXX_DOUBLE_COMPLEX
+                | MPI_C_LONG_DOUBLE_COMPLEX
+                | MPI_CXX_LONG_DOUBLE_COMPLEX
+        );
+        let pair = matches!(
+            base,
+            MPI_2INT | MPI_FLOAT_INT | MPI_DOUBLE_INT | MPI_LONG_INT
+        );
+        let ok = match op {
+            MPI_SUM | MPI_PROD => !pair,
+            MPI_MAX | MPI_MIN => !pair && !complex,
+            MPI_LAND | MPI_LOR | MPI_LXOR | MPI_BAND | MPI_BOR | MPI_BXOR => {
+                !pair && !float && !complex
+            }
+            MPI_MINLOC | MPI_MAXLOC => pair,
+            MPI_REPLACE | MPI_NO_OP => true,
+            _ => return Err((MPI_ERR_OP, "invalid operation")),
+        };
+        if !ok {
+            return Err((MPI_ERR_OP, "operation not defined for this datatype"));
+        }
+        Ok(CombineOp { op, user: None })
+    }
+}
+
+impl<T: Element> vpml::Op<T> for CombineOp {
+    fn apply(&self, a: T, b: T) -> T {
+        // User operations never get here (see `reduce`).
+        T::combine(self.op, a, b)
+    }
+}
+
+/// Which reduction collective to run.
+#[derive(Clone, Copy)]
+pub(crate) enum Reduction {
+    All,
+    To(usize),
+    Scan,
+    Exscan,
+    ScatterBlock,
+}
+
+/// Run reduction `kind` over `count` elements of `dt`, packed in `send`;
+/// `recv` (packed too) gets the result (for `ScatterBlock`, this rank's
+/// block of it).
+pub(crate) fn reduce(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: &[u8],
+    recv: &mut [u8],
+    op: CombineOp,
+    dt: Datatype,
+    count: usize,
+) -> Result<(), (c_int, String)> {
+    if let Some(f) = op.user {
+        return user_reduce(comm, kind, send, recv, f, dt, count)
+            .map_err(|e| (crate::state::class_of(&e), e.to_string()));
+    }
+    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
+    let Some(base) = t.base else {
+        return Err((
+            MPI_ERR_TYPE,
+            "reductions need a datatype of one predefined type".into(),
+        ));
+    };
+    macro_rules! go {
+        ($t:ty) => {
+            run::<$t>(comm, kind, send, recv, op)
+        };
+    }
+    let r = match base {
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_PACKED => go!(u8),
+        MPI_SHORT | MPI_INT16_T => go!(i16),
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
+        MPI_INT | MPI_INT32_T => go!(i32),
+        MPI_UNSIGNED | MPI_UINT32_T | MPI_WCHAR => go!(u32),
+        MPI_LONG | MPI_LONG_LONG_INT | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => {
+            go!(i64)
+        }
+        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
+        MPI_FLOAT => go!(f32),
+        MPI_DOUBLE => go!(f64),
+        MPI_2INT => go!(IntInt),
+        MPI_FLOAT_INT => go!(FloatInt),
+        MPI_DOUBLE_INT => go!(DoubleInt),
+        MPI_LONG_INT => go!(LongInt),
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX => go!(ComplexF32),
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX => go!(ComplexF64),
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE => go!(LongDouble),
+        #[cfg(target_arch = "x86_64")]
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => go!(ComplexLongDouble),
+        _ => {
+            return Err((
+                MPI_ERR_TYPE,
+                "reductions over this datatype are not supported".into(),
+            ));
+        }
+    };
+    r.map_err(|e| (crate::state::class_of(&e), e.to_string()))
+}
+
+/// A user operation: every contribution is gathered, then folded in rank
+/// order by the program's function, called as MPI defines it (on whole
+/// buffers laid out as `dt` says, `inout = in ⊕ inout` with `in` from the
+/// lower ranks). Simple and exact for any datatype; user operations trade
+/// speed for that.
+fn user_reduce(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: &[u8],
+    recv: &mut [u8],
+    f: UserFn,
+    dt: Datatype,
+    count: usize,
+) -> vpml::Result<()> {
+    let (n, r) = (comm.size(), comm.rank());
+    let mut all = vec![0u8; send.len() * n];
+    comm.allgather(send, &mut all)?;
+    let Some(t) = layout(dt) else {
+        return Err(vpml::Error::RequestState("invalid datatype"));
+    };
+    let block = |i: usize| &all[i * send.len()..(i + 1) * send.len()];
+    // The bytes `count` elements span, relative to the buffer's address.
+    let last = count.saturating_sub(1) as isize * t.extent;
+    let lo = t
+        .blocks
+        .iter()
+        .map(|b| b.0.min(b.0 + last))
+        .min()
+        .unwrap_or(0)
+        .min(0);
+    let hi = t
+        .blocks
+        .iter()
+        .map(|b| (b.0 + b.1 as isize).max(b.0 + last + b.1 as isize))
+        .max()
+        .unwrap_or(0)
+        .max(0);
+    let fold = |ranks: std::ops::Range<usize>| -> Vec<u8> {
+        let scratch = |data: &[u8]| {
+            let mut v = vec![0u8; (hi - lo) as usize];
+            let at = v.as_mut_ptr().wrapping_offset(-lo);
+            // SAFETY: `v` covers every byte `count` elements of `t` touch
+            // from `at` (computed above).
+            unsafe { unpack(data, at, &t) };
+            v
+        };
+        let mut acc = scratch(block(ranks.start));
+        for i in ranks.start + 1..ranks.end {
+            let mut next = scratch(block(i));
+            let mut len = count as c_int;
+            let mut d = dt;
+            // SAFETY: the program's function, on two buffers of `count`
+            // elements of `dt` (MPI's contract for user operations).
+            unsafe {
+                f(
+                    acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                    next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                    &mut len,
+                    &mut d,
+                )
+            };
+            acc = next;
+        }
+        // SAFETY: as for `scratch`.
+        unsafe { pack(acc.as_ptr().wrapping_offset(-lo), count, &t) }
+    };
+    let result = match kind {
+        Reduction::All => Some(fold(0..n)),
+        Reduction::To(root) => (r == root).then(|| fold(0..n)),
+        Reduction::Scan => Some(fold(0..r + 1)),
+        Reduction::Exscan => (r > 0).then(|| fold(0..r)),
+        Reduction::ScatterBlock => {
+            let whole = fold(0..n);
+            let b = recv.len();
+            Some(whole[r * b..(r + 1) * b].to_vec())
+        }
+    };
+    if let Some(v) = result {
+        let m = v.len().min(recv.len());
+        recv[..m].copy_from_slice(&v[..m]);
+    }
+    Ok(())
+}
+
+fn run<T: Element>(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: &[u8],
+    recv: &mut [u8],
+    op: CombineOp,
+) -> vpml::Result<()> {
+    let elems = |b: &[u8]| -> Vec<T> {
+        let n = b.len() / std::mem::size_of::<T>();
+        let mut v = vec![<T as bytemuck::Zeroable>::zeroed(); n];
+        bytemuck::cast_slice_mut::<T, u8>(&mut v)
+            .copy_from_slice(&b[..n * std::mem::size_of::<T>()]);
+        v
+    };
+    let input = elems(send);
+    let mut out = elems(recv);
+    match kind {
+        Reduction::All => comm.allreduce(&input, &mut out, &op)?,
+        Reduction::To(root) => {
+            if comm.rank() == root {
+                comm.reduce(&input, &mut out, &op, root)?
+            } else {
+                comm.reduce(&input, &mut [], &op, root)?
+            }
+        }
+        Reduction::Scan => comm.scan(&input, &mut out, &op)?,
+        Reduction::Exscan => comm.exscan(&input, &mut out, &op)?,
+        Reduction::ScatterBlock => {
+            let mut all = vec![<T as bytemuck::Zeroable>::zeroed(); input.len()];
+            comm.allreduce(&input, &mut all, &op)?;
+            let n = out.len();
+            let r = comm.rank();
+            out.copy_from_slice(&all[r * n..(r + 1) * n]);
+        }
+    }
+    let n = out.len() * std::mem::size_of::<T>();
+    recv[..n].copy_from_slice(bytemuck::cast_slice(&out));
+    Ok(())
+}
