@@ -1,0 +1,88 @@
+//! Allgather(v): recursive doubling for small power-of-two groups, a ring
+//! otherwise.
+
+use super::{LARGE, bytes_mut, disjoint, layout, mismatch, tag};
+use crate::buffer::Pod;
+use crate::comm::Comm;
+use crate::error::Result;
+
+impl Comm {
+    /// Every member gets every member's `send`, in rank order
+    /// (`recv.len() == size · send.len()`).
+    pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let n = self.size();
+        let counts = vec![send.len(); n];
+        let displs: Vec<usize> = (0..n).map(|i| i * send.len()).collect();
+        self.allgatherv(send, recv, &counts, &displs)
+    }
+
+    /// Like [`Comm::allgather`] with `counts[i]` elements of rank i placed at
+    /// element offset `displs[i]`.
+    pub fn allgatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        let ranges = layout(n, counts, displs, recv.len(), "allgatherv")?;
+        if counts[r] != send.len() {
+            return Err(mismatch(format!(
+                "rank {r} contributes {} elements but counts says {}",
+                send.len(),
+                counts[r]
+            )));
+        }
+        recv[ranges[r].clone()].copy_from_slice(send);
+        let elem = std::mem::size_of::<T>();
+        let byte_ranges: Vec<std::ops::Range<usize>> = ranges
+            .iter()
+            .map(|rg| rg.start * elem..rg.end * elem)
+            .collect();
+        let total: usize = counts.iter().sum::<usize>() * elem;
+        let buf = bytes_mut(recv);
+        if n.is_power_of_two() && total <= LARGE {
+            // Recursive doubling: exchange ever larger aligned blocks of ranks.
+            let mut mask = 1;
+            while mask < n {
+                let partner = r ^ mask;
+                let mine = r & !(mask - 1);
+                let theirs = partner & !(mask - 1);
+                let (out_parts, in_parts): (Vec<_>, Vec<_>) = (
+                    (mine..mine + mask)
+                        .map(|i| byte_ranges[i].clone())
+                        .collect(),
+                    (theirs..theirs + mask)
+                        .map(|i| byte_ranges[i].clone())
+                        .collect(),
+                );
+                let out_len: usize = out_parts.iter().map(|x| x.len()).sum();
+                let in_len: usize = in_parts.iter().map(|x| x.len()).sum();
+                let mut out = Vec::with_capacity(out_len);
+                for rg in &out_parts {
+                    out.extend_from_slice(&buf[rg.clone()]);
+                }
+                let mut inp = vec![0u8; in_len];
+                self.c_sendrecv(partner, &out, partner, &mut inp, tag::ALLGATHER)?;
+                let mut at = 0;
+                for rg in in_parts {
+                    let len = rg.len();
+                    buf[rg].copy_from_slice(&inp[at..at + len]);
+                    at += len;
+                }
+                mask <<= 1;
+            }
+        } else {
+            // Ring: in step k, pass block (r − k) right and take (r − k − 1) from the left.
+            let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+            for k in 0..n - 1 {
+                let out = (r + n - k) % n;
+                let inp = (r + 2 * n - k - 1) % n;
+                let (o, i) = disjoint(buf, byte_ranges[out].clone(), byte_ranges[inp].clone())?;
+                self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! Alltoall(v): every exchange at once when small, pairwise exchange
+//! when large.
+
+use super::{LARGE, bytes, bytes_mut, carve, layout, mismatch, tag};
+use crate::buffer::Pod;
+use crate::comm::Comm;
+use crate::error::Result;
+
+impl Comm {
+    /// Block i of every member's `send` goes to rank i, where it lands in
+    /// block (sender) of `recv`. Both hold `size` equal blocks.
+    pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let n = self.size();
+        if !send.len().is_multiple_of(n) || send.len() != recv.len() {
+            return Err(mismatch(format!(
+                "alltoall buffers of {} and {} elements do not split into {n} equal blocks",
+                send.len(),
+                recv.len()
+            )));
+        }
+        let b = send.len() / n;
+        let counts = vec![b; n];
+        let displs: Vec<usize> = (0..n).map(|i| i * b).collect();
+        self.alltoallv(send, &counts, &displs, recv, &counts, &displs)
+    }
+
+    /// Like [`Comm::alltoall`] with per-rank counts and element offsets for
+    /// both buffers.
+    pub fn alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        let sr = layout(n, send_counts, send_displs, send.len(), "alltoallv send")?;
+        let rr = layout(n, recv_counts, recv_displs, recv.len(), "alltoallv receive")?;
+        if sr[r].len() != rr[r].len() {
+            return Err(mismatch(format!(
+                "rank {r} sends itself {} elements but expects {}",
+                sr[r].len(),
+                rr[r].len()
+            )));
+        }
+        recv[rr[r].clone()].copy_from_slice(&send[sr[r].clone()]);
+        let total = std::mem::size_of_val(send);
+        if total <= LARGE {
+            let sends: Vec<(usize, &[u8])> = (0..n)
+                .filter(|&i| i != r)
+                .map(|i| (i, bytes(&send[sr[i].clone()])))
+                .collect();
+            let mut slots = carve(bytes_mut(recv), &rr, std::mem::size_of::<T>(), r)?;
+            return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
+        }
+        for k in 1..n {
+            let to = (r + k) % n;
+            let from = (r + n - k) % n;
+            self.c_sendrecv(
+                to,
+                bytes(&send[sr[to].clone()]),
+                from,
+                bytes_mut(&mut recv[rr[from].clone()]),
+                tag::ALLTOALL,
+            )?;
+        }
+        Ok(())
+    }
+}

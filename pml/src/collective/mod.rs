@@ -1,0 +1,161 @@
+//! Collective operations, built on point-to-point with fixed partners.
+//!
+//! Every collective uses the communicator's collective context (so it never
+//! matches the application's own messages) and receives only from named
+//! sources, in an order fixed by the algorithm: under message logging a
+//! collective therefore produces no non-deterministic event, and replaying
+//! it is replaying its messages.
+//!
+//! Reductions combine contributions in rank order with one tree shape that
+//! depends only on the number of ranks: ranks `2i` and `2i+1` below
+//! `2·(n − p2)` are folded first (`p2` the largest power of two ≤ n), then
+//! aligned blocks of doubling size are combined lower-half-first. Every
+//! algorithm (binomial reduce, recursive-doubling allreduce, the
+//! reduce-scatter/allgather allreduce for large vectors) uses that shape,
+//! so results are bitwise identical across runs, across algorithms and
+//! between `reduce` and `allreduce`, and user operations need only be
+//! associative.
+//!
+//! Algorithms by size: barrier — dissemination; bcast — binomial tree, or a
+//! pipelined chain of 128 KiB segments above 64 KiB; allreduce — recursive
+//! doubling, or reduce-scatter + allgather above 64 KiB; allgather(v) —
+//! recursive doubling for small power-of-two groups, ring otherwise;
+//! alltoall(v) — all at once when small, pairwise exchange when large;
+//! gather(v)/scatter(v) — direct to/from the root; scan/exscan — recursive
+//! doubling.
+//!
+//! One module per algorithm family (`barrier`, `bcast`, `reduce` with
+//! allreduce, `scan`, `gather` with scatter, `allgather`, `alltoall`), on
+//! the point-to-point helpers of `transport`. This module holds the tags,
+//! the size thresholds and the buffer helpers they share.
+
+use crate::buffer::Pod;
+use crate::error::{Error, Result};
+
+mod allgather;
+mod alltoall;
+mod barrier;
+mod bcast;
+mod gather;
+mod reduce;
+mod scan;
+mod transport;
+
+/// Tags of the collectives inside the collective context.
+mod tag {
+    pub const BARRIER: i32 = 1;
+    pub const BCAST: i32 = 2;
+    pub const REDUCE: i32 = 3;
+    pub const ALLREDUCE: i32 = 4;
+    pub const GATHER: i32 = 5;
+    pub const SCATTER: i32 = 6;
+    pub const ALLGATHER: i32 = 7;
+    pub const ALLTOALL: i32 = 8;
+    pub const SCAN: i32 = 9;
+}
+
+/// Above this many bytes, the bandwidth-oriented algorithms are used.
+const LARGE: usize = 64 * 1024;
+/// Segment size of the pipelined broadcast.
+const BCAST_SEGMENT: usize = 128 * 1024;
+
+fn bytes<T: Pod>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+fn bytes_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
+}
+
+fn mismatch(what: String) -> Error {
+    Error::Collective(what)
+}
+
+/// Split `buf` into a shared view of `a` and a mutable view of `b`, which
+/// must not overlap.
+fn disjoint(
+    buf: &mut [u8],
+    a: std::ops::Range<usize>,
+    b: std::ops::Range<usize>,
+) -> Result<(&[u8], &mut [u8])> {
+    if a.end > buf.len() || b.end > buf.len() || a.start > a.end || b.start > b.end {
+        return Err(mismatch(format!(
+            "blocks {a:?} and {b:?} exceed the {}-byte buffer",
+            buf.len()
+        )));
+    }
+    if a.is_empty() {
+        return Ok((&[], &mut buf[b]));
+    }
+    if b.is_empty() {
+        return Ok((&buf[a], &mut []));
+    }
+    if a.start < b.end && b.start < a.end {
+        return Err(mismatch(format!("blocks {a:?} and {b:?} overlap")));
+    }
+    if a.start < b.start {
+        let (lo, hi) = buf.split_at_mut(b.start);
+        Ok((&lo[a], &mut hi[..b.end - b.start]))
+    } else {
+        let (lo, hi) = buf.split_at_mut(a.start);
+        let a_len = a.end - a.start;
+        Ok((&hi[..a_len], &mut lo[b]))
+    }
+}
+
+/// Check counts/displacements against a buffer of `len` elements and
+/// return each rank's element range.
+fn layout(
+    n: usize,
+    counts: &[usize],
+    displs: &[usize],
+    len: usize,
+    what: &str,
+) -> Result<Vec<std::ops::Range<usize>>> {
+    if counts.len() != n || displs.len() != n {
+        return Err(mismatch(format!(
+            "{what}: {} counts and {} displacements for {n} ranks",
+            counts.len(),
+            displs.len()
+        )));
+    }
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&c, &d)| {
+            let end = d.checked_add(c).filter(|&e| e <= len);
+            end.map(|e| d..e).ok_or_else(|| {
+                mismatch(format!(
+                    "{what}: block at {d} of {c} elements exceeds the {len}-element buffer"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Cut `buf` into the byte blocks of every rank but `skip`, as receive slots.
+/// The blocks must not overlap.
+fn carve<'a>(
+    buf: &'a mut [u8],
+    ranges: &[std::ops::Range<usize>],
+    elem: usize,
+    skip: usize,
+) -> Result<Vec<(usize, &'a mut [u8])>> {
+    let mut order: Vec<usize> = (0..ranges.len()).filter(|&i| i != skip).collect();
+    order.sort_by_key(|&i| ranges[i].start);
+    let mut slots = Vec::with_capacity(order.len());
+    let mut rest = buf;
+    let mut consumed = 0;
+    for i in order {
+        let (s, e) = (ranges[i].start * elem, ranges[i].end * elem);
+        if s < consumed {
+            return Err(mismatch(format!("block of rank {i} overlaps another")));
+        }
+        let (_, tail) = rest.split_at_mut(s - consumed);
+        let (block, tail) = tail.split_at_mut(e - s);
+        slots.push((i, block));
+        rest = tail;
+        consumed = e;
+    }
+    Ok(slots)
+}

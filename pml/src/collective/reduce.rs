@@ -1,0 +1,223 @@
+//! Reduce and allreduce over the fixed reduction tree (see the module
+//! docs of `collective`): binomial reduce, recursive-doubling allreduce,
+//! and reduce-scatter + allgather for large vectors.
+
+use super::{LARGE, bytes, bytes_mut, disjoint, mismatch, tag};
+use crate::buffer::Pod;
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::op::{Op, fold_left, fold_right};
+
+/// How the reduction tree renumbers ranks (see the module docs).
+struct Fold {
+    /// Largest power of two ≤ n.
+    p2: usize,
+    /// n − p2: ranks below 2·rem are folded pairwise.
+    rem: usize,
+}
+
+impl Fold {
+    fn new(n: usize) -> Fold {
+        let p2 = if n.is_power_of_two() {
+            n
+        } else {
+            n.next_power_of_two() / 2
+        };
+        Fold { p2, rem: n - p2 }
+    }
+    /// Participant number of rank `r`, or `None` for ranks folded away.
+    fn participant(&self, r: usize) -> Option<usize> {
+        if r < 2 * self.rem {
+            (r % 2 == 1).then_some(r / 2)
+        } else {
+            Some(r - self.rem)
+        }
+    }
+    /// Rank of participant `p`.
+    fn rank(&self, p: usize) -> usize {
+        if p < self.rem {
+            2 * p + 1
+        } else {
+            p + self.rem
+        }
+    }
+}
+
+impl Comm {
+    /// Combine `send` of every member with `op` (in rank order) into `recv`
+    /// of `root`; `recv` is ignored elsewhere (pass `&mut []`).
+    pub fn reduce<T: Pod, O: Op<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: &O,
+        root: usize,
+    ) -> Result<()> {
+        self.check_rank(root)?;
+        let (r, n) = (self.rank(), self.size());
+        if r == root && recv.len() != send.len() {
+            return Err(mismatch(format!(
+                "reduce root buffer holds {} elements, contributions {}",
+                recv.len(),
+                send.len()
+            )));
+        }
+        let mut acc = send.to_vec();
+        let fold = Fold::new(n);
+        let mut tmp = vec![T::zeroed(); send.len()];
+        if r < 2 * fold.rem {
+            if r % 2 == 0 {
+                self.c_send(r + 1, tag::REDUCE, bytes(&acc))?;
+            } else {
+                self.c_recv(r - 1, tag::REDUCE, bytes_mut(&mut tmp))?;
+                fold_left(op, &tmp, &mut acc);
+            }
+        }
+        let holder = fold.rank(0);
+        if let Some(p) = fold.participant(r) {
+            let mut mask = 1;
+            while mask < fold.p2 {
+                if p & mask != 0 {
+                    self.c_send(fold.rank(p - mask), tag::REDUCE, bytes(&acc))?;
+                    break;
+                }
+                self.c_recv(fold.rank(p + mask), tag::REDUCE, bytes_mut(&mut tmp))?;
+                fold_right(op, &mut acc, &tmp);
+                mask <<= 1;
+            }
+        }
+        if holder == root {
+            if r == root {
+                recv.copy_from_slice(&acc);
+            }
+        } else if r == holder {
+            self.c_send(root, tag::REDUCE, bytes(&acc))?;
+        } else if r == root {
+            self.c_recv(holder, tag::REDUCE, bytes_mut(recv))?;
+        }
+        Ok(())
+    }
+
+    /// Combine `send` of every member with `op` (in rank order) into `recv`
+    /// of every member; all members get bitwise identical results.
+    ///
+    /// ```
+    /// # use vpml_pml as vpml;
+    /// let world = vpml::init()?;
+    /// let mut total = [0u64];
+    /// world.allreduce(&[world.rank() as u64 + 1], &mut total, &vpml::Sum)?;
+    /// let n = world.size() as u64;
+    /// assert_eq!(total[0], n * (n + 1) / 2);
+    /// # Ok::<(), vpml_pml::Error>(())
+    /// ```
+    pub fn allreduce<T: Pod, O: Op<T>>(&self, send: &[T], recv: &mut [T], op: &O) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(mismatch(format!(
+                "allreduce result buffer holds {} elements, contribution {}",
+                recv.len(),
+                send.len()
+            )));
+        }
+        recv.copy_from_slice(send);
+        self.allreduce_in_place(recv, op)
+    }
+
+    /// [`Comm::allreduce`] with the contribution and the result in one buffer.
+    pub fn allreduce_in_place<T: Pod, O: Op<T>>(&self, acc: &mut [T], op: &O) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        if n == 1 {
+            return Ok(());
+        }
+        let fold = Fold::new(n);
+        let mut tmp = vec![T::zeroed(); acc.len()];
+        if r < 2 * fold.rem {
+            if r % 2 == 0 {
+                self.c_send(r + 1, tag::ALLREDUCE, bytes(acc))?;
+                // Wait for the result of the participants.
+                return self.c_recv(r + 1, tag::ALLREDUCE, bytes_mut(acc));
+            }
+            self.c_recv(r - 1, tag::ALLREDUCE, bytes_mut(&mut tmp))?;
+            fold_left(op, &tmp, acc);
+        }
+        let Some(p) = fold.participant(r) else {
+            return Err(mismatch("rank outside the reduction tree".into()));
+        };
+        if std::mem::size_of_val(acc) <= LARGE || acc.len() < fold.p2 {
+            let mut mask = 1;
+            while mask < fold.p2 {
+                let partner = p ^ mask;
+                self.c_sendrecv(
+                    fold.rank(partner),
+                    bytes(acc),
+                    fold.rank(partner),
+                    bytes_mut(&mut tmp),
+                    tag::ALLREDUCE,
+                )?;
+                if partner < p {
+                    fold_left(op, &tmp, acc);
+                } else {
+                    fold_right(op, acc, &tmp);
+                }
+                mask <<= 1;
+            }
+        } else {
+            self.reduce_scatter_allgather(p, &fold, acc, &mut tmp, op)?;
+        }
+        if r < 2 * fold.rem {
+            self.c_send(r - 1, tag::ALLREDUCE, bytes(acc))?;
+        }
+        Ok(())
+    }
+
+    /// Large-vector allreduce among the `fold.p2` participants: recursive
+    /// halving with doubling distance (each step combines aligned blocks of
+    /// ranks lower half first), then the mirror-image allgather.
+    fn reduce_scatter_allgather<T: Pod, O: Op<T>>(
+        &self,
+        p: usize,
+        fold: &Fold,
+        acc: &mut [T],
+        tmp: &mut [T],
+        op: &O,
+    ) -> Result<()> {
+        let (mut lo, mut hi) = (0, acc.len());
+        let mut steps = Vec::new();
+        let mut mask = 1;
+        while mask < fold.p2 {
+            let partner = fold.rank(p ^ mask);
+            let mid = lo + (hi - lo) / 2;
+            let lower = p & mask == 0;
+            let (keep, give) = if lower {
+                (lo..mid, mid..hi)
+            } else {
+                (mid..hi, lo..mid)
+            };
+            self.c_sendrecv(
+                partner,
+                bytes(&acc[give.clone()]),
+                partner,
+                bytes_mut(&mut tmp[keep.clone()]),
+                tag::ALLREDUCE,
+            )?;
+            if lower {
+                fold_right(op, &mut acc[keep.clone()], &tmp[keep.clone()]);
+            } else {
+                fold_left(op, &tmp[keep.clone()], &mut acc[keep.clone()]);
+            }
+            steps.push((partner, keep.clone(), give));
+            (lo, hi) = (keep.start, keep.end);
+            mask <<= 1;
+        }
+        for (partner, keep, give) in steps.into_iter().rev() {
+            let elem = std::mem::size_of::<T>();
+            let whole = bytes_mut(acc);
+            let (out, inp) = disjoint(
+                whole,
+                keep.start * elem..keep.end * elem,
+                give.start * elem..give.end * elem,
+            )?;
+            self.c_sendrecv(partner, out, partner, inp, tag::ALLREDUCE)?;
+        }
+        Ok(())
+    }
+}
