@@ -68,9 +68,8 @@ impl JobPage {
     /// launcher, open while this runs).
     pub fn map(fd: RawFd, size: usize) -> Result<JobPage> {
         // SAFETY: the launcher passed `fd` open for this mapping and the
-        // caller keeps it open during the call (a number naming no
-        // descriptor only makes fstat fail with EBADF).
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        // caller keeps it open during the call.
+        let fd = unsafe { crate::shm::mailbox::borrow_inherited(fd, "job page") }?;
         JobPage::map_fd(fd, size)
     }
 

@@ -93,6 +93,24 @@ pub(crate) fn map_shared(fd: BorrowedFd<'_>, len: usize, what: &str) -> Result<*
     Ok(p.cast())
 }
 
+/// Borrow descriptor `fd`, inherited from the launcher, to map it; a
+/// negative number is an error as fstat would give it (EBADF).
+///
+/// # Safety
+///
+/// A non-negative `fd` must be open, or name no descriptor at all (the
+/// calls on it then fail with EBADF), for as long as the result is used.
+pub(crate) unsafe fn borrow_inherited<'a>(fd: RawFd, what: &str) -> Result<BorrowedFd<'a>> {
+    if fd < 0 {
+        return Err(Error::shm(
+            format!("{what} descriptor {fd}"),
+            rustix::io::Errno::BADF.into(),
+        ));
+    }
+    // SAFETY: not -1 (checked above); open as the caller promises.
+    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
 /// A shared mapping of one mailbox, unmapped on drop.
 pub(crate) struct Mailbox {
     base: *mut u8,
@@ -104,9 +122,8 @@ impl Mailbox {
     /// `size` ranks, checking that the file is large enough.
     pub(crate) fn map(fd: RawFd, size: usize) -> Result<Mailbox> {
         // SAFETY: the launcher passed `fd` open for this mapping, and it is
-        // closed only after every mailbox is mapped (a number naming no
-        // descriptor only makes fstat fail with EBADF).
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        // closed only after every mailbox is mapped.
+        let fd = unsafe { borrow_inherited(fd, "mailbox") }?;
         Mailbox::map_fd(fd, size)
     }
 
