@@ -241,9 +241,9 @@ impl Comm {
     }
 
     /// The id of the last call that took one (see [`crate::protocol`]):
-    /// with a protocol active, every send and receive, probe, cancel and
-    /// test/wait-any/wait-some call takes the next id, and logs name calls
-    /// by it. 0 without a protocol.
+    /// every send and receive, probe, cancel and test/wait-any/wait-some
+    /// call takes the next id (whatever the protocol), and logs name calls
+    /// by it.
     pub fn last_call_id(&self) -> u64 {
         self.engine.borrow().last_call()
     }

@@ -58,7 +58,7 @@ impl<B: Buffer> Request<B> {
     }
 
     /// The call id that created this request, as logs and traces name it
-    /// (0 without a protocol).
+    /// (0 once the request is gone).
     pub fn call_id(&self) -> u64 {
         self.engine.borrow().call_of(self.id).unwrap_or(0)
     }

@@ -26,6 +26,9 @@ impl Protocol for Recorder {
     fn name(&self) -> &'static str {
         "recorder"
     }
+    fn takes_checkpoints(&self) -> bool {
+        true
+    }
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.note(format!("send to {} tag {}", msg.dest, msg.tag));
         Ok(())

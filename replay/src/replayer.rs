@@ -172,6 +172,13 @@ impl Protocol for Replayer {
         "replay"
     }
 
+    /// Nothing is written, but a replayed rank goes through its
+    /// checkpoints as the recorded one did (the program may branch on
+    /// what `checkpoint` returned).
+    fn takes_checkpoints(&self) -> bool {
+        true
+    }
+
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         self.last_call = self.last_call.max(msg.call);
         let now = describe_send(msg);

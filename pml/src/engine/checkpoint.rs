@@ -11,11 +11,11 @@ use crate::recovery::{EngineSnapshot, SavedMessage};
 use crate::shm::ring::kind;
 
 impl Engine {
-    /// Save a checkpoint (see [`crate::Comm::checkpoint`]). False without
-    /// a protocol (nothing to restart from, nothing saved).
+    /// Save a checkpoint (see [`crate::Comm::checkpoint`]). False if the
+    /// protocol takes none (`none`: nothing to restart from, nothing saved).
     pub(crate) fn checkpoint(&mut self, app: &[u8]) -> Result<bool> {
         self.check_alive()?;
-        if self.protocol.is_none() {
+        if !self.protocol.takes_checkpoints() {
             return Ok(false);
         }
         if self.core.slots.iter().any(|s| s.in_use) {
@@ -59,7 +59,7 @@ impl Engine {
             recv_seq: self.core.recv_seq.clone(),
             unexpected,
         };
-        let frees = self.hook(|p| p.checkpoint(&snap, app))?.unwrap_or_default();
+        let frees = self.hook(|p| p.checkpoint(&snap, app))?;
         let me = self.core.rank;
         for (peer, up_to) in frees {
             if up_to == 0 {
@@ -81,7 +81,7 @@ impl Engine {
     /// [`Engine::checkpoint`] if `interval` has passed since the last one
     /// (or since the start).
     pub(crate) fn checkpoint_due(&self, interval: Duration) -> bool {
-        self.protocol.is_some() && self.last_checkpoint.elapsed() >= interval
+        self.protocol.takes_checkpoints() && self.last_checkpoint.elapsed() >= interval
     }
 
     /// Tell the protocol which senders checkpointed.

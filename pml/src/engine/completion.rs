@@ -11,17 +11,11 @@ use crate::protocol::{
 use crate::status::Status;
 
 impl Engine {
-    /// Run a protocol hook, if a protocol is installed; a hook failure is
-    /// fatal (the protocol's guarantee would be gone).
-    pub(super) fn hook<T>(
-        &mut self,
-        f: impl FnOnce(&mut dyn Protocol) -> Result<T>,
-    ) -> Result<Option<T>> {
-        let Some(p) = self.protocol.as_mut() else {
-            return Ok(None);
-        };
-        match f(p.as_mut()) {
-            Ok(v) => Ok(Some(v)),
+    /// Run a protocol hook; a hook failure is fatal (the protocol's
+    /// guarantee would be gone).
+    pub(super) fn hook<T>(&mut self, f: impl FnOnce(&mut dyn Protocol) -> Result<T>) -> Result<T> {
+        match f(self.protocol.as_mut()) {
+            Ok(v) => Ok(v),
             Err(e) => {
                 self.fail(&e);
                 Err(e)
@@ -29,12 +23,9 @@ impl Engine {
         }
     }
 
-    /// Show a message about to leave to the protocol (if any), which may
-    /// wait (commit rule); sets `msg.call` (0 without a protocol).
+    /// Show a message about to leave to the protocol, which may wait
+    /// (commit rule); sets `msg.call`.
     pub(super) fn protocol_send(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
-        if self.protocol.is_none() {
-            return Ok(());
-        }
         // Matches made since the last report are events this send follows.
         self.report_matches()?;
         msg.call = self.next_call();
@@ -47,10 +38,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Let the protocol (if any) keep the payload of a message it saw in
+    /// Let the protocol keep the payload of a message it saw in
     /// [`Engine::protocol_send`]; returns what to transmit.
     pub(super) fn protocol_keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
-        Ok(self.hook(|p| p.keep(msg))?.unwrap_or(SendPlan::Transmit))
+        self.hook(|p| p.keep(msg))
     }
 
     /// Tell the protocol about ANY_SOURCE receives matched since last time.
@@ -76,15 +67,11 @@ impl Engine {
         kind: CompletionKind,
         ids: &[Option<ReqId>],
     ) -> Result<Vec<usize>> {
-        let call = if self.protocol.is_some() {
-            self.next_call()
-        } else {
-            0
-        };
+        let call = self.next_call();
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
-        // Without a protocol, or past the last logged event, there is
-        // nothing to replay (and nothing to check).
-        let replay = if self.protocol.is_none() || call > self.replay_end {
+        // Past the last logged event (always, without a protocol), there
+        // is nothing to replay (and nothing to check).
+        let replay = if call > self.replay_end {
             Replay::Free
         } else {
             let passed: Vec<CallId> = ids
@@ -101,8 +88,8 @@ impl Engine {
             });
             match self.hook(|p| p.replay_completion(call, &passed))? {
                 // Never logged: the answer is the same every time.
-                Some(Replay::NotYet) if determined => Replay::Free,
-                r => r.unwrap_or(Replay::Free),
+                Replay::NotYet if determined => Replay::Free,
+                r => r,
             }
         };
         match replay {
@@ -181,12 +168,13 @@ impl Engine {
         ids: &[Option<ReqId>],
         done: &[usize],
     ) -> Result<()> {
-        if self.protocol.is_none() {
-            return Ok(());
+        if let [one] = ids {
+            // (The common case, without an allocation.)
+            let info = [self.request_info(*one)];
+            return self.hook(|p| p.completion(call, kind, &info, done));
         }
         let infos = self.request_infos(ids);
-        self.hook(|p| p.completion(call, kind, &infos, done))?;
-        Ok(())
+        self.hook(|p| p.completion(call, kind, &infos, done))
     }
 
     /// What the protocol is told of requests `ids`.
@@ -206,9 +194,6 @@ impl Engine {
 
     /// A determined wait over `ids` returned: tell the protocol.
     fn report_waited(&mut self, kind: WaitKind, ids: &[Option<ReqId>]) -> Result<()> {
-        if self.protocol.is_none() {
-            return Ok(());
-        }
         if let [one] = ids {
             // (The common case, without an allocation.)
             let info = [self.request_info(*one)];

@@ -12,7 +12,7 @@ use super::requests::{Core, read_remote};
 use super::{Engine, IdlePolicy, Recovery, Rendezvous};
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
-use crate::protocol::SendGate;
+use crate::protocol::{NoProtocol, Protocol};
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{RingReader, RingWriter};
@@ -21,6 +21,7 @@ use crate::tcp::TcpConn;
 impl Engine {
     /// A single-rank engine (the program was not started by `vpml run`).
     pub(crate) fn singleton() -> Engine {
+        let none = NoProtocol::new();
         Engine {
             core: Core::new(0, 1),
             size: 1,
@@ -38,8 +39,8 @@ impl Engine {
             job_id: "singleton".into(),
             next_context: 2,
             failed: None,
-            protocol: None,
-            send_gate: SendGate::default(),
+            send_gate: none.send_gate().unwrap_or_default(),
+            protocol: Box::new(none),
             last_call: 0,
             replay_end: 0,
             recovery: None,
@@ -225,6 +226,7 @@ impl Engine {
         if let Some(c) = recovery.as_mut().and_then(|r| r.catching_up.as_mut()) {
             c.joined = Instant::now();
         }
+        let none = NoProtocol::new();
         Ok(Engine {
             core,
             size: env.size,
@@ -239,8 +241,8 @@ impl Engine {
             job_id: env.job_id.clone(),
             next_context: 2,
             failed: None,
-            protocol: None,
-            send_gate: SendGate::default(),
+            send_gate: none.send_gate().unwrap_or_default(),
+            protocol: Box::new(none),
             last_call: 0,
             replay_end: 0,
             recovery,

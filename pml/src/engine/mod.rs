@@ -144,10 +144,11 @@ pub(crate) struct Engine {
     next_context: u32,
     /// Set by the first fatal error; from then on nothing is sent or received.
     failed: Option<String>,
-    /// The fault-tolerance protocol, if any (`none` is no protocol at all).
-    protocol: Option<Box<dyn Protocol>>,
+    /// The fault-tolerance protocol ([`crate::protocol::NoProtocol`] for
+    /// `none`): every entry point goes through it.
+    protocol: Box<dyn Protocol>,
     /// The protocol's [`Protocol::send_gate`]: sends of fewer payload
-    /// bytes skip its `send` call (0 without a protocol or a gate).
+    /// bytes skip its `send` call (0 without a gate).
     send_gate: SendGate,
     /// Last call id handed out.
     last_call: CallId,
@@ -197,28 +198,23 @@ impl Engine {
     /// a restarted process then restores its checkpoint and connects to
     /// the running job.
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
-        if let Some(gate) = p.send_gate() {
-            self.send_gate = gate;
-        }
+        self.send_gate = p.send_gate().unwrap_or_default();
         self.replay_end = p.replay_end();
-        self.protocol = Some(p);
+        self.protocol = p;
         self.after_protocol_installed()
     }
 
     /// Name of the active protocol.
     pub(crate) fn protocol_name(&self) -> &'static str {
-        self.protocol.as_ref().map_or("none", |p| p.name())
+        self.protocol.name()
     }
 
     /// Counters of the active protocol.
     pub(crate) fn protocol_stats(&self) -> Vec<(String, u64)> {
-        self.protocol
-            .as_ref()
-            .map(|p| p.stats())
-            .unwrap_or_default()
+        self.protocol.stats()
     }
 
-    /// The last call id handed out (0 before any call, or without a protocol).
+    /// The last call id handed out (0 before any call).
     pub(crate) fn last_call(&self) -> CallId {
         self.last_call
     }

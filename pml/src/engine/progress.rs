@@ -235,21 +235,13 @@ impl Engine {
         if stats && let Some(kv) = self.kv.as_mut() {
             let s = self.core.stats;
             let mut pairs = vec![
-                format!(
-                    "protocol={}",
-                    self.protocol.as_ref().map_or("none", |p| p.name())
-                ),
+                format!("protocol={}", self.protocol.name()),
                 format!("messages_sent={}", s.messages_sent),
                 format!("bytes_sent={}", s.bytes_sent),
                 format!("messages_received={}", s.messages_received),
                 format!("sleeps={}", s.sleeps),
             ];
-            for (k, v) in self
-                .protocol
-                .as_ref()
-                .map(|p| p.stats())
-                .unwrap_or_default()
-            {
+            for (k, v) in self.protocol.stats() {
                 pairs.push(format!("{k}={v}"));
             }
             kv.put(&format!("stats.{}", self.core.rank), &pairs.join(","))?;

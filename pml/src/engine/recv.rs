@@ -23,20 +23,13 @@ impl Engine {
     ) -> Result<ReqId> {
         self.check_alive()?;
         let mut spec = spec;
-        let mut call = 0;
-        let mut plan = RecvPlan::Post;
-        if self.protocol.is_some() {
-            call = self.next_call();
-            plan = self
-                .hook(|p| p.post_recv(call, &mut spec))?
-                .unwrap_or(RecvPlan::Post);
-        }
+        let call = self.next_call();
+        let plan = self.hook(|p| p.post_recv(call, &mut spec))?;
         let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
-        let report = self.protocol.is_some();
         if let Some(s) = self.core.slot_mut(id) {
             s.call = call;
-            // Only a protocol wants to hear about matches (none is free).
-            s.any_source = report && spec.source.is_none();
+            // Its match is reported to the protocol.
+            s.any_source = spec.source.is_none();
             s.held_for_cancel = plan == RecvPlan::HoldForCancel;
         }
         if plan == RecvPlan::HoldForCancel {
@@ -64,13 +57,13 @@ impl Engine {
             return Ok(false);
         };
         let (request, is_recv) = (slot.call, slot.kind == SlotKind::Recv);
-        if !is_recv || self.protocol.is_none() {
+        if !is_recv {
             return Ok(self.withdraw(id));
         }
         let call = self.next_call();
         match self.hook(|p| p.replay_cancel(call, request))? {
-            Some(Replay::Logged(false)) => Ok(false),
-            Some(Replay::Logged(true)) => {
+            Replay::Logged(false) => Ok(false),
+            Replay::Logged(true) => {
                 // The receive was held back from matching since it was
                 // posted (`RecvPlan::HoldForCancel`).
                 if !self.withdraw(id) {
@@ -118,24 +111,18 @@ impl Engine {
             self.progress()?;
             found = self.peek(spec);
         }
-        if self.protocol.is_some() {
-            let call = self.last_call;
-            self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
-        }
+        let call = self.last_call;
+        self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
         Ok(found)
     }
 
-    /// A probe while a protocol is active takes the next call id; while a
-    /// restarted process replays, the logged answer is returned (waiting
-    /// for the logged message if need be). `None`: probe as usual (the
-    /// call id is `last_call`).
+    /// A probe takes the next call id; while a restarted process replays,
+    /// the logged answer is returned (waiting for the logged message if
+    /// need be). `None`: probe as usual (the call id is `last_call`).
     fn replay_probe(&mut self, spec: &RecvSpec, blocking: bool) -> Result<Option<Option<Status>>> {
-        if self.protocol.is_none() {
-            return Ok(None);
-        }
         let call = self.next_call();
         match self.hook(|p| p.replay_probe(call, spec, blocking))? {
-            Some(Replay::Logged(Some((source, tag)))) => {
+            Replay::Logged(Some((source, tag))) => {
                 let exact = RecvSpec {
                     source: Some(source),
                     tag: Some(tag),
@@ -148,11 +135,11 @@ impl Engine {
                 })?;
                 Ok(Some(found))
             }
-            Some(Replay::Logged(None)) | Some(Replay::NotYet) => {
+            Replay::Logged(None) | Replay::NotYet => {
                 self.progress()?;
                 Ok(Some(None))
             }
-            _ => Ok(None),
+            Replay::Free => Ok(None),
         }
     }
 
@@ -176,10 +163,8 @@ impl Engine {
             found.is_some()
         })?;
         let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
-        if self.protocol.is_some() {
-            let call = self.last_call;
-            self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
-        }
+        let call = self.last_call;
+        self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
         Ok(found)
     }
 }

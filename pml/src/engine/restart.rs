@@ -98,11 +98,8 @@ impl Engine {
     /// restarts from one) and, in a restarted process, connect to the job.
     pub(super) fn after_protocol_installed(&mut self) -> Result<()> {
         if self.replay_alone {
-            for p in 0..self.size {
-                let msgs = match self.protocol.as_mut() {
-                    Some(proto) if p != self.core.rank => proto.recorded_incoming(p),
-                    _ => continue,
-                };
+            for p in (0..self.size).filter(|&p| p != self.core.rank) {
+                let msgs = self.protocol.recorded_incoming(p);
                 if let Some(peer) = self.peers[p].as_mut() {
                     peer.link = Link::Feed(msgs.into());
                 }
@@ -112,7 +109,7 @@ impl Engine {
         if let Some(c) = self.catch_up_mut() {
             c.protocol_ready = Some(Instant::now());
         }
-        let restored = self.protocol.as_mut().and_then(|p| p.take_restored());
+        let restored = self.protocol.take_restored();
         if let Some(snap) = restored {
             self.restore(snap)?;
         }
@@ -140,8 +137,8 @@ impl Engine {
         if rc.catching_up.is_none() {
             return;
         }
-        let replay_end = self.protocol.as_ref().map_or(0, |p| p.replay_end());
-        if self.last_call < replay_end || (0..self.size).any(|q| self.send_seq[q] < rc.suppress[q])
+        if self.last_call < self.replay_end
+            || (0..self.size).any(|q| self.send_seq[q] < rc.suppress[q])
         {
             return;
         }
@@ -322,11 +319,7 @@ impl Engine {
             rc.expect(q, false);
             rc.suppress[q] = received;
         }
-        let logged = self
-            .protocol
-            .as_mut()
-            .map(|p| p.logged_messages(q, received))
-            .unwrap_or_default();
+        let logged = self.protocol.logged_messages(q, received);
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.
         let unmatched: Vec<u64> = self
@@ -412,7 +405,7 @@ impl Engine {
 
     /// The application state of the checkpoint this process restarted from.
     pub(crate) fn restart_state(&self) -> Option<Vec<u8>> {
-        self.protocol.as_ref().and_then(|p| p.restart_state())
+        self.protocol.restart_state()
     }
 
     /// This process is a restarted incarnation (not the first start).

@@ -264,6 +264,9 @@ impl Protocol for Pessimist {
     fn name(&self) -> &'static str {
         "pessimist"
     }
+    fn takes_checkpoints(&self) -> bool {
+        true
+    }
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         if self.replaying || !self.previous.is_done() {
