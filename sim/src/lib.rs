@@ -61,7 +61,8 @@ pub struct Options {
     pub acknowledge: Acknowledge,
     /// Crash ranks (at most this many times per run, at fault points and
     /// hand-overs drawn from the seed) and restart them. Fault points
-    /// exist in debug builds only; a release build crashes at hand-overs.
+    /// exist only in builds with debug assertions (the dev and `sim`
+    /// profiles); a release build crashes at hand-overs only.
     pub max_crashes: u32,
     /// Hand-overs before a run counts as stuck.
     pub max_steps: u64,
@@ -99,10 +100,11 @@ pub struct Outcome {
 pub fn replay_command(seed: u64, opts: &Options) -> String {
     format!(
         "cargo run{} -p vpml-sim -- --seed {seed:#018x} --ranks {} --rounds {} --crashes {} --max-steps {} --protocol {}{}",
-        // Fault points exist in debug builds only: a seed runs the same
-        // execution in a build of the same kind.
+        // Fault points exist only with debug assertions: a seed runs the
+        // same execution in a build of the same kind (dev and `sim` builds
+        // are of one kind; `sim` is the faster).
         if cfg!(debug_assertions) {
-            ""
+            " --profile sim"
         } else {
             " --release"
         },
