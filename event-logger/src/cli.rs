@@ -58,7 +58,8 @@ fn serve(args: EventLoggerArgs) -> Result<(), String> {
     // With a file-size limit, a write past it must fail with EFBIG (an error
     // reply) rather than kill the logger with SIGXFSZ.
     // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions
-    // and installs no handler code.
+    // and installs no handler code. Raw libc: rustix changes dispositions
+    // only through its `runtime` module, behind the C library's back.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
@@ -106,27 +107,23 @@ fn serve(args: EventLoggerArgs) -> Result<(), String> {
 
 /// The listening TCP socket inherited as descriptor `fd`, checked to be one.
 fn inherited_listener(fd: i32) -> Result<std::net::TcpListener, String> {
+    use std::os::fd::{BorrowedFd, FromRawFd};
     let bad = |why: String| format!("--listen-fd {fd}: {why}");
-    let mut listening: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `listening`; on a
-    // descriptor that is not a socket it fails without side effects.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ACCEPTCONN,
-            (&mut listening as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(bad(std::io::Error::last_os_error().to_string()));
+    if fd < 0 {
+        return Err(bad(
+            std::io::Error::from(rustix::io::Errno::BADF).to_string()
+        ));
     }
-    if listening == 0 {
-        return Err(bad("not a listening socket".into()));
+    // SAFETY: `fd` is not -1 (checked above), was inherited open for this
+    // purpose and is only borrowed for this check (a number naming no
+    // descriptor makes getsockopt fail with EBADF; one that is not a
+    // socket, with ENOTSOCK).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    match rustix::net::sockopt::socket_acceptconn(borrowed) {
+        Ok(true) => {}
+        Ok(false) => return Err(bad("not a listening socket".into())),
+        Err(e) => return Err(bad(std::io::Error::from(e).to_string())),
     }
-    use std::os::fd::FromRawFd;
     // SAFETY: `fd` is an open listening socket (checked above) that this
     // process inherited for this purpose and nothing else owns.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
