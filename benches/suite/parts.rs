@@ -1,0 +1,244 @@
+//! The benchmark parts (which program, on how many ranks, how to read its
+//! output) and the configurations each runs: vpml with and without the
+//! pessimist protocol, and the reference MPIs where a C program exists.
+
+use serde_json::{Value, json};
+
+use super::Part;
+use super::common::{Config, FLAVOURS, example, reference, vpml_run_with};
+
+fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
+    let b = v["bytes"].as_u64().unwrap_or(0);
+    let mut out = Vec::new();
+    if let Some(l) = v["latency_us"].as_f64() {
+        out.push(("latency_us".into(), b, l));
+    }
+    // vpml's own programs also give the median round trip.
+    if let Some(l) = v["latency_p50_us"].as_f64() {
+        out.push(("latency_p50_us".into(), b, l));
+    }
+    if let Some(bw) = v["bandwidth_mbs"].as_f64() {
+        out.push(("bandwidth_mbs".into(), b, bw));
+    }
+    out
+}
+
+fn parse_collective(v: &Value) -> Vec<(String, u64, f64)> {
+    match (v["op"].as_str(), v["bytes"].as_u64(), v["us"].as_f64()) {
+        (Some(op), Some(b), Some(us)) => vec![(format!("{op}_us"), b, us)],
+        _ => Vec::new(),
+    }
+}
+
+fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
+    v["elapsed_s"]
+        .as_f64()
+        .map(|s| vec![("elapsed_s".to_string(), 0, s)])
+        .unwrap_or_default()
+}
+
+/// A ping-pong part for one of the protocol's targets: vpml with and
+/// without it only, in the steady state, four pairs of runs per round. One
+/// run's figures are steady, but they move by up to ±10 % from one run
+/// (pair of processes) to the next here: a target wants many short runs,
+/// not a few long ones.
+const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) -> Part {
+    Part {
+        name,
+        example: "pingpong",
+        c_source: None,
+        ranks: &[2],
+        args,
+        parse: parse_pingpong,
+        tcp: false,
+        steady: &["--checkpoint-every-mib", "16"],
+        repeats: 4,
+        nogc: false,
+    }
+}
+
+pub(crate) const PARTS: [Part; 7] = [
+    Part {
+        name: "pingpong-tcp",
+        example: "pingpong",
+        c_source: Some("pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+        tcp: true,
+        steady: &[],
+        repeats: 1,
+        nogc: false,
+    },
+    Part {
+        name: "pingpong",
+        example: "pingpong",
+        c_source: Some("pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+        tcp: false,
+        steady: &["--checkpoint-every-mib", "16"],
+        repeats: 1,
+        nogc: true,
+    },
+    // Small-message latency, for its target.
+    protocol_pingpong("latency", &["--json", "--max", "1024"]),
+    // Bandwidth at 1-4 MiB, for its target.
+    protocol_pingpong("bandwidth", &["--json", "--min", "1048576"]),
+    Part {
+        name: "anysource",
+        example: "anysource-pingpong",
+        c_source: Some("anysource_pingpong.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_pingpong,
+        tcp: false,
+        steady: &[],
+        repeats: 1,
+        nogc: false,
+    },
+    Part {
+        name: "collectives",
+        example: "collbench",
+        c_source: Some("collectives.c"),
+        ranks: &[2, 4, 8],
+        args: &["--json"],
+        parse: parse_collective,
+        tcp: false,
+        steady: &[],
+        repeats: 1,
+        nogc: false,
+    },
+    Part {
+        name: "heat3d",
+        example: "heat3d",
+        c_source: None,
+        ranks: &[4],
+        args: &["--size", "small", "--steps", "50", "--timing"],
+        parse: parse_heat3d,
+        tcp: false,
+        steady: &[],
+        // About 1 s a run, with 4 ranks taking turns on the cores: one
+        // run's time varies by ±10 % here, so one pair per round is not
+        // enough to tell a 5 % overhead.
+        repeats: 4,
+        nogc: false,
+    },
+];
+
+/// heat3d prints `key value` lines; turn the elapsed time into JSON.
+pub(crate) fn heat3d_json(c: &Config) -> Result<Vec<Value>, String> {
+    let out = std::process::Command::new("timeout")
+        .arg("600")
+        .args(&c.cmd)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            c.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("elapsed_s ")?.trim().parse::<f64>().ok())
+        .map(|s| json!({ "elapsed_s": s }))
+        .collect())
+}
+
+/// The largest message `vpml-pessimist-nogc` sends.
+const NOGC_MAX: usize = 64 << 10;
+
+/// The configuration running MPICH's build of the C program on vpml.
+pub(crate) const MPICH_ON_VPML: &str = "mpich-on-vpml";
+
+pub(crate) fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
+    let program = example(part.example)?;
+    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let transport: &[&str] = if part.tcp {
+        &["--transport", "tcp"]
+    } else {
+        &[]
+    };
+    let steady: Vec<String> = part.steady.iter().map(|a| a.to_string()).collect();
+    let pessimist = |name: &str, program_args: Vec<String>| Config {
+        name: name.into(),
+        cmd: [
+            vpml_run_with(
+                ranks,
+                &[transport, &["--protocol", "pessimist"]].concat(),
+                &program,
+            ),
+            program_args,
+        ]
+        .concat(),
+        envs: vec![],
+    };
+    let mut out = vec![
+        Config {
+            name: "vpml".into(),
+            cmd: [
+                vpml_run_with(ranks, transport, &program),
+                args.clone(),
+                steady.clone(),
+            ]
+            .concat(),
+            envs: vec![],
+        },
+        pessimist("vpml-pessimist", [args.clone(), steady.clone()].concat()),
+    ];
+    if part.nogc {
+        // Up to 64 KiB: beyond, the log of a run without checkpoints grows
+        // to over 15 GB in /dev/shm, which measures this machine's memory
+        // reclaim, not logging, and slows the runs after it.
+        let small = ["--max".to_string(), NOGC_MAX.to_string()];
+        out.push(pessimist(
+            "vpml-pessimist-nogc",
+            [args.clone(), small.to_vec()].concat(),
+        ));
+    }
+    match part.c_source {
+        Some(src) => {
+            for f in FLAVOURS {
+                if part.tcp && f != "openmpi" {
+                    println!(
+                        "# {}: skipping {f}: only Open MPI's tcp BTL is compared",
+                        part.name
+                    );
+                    continue;
+                }
+                match reference(f, src, ranks) {
+                    Ok(mut c) => {
+                        if part.tcp {
+                            c.cmd.splice(
+                                1..1,
+                                ["--mca".to_string(), "btl".into(), "tcp,self".into()],
+                            );
+                        }
+                        c.cmd.extend(args.iter().cloned());
+                        // The same MPICH binary on vpml's MPICH-ABI library.
+                        if f == "mpich"
+                            && let Some(at) = c.cmd.iter().position(|a| a == "--name")
+                        {
+                            let exe = std::path::PathBuf::from(&c.cmd[at - 1]);
+                            let mut cmd = vpml_run_with(ranks, transport, &exe);
+                            cmd.extend(["--name".to_string(), MPICH_ON_VPML.into()]);
+                            cmd.extend(args.iter().cloned());
+                            out.push(Config {
+                                name: MPICH_ON_VPML.into(),
+                                cmd,
+                                envs: vec![],
+                            });
+                        }
+                        out.push(c);
+                    }
+                    Err(why) => println!("# {}: skipping {f}: {why}", part.name),
+                }
+            }
+        }
+        None => println!("# {}: no C reference program; vpml only", part.name),
+    }
+    Ok(out)
+}

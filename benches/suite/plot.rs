@@ -1,0 +1,178 @@
+//! SVG plots of the suite's medians with plotters.
+
+use plotters::prelude::*;
+
+use super::Table;
+
+const COLOURS: [RGBColor; 4] = [
+    RGBColor(200, 30, 30),
+    RGBColor(30, 90, 200),
+    RGBColor(40, 150, 60),
+    RGBColor(140, 80, 160),
+];
+
+fn out(name: &str) -> std::path::PathBuf {
+    let dir = super::common::target_dir();
+    dir.parent().unwrap_or(&dir).join("bench-report").join(name)
+}
+
+/// One line per configuration of `metric` in `part` against bytes.
+fn lines(
+    table: &Table,
+    part: &str,
+    metric: &str,
+    title: &str,
+    unit: &str,
+    file: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut series: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
+    for ((p, _, m, x), by) in table {
+        if p == part && m == metric {
+            for (c, v) in by {
+                if v.is_finite() && *v > 0.0 {
+                    series
+                        .entry(c.clone())
+                        .or_default()
+                        .push(((*x).max(1) as f64, *v));
+                }
+            }
+        }
+    }
+    if series.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<(f64, f64)> = series.values().flatten().copied().collect();
+    let (xmax, ymin, ymax) = all
+        .iter()
+        .fold((1f64, f64::MAX, 0f64), |(a, b, c), &(x, y)| {
+            (a.max(x), b.min(y), c.max(y))
+        });
+    let path = out(file);
+    let root = SVGBackend::new(&path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (1f64..xmax * 1.5).log_scale(),
+            (ymin * 0.7..ymax * 1.4).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc(unit)
+        .draw()?;
+    // vpml first, so it always gets the first colour.
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
+    series.sort_by_key(|(name, _)| name != "vpml");
+    for (i, (name, pts)) in series.into_iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        chart
+            .draw_series(LineSeries::new(pts, colour.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    root.present()?;
+    println!("# plot {}", path.display());
+    Ok(())
+}
+
+/// Bars: one group per (part, ranks, metric, x) row, one bar per configuration.
+fn bars(
+    table: &Table,
+    parts: &[&str],
+    title: &str,
+    file: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let rows: Vec<(String, &std::collections::BTreeMap<String, f64>)> = table
+        .iter()
+        .filter(|((p, ..), _)| parts.contains(&p.as_str()))
+        .map(|((p, r, m, x), by)| (format!("{p} {m} {x}B n={r}"), by))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let configs: Vec<String> = {
+        let mut c: Vec<String> = rows.iter().flat_map(|(_, by)| by.keys().cloned()).collect();
+        c.sort();
+        c.dedup();
+        c.sort_by_key(|name| name != "vpml");
+        c
+    };
+    let path = out(file);
+    let height = 120 + 26 * rows.len() as u32 * configs.len() as u32;
+    let root = SVGBackend::new(&path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title_area = root.titled(title, ("sans-serif", 22))?;
+    let (w, _) = title_area.dim_in_pixel();
+    let mut y = 20i32;
+    for (label, by) in &rows {
+        title_area.draw(&Text::new(label.clone(), (10, y), ("sans-serif", 15)))?;
+        y += 18;
+        // Normalise each group to its vpml value (bars show ratio to vpml).
+        let base = by.get("vpml").copied().unwrap_or(1.0).max(1e-12);
+        for (i, c) in configs.iter().enumerate() {
+            let Some(v) = by.get(c) else { continue };
+            let len = ((v / base) * 300.0).clamp(1.0, w as f64 - 320.0) as i32;
+            let colour = COLOURS[i % COLOURS.len()];
+            title_area.draw(&Rectangle::new(
+                [(150, y), (150 + len, y + 16)],
+                colour.filled(),
+            ))?;
+            title_area.draw(&Text::new(
+                format!("{c}: {v:.3} ({:.2}x vpml)", v / base),
+                (160 + len, y + 2),
+                ("sans-serif", 13),
+            ))?;
+            y += 20;
+        }
+        y += 8;
+    }
+    root.present()?;
+    println!("# plot {}", path.display());
+    Ok(())
+}
+
+/// Every plot the suite makes.
+pub fn all(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
+    lines(
+        table,
+        "pingpong",
+        "latency_us",
+        "Ping-pong one-way latency",
+        "µs",
+        "latency.svg",
+    )?;
+    lines(
+        table,
+        "pingpong",
+        "bandwidth_mbs",
+        "Ping-pong bandwidth (window of 64)",
+        "MB/s",
+        "bandwidth.svg",
+    )?;
+    lines(
+        table,
+        "anysource",
+        "latency_us",
+        "ANY_SOURCE ping-pong latency",
+        "µs",
+        "anysource.svg",
+    )?;
+    bars(
+        table,
+        &["collectives", "heat3d"],
+        "Collectives (µs per call) and heat3d (s), bar length relative to vpml",
+        "applications.svg",
+    )?;
+    Ok(())
+}

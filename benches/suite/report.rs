@@ -1,0 +1,202 @@
+//! The suite's tables: medians over rounds, the ratios to vpml and to the
+//! reference MPIs, and the pessimist protocol's overhead against its
+//! targets.
+
+use std::collections::BTreeMap;
+
+use super::common::median;
+use super::parts::MPICH_ON_VPML;
+use super::{RowKey, Sample, Table};
+
+pub(crate) fn medians(samples: &[Sample]) -> Table {
+    let mut grouped: BTreeMap<RowKey, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    for s in samples {
+        grouped
+            .entry((s.part.to_string(), s.ranks, s.metric.clone(), s.x))
+            .or_default()
+            .entry(s.config.clone())
+            .or_default()
+            .push(s.value);
+    }
+    grouped
+        .into_iter()
+        .map(|(k, by)| (k, by.into_iter().map(|(c, v)| (c, median(v))).collect()))
+        .collect()
+}
+
+/// The pessimist protocol's targets in one place: ping-pong latency
+/// overhead up to 1 KiB (mean and median round trip; from `pingpong` and
+/// from the many short runs of `latency`), bandwidth ratio at 1-4 MiB
+/// (from `pingpong` and from the many short runs of `bandwidth`), and
+/// heat3d's time. Each size's ratio pessimist / vpml is taken within a
+/// pair of runs (next to each other in time, so the machine's drift
+/// cancels) and then the median over pairs; the line gives the geometric
+/// mean of those over the sizes, and their range. A second line gives the
+/// spread of single pairs.
+pub(crate) fn print_protocol_overhead(samples: &[Sample]) {
+    let value = |part: &str, config: &str, metric: &str, x: u64, pair: usize| {
+        samples
+            .iter()
+            .find(|s| {
+                s.part == part
+                    && s.config == config
+                    && s.metric == metric
+                    && s.x == x
+                    && s.pair == pair
+            })
+            .map(|s| s.value)
+    };
+    let geometric_mean = |v: &[f64]| (v.iter().map(|v| v.ln()).sum::<f64>() / v.len() as f64).exp();
+    let pairs = samples.iter().map(|s| s.pair).max().unwrap_or(0);
+    let latency = 0..=1024u64;
+    for (part, what, metric, sizes) in [
+        (
+            "pingpong",
+            "latency 0 B-1 KiB (mean)",
+            "latency_us",
+            latency.clone(),
+        ),
+        (
+            "pingpong",
+            "latency 0 B-1 KiB (median)",
+            "latency_p50_us",
+            latency.clone(),
+        ),
+        (
+            "latency",
+            "latency 0 B-1 KiB (mean)",
+            "latency_us",
+            latency.clone(),
+        ),
+        (
+            "latency",
+            "latency 0 B-1 KiB (median)",
+            "latency_p50_us",
+            latency,
+        ),
+        (
+            "pingpong",
+            "bandwidth 1-4 MiB",
+            "bandwidth_mbs",
+            1 << 20..=4 << 20,
+        ),
+        (
+            "bandwidth",
+            "bandwidth 1-4 MiB",
+            "bandwidth_mbs",
+            1 << 20..=4 << 20,
+        ),
+        ("heat3d", "heat3d time", "elapsed_s", 0..=0),
+    ] {
+        let mut xs: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.part == part && s.metric == metric && sizes.contains(&s.x))
+            .map(|s| s.x)
+            .collect();
+        xs.sort_unstable();
+        xs.dedup();
+        // ratio[pair][size], where both runs of the pair gave the size.
+        let ratio: Vec<Vec<Option<f64>>> = (1..=pairs)
+            .map(|k| {
+                xs.iter()
+                    .map(|&x| {
+                        let r = value(part, "vpml-pessimist", metric, x, k)?
+                            / value(part, "vpml", metric, x, k)?;
+                        r.is_finite().then_some(r)
+                    })
+                    .collect()
+            })
+            .collect();
+        let per_size: Vec<f64> = (0..xs.len())
+            .filter_map(|i| {
+                let r: Vec<f64> = ratio.iter().filter_map(|pair| pair[i]).collect();
+                (!r.is_empty()).then(|| median(r))
+            })
+            .collect();
+        if per_size.is_empty() {
+            continue;
+        }
+        let lo = per_size.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = per_size.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "# pessimist / vpml, {what}, {part}: geometric mean {:.3} over {} size(s) (range {lo:.2}-{hi:.2}; per size, the median over pairs of runs of the ratio within a pair)",
+            geometric_mean(&per_size),
+            per_size.len()
+        );
+        // How far single pairs of runs spread: each complete pair's
+        // geometric mean over the sizes.
+        let pair_ratios: Vec<f64> = ratio
+            .iter()
+            .filter_map(|pair| pair.iter().copied().collect::<Option<Vec<f64>>>())
+            .filter(|r| !r.is_empty())
+            .map(|r| geometric_mean(&r))
+            .collect();
+        let complete = pair_ratios.len();
+        if complete > 0 {
+            let (q1, q3) = quartiles(pair_ratios);
+            println!(
+                "#   {complete} pair(s) of runs; quartiles of a pair's ratio {q1:.3} and {q3:.3}"
+            );
+        }
+    }
+}
+
+/// First and third quartiles (the medians of the lower and upper halves).
+fn quartiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let half = v.len() / 2;
+    let upper = v.len() - half;
+    (
+        median(v[..half.max(1)].to_vec()),
+        median(v[upper.min(v.len() - 1)..].to_vec()),
+    )
+}
+
+pub(crate) fn print_tables(table: &Table, rounds: usize) {
+    let mut last = String::new();
+    let mut refs: Vec<String> = Vec::new();
+    for ((part, ranks, metric, x), by) in table {
+        if *part != last {
+            // Columns: every configuration any row of this part has (some
+            // metrics only come from some configurations).
+            refs = table
+                .iter()
+                .filter(|((p, ..), _)| p == part)
+                .flat_map(|(_, by)| by.keys().filter(|c| *c != "vpml").cloned())
+                .collect();
+            refs.sort();
+            refs.dedup();
+            println!(
+                "\n## {part} — medians of {rounds} round(s); ratio: vpml / reference MPI, \
+                 vpml-pessimist / vpml (protocol overhead), mpich-on-vpml / mpich (the \
+                 same MPICH binary on vpml's library and on MPICH)"
+            );
+            print!(
+                "{:>5} {:>14} {:>9} {:>12}",
+                "ranks", "metric", "bytes", "vpml"
+            );
+            for r in &refs {
+                print!(" {:>12} {:>6}", r, "ratio");
+            }
+            println!();
+            last = part.clone();
+        }
+        let v = by.get("vpml").copied().unwrap_or(f64::NAN);
+        print!("{ranks:>5} {metric:>14} {x:>9} {v:>12.3}");
+        for r in &refs {
+            let Some(&o) = by.get(r) else {
+                print!(" {:>12} {:>6}", "-", "-");
+                continue;
+            };
+            let ratio = if r.starts_with("vpml-") {
+                o / v
+            } else if r == MPICH_ON_VPML {
+                o / by.get("mpich").copied().unwrap_or(f64::NAN)
+            } else {
+                v / o
+            };
+            print!(" {o:>12.3} {ratio:>6.2}");
+        }
+        println!();
+    }
+}
