@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
+use rustix::process::Signal;
 use vpml_pml::bootstrap::env;
 
 use crate::event::Event;
@@ -128,15 +129,13 @@ pub(crate) enum Backend<'a> {
 }
 
 impl Backend<'_> {
-    pub(crate) fn signal(&self, rank: usize, sig: i32) {
+    pub(crate) fn signal(&self, rank: usize, sig: Signal) {
         match self {
-            Backend::Local { pids, .. } => {
-                // SAFETY: plain syscall on a child we have not reaped.
-                unsafe { libc::kill(pids[rank], sig) };
-            }
+            // A child we have not reaped.
+            Backend::Local { pids, .. } => crate::process::signal(pids[rank], sig),
             Backend::Agents {
                 agents, placement, ..
-            } => agents.command(placement[rank], &format!("KILL {rank} {sig}")),
+            } => agents.command(placement[rank], &format!("KILL {rank} {}", sig.as_raw())),
         }
     }
 

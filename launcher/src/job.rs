@@ -243,8 +243,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 Ok(pid) => pids.push(pid),
                 Err(e) => {
                     for &pid in &pids {
-                        // SAFETY: plain syscall on a child we have not reaped.
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                        // A child we have not reaped.
+                        crate::process::signal(pid, rustix::process::Signal::KILL);
                     }
                     return Err(e);
                 }
@@ -391,15 +391,17 @@ fn resolve_program(program: &OsString) -> Result<PathBuf, Error> {
 }
 
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    // `None` is unlimited; raising the soft limit to the hard one is always
+    // allowed, and a failure only leaves the limit as it was.
+    let below_hard = match (lim.current, lim.maximum) {
+        (Some(cur), Some(max)) => cur < max,
+        (Some(_), None) => true,
+        (None, _) => false,
     };
-    // SAFETY: valid out-pointer; raising the soft limit to the hard one is always allowed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
+    if below_hard {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
     }
 }

@@ -8,26 +8,39 @@ use crossbeam_channel::Sender;
 
 use crate::event::Event;
 
-/// Runs in the child between fork and exec.
+/// Runs in the child between fork and exec (raw system calls only).
 pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Result<()> {
-    // SAFETY: prctl/getppid/sched_setaffinity are async-signal-safe and get
-    // valid arguments.
-    unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // The launcher may have died before prctl took effect.
-        if libc::getppid() as u32 != launcher_pid {
-            return Err(std::io::Error::other("launcher exited during start-up"));
-        }
-        if let Some(core) = core {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(core, &mut set);
-            // Binding is an optimisation: ignore failure (e.g. restricted cpusets).
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
+    use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
+    set_parent_process_death_signal(Some(Signal::KILL))?;
+    // The launcher may have died before prctl took effect.
+    if Pid::as_raw(getppid()) as u32 != launcher_pid {
+        return Err(std::io::Error::other("launcher exited during start-up"));
+    }
+    if let Some(core) = core {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(core);
+        // Binding is an optimisation: ignore failure (e.g. restricted cpusets).
+        let _ = rustix::thread::sched_setaffinity(None, &set);
     }
     Ok(())
+}
+
+/// `pid` as a process id for rustix; `None` for 0 and negative numbers,
+/// which `kill` would take for process groups.
+fn pid_of(pid: i32) -> Option<rustix::process::Pid> {
+    if pid > 0 {
+        rustix::process::Pid::from_raw(pid)
+    } else {
+        None
+    }
+}
+
+/// Send `sig` to our child `pid`, alive or a zombie (not yet reaped, so
+/// the pid is still its own). Failure is ignored: it may be gone already.
+pub(crate) fn signal(pid: i32, sig: rustix::process::Signal) {
+    if let Some(pid) = pid_of(pid) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
 }
 
 /// Report the exit of `child` without reaping it: the main loop reaps it
@@ -50,24 +63,29 @@ pub(crate) fn watch_exit(rank: usize, incarnation: u32, child: Child, tx: Sender
 /// Block until child `pid` exits and return how; it stays a zombie (its
 /// pid cannot be reused, so signalling it stays safe) until [`reap`].
 pub(crate) fn wait_exit_unreaped(pid: u32) -> ExitStatus {
-    // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    // Status 1 if it cannot be waited for (not a child of ours).
+    let failed = ExitStatus::from_raw(1 << 8);
+    let Some(pid) = i32::try_from(pid).ok().and_then(pid_of) else {
+        return failed;
+    };
     loop {
-        // SAFETY: waitid on our own child with a valid out-pointer;
-        // WNOWAIT leaves it waitable (a zombie) for `reap`.
-        let rc =
-            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
-        if rc == 0 {
-            // SAFETY: waitid succeeded, so the SIGCHLD fields are set.
-            let st = unsafe { info.si_status() };
-            return if info.si_code == libc::CLD_EXITED {
-                ExitStatus::from_raw((st & 0xff) << 8)
-            } else {
-                ExitStatus::from_raw(st & 0x7f)
-            };
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return ExitStatus::from_raw(1 << 8);
+        // NOWAIT leaves it waitable (a zombie) for `reap`.
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(Some(info)) => {
+                return match (info.exit_status(), info.terminating_signal()) {
+                    (Some(code), _) => ExitStatus::from_raw((code & 0xff) << 8),
+                    (None, Some(sig)) => ExitStatus::from_raw(sig & 0x7f),
+                    // Only exits are waited for: not reached.
+                    (None, None) => failed,
+                };
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            // `Ok(None)` only comes with NOHANG, not asked for.
+            Ok(None) | Err(_) => return failed,
         }
     }
 }
@@ -75,9 +93,11 @@ pub(crate) fn wait_exit_unreaped(pid: u32) -> ExitStatus {
 /// Collect an exited child reported by [`watch_exit`] or
 /// [`wait_exit_unreaped`].
 pub(crate) fn reap(pid: i32) {
-    let mut st = 0;
-    // SAFETY: the child has exited (waitid said so) and nobody else waits for it.
-    unsafe { libc::waitpid(pid, &mut st, 0) };
+    if let Some(pid) = pid_of(pid) {
+        // The child has exited (waitid said so) and nobody else waits for
+        // it; a failure leaves nothing to collect.
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
 }
 
 /// Now, in nanoseconds since the Unix epoch, as a rank's

@@ -16,6 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
+use rustix::process::Signal;
 
 use crate::cli::SenderLogKind;
 use crate::event::Event;
@@ -244,10 +245,9 @@ impl ProtocolSetup {
         // Exits from now on are the ones asked for.
         self.tx = None;
         for l in self.loggers.iter().filter(|l| l.watcher.is_some()) {
-            // SAFETY: signalling our own child, alive or a zombie: it is
-            // reaped (by this function or `restart_logger`) only after its
-            // watcher is taken.
-            unsafe { libc::kill(l.pid as i32, libc::SIGTERM) };
+            // Our child, alive or a zombie: it is reaped (by this function
+            // or `restart_logger`) only after its watcher is taken.
+            crate::process::signal(l.pid as i32, Signal::TERM);
         }
         for l in &mut self.loggers {
             if let Some(w) = l.watcher.take() {
@@ -303,9 +303,9 @@ impl ProtocolSetup {
     /// SIGKILL to event logger `index` (testing aid).
     pub(crate) fn kill_logger(&self, index: usize) {
         if let Some(l) = self.loggers.get(index).filter(|l| l.watcher.is_some()) {
-            // SAFETY: signalling our own child, alive or a zombie (reaped
-            // only after its watcher is taken).
-            unsafe { libc::kill(l.pid as i32, libc::SIGKILL) };
+            // Our child, alive or a zombie (reaped only after its watcher
+            // is taken).
+            crate::process::signal(l.pid as i32, Signal::KILL);
         }
     }
 
@@ -396,12 +396,17 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
             .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next())
             .and_then(|p| p.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+            .and_then(rustix::process::Pid::from_raw)
         else {
             continue;
         };
-        // SAFETY: signal 0 only checks whether the process exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0
-            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        // Signal 0 only checks whether the process exists (EPERM: it does,
+        // as another user's).
+        let alive = matches!(
+            rustix::process::test_kill_process(pid),
+            Ok(()) | Err(rustix::io::Errno::PERM)
+        );
         if !alive {
             match std::fs::remove_dir_all(e.path()) {
                 Ok(()) => eprintln!(
@@ -425,7 +430,7 @@ fn start_logger(
     listener: &std::net::TcpListener,
     fault_point: Option<&str>,
 ) -> Result<(Child, String), LoggerStartError> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, BorrowedFd};
     let fd = listener.as_raw_fd();
     let exe = std::env::current_exe().map_err(LoggerStartError::CurrentExe)?;
     let parent = std::process::id();
@@ -442,18 +447,18 @@ fn start_logger(
     if let Some(p) = fault_point {
         cmd.env(vpml_fault_points::ENV, p);
     }
-    // SAFETY: only async-signal-safe calls (dup2, fcntl, prctl, getppid)
-    // between fork and exec; `fd` is the listener, open in this process
-    // (and so in the child) while `listener` is borrowed.
+    // SAFETY: only raw system calls (fcntl or dup2, then those of
+    // `child_setup`) between fork and exec; `fd` is the listener, open in
+    // this process (and so in the child) while `listener` is borrowed.
     unsafe {
         cmd.pre_exec(move || {
             // The listener becomes descriptor 3, open across exec.
-            let kept = if fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, 3)
-            };
-            if kept < 0 {
+            if fd == 3 {
+                let listener = BorrowedFd::borrow_raw(fd);
+                rustix::io::fcntl_setfd(listener, rustix::io::FdFlags::empty())?;
+            } else if libc::dup2(fd, 3) < 0 {
+                // Raw libc: rustix's dup2 replaces an `OwnedFd`, and
+                // descriptor 3 need not be open here.
                 return Err(std::io::Error::last_os_error());
             }
             crate::process::child_setup(parent, None)

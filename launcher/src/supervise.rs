@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
+use rustix::process::Signal;
 
 use crate::RunArgs;
 use crate::backend::Backend;
@@ -24,7 +25,12 @@ pub const TIMEOUT_EXIT: u8 = 124;
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// Signals a user stops a job with: a rank they kill is not restarted.
-const USER_STOP_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+const USER_STOP_SIGNALS: [i32; 4] = [
+    Signal::INT.as_raw(),
+    Signal::TERM.as_raw(),
+    Signal::HUP.as_raw(),
+    Signal::QUIT.as_raw(),
+];
 
 /// How a rank's process ended, as the supervisor sees it.
 enum Death {
@@ -224,7 +230,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                     now.duration_since(self.start).as_secs_f64()
                 );
                 self.killed_at[rank] = Some(now);
-                self.backend.signal(rank, libc::SIGKILL);
+                self.backend.signal(rank, Signal::KILL);
             }
         }
         while let Some(&inj) = self.injections.get(self.next_injection)
@@ -237,7 +243,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             self.inject(&inj, now);
         }
         if self.kill_at.is_some_and(|t| now >= t) {
-            self.signal_all(&self.live(), libc::SIGKILL);
+            self.signal_all(&self.live(), Signal::KILL);
             self.kill_at = None;
         }
         if self.deadline.is_some_and(|t| now >= t) && self.failure.is_none() {
@@ -248,7 +254,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 targets.len()
             );
             self.failure = Some(TIMEOUT_EXIT);
-            self.signal_all(&targets, libc::SIGKILL);
+            self.signal_all(&targets, Signal::KILL);
         }
         if self.deadline.is_some_and(|t| now >= t) {
             self.deadline = None;
@@ -282,7 +288,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 self.killed_at[rank] = Some(now);
                 self.corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
                 self.lose_files_before_restart[rank] |= inj.lose_files;
-                self.backend.signal(rank, libc::SIGKILL);
+                self.backend.signal(rank, Signal::KILL);
             }
             Target::Rank(_) => {}
         }
@@ -412,10 +418,14 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 targets.len()
             );
             self.failure = Some(128 + sig as u8);
-            self.signal_all(&targets, sig);
+            // The handler watches named signals only (INT, TERM, HUP).
+            self.signal_all(
+                &targets,
+                Signal::from_named_raw(sig).unwrap_or(Signal::TERM),
+            );
             self.kill_at = Some(Instant::now() + TERM_GRACE);
         } else {
-            self.signal_all(&targets, libc::SIGKILL);
+            self.signal_all(&targets, Signal::KILL);
         }
     }
 
@@ -431,7 +441,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             ),
             Death::Lost(why) => (
                 format!("rank {rank} died: {why}"),
-                128 + libc::SIGKILL as u8,
+                128 + Signal::KILL.as_raw() as u8,
             ),
         };
         if self.restartable && self.all_finalized && self.finalized[rank] {
@@ -543,7 +553,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
         if self.failure.is_none() {
             eprintln!("vpml run: {msg}");
             self.failure = Some(code);
-            self.signal_all(&self.live(), libc::SIGTERM);
+            self.signal_all(&self.live(), Signal::TERM);
             self.kill_at = Some(Instant::now() + TERM_GRACE);
         }
     }
@@ -553,7 +563,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
         (0..self.alive.len()).filter(|&r| self.alive[r]).collect()
     }
 
-    fn signal_all(&self, ranks: &[usize], sig: i32) {
+    fn signal_all(&self, ranks: &[usize], sig: Signal) {
         for &r in ranks {
             self.backend.signal(r, sig);
         }
@@ -561,18 +571,18 @@ impl<'a, 'b> Supervisor<'a, 'b> {
 }
 
 fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
+    match Signal::from_named_raw(sig) {
+        Some(Signal::HUP) => "SIGHUP",
+        Some(Signal::INT) => "SIGINT",
+        Some(Signal::QUIT) => "SIGQUIT",
+        Some(Signal::ILL) => "SIGILL",
+        Some(Signal::ABORT) => "SIGABRT",
+        Some(Signal::BUS) => "SIGBUS",
+        Some(Signal::FPE) => "SIGFPE",
+        Some(Signal::KILL) => "SIGKILL",
+        Some(Signal::SEGV) => "SIGSEGV",
+        Some(Signal::PIPE) => "SIGPIPE",
+        Some(Signal::TERM) => "SIGTERM",
         _ => "signal",
     }
 }

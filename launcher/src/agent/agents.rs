@@ -4,7 +4,6 @@
 
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -128,13 +127,13 @@ impl Agents {
                             secs: timeout.as_secs_f64(),
                         });
                     }
-                    let mut fd = libc::pollfd {
-                        fd: listener.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
+                    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+                    let slice = Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 100_000_000,
                     };
-                    // SAFETY: one valid pollfd for the call.
-                    unsafe { libc::poll(&mut fd, 1, 100) };
+                    // Woken, timed out or interrupted: accept again either way.
+                    let _ = poll(&mut [PollFd::new(&listener, PollFlags::IN)], Some(&slice));
                 }
                 Err(e) => return Err(Error::AcceptAgents(e)),
             }
@@ -161,8 +160,8 @@ impl Agents {
     /// SIGKILL the agent of `host` (testing aid; its ranks die with it).
     pub(crate) fn kill(&self, host: usize) {
         if let Some(c) = self.children.get(host) {
-            // SAFETY: plain syscall on our child (reaped in `stop`).
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            // Our child (reaped in `stop`).
+            crate::process::signal(c.id() as i32, rustix::process::Signal::KILL);
         }
     }
 

@@ -30,6 +30,7 @@ use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rustix::process::Signal;
 use vpml_pml::bootstrap::env;
 
 pub(crate) use agents::{Agents, OutputFn, Rendezvous};
@@ -181,9 +182,14 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
                 }
                 "KILL" => {
                     let (rank, sig) = (num()?, num()? as i32);
+                    // The launcher sends only named signals (KILL, TERM, INT, HUP).
+                    let Some(sig) = Signal::from_named_raw(sig) else {
+                        tracing::warn!("ignored KILL {rank} with unknown signal {sig}");
+                        continue;
+                    };
                     if let Some(&pid) = lock(&state).pids.get(&rank) {
-                        // SAFETY: plain syscall on a child we have not reaped.
-                        unsafe { libc::kill(pid, sig) };
+                        // A child we have not reaped.
+                        crate::process::signal(pid, sig);
                     }
                 }
                 other => return Err(AgentError::UnknownCommand(other.to_string())),
@@ -193,8 +199,8 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
     })();
     // The launcher is gone (or told nonsense): nothing may outlive it.
     for &pid in lock(&state).pids.values() {
-        // SAFETY: plain syscall on our own children.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // Our own children, not yet reaped.
+        crate::process::signal(pid, Signal::KILL);
     }
     result
 }
