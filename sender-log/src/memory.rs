@@ -79,7 +79,11 @@ fn prefetch_for_write(byte: &u8) {
 pub(crate) fn preallocate(file: &File, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::other("segment too large"))?;
-    // SAFETY: plain syscall on a descriptor we own.
+    // SAFETY: a C library call on a descriptor we own (borrowed from `file`
+    // for the call), no pointers. Raw libc on purpose: rustix's `fallocate`
+    // is the bare system call, while the C library's posix_fallocate also
+    // reserves the blocks by writing them where the file system has no
+    // fallocate.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
     if rc == 0 {
         Ok(())
