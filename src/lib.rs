@@ -21,8 +21,8 @@ pub use vpml_pml::*;
 /// from `vpml-vprotocol`.
 pub fn init() -> Result<World> {
     use vpml_vprotocol::ProtocolName;
-    vpml_pml::init_with(|job| match ProtocolName::from_env()? {
-        ProtocolName::Replay => vpml_replay::from_env(job),
-        ProtocolName::None | ProtocolName::Pessimist => vpml_vprotocol::from_env(job),
+    vpml_pml::init_with(|cfg| match cfg.protocol.name {
+        ProtocolName::Replay => vpml_replay::build(cfg),
+        ProtocolName::None | ProtocolName::Pessimist => vpml_vprotocol::build(cfg),
     })
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use rustix::process::Signal;
-use vpml_pml::bootstrap::env;
+use vpml_pml::config::var as env;
 
 use crate::event::Event;
 use crate::inject::{self, Target};
@@ -26,7 +26,6 @@ pub(crate) struct Spawner {
     pub(crate) kv_addr: String,
     pub(crate) token: String,
     pub(crate) fds: String,
-    pub(crate) stats: bool,
     pub(crate) ranks: usize,
     pub(crate) cores: usize,
     pub(crate) bind: bool,
@@ -57,7 +56,6 @@ impl Spawner {
             .env(env::KV_ADDR, &self.kv_addr)
             .env(env::TOKEN, &self.token)
             .env(env::MAILBOX_FDS, &self.fds)
-            .env(env::STATS, if self.stats { "1" } else { "" })
             .env(env::LOCAL_SIZE, self.ranks.to_string())
             .env(env::HOST_CORES, self.cores.to_string())
             .envs(self.protocol_envs.iter().map(|(k, v)| (k, v)))

@@ -29,6 +29,13 @@ pub enum Error {
     /// `--protocol` names no known protocol.
     #[error("unknown protocol {0:?} (known: none, pessimist)")]
     UnknownProtocol(String),
+    /// An address in `--event-logger-addrs` is not `host:port` with a
+    /// numeric host.
+    #[error("--event-logger-addrs: {0:?} is not an address (ip:port)")]
+    BadLoggerAddress(String),
+    /// A `VPML_*` setting in the environment is malformed.
+    #[error("{0}")]
+    Settings(#[source] vpml_pml::Error),
     /// `--replicas 0`.
     #[error("--replicas must be at least 1")]
     NoReplicas,

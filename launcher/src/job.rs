@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Sender, unbounded};
-use vpml_pml::bootstrap::env;
+use vpml_pml::config::{EngineSettings, var as env};
 
 use crate::backend::{Backend, Spawner};
 use crate::cli::{BindPolicy, RunArgs, SenderLogKind};
@@ -87,21 +87,22 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run")?;
-    let mut extra_envs: Vec<(String, String)> = protocol.envs.clone();
+    // The job-wide part of every rank's JobConfig: the engine's and the
+    // protocol's settings (the user's knobs among them read here).
+    let engine = EngineSettings {
+        stats: stats_env,
+        chaos: args.chaos,
+        ..EngineSettings::from_env().map_err(Error::Settings)?
+    };
+    let mut extra_envs: Vec<(String, String)> = engine.to_env();
+    extra_envs.extend(protocol.settings.to_env());
     if let Some(dir) = &mpi {
         extra_envs.push(("LD_LIBRARY_PATH".into(), loader_path_with(dir)));
-    }
-    if let Some(seed) = args.chaos {
-        extra_envs.push((env::CHAOS.to_string(), seed.to_string()));
     }
     let signals = watch_signals(tx.clone())?;
     let restartable = args.protocol != "none";
     let outputs = Arc::new(Outputs::new(args.ranks, args.tag_output));
-    let log_dir = protocol
-        .envs
-        .iter()
-        .find(|(k, _)| k == "VPML_LOG_DIR")
-        .map(|(_, v)| PathBuf::from(v));
+    let log_dir = protocol.settings.log_dir.clone();
     let mut forwarders = Vec::new();
     let (code, ended) = if let Some(hosts) = hosts {
         // Several hosts: every rank is started by its host's agent.
@@ -117,10 +118,6 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             (env::SIZE.to_string(), args.ranks.to_string()),
             (env::KV_ADDR.to_string(), kv_addr.clone()),
             (env::TOKEN.to_string(), token.clone()),
-            (
-                env::STATS.to_string(),
-                if stats_env { "1" } else { "" }.to_string(),
-            ),
             (
                 env::TRANSPORT.to_string(),
                 args.transport.as_str().to_string(),
@@ -221,7 +218,6 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             kv_addr,
             token,
             fds: fds.join(","),
-            stats: stats_env,
             ranks: args.ranks,
             cores,
             bind,

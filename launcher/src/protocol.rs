@@ -18,22 +18,19 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Sender;
 use rustix::process::Signal;
 
+use vpml_pml::config::{ProtocolName, ProtocolSettings, SenderLogMode};
+
 use crate::cli::SenderLogKind;
 use crate::event::Event;
 use crate::inject::{Plan, Target};
 use crate::{Error, RunArgs};
 
-/// Environment variables of the protocol layer (see `vpml-vprotocol`).
-const PROTOCOL: &str = "VPML_PROTOCOL";
-const EVENT_LOGGERS: &str = "VPML_EVENT_LOGGERS";
-const REPLICAS: &str = "VPML_REPLICAS";
-const LOG_DIR: &str = "VPML_LOG_DIR";
-
 /// A job's protocol: what the ranks are told and what must be stopped and
 /// removed afterwards.
 pub(crate) struct ProtocolSetup {
-    /// Environment for every rank.
-    pub envs: Vec<(String, String)>,
+    /// What every rank is told of the protocol (its part of the ranks'
+    /// `JobConfig`).
+    pub settings: ProtocolSettings,
     /// The one info line printed per job.
     pub info: String,
     loggers: Vec<StartedLogger>,
@@ -119,7 +116,7 @@ impl ProtocolSetup {
                 .collect(),
         };
         let mut setup = ProtocolSetup {
-            envs: vec![(PROTOCOL.into(), "none".into())],
+            settings: ProtocolSettings::default(),
             info: "protocol none".into(),
             loggers: Vec::new(),
             tokens: PathBuf::new(),
@@ -211,31 +208,40 @@ impl ProtocolSetup {
             },
             root.display()
         );
-        self.envs = vec![
-            (PROTOCOL.into(), "pessimist".into()),
-            (EVENT_LOGGERS.into(), addrs.join(",")),
-            (REPLICAS.into(), args.replicas.to_string()),
-            (LOG_DIR.into(), root.display().to_string()),
-            ("VPML_SENDER_LOG".into(), args.sender_log.as_str().into()),
-        ];
-        if !self.loggers.is_empty() {
-            // This launcher restarts them from their files when they die.
-            self.envs
-                .push(("VPML_LOGGERS_RESTARTED".into(), "1".into()));
+        let mut event_loggers = Vec::with_capacity(addrs.len());
+        for a in &addrs {
+            match a.parse() {
+                Ok(addr) => event_loggers.push(addr),
+                Err(_) => {
+                    self.stop();
+                    return Err(Error::BadLoggerAddress(a.clone()));
+                }
+            }
         }
-        if args.hosts.is_some() || args.hostfile.is_some() {
+        self.settings = ProtocolSettings {
+            name: ProtocolName::Pessimist,
+            event_loggers,
+            replicas: Some(args.replicas),
+            log_dir: Some(root),
+            sender_log: match args.sender_log {
+                SenderLogKind::File => SenderLogMode::File,
+                SenderLogKind::Memory => SenderLogMode::Memory,
+            },
+            // This launcher restarts the loggers it started from their
+            // files when they die.
+            loggers_restarted: !self.loggers.is_empty(),
             // A host may be lost with the files on it: checkpoints (and
             // the log records they keep for peers) are copied to the
             // loggers, for a restart on another host.
-            self.envs
-                .push(("VPML_CHECKPOINT_COPIES".into(), "loggers".into()));
-        }
-        if args.record.is_some() {
+            checkpoint_copies: args.hosts.is_some() || args.hostfile.is_some(),
             // A recording keeps every event and message (no garbage
             // collection after checkpoints): a replay starts from the
             // beginning.
-            self.envs.push(("VPML_KEEP_LOGS".into(), "1".into()));
-        }
+            keep_logs: args.record.is_some(),
+            // Tuning knobs a user may set for `vpml run` (read here, in
+            // the launcher's environment, and handed on).
+            ..ProtocolSettings::from_env().map_err(Error::Settings)?
+        };
         Ok(())
     }
 

@@ -20,51 +20,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
+use crate::config::{Lookup, number, optional, required};
 use crate::error::{Error, Result};
 
-/// Environment variables `vpml run` sets for every rank.
-pub mod env {
-    /// Job id (hex).
-    pub const JOB_ID: &str = "VPML_JOB_ID";
-    /// This rank in the world.
-    pub const RANK: &str = "VPML_RANK";
-    /// Number of ranks in the world.
-    pub const SIZE: &str = "VPML_SIZE";
-    /// Address of the launcher's key/value service.
-    pub const KV_ADDR: &str = "VPML_KV_ADDR";
-    /// The job's secret token (hex).
-    pub const TOKEN: &str = "VPML_TOKEN";
-    /// Comma-separated inherited descriptors of every rank's mailbox, by rank.
-    pub const MAILBOX_FDS: &str = "VPML_MAILBOX_FDS";
-    /// Number of ranks sharing this host.
-    pub const LOCAL_SIZE: &str = "VPML_LOCAL_SIZE";
-    /// Number of cores of this host available to the job.
-    pub const HOST_CORES: &str = "VPML_HOST_CORES";
-    /// Non-empty: publish this rank's counters at finalize (`--stats`).
-    pub const STATS: &str = "VPML_STATS";
-    /// `shm` (default: shared memory between ranks of a host) or `tcp`
-    /// (every pair over TCP).
-    pub const TRANSPORT: &str = "VPML_TRANSPORT";
-    /// Comma-separated host index of every rank (default: all on one host).
-    /// Pairs on different hosts talk over TCP.
-    pub const HOST_OF: &str = "VPML_HOST_OF";
-    /// Inherited descriptor of the job page (set when crashed ranks are
-    /// restarted, i.e. with a fault-tolerance protocol).
-    pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
-    /// This process's incarnation (0 at first start).
-    pub const INCARNATION: &str = "VPML_INCARNATION";
-    /// `vpml run --chaos SEED`: perturb delivery timing from this seed.
-    pub const CHAOS: &str = "VPML_CHAOS";
-    /// Set by `vpml replay`: the recording this rank is replayed from
-    /// (alone: no launcher, no peers).
-    pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";
-    /// Wall-clock time (ns since the Unix epoch) at which the launcher
-    /// started this process (to time restarts).
-    pub const SPAWNED_AT_NS: &str = "VPML_SPAWNED_AT_NS";
-    /// `1`: write checkpoint and restart marks on stdout for the launcher
-    /// (which keeps a restarted process from printing lines again).
-    pub const OUTPUT_MARKS: &str = "VPML_OUTPUT_MARKS";
-}
+/// The environment variables `vpml run` sets (see [`crate::config`]).
+pub use crate::config::var as env;
 
 /// Marks a rank writes on its stdout when `VPML_OUTPUT_MARKS=1` (with a
 /// protocol), so that a restarted process does not print again what its
@@ -81,7 +41,7 @@ pub const RESTART_MARK: &str = "\u{1b}[vpml:restart ";
 /// for them. Everything printed before is flushed first, in order.
 pub fn write_output_mark(mark: &str, index: u64) {
     use std::io::Write;
-    if std::env::var(env::OUTPUT_MARKS).as_deref() != Ok("1") {
+    if !crate::config::JobConfig::get().is_ok_and(|c| c.engine.output_marks) {
         return;
     }
     flush_output();
@@ -146,21 +106,10 @@ impl JobEnv {
     }
 }
 
-fn var(name: &str) -> Result<String> {
-    std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))
-}
-
-fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| Error::Bootstrap(format!("{name}={value:?} is not a valid number")))
-}
-
 /// `VPML_RANK` and `VPML_SIZE`, checked against each other.
-fn rank_and_size() -> Result<(usize, usize)> {
-    let rank: usize = parse(env::RANK, &var(env::RANK)?)?;
-    let size: usize = parse(env::SIZE, &var(env::SIZE)?)?;
+fn rank_and_size(get: Lookup<'_>) -> Result<(usize, usize)> {
+    let rank: usize = number(env::RANK, &required(get, env::RANK)?)?;
+    let size: usize = number(env::SIZE, &required(get, env::SIZE)?)?;
     if size == 0 || rank >= size {
         return Err(Error::Bootstrap(format!(
             "rank {rank} is not inside a job of {size} ranks"
@@ -169,17 +118,28 @@ fn rank_and_size() -> Result<(usize, usize)> {
     Ok((rank, size))
 }
 
+/// A comma-separated list of `size` numbers in variable `name`.
+fn list_of<T: std::str::FromStr>(name: &str, list: &str, size: usize) -> Result<Vec<T>> {
+    let v = list
+        .split(',')
+        .map(|x| number::<T>(name, x))
+        .collect::<Result<Vec<_>>>()?;
+    if v.len() != size {
+        return Err(Error::Bootstrap(format!(
+            "{name} lists {} entries for {size} ranks",
+            v.len()
+        )));
+    }
+    Ok(v)
+}
+
 impl JobEnv {
     /// The environment of a rank replayed alone (`vpml replay` sets
-    /// `VPML_REPLAY_DIR`, the rank, the size and the job id); `Ok(None)`
-    /// otherwise.
-    pub fn for_replay() -> Result<Option<JobEnv>> {
-        if std::env::var_os(env::REPLAY_DIR).is_none() {
-            return Ok(None);
-        }
-        let (rank, size) = rank_and_size()?;
-        Ok(Some(JobEnv {
-            job_id: var(env::JOB_ID)?,
+    /// `VPML_REPLAY_DIR`, the rank, the size and the job id).
+    pub(crate) fn for_replay(get: Lookup<'_>) -> Result<JobEnv> {
+        let (rank, size) = rank_and_size(get)?;
+        Ok(JobEnv {
+            job_id: required(get, env::JOB_ID)?,
             rank,
             size,
             kv_addr: String::new(),
@@ -191,66 +151,35 @@ impl JobEnv {
             host_of: vec![0; size],
             job_page_fd: None,
             incarnation: 0,
-        }))
+        })
     }
 
-    /// Read the job environment; `Ok(None)` if this process was not started
+    /// The job environment; `Ok(None)` if this process was not started
     /// by `vpml run` (then it runs as a single-rank job).
-    pub fn from_env() -> Result<Option<JobEnv>> {
-        if std::env::var_os(env::RANK).is_none() {
+    pub(crate) fn read(get: Lookup<'_>) -> Result<Option<JobEnv>> {
+        if get(env::RANK).is_none() {
             return Ok(None);
         }
-        let (rank, size) = rank_and_size()?;
-        let fds = var(env::MAILBOX_FDS)?;
-        let mailbox_fds = fds
-            .split(',')
-            .map(|f| parse::<i32>(env::MAILBOX_FDS, f))
-            .collect::<Result<Vec<_>>>()?;
-        if mailbox_fds.len() != size {
-            return Err(Error::Bootstrap(format!(
-                "{} lists {} descriptors for {size} ranks",
-                env::MAILBOX_FDS,
-                mailbox_fds.len()
-            )));
-        }
+        let (rank, size) = rank_and_size(get)?;
         Ok(Some(JobEnv {
-            job_id: var(env::JOB_ID)?,
+            job_id: required(get, env::JOB_ID)?,
             rank,
             size,
-            kv_addr: var(env::KV_ADDR)?,
-            token: var(env::TOKEN)?,
-            mailbox_fds,
-            local_size: parse(env::LOCAL_SIZE, &var(env::LOCAL_SIZE)?)?,
-            host_cores: parse(env::HOST_CORES, &var(env::HOST_CORES)?)?,
-            job_page_fd: match std::env::var(env::JOB_PAGE_FD) {
-                Ok(v) if !v.is_empty() => Some(parse(env::JOB_PAGE_FD, &v)?),
-                _ => None,
+            kv_addr: required(get, env::KV_ADDR)?,
+            token: required(get, env::TOKEN)?,
+            mailbox_fds: list_of(env::MAILBOX_FDS, &required(get, env::MAILBOX_FDS)?, size)?,
+            local_size: number(env::LOCAL_SIZE, &required(get, env::LOCAL_SIZE)?)?,
+            host_cores: number(env::HOST_CORES, &required(get, env::HOST_CORES)?)?,
+            job_page_fd: optional(get, env::JOB_PAGE_FD)?,
+            incarnation: optional(get, env::INCARNATION)?.unwrap_or(0),
+            host_of: match get(env::HOST_OF) {
+                None => vec![0; size],
+                Some(list) => list_of(env::HOST_OF, &list, size)?,
             },
-            incarnation: match std::env::var(env::INCARNATION) {
-                Ok(v) if !v.is_empty() => parse(env::INCARNATION, &v)?,
-                _ => 0,
-            },
-            host_of: match std::env::var(env::HOST_OF) {
-                Err(_) => vec![0; size],
-                Ok(list) => {
-                    let v = list
-                        .split(',')
-                        .map(|h| parse::<usize>(env::HOST_OF, h))
-                        .collect::<Result<Vec<_>>>()?;
-                    if v.len() != size {
-                        return Err(Error::Bootstrap(format!(
-                            "{} lists {} hosts for {size} ranks",
-                            env::HOST_OF,
-                            v.len()
-                        )));
-                    }
-                    v
-                }
-            },
-            transport_tcp: match std::env::var(env::TRANSPORT).as_deref() {
-                Ok("tcp") => true,
-                Ok("shm") | Ok("") | Err(_) => false,
-                Ok(other) => {
+            transport_tcp: match get(env::TRANSPORT).as_deref() {
+                Some("tcp") => true,
+                Some("shm") | Some("") | None => false,
+                Some(other) => {
                     return Err(Error::Bootstrap(format!(
                         "{}={other:?}: expected shm or tcp",
                         env::TRANSPORT

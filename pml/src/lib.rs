@@ -25,8 +25,8 @@
 //!   shared memory if both are on one host). A rank replayed alone
 //!   (`vpml replay`) reads every peer's recorded messages instead of a link.
 //!
-//! Processes are started by `vpml run`, which sets the environment described
-//! in [`bootstrap`]. A program started any other way is a one-rank job, which
+//! Processes are started by `vpml run`, which hands each one a [`JobConfig`]
+//! ([`config`]) and serves the key/value exchange of [`bootstrap`]. A program started any other way is a one-rank job, which
 //! is what the examples in this documentation are.
 //!
 //! ```
@@ -52,6 +52,7 @@ pub mod bootstrap;
 pub mod buffer;
 mod collective;
 mod comm;
+pub mod config;
 mod engine;
 pub mod error;
 pub mod matching;
@@ -70,6 +71,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use buffer::{Buffer, Pod};
 pub use comm::Comm;
+pub use config::JobConfig;
 pub use engine::EngineStats;
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG, Source};
@@ -99,28 +101,21 @@ pub fn init() -> Result<World> {
     init_with(|_| Ok(None))
 }
 
-/// [`init`] with a fault-tolerance protocol: `make` gets the job's
-/// environment (`None` for a one-rank job started without `vpml run`) and
-/// returns the protocol to install, or `None` for no protocol.
+/// [`init`] with a fault-tolerance protocol: `make` gets this process's
+/// [`JobConfig`] and returns the protocol to install, or `None` for none.
 pub fn init_with(
-    make: impl FnOnce(Option<&bootstrap::JobEnv>) -> Result<Option<Box<dyn protocol::Protocol>>>,
+    make: impl FnOnce(&JobConfig) -> Result<Option<Box<dyn protocol::Protocol>>>,
 ) -> Result<World> {
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(Error::RequestState("vpml::init called twice"));
     }
-    let replay = bootstrap::JobEnv::for_replay()?;
-    let env = match replay {
-        Some(r) => Some(r),
-        None => bootstrap::JobEnv::from_env()?,
+    let cfg = JobConfig::get()?;
+    let mut engine = match (&cfg.job, &cfg.replay) {
+        (Some(env), Some(_)) => engine::Engine::replaying_alone(env.rank, env.size, &env.job_id),
+        (Some(env), None) => engine::Engine::join(env, &cfg.engine)?,
+        (None, _) => engine::Engine::singleton(),
     };
-    let mut engine = match &env {
-        Some(env) if replay_alone() => {
-            engine::Engine::replaying_alone(env.rank, env.size, &env.job_id)
-        }
-        Some(env) => engine::Engine::join(env)?,
-        None => engine::Engine::singleton(),
-    };
-    if let Some(p) = make(env.as_ref())? {
+    if let Some(p) = make(cfg)? {
         engine.set_protocol(p)?;
     }
     Ok(World {
@@ -131,11 +126,6 @@ pub fn init_with(
         },
         done: false,
     })
-}
-
-/// Is this process one rank replayed alone (`vpml replay`)?
-fn replay_alone() -> bool {
-    std::env::var_os(bootstrap::env::REPLAY_DIR).is_some()
 }
 
 impl World {

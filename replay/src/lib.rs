@@ -10,7 +10,7 @@
 //!    job and [`recording::finish`] after it.
 //! 2. **Replay of one rank** ([`replayer`]): `vpml replay [DIR] --rank R`
 //!    starts rank R's program alone with `VPML_PROTOCOL=replay`; in that
-//!    process [`from_env`] (called by `vpml::init`) builds the
+//!    process [`build`] (called by `vpml::init`) builds the
 //!    [`replayer::Replayer`] protocol, which feeds the rank the recorded
 //!    messages and outcomes and stops at the first send or event that
 //!    differs. It answers from vprotocol's
@@ -33,18 +33,22 @@ pub mod trace;
 
 pub use error::{Error, ManifestError};
 
-use vpml_pml::bootstrap::JobEnv;
+use vpml_pml::JobConfig;
 use vpml_pml::protocol::Protocol;
 
 /// Build the `replay` protocol for this process (`VPML_PROTOCOL=replay`,
 /// set by `vpml replay` with the recording directory and the job's rank,
 /// size and id); `vpml::init` passes it to [`vpml_pml::init_with`].
-pub fn from_env(job: Option<&JobEnv>) -> vpml_pml::Result<Option<Box<dyn Protocol>>> {
-    let job = job.ok_or_else(|| {
-        vpml_pml::Error::Bootstrap("replay needs the environment `vpml replay` sets".into())
-    })?;
-    let dir = replayer::Replayer::dir_from_env().ok_or_else(|| {
-        vpml_pml::Error::Bootstrap(format!("{} is not set", replayer::env::REPLAY_DIR))
-    })?;
-    Ok(Some(Box::new(replayer::Replayer::start(job, &dir)?)))
+pub fn build(cfg: &JobConfig) -> vpml_pml::Result<Option<Box<dyn Protocol>>> {
+    let (Some(job), Some(replay)) = (&cfg.job, &cfg.replay) else {
+        return Err(vpml_pml::Error::Bootstrap(format!(
+            "replay needs the environment `vpml replay` sets ({} is not set)",
+            vpml_pml::config::var::REPLAY_DIR
+        )));
+    };
+    Ok(Some(Box::new(replayer::Replayer::start(
+        job,
+        &replay.dir,
+        replay.until,
+    )?)))
 }

@@ -20,7 +20,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use vpml_pml::bootstrap::env;
+use vpml_pml::config::var as env;
 use vpml_vprotocol::ProtocolName;
 
 use crate::{Error, ManifestError};
@@ -321,9 +321,9 @@ fn replay(args: &ReplayArgs, mpi: MpiSetup) -> Result<u8, Error> {
         .env(env::RANK, args.rank.to_string())
         .env(env::SIZE, m.size.to_string())
         .env(env::JOB_ID, &m.job)
-        .env(vpml_vprotocol::env::PROTOCOL, ProtocolName::Replay.as_str());
+        .env(env::PROTOCOL, ProtocolName::Replay.as_str());
     if let Some(n) = args.until {
-        cmd.env(crate::replayer::env::REPLAY_UNTIL, n.to_string());
+        cmd.env(env::REPLAY_UNTIL, n.to_string());
     }
     // An MPI C program loads vpml's MPI library, as under `vpml run`
     // (its vpml_ext.h calls exist nowhere else).

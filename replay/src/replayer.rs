@@ -6,7 +6,7 @@
 //! sends is checked against the one it recorded. The first difference
 //! stops it with a report.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
@@ -18,15 +18,6 @@ use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
 use vpml_sender_log::SenderLog;
 use vpml_vprotocol::replay_log::{Divergence, ReplayLog, describe_send};
-
-/// Environment of a replayed rank (set by `vpml replay`, with the job's
-/// rank, size and id, and `VPML_PROTOCOL=replay`).
-pub mod env {
-    /// The recording directory.
-    pub use vpml_pml::bootstrap::env::REPLAY_DIR;
-    /// Stop when the event with this id is about to be replayed.
-    pub const REPLAY_UNTIL: &str = "VPML_REPLAY_UNTIL";
-}
 
 /// The protocol of `vpml replay` (see the module docs).
 pub struct Replayer {
@@ -63,8 +54,9 @@ fn fail(what: String) -> Error {
 }
 
 impl Replayer {
-    /// Open the recording in `dir` for rank `job.rank`.
-    pub fn start(job: &JobEnv, dir: &Path) -> Result<Replayer> {
+    /// Open the recording in `dir` for rank `job.rank`; stop before the
+    /// event with id `until`, if given.
+    pub fn start(job: &JobEnv, dir: &Path, until: Option<u64>) -> Result<Replayer> {
         let open = |r: usize| {
             SenderLog::open_read_only(&dir.join(format!("rank-{r}")))
                 .map_err(|e| fail(format!("cannot read the recording: {e}")))
@@ -92,15 +84,6 @@ impl Replayer {
                 events = got;
             }
         }
-        let until = match std::env::var(env::REPLAY_UNTIL) {
-            Ok(v) if !v.is_empty() => Some(v.parse().map_err(|_| {
-                fail(format!(
-                    "{}={v:?} is not an event number",
-                    env::REPLAY_UNTIL
-                ))
-            })?),
-            _ => None,
-        };
         let events = ReplayLog::new(events, 0);
         Ok(Replayer {
             rank: job.rank,
@@ -112,12 +95,6 @@ impl Replayer {
             recent: Vec::new(),
             last_call: 0,
         })
-    }
-
-    /// The recording directory from the environment, if this process is
-    /// a replay.
-    pub fn dir_from_env() -> Option<PathBuf> {
-        std::env::var_os(env::REPLAY_DIR).map(PathBuf::from)
     }
 
     /// Note that call `call` is answered from its event; stop there if

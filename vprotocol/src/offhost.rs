@@ -25,18 +25,6 @@ use crate::checkpoint::CheckpointStore;
 
 const COPY_MAGIC: &[u8; 8] = b"VPMLCOPY";
 
-/// Whether checkpoints are copied to the loggers: `VPML_CHECKPOINT_COPIES`
-/// is `loggers`.
-pub(crate) fn enabled() -> Result<bool> {
-    match std::env::var("VPML_CHECKPOINT_COPIES").as_deref() {
-        Ok("loggers") => Ok(true),
-        Ok("") | Ok("none") | Err(_) => Ok(false),
-        Ok(other) => Err(Error::Bootstrap(format!(
-            "VPML_CHECKPOINT_COPIES={other:?}: expected loggers or none"
-        ))),
-    }
-}
-
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
     Error::EngineFailed(format!("pessimist: {what}: {e}"))
 }

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
-use vpml_pml::bootstrap::env;
+use vpml_pml::config::var as env;
 
 pub(crate) use agents::{Agents, OutputFn, Rendezvous};
 pub use hosts::{HostSpec, HostsError, StartMethod, parse_hostfile, parse_hosts};

@@ -11,6 +11,7 @@ use super::link::{Link, Peer};
 use super::requests::{Core, read_remote};
 use super::{Engine, IdlePolicy, Recovery, Rendezvous};
 use crate::bootstrap::{JobEnv, KvClient};
+use crate::config::EngineSettings;
 use crate::error::{Error, Result};
 use crate::protocol::{NoProtocol, Protocol};
 use crate::recovery::JobPage;
@@ -47,6 +48,7 @@ impl Engine {
             last_checkpoint: Instant::now(),
             replay_alone: false,
             chaos: 0,
+            publish_stats: false,
             sim: None,
         }
     }
@@ -129,7 +131,7 @@ impl Engine {
 
     /// Join the job described by `env`: map every mailbox, publish our pid,
     /// wait for every rank, then open the channels.
-    pub(crate) fn join(env: &JobEnv) -> Result<Engine> {
+    pub(crate) fn join(env: &JobEnv, settings: &EngineSettings) -> Result<Engine> {
         let join_started = Instant::now();
         vpml_fault_points::arm_from_env(&format!("rank {}", env.rank)).map_err(Error::Bootstrap)?;
         let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank)?;
@@ -158,7 +160,13 @@ impl Engine {
             );
         }
         let recovery = match env.job_page_fd {
-            Some(fd) => Some(Recovery::start(env, fd, &mut kv, join_started)?),
+            Some(fd) => Some(Recovery::start(
+                env,
+                fd,
+                &mut kv,
+                join_started,
+                settings.spawned_at_ns,
+            )?),
             None => None,
         };
         // A restarted process joins a running job: no fences (the others
@@ -174,7 +182,7 @@ impl Engine {
             )?;
             kv.fence()?;
             vpml_fault_points::fault_point!("start.in_fences");
-            single_copy = single_copy_agreed(&mut kv, env, &mailboxes)?;
+            single_copy = single_copy_agreed(&mut kv, env, &mailboxes, settings.no_single_copy)?;
             if (0..env.size).any(|p| env.over_tcp(env.rank, p)) {
                 tcp = crate::tcp::connect_all(env, &mut kv)?;
             }
@@ -248,12 +256,10 @@ impl Engine {
             recovery,
             last_checkpoint: Instant::now(),
             replay_alone: false,
-            chaos: std::env::var(crate::bootstrap::env::CHAOS)
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .map_or(0, |seed| {
-                    (seed ^ (env.rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
-                }),
+            chaos: settings.chaos.map_or(0, |seed| {
+                (seed ^ (env.rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
+            }),
+            publish_stats: settings.stats,
             sim: None,
         })
     }
@@ -271,8 +277,8 @@ fn single_copy_agreed(
     kv: &mut KvClient,
     env: &JobEnv,
     mailboxes: &[Option<Mailbox>],
+    disabled: bool,
 ) -> Result<bool> {
-    let disabled = std::env::var_os("VPML_SHM_NO_SINGLE_COPY").is_some();
     if env.size == 1 {
         return Ok(!disabled);
     }

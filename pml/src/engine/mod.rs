@@ -164,6 +164,8 @@ pub(crate) struct Engine {
     /// `--chaos`: state of the generator that decides which peers a
     /// progress pass skips (0: off).
     chaos: u64,
+    /// Publish the counters at finalize (`vpml run --stats`).
+    publish_stats: bool,
     /// The simulator's hooks, for a simulated rank.
     sim: Option<Rc<dyn crate::sim::SimHooks>>,
 }

@@ -231,8 +231,9 @@ impl Engine {
                     .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
         })?;
         self.hook(|p| p.finalize())?;
-        let stats = std::env::var(crate::bootstrap::env::STATS).is_ok_and(|v| !v.is_empty());
-        if stats && let Some(kv) = self.kv.as_mut() {
+        if self.publish_stats
+            && let Some(kv) = self.kv.as_mut()
+        {
             let s = self.core.stats;
             let mut pairs = vec![
                 format!("protocol={}", self.protocol.name()),

@@ -25,6 +25,7 @@ impl Recovery {
         page_fd: i32,
         kv: &mut KvClient,
         started: Instant,
+        spawned_at_ns: Option<u128>,
     ) -> Result<Recovery> {
         let page = JobPage::map(page_fd, env.size)?;
         // SAFETY: the descriptor was inherited for us alone; the mapping
@@ -41,19 +42,16 @@ impl Recovery {
             &addr.to_string(),
         )?;
         let known_inc = (0..env.size).map(|q| page.incarnation(q)).collect();
-        let exec = std::env::var(crate::bootstrap::env::SPAWNED_AT_NS)
-            .ok()
-            .and_then(|v| v.parse::<u128>().ok())
-            .and_then(|spawned| {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .ok()?
-                    .as_nanos();
-                let behind = now.checked_sub(spawned)?;
-                Some(Duration::from_nanos(
-                    behind.saturating_sub(started.elapsed().as_nanos()) as u64,
-                ))
-            });
+        let exec = spawned_at_ns.and_then(|spawned| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?
+                .as_nanos();
+            let behind = now.checked_sub(spawned)?;
+            Some(Duration::from_nanos(
+                behind.saturating_sub(started.elapsed().as_nanos()) as u64,
+            ))
+        });
         let catching_up = (env.incarnation > 0).then_some(CatchUp {
             exec,
             join_started: started,

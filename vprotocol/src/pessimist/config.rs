@@ -1,14 +1,12 @@
-//! [`Config`]: everything the pessimist protocol needs to start, and how
-//! `vpml run --protocol pessimist` hands it to a rank (environment
-//! variables).
+//! [`Config`]: everything the pessimist protocol needs to start, from the
+//! rank's [`vpml_pml::JobConfig`].
 
 use std::path::PathBuf;
 
 use vpml_pml::bootstrap::JobEnv;
+use vpml_pml::config::{ProtocolSettings, SenderLogMode, var};
 use vpml_pml::{Error, Result};
 use vpml_sender_log::DEFAULT_SEGMENT_SIZE;
-
-use crate::env;
 
 /// Everything the pessimist protocol needs to start.
 #[derive(Clone, Debug)]
@@ -54,46 +52,35 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read the configuration `vpml run --protocol pessimist` sets up.
-    pub fn from_env(job: &JobEnv) -> Result<Config> {
-        let loggers = crate::parse_addrs(&crate::var(env::EVENT_LOGGERS)?)?;
+    /// The configuration of rank `job` from the protocol settings `vpml run
+    /// --protocol pessimist` hands it.
+    pub fn new(job: &JobEnv, settings: &ProtocolSettings) -> Result<Config> {
+        let loggers = settings.event_loggers.clone();
         if loggers.is_empty() {
             return Err(Error::Bootstrap(format!(
                 "{} lists no logger",
-                env::EVENT_LOGGERS
+                var::EVENT_LOGGERS
             )));
         }
-        let num = |name: &str, default: usize| -> Result<usize> {
-            match std::env::var(name) {
-                Ok(v) => v
-                    .parse()
-                    .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a number"))),
-                Err(_) => Ok(default),
-            }
-        };
+        let log_root = settings
+            .log_dir
+            .as_ref()
+            .ok_or_else(|| Error::Bootstrap(format!("{} is not set", var::LOG_DIR)))?;
         Ok(Config {
             job: job.job_id.clone(),
             rank: job.rank,
-            incarnation: num(env::INCARNATION, 0)? as u32,
+            incarnation: job.incarnation,
             token: job.token.clone(),
-            replicas: num(env::REPLICAS, 1)?.clamp(1, loggers.len()),
+            replicas: settings.replicas.unwrap_or(1).clamp(1, loggers.len()),
             loggers,
-            log_dir: crate::log_dir(job.rank)?,
-            segment_size: num("VPML_LOG_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE)?,
-            send_eagerly: num("VPML_EVENTS_EAGER", 0)? != 0,
-            loggers_restarted: num("VPML_LOGGERS_RESTARTED", 0)? != 0,
-            keep_logs: num("VPML_KEEP_LOGS", 0)? != 0,
-            copies: crate::offhost::enabled()?,
+            log_dir: log_root.join(format!("rank-{}", job.rank)),
+            segment_size: settings.segment_size.unwrap_or(DEFAULT_SEGMENT_SIZE),
+            send_eagerly: settings.events_eager,
+            loggers_restarted: settings.loggers_restarted,
+            keep_logs: settings.keep_logs,
+            copies: settings.checkpoint_copies,
             notices: true,
-            log_in_memory: match std::env::var("VPML_SENDER_LOG").as_deref() {
-                Ok("memory") => true,
-                Ok("file") | Ok("") | Err(_) => false,
-                Ok(other) => {
-                    return Err(Error::Bootstrap(format!(
-                        "VPML_SENDER_LOG={other:?}: expected memory or file"
-                    )));
-                }
-            },
+            log_in_memory: settings.sender_log == SenderLogMode::Memory,
         })
     }
 }

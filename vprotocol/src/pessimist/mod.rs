@@ -55,7 +55,7 @@
 //!   the commit rule; `update_gate`, the send gate) and `impl Protocol for
 //!   Pessimist`, whose methods call into the files below;
 //! * `config.rs`: [`Config`], read from the environment by
-//!   [`Config::from_env`];
+//!   [`Config::new`];
 //! * `start.rs`: [`Pessimist::start`], a first start or a restart;
 //! * `recovery.rs`: the restart of a crashed rank and the answers its
 //!   re-execution gets from the logged events. Its documentation walks

@@ -21,7 +21,7 @@
 //!    but skips the start-up fences and sets up no link yet: links come
 //!    once the protocol has restored the channel counters (step 4).
 //! 3. **The protocol starts over what the previous process left**
-//!    (`crate::from_env` → [`Config::from_env`] → [`Pessimist::start`],
+//!    (`crate::build` → [`Config::new`] → [`Pessimist::start`],
 //!    which connects to the loggers under the new incarnation →
 //!    [`Pessimist::start_with`], `start.rs` → [`restart`], in this file).
 //!    In order:
