@@ -13,7 +13,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{JobEnv, KvClient};
@@ -57,8 +57,8 @@ impl TcpConn {
     }
 
     /// The socket, for `poll`.
-    pub(crate) fn fd(&self) -> i32 {
-        self.stream.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
     }
 
     /// Bytes queued but not yet written to the socket.

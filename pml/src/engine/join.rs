@@ -3,9 +3,12 @@
 //! links, and the single-copy agreement).
 
 use std::collections::VecDeque;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+use rustix::process::{PTracer, getppid, set_ptracer};
 
 use super::link::{Link, Peer};
 use super::requests::{Core, read_remote};
@@ -140,25 +143,16 @@ impl Engine {
             mailboxes.push(Some(Mailbox::map(fd, env.size)?));
         }
         for &fd in &env.mailbox_fds {
-            // SAFETY: the descriptors were inherited for us alone; the
-            // mappings stay valid after close.
-            unsafe { libc::close(fd) };
+            close_inherited(fd);
         }
         let own = mailboxes[env.rank].take();
         let own = own.ok_or_else(|| Error::Bootstrap("own mailbox missing".into()))?;
         own.pid().store(std::process::id(), Ordering::Release);
         // Ranks are siblings: under Yama ptrace_scope=1 they may read each
         // other's memory only if they name an ancestor as their tracer.
-        // SAFETY: plain prctl; failure (no Yama) is harmless.
-        unsafe {
-            libc::prctl(
-                libc::PR_SET_PTRACER,
-                libc::getppid() as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-        }
+        // Failure (no Yama) is harmless. A parent outside our pid namespace
+        // has no pid here (getppid gives 0): that names no tracer, as before.
+        let _ = set_ptracer(getppid().map_or(PTracer::None, PTracer::ProcessID));
         let recovery = match env.job_page_fd {
             Some(fd) => Some(Recovery::start(
                 env,
@@ -263,6 +257,20 @@ impl Engine {
             sim: None,
         })
     }
+}
+
+/// Close descriptor `fd`, inherited from the launcher and mapped by now (a
+/// mapping stays valid after its descriptor is closed). A negative number
+/// names no descriptor (mapping it already failed with EBADF): left alone.
+pub(super) fn close_inherited(fd: RawFd) {
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: not negative, so not the -1 an OwnedFd never holds; the
+    // descriptor was inherited for this process alone and nothing else
+    // owns it (its mapping was made through a borrow that has ended), so
+    // this is its one and only close.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }
 
 /// A value every rank can read out of its neighbour to test single-copy reads.

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{Ordering, fence};
 
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
 use super::link::{Link, ring};
 use super::requests::{ReqId, SlotKind};
 use super::{DIVERGED_EXIT_CODE, Engine, SLEEP_SLICE};
@@ -49,16 +51,19 @@ impl Engine {
         if !ready {
             // TCP peers wake us through the socket, shared-memory ones
             // through the doorbell; with both, poll the sockets briefly.
-            let mut fds: Vec<libc::pollfd> = self
+            let mut fds: Vec<PollFd<'_>> = self
                 .peers
                 .iter()
                 .flatten()
                 .filter_map(|p| match &p.link {
-                    Link::Tcp(c) => Some(libc::pollfd {
-                        fd: c.fd(),
-                        events: libc::POLLIN | if c.queued() > 0 { libc::POLLOUT } else { 0 },
-                        revents: 0,
-                    }),
+                    Link::Tcp(c) => Some(PollFd::from_borrowed_fd(
+                        c.fd(),
+                        if c.queued() > 0 {
+                            PollFlags::IN | PollFlags::OUT
+                        } else {
+                            PollFlags::IN
+                        },
+                    )),
                     Link::Shm { .. } | Link::Dead | Link::Feed(_) | Link::Sim(_) => None,
                 })
                 .collect();
@@ -72,8 +77,12 @@ impl Engine {
                 } else {
                     SLEEP_SLICE.as_millis() as i32
                 };
-                // SAFETY: `fds` is a valid array of pollfd for the call.
-                unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+                let timeout = Timespec {
+                    tv_sec: i64::from(ms / 1000),
+                    tv_nsec: i64::from(ms % 1000) * 1_000_000,
+                };
+                // Woken, timed out or interrupted (EINTR): look again either way.
+                let _ = poll(&mut fds, Some(&timeout));
             }
         }
         bell.store(0, Ordering::Relaxed);

@@ -8,6 +8,8 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags};
+
 use super::{
     CatchUp, Connection, EAGER_LIMIT, Engine, Link, Outgoing, PartialDest, RawBytes, Recovery,
     Rendezvous, ReqId, Unexpected, message_header,
@@ -28,9 +30,7 @@ impl Recovery {
         spawned_at_ns: Option<u128>,
     ) -> Result<Recovery> {
         let page = JobPage::map(page_fd, env.size)?;
-        // SAFETY: the descriptor was inherited for us alone; the mapping
-        // stays valid after close.
-        unsafe { libc::close(page_fd) };
+        super::join::close_inherited(page_fd);
         let listener = TcpListener::bind((kv.local_ip(), 0))
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| Error::Bootstrap(format!("recovery listener: {e}")))?;
@@ -422,17 +422,12 @@ impl Engine {
 
     /// Extra descriptors to poll while idle: the listener, while a
     /// restarted process is expected.
-    pub(super) fn idle_fds(&self) -> Option<libc::pollfd> {
-        use std::os::fd::AsRawFd;
+    pub(super) fn idle_fds(&self) -> Option<PollFd<'_>> {
         let rc = self.recovery.as_ref()?;
         let Rendezvous::Tcp(listener) = &rc.rendezvous else {
             return None;
         };
-        (rc.expected > 0).then(|| libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        (rc.expected > 0).then(|| PollFd::new(listener, PollFlags::IN))
     }
 
     /// Re-executed sends up to this sequence number were already received
