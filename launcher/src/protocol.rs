@@ -218,6 +218,10 @@ impl ProtocolSetup {
                 }
             }
         }
+        // The user's settings (tuning knobs such as VPML_LOG_SEGMENT_SIZE,
+        // or VPML_CHECKPOINT_COPIES=loggers on one host), read here in
+        // the launcher's environment and handed on with the rest.
+        let user = ProtocolSettings::from_env().map_err(Error::Settings)?;
         self.settings = ProtocolSettings {
             name: ProtocolName::Pessimist,
             event_loggers,
@@ -233,14 +237,15 @@ impl ProtocolSetup {
             // A host may be lost with the files on it: checkpoints (and
             // the log records they keep for peers) are copied to the
             // loggers, for a restart on another host.
-            checkpoint_copies: args.hosts.is_some() || args.hostfile.is_some(),
+            checkpoint_copies: user.checkpoint_copies
+                || args.hosts.is_some()
+                || args.hostfile.is_some(),
             // A recording keeps every event and message (no garbage
             // collection after checkpoints): a replay starts from the
             // beginning.
-            keep_logs: args.record.is_some(),
-            // Tuning knobs a user may set for `vpml run` (read here, in
-            // the launcher's environment, and handed on).
-            ..ProtocolSettings::from_env().map_err(Error::Settings)?
+            keep_logs: user.keep_logs || args.record.is_some(),
+            segment_size: user.segment_size,
+            events_eager: user.events_eager,
         };
         Ok(())
     }
