@@ -18,9 +18,20 @@ use crate::event::Event;
 use crate::ids::random_bytes;
 use crate::mpi_abi::{loader_path_with, mpi_abi_dir};
 use crate::output::Outputs;
-use crate::supervise::Supervisor;
+use crate::supervise::{LaunchedJob, Policy, Supervisor};
 use crate::{Error, agent, inject, kv, protocol};
 use vpml_replay::recording;
+
+/// How the job of `args` is supervised.
+fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy {
+    Policy {
+        ranks: args.ranks,
+        restartable,
+        max_restarts: args.max_restarts,
+        timeout: args.timeout,
+        log_dir,
+    }
+}
 
 /// Run a job; the process exit code is the job's.
 pub fn run(args: RunArgs) -> ExitCode {
@@ -168,13 +179,13 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             spares,
             incarnations: vec![0; args.ranks],
         };
-        let (code, ended) = Supervisor::new(
-            args,
-            &mut backend,
-            &mut protocol,
-            &mut forwarders,
-            restartable,
-            log_dir,
+        let (code, ended) = Supervisor::with_plan(
+            policy(args, restartable, log_dir),
+            LaunchedJob {
+                backend: &mut backend,
+                protocol: &mut protocol,
+                forwarders: &mut forwarders,
+            },
             &plan,
         )
         .run(&rx);
@@ -251,13 +262,13 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             page: job_page.as_ref().map(|(_, page, bells)| (page, bells)),
             pids,
         };
-        let (code, ended) = Supervisor::new(
-            args,
-            &mut backend,
-            &mut protocol,
-            &mut forwarders,
-            restartable,
-            log_dir,
+        let (code, ended) = Supervisor::with_plan(
+            policy(args, restartable, log_dir),
+            LaunchedJob {
+                backend: &mut backend,
+                protocol: &mut protocol,
+                forwarders: &mut forwarders,
+            },
             &plan,
         )
         .run(&rx);

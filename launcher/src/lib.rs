@@ -56,7 +56,7 @@ pub mod mpicc;
 mod output;
 mod process;
 mod protocol;
-mod supervise;
+pub mod supervise;
 
 pub use cli::{BindPolicy, RunArgs, SenderLogKind, Transport};
 pub use error::Error;
@@ -64,4 +64,4 @@ pub use inject::SpecError;
 pub use job::run;
 pub use mpi_abi::{mpi_abi_setup, mpi_library};
 pub use protocol::LoggerStartError;
-pub use supervise::TIMEOUT_EXIT;
+pub use supervise::{Policy, SupervisedJob, Supervisor, TIMEOUT_EXIT};

@@ -1,23 +1,32 @@
-//! The supervise loop: watches the ranks of a running job, restarts
-//! crashed ones (with a protocol), injects the failures asked for, and
-//! decides the job's exit code.
+//! The supervisor: watches the ranks of a running job, restarts crashed
+//! ones (with a protocol), injects the failures asked for, and decides the
+//! job's exit code. It acts on the job through [`SupervisedJob`]
+//! ([`job`]): real processes under `vpml run`, threads in the simulator.
+
+mod job;
+
+pub(crate) use job::LaunchedJob;
+pub use job::SupervisedJob;
 
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use rustix::process::Signal;
 
-use crate::RunArgs;
-use crate::backend::Backend;
 use crate::event::Event;
 use crate::inject::{self, Injection, Target};
 use crate::process::reap;
-use crate::protocol;
+
+/// Say `format!(…)` to the user through the supervised job.
+macro_rules! notice {
+    ($self:ident, $($arg:tt)*) => {
+        $self.job.notice(&format!($($arg)*))
+    };
+}
 
 /// Exit code when `--timeout` ends the job (as `timeout(1)`).
 pub const TIMEOUT_EXIT: u8 = 124;
@@ -43,10 +52,8 @@ enum Death {
 /// fired, an agent or an event logger died, a signal arrived. Each input
 /// is one method, so that the loop in [`Supervisor::run`] is only the
 /// waiting.
-pub(crate) struct Supervisor<'a, 'b> {
-    backend: &'a mut Backend<'b>,
-    protocol: &'a mut protocol::ProtocolSetup,
-    forwarders: &'a mut Vec<JoinHandle<()>>,
+pub struct Supervisor<J: SupervisedJob> {
+    job: J,
     /// Crashed ranks are restarted (a protocol is on).
     restartable: bool,
     log_dir: Option<PathBuf>,
@@ -83,20 +90,32 @@ pub(crate) struct Supervisor<'a, 'b> {
     deadline: Option<Instant>,
 }
 
-impl<'a, 'b> Supervisor<'a, 'b> {
-    /// A supervisor for the job of `args`, whose ranks (all started) run
-    /// on `backend`; the clock of `--timeout` and of the injections starts
-    /// now.
-    pub(crate) fn new(
-        args: &RunArgs,
-        backend: &'a mut Backend<'b>,
-        protocol: &'a mut protocol::ProtocolSetup,
-        forwarders: &'a mut Vec<JoinHandle<()>>,
-        restartable: bool,
-        log_dir: Option<PathBuf>,
-        plan: &inject::Plan,
-    ) -> Self {
-        let n = args.ranks;
+/// How a job is supervised.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Ranks in the job.
+    pub ranks: usize,
+    /// Crashed ranks are restarted (a protocol is on).
+    pub restartable: bool,
+    /// Restarts allowed, of ranks and loggers together (`--max-restarts`).
+    pub max_restarts: u32,
+    /// `--timeout`, in seconds.
+    pub timeout: Option<f64>,
+    /// The job's log directory (where injected file damage happens).
+    pub log_dir: Option<PathBuf>,
+}
+
+impl<J: SupervisedJob> Supervisor<J> {
+    /// A supervisor of `job`, whose ranks are all started; the clock of
+    /// `--timeout` starts now.
+    pub fn new(policy: Policy, job: J) -> Self {
+        Supervisor::with_plan(policy, job, &inject::Plan::default())
+    }
+
+    /// [`Supervisor::new`] with the failures of `plan` to inject (their
+    /// clock starts now too).
+    pub(crate) fn with_plan(policy: Policy, job: J, plan: &inject::Plan) -> Self {
+        let n = policy.ranks;
         let start = Instant::now();
         let (relative, injections): (Vec<Injection>, Vec<Injection>) =
             plan.kills.iter().partition(|i| i.after_restart);
@@ -118,13 +137,11 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             })
             .collect();
         Supervisor {
-            backend,
-            protocol,
-            forwarders,
-            restartable,
-            log_dir,
-            timeout: args.timeout,
-            max_restarts: args.max_restarts,
+            job,
+            restartable: policy.restartable,
+            log_dir: policy.log_dir,
+            timeout: policy.timeout,
+            max_restarts: policy.max_restarts,
             start,
             ended: vec!["still running when the job ended".to_string(); n],
             finalized: vec![false; n],
@@ -144,7 +161,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             restarts_done: 0,
             failure: None,
             kill_at: None,
-            deadline: args
+            deadline: policy
                 .timeout
                 .map(|t| Instant::now() + Duration::from_secs_f64(t)),
         }
@@ -170,11 +187,33 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 Some(ev) => self.on_event(ev),
             }
         }
+        self.finish()
+    }
+
+    /// The job's exit code (0 unless it was decided otherwise) and how
+    /// each rank's last process ended.
+    pub fn finish(self) -> (u8, Vec<String>) {
         (self.failure.unwrap_or(0), self.ended)
     }
 
+    /// The job's exit code, once it is decided.
+    pub fn failure(&self) -> Option<u8> {
+        self.failure
+    }
+
+    /// Is rank `rank`'s current process running (started and not exited)?
+    pub fn alive(&self, rank: usize) -> bool {
+        self.alive[rank]
+    }
+
+    /// `rank`'s first process finished start-up: from now on it is
+    /// restarted when it dies.
+    pub fn on_joined(&mut self, rank: usize) {
+        self.joined[rank] = true;
+    }
+
     /// When [`Supervisor::on_timer`] has something to do next, if ever.
-    pub(crate) fn next_wake(&self) -> Option<Instant> {
+    pub fn next_wake(&self) -> Option<Instant> {
         let injection_at = self
             .injections
             .get(self.next_injection)
@@ -195,7 +234,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
     /// One input from the launcher's threads.
     pub(crate) fn on_event(&mut self, ev: Event) {
         match ev {
-            Event::Joined { rank } => self.joined[rank] = true,
+            Event::Joined { rank } => self.on_joined(rank),
             Event::Finalized { rank } => self.on_finalized(rank),
             Event::AgentLost { host, name, why } => self.on_agent_lost(host, &name, &why),
             Event::Exited {
@@ -216,7 +255,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
 
     /// Timers: injected kills due, the end of the grace period after
     /// SIGTERM, `--timeout`.
-    pub(crate) fn on_timer(&mut self, now: Instant) {
+    pub fn on_timer(&mut self, now: Instant) {
         let armed = std::mem::take(&mut self.armed);
         for (t, rank) in armed {
             if t > now {
@@ -224,13 +263,14 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 continue;
             }
             if self.failure.is_none() && !self.all_finalized && self.alive[rank] {
-                eprintln!(
-                    "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) during its recovery, at {:.3} s",
-                    self.backend.describe(rank),
+                notice!(
+                    self,
+                    "injecting a failure: SIGKILL to rank {rank} ({}) during its recovery, at {:.3} s",
+                    self.job.describe(rank),
                     now.duration_since(self.start).as_secs_f64()
                 );
                 self.killed_at[rank] = Some(now);
-                self.backend.signal(rank, Signal::KILL);
+                self.job.signal(rank, Signal::KILL);
             }
         }
         while let Some(&inj) = self.injections.get(self.next_injection)
@@ -248,8 +288,9 @@ impl<'a, 'b> Supervisor<'a, 'b> {
         }
         if self.deadline.is_some_and(|t| now >= t) && self.failure.is_none() {
             let targets = self.live();
-            eprintln!(
-                "vpml run: job timed out after {} s; stopping {} rank(s)",
+            notice!(
+                self,
+                "job timed out after {} s; stopping {} rank(s)",
                 self.timeout.unwrap_or_default(),
                 targets.len()
             );
@@ -266,50 +307,53 @@ impl<'a, 'b> Supervisor<'a, 'b> {
         let at = now.duration_since(self.start).as_secs_f64();
         match inj.target {
             Target::Agent(host) => {
-                eprintln!(
-                    "vpml run: injecting a failure: SIGKILL to the agent of host {host} at {at:.3} s"
+                notice!(
+                    self,
+                    "injecting a failure: SIGKILL to the agent of host {host} at {at:.3} s"
                 );
                 if inj.lose_files {
                     self.files_lost_with.push(host);
                 }
-                self.backend.kill_agent(host);
+                self.job.kill_agent(host);
             }
             Target::Logger(i) => {
-                eprintln!(
-                    "vpml run: injecting a failure: SIGKILL to event logger {i} at {at:.3} s"
+                notice!(
+                    self,
+                    "injecting a failure: SIGKILL to event logger {i} at {at:.3} s"
                 );
-                self.protocol.kill_logger(i);
+                self.job.kill_logger(i);
             }
             Target::Rank(rank) if self.alive[rank] => {
-                eprintln!(
-                    "vpml run: injecting a failure: SIGKILL to rank {rank} ({}) at {at:.3} s",
-                    self.backend.describe(rank),
+                notice!(
+                    self,
+                    "injecting a failure: SIGKILL to rank {rank} ({}) at {at:.3} s",
+                    self.job.describe(rank),
                 );
                 self.killed_at[rank] = Some(now);
                 self.corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
                 self.lose_files_before_restart[rank] |= inj.lose_files;
-                self.backend.signal(rank, Signal::KILL);
+                self.job.signal(rank, Signal::KILL);
             }
             Target::Rank(_) => {}
         }
     }
 
     /// `rank` finalized.
-    pub(crate) fn on_finalized(&mut self, rank: usize) {
+    pub fn on_finalized(&mut self, rank: usize) {
         self.finalized[rank] = true;
         if !self.all_finalized && self.finalized.iter().all(|&f| f) {
             self.all_finalized = true;
             if self.restartable {
                 // Ranks wait for this before exiting: until now a
                 // crashed rank could still need their logs.
-                self.backend.announce_all_finalized();
+                self.job.announce_all_finalized();
             }
         }
     }
 
     /// The agent of `host` (named `name`) is gone, and its ranks with it.
-    pub(crate) fn on_agent_lost(&mut self, host: usize, name: &str, why: &str) {
-        let lost = self.backend.host_lost(host);
+    pub fn on_agent_lost(&mut self, host: usize, name: &str, why: &str) {
+        let lost = self.job.host_lost(host);
         if self.files_lost_with.contains(&host)
             && let Some(dir) = &self.log_dir
         {
@@ -332,7 +376,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
 
     /// Process `incarnation` of `rank` exited (`pid`: a child of this
     /// launcher, to reap).
-    pub(crate) fn on_exited(
+    pub fn on_exited(
         &mut self,
         rank: usize,
         pid: Option<i32>,
@@ -366,7 +410,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
     }
 
     /// `rank` called abort.
-    pub(crate) fn on_abort(&mut self, rank: usize, code: i32, message: &str) {
+    pub fn on_abort(&mut self, rank: usize, code: i32, message: &str) {
         let code = u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1);
         self.fail(
             code,
@@ -375,7 +419,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
     }
 
     /// Process `pid` of event logger `index` exited.
-    pub(crate) fn on_logger_exited(&mut self, index: usize, pid: u32, status: ExitStatus) {
+    pub fn on_logger_exited(&mut self, index: usize, pid: u32, status: ExitStatus) {
         if self.failure.is_some() || self.all_finalized {
             return;
         }
@@ -397,10 +441,10 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                 ),
             );
         } else {
-            match self.protocol.restart_logger(index, pid, status) {
+            match self.job.restart_logger(index, pid, status) {
                 Ok(Some(line)) => {
                     self.restarts_done += 1;
-                    eprintln!("vpml run: {line}");
+                    notice!(self, "{line}");
                 }
                 Ok(None) => {}
                 Err(why) => self.fail(1, why),
@@ -409,11 +453,12 @@ impl<'a, 'b> Supervisor<'a, 'b> {
     }
 
     /// The launcher received `sig` (forwarded to the ranks).
-    pub(crate) fn on_signal(&mut self, sig: i32) {
+    pub fn on_signal(&mut self, sig: i32) {
         let targets = self.live();
         if self.failure.is_none() {
-            eprintln!(
-                "vpml run: received {}; forwarding it to {} rank(s)",
+            notice!(
+                self,
+                "received {}; forwarding it to {} rank(s)",
                 signal_name(sig),
                 targets.len()
             );
@@ -502,11 +547,12 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             && let Some(dir) = &self.log_dir
         {
             match inject::corrupt_newest_checkpoint(dir, rank) {
-                Ok(p) => eprintln!(
-                    "vpml run: damaged {} before restarting rank {rank}",
+                Ok(p) => notice!(
+                    self,
+                    "damaged {} before restarting rank {rank}",
                     p.display()
                 ),
-                Err(e) => eprintln!("vpml run: could not damage a checkpoint: {e}"),
+                Err(e) => notice!(self, "could not damage a checkpoint: {e}"),
             }
         }
         if std::mem::take(&mut self.lose_files_before_restart[rank])
@@ -516,13 +562,13 @@ impl<'a, 'b> Supervisor<'a, 'b> {
             inject::remove_rank_files(dir, rank, &format!("before restarting rank {rank}"));
         }
         let t0 = Instant::now();
-        let inc = self.backend.announce_restart(rank);
+        let inc = self.job.announce_restart(rank);
         self.incarnation[rank] = inc;
         self.finalized[rank] = false;
-        match self.backend.respawn(rank, inc, self.forwarders) {
+        match self.job.respawn(rank, inc) {
             Ok(()) => {
                 self.alive[rank] = true;
-                self.backend.wake_all();
+                self.job.wake_all();
                 if let Some(after) = self.on_restart[rank].pop_front() {
                     self.armed.push((Instant::now() + after, rank));
                 }
@@ -535,9 +581,10 @@ impl<'a, 'b> Supervisor<'a, 'b> {
                         )
                     })
                     .unwrap_or_default();
-                eprintln!(
-                    "vpml run: {why}; restarted it as incarnation {inc} on {} (restart {} of at most {}{detected}, spawned in {:.1} ms)",
-                    self.backend.describe(rank),
+                notice!(
+                    self,
+                    "{why}; restarted it as incarnation {inc} on {} (restart {} of at most {}{detected}, spawned in {:.1} ms)",
+                    self.job.describe(rank),
                     self.restarts_done,
                     self.max_restarts,
                     t0.elapsed().as_secs_f64() * 1e3
@@ -551,7 +598,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
     /// why, SIGTERM to the ranks alive, SIGKILL after [`TERM_GRACE`].
     fn fail(&mut self, code: u8, msg: impl std::fmt::Display) {
         if self.failure.is_none() {
-            eprintln!("vpml run: {msg}");
+            notice!(self, "{msg}");
             self.failure = Some(code);
             self.signal_all(&self.live(), Signal::TERM);
             self.kill_at = Some(Instant::now() + TERM_GRACE);
@@ -565,7 +612,7 @@ impl<'a, 'b> Supervisor<'a, 'b> {
 
     fn signal_all(&self, ranks: &[usize], sig: Signal) {
         for &r in ranks {
-            self.backend.signal(r, sig);
+            self.job.signal(r, sig);
         }
     }
 }
