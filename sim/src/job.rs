@@ -1,17 +1,22 @@
 //! One simulated job: its ranks' threads, their crashes and restarts.
 //!
-//! The part of `vpml run`'s supervision that matters to the protocol is
-//! played here: a crashed rank's job-page entry is bumped (a new
-//! incarnation, announced to the survivors), the loggers keep what they had
-//! of its events, and its next process starts from its files. The job is
-//! finalized once every rank's current process has finalized.
+//! `vpml run`'s supervision is the launcher's own [`Supervisor`] (see
+//! [`crate::supervision`]): each rank's start-up, finalize, crash and exit
+//! reach it, and it decides whether a crashed rank gets a new incarnation
+//! (bumped on the job page, announced to the survivors) or the job ends.
+//! The loggers keep what they had of a crashed rank's events, and its next
+//! process starts from its files. The job is finalized once every rank's
+//! current process has finalized.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Once};
 
+use vpml_launcher::{Policy, Supervisor};
 use vpml_pml::recovery::JobPage;
 use vpml_pml::sim::{SimHooks, SimNet};
 use vpml_vprotocol::pessimist::{Config, Pessimist};
@@ -20,7 +25,11 @@ use crate::check::Checker;
 use crate::loggers::{SimClient, SimLoggers};
 use crate::program::{self, Plan, RankEnv};
 use crate::sched::{Crash, Sched, Stop};
+use crate::supervision::SimJob;
 use crate::{Options, Outcome, Protocol};
+
+/// The wait status of a process killed by SIGKILL.
+const KILLED: i32 = 9;
 
 /// Odds of a crash at each chance (fault point or hand-over): one in this.
 const CRASH_ONE_IN: u32 = 150;
@@ -34,7 +43,12 @@ struct Job {
     sched: Arc<Sched>,
     checker: Arc<Checker>,
     /// The job page (restartable jobs: under a protocol).
-    page: Option<(OwnedFd, JobPage)>,
+    page: Option<(OwnedFd, Arc<JobPage>)>,
+    /// `vpml run`'s supervisor, acting on the rank threads.
+    supervisor: Mutex<Supervisor<SimJob>>,
+    /// Each rank's answer, once a process of it has computed it (before
+    /// finalize).
+    answers: Mutex<Vec<Option<u64>>>,
     /// Which ranks' current processes have finalized.
     finalized: Mutex<Vec<bool>>,
     /// Ranks whose first process joined (the start-up fences).
@@ -74,10 +88,9 @@ impl SimHooks for RankHooks {
         done[rank] = true;
         if done.iter().all(|&d| d) {
             self.job.sched.end_crashes();
-            if let Some((_, page)) = &self.job.page {
-                page.set_all_finalized();
-            }
         }
+        // Once every rank finalized, it tells the ranks on the page.
+        self.job.supervise().on_finalized(rank);
     }
 }
 
@@ -136,12 +149,22 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
     let restartable = opts.protocol != Protocol::None;
     let page = if restartable {
         match JobPage::create(opts.ranks) {
-            Ok(p) => Some(p),
+            Ok((fd, page)) => Some((fd, Arc::new(page))),
             Err(e) => return failed(format!("cannot create the job page: {e}")),
         }
     } else {
         None
     };
+    let supervisor = Supervisor::new(
+        Policy {
+            ranks: opts.ranks,
+            restartable,
+            max_restarts: opts.max_restarts,
+            timeout: None,
+            log_dir: None,
+        },
+        SimJob::new(opts.ranks, page.as_ref().map(|(_, p)| Arc::clone(p))),
+    );
     if restartable {
         sched.plan_crashes(opts.max_crashes, CRASH_ONE_IN);
     }
@@ -164,6 +187,8 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         loggers,
         sched,
         page,
+        supervisor: Mutex::new(supervisor),
+        answers: Mutex::new(vec![None; opts.ranks]),
         finalized: Mutex::new(vec![false; opts.ranks]),
         joined: Mutex::new(0),
         log_in_memory,
@@ -182,16 +207,37 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
             .map(|t| t.join().ok().flatten())
             .collect()
     });
+    // The supervisor heard every rank exit: the job's status is its word.
+    let supervised = {
+        let sup = job.supervise();
+        sup.failure().map(|code| {
+            format!(
+                "vpml run would end the job with status {code}: {}",
+                sup.job().last_notice()
+            )
+        })
+    };
     Outcome {
         outputs,
         steps: job.sched.steps(),
-        failure: job.sched.stopped(),
+        failure: job.sched.stopped().or(supervised),
         crashes: job.sched.crashes(),
         files_lost: job.sched.files_lost(),
     }
 }
 
 impl Job {
+    /// The supervisor (never poisoned for good: a rank thread that
+    /// unwinds holds it only inside the supervisor's own calls).
+    fn supervise(&self) -> std::sync::MutexGuard<'_, Supervisor<SimJob>> {
+        self.supervisor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The incarnation of `me`'s current process.
+    fn incarnation(&self, me: usize) -> u32 {
+        self.page.as_ref().map_or(0, |(_, p)| p.incarnation(me))
+    }
+
     /// The thread of rank `me`: its processes, one after the other.
     fn rank_thread(self: Arc<Self>, me: usize) -> Option<u64> {
         let sched = Arc::clone(&self.sched);
@@ -211,7 +257,13 @@ impl Job {
         loop {
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| self.process(me)));
             match result {
-                Ok(Ok(out)) => return Some(out),
+                Ok(Ok(out)) => {
+                    // The process exits with status 0 (after finalize).
+                    let inc = self.incarnation(me);
+                    self.supervise()
+                        .on_exited(me, None, inc, ExitStatus::from_raw(0));
+                    return Some(out);
+                }
                 Ok(Err(e)) => {
                     self.sched.stop(format!("rank {me}: {e}"));
                     return None;
@@ -250,9 +302,25 @@ impl Job {
                         // The run stopped meanwhile.
                         return None;
                     }
-                    if let Some((_, page)) = &self.page {
-                        page.restart(me);
+                    // `vpml run` hears of the death (SIGKILL) and decides.
+                    let inc = self.incarnation(me);
+                    let mut sup = self.supervise();
+                    sup.on_exited(me, None, inc, ExitStatus::from_raw(KILLED));
+                    if sup.job_mut().take_respawned(me).is_some() {
+                        continue;
                     }
+                    if sup.failure().is_none() {
+                        // Not restarted, and the job goes on: it died
+                        // inside finalize once every rank had finalized
+                        // (nobody can need it any more), with its answer.
+                        drop(sup);
+                        return self.answers.lock().unwrap_or_else(|p| p.into_inner())[me];
+                    }
+                    let why = sup.job().last_notice();
+                    drop(sup);
+                    self.sched
+                        .stop(format!("vpml run would end the job: {why}"));
+                    return None;
                 }
                 Err(p) if p.downcast_ref::<Stop>().is_some() => return None,
                 Err(p) => {
@@ -274,7 +342,7 @@ impl Job {
             me,
             job: Arc::clone(self),
         });
-        let incarnation = self.page.as_ref().map_or(0, |(_, p)| p.incarnation(me));
+        let incarnation = self.incarnation(me);
         let protocol: Option<Box<dyn vpml_pml::protocol::Protocol>> = match self.opts.protocol {
             Protocol::None => None,
             Protocol::Pessimist => Some(Box::new(self.pessimist(me, incarnation)?)),
@@ -288,6 +356,7 @@ impl Job {
             self.fences(me);
         }
         let out = program::run(&world, hooks.as_ref(), &self.plan)?;
+        self.answers.lock().unwrap_or_else(|p| p.into_inner())[me] = Some(out);
         world.finalize().map_err(|e| format!("finalize: {e}"))?;
         Ok(out)
     }
@@ -297,6 +366,7 @@ impl Job {
     fn fences(&self, me: usize) {
         let count = || *self.joined.lock().unwrap_or_else(|p| p.into_inner());
         *self.joined.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.supervise().on_joined(me);
         if count() == self.opts.ranks {
             self.sched.start_crashes();
         }

@@ -11,8 +11,12 @@
 //! is run again (`vpml-sim --seed SEED` prints the command).
 //!
 //! Ranks crash — at the protocol's named fault points and at hand-overs,
-//! drawn from the seed — and are restarted as `vpml run` restarts them: a
-//! new process (here, the same thread, unwound) of the next incarnation,
+//! drawn from the seed — and are restarted by `vpml run`'s own supervisor
+//! (`vpml_launcher::Supervisor`, acting on the threads through
+//! `supervision.rs`), which hears of every start-up, finalize, crash and
+//! exit and decides, as it does for processes, whether a rank gets a new
+//! incarnation or the job ends (`--max-restarts`): a new process (here,
+//! the same thread, unwound) of the next incarnation,
 //! which restores its checkpoint, fetches its logged events, links to the
 //! running ranks and re-executes, while they re-send what it lacks.
 //!
@@ -34,6 +38,7 @@ mod job;
 pub mod loggers;
 pub mod program;
 mod sched;
+mod supervision;
 
 pub use job::run;
 pub use loggers::Acknowledge;
@@ -64,6 +69,9 @@ pub struct Options {
     /// exist only in builds with debug assertions (the dev and `sim`
     /// profiles); a release build crashes at hand-overs only.
     pub max_crashes: u32,
+    /// `vpml run --max-restarts`: restarts the supervisor allows (by
+    /// default as many as there are crashes).
+    pub max_restarts: u32,
     /// Hand-overs before a run counts as stuck.
     pub max_steps: u64,
 }
@@ -76,6 +84,7 @@ impl Default for Options {
             protocol: Protocol::Pessimist,
             acknowledge: Acknowledge::WhenDurable,
             max_crashes: 2,
+            max_restarts: u32::MAX,
             max_steps: 200_000,
         }
     }
@@ -99,7 +108,7 @@ pub struct Outcome {
 /// The command that runs `seed` again.
 pub fn replay_command(seed: u64, opts: &Options) -> String {
     format!(
-        "cargo run{} -p vpml-sim -- --seed {seed:#018x} --ranks {} --rounds {} --crashes {} --max-steps {} --protocol {}{}",
+        "cargo run{} -p vpml-sim -- --seed {seed:#018x} --ranks {} --rounds {} --crashes {}{} --max-steps {} --protocol {}{}",
         // Fault points exist only with debug assertions: a seed runs the
         // same execution in a build of the same kind (dev and `sim` builds
         // are of one kind; `sim` is the faster).
@@ -111,6 +120,11 @@ pub fn replay_command(seed: u64, opts: &Options) -> String {
         opts.ranks,
         opts.rounds,
         opts.max_crashes,
+        if opts.max_restarts == u32::MAX {
+            String::new()
+        } else {
+            format!(" --max-restarts {}", opts.max_restarts)
+        },
         opts.max_steps,
         match opts.protocol {
             Protocol::None => "none",

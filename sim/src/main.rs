@@ -38,6 +38,10 @@ struct Cli {
     /// Crashes per job, at most (0: none).
     #[arg(long, default_value_t = 2)]
     crashes: u32,
+    /// Restarts the supervisor allows, as `vpml run --max-restarts`
+    /// (default: as many as there are crashes).
+    #[arg(long, default_value_t = u32::MAX, hide_default_value = true)]
+    max_restarts: u32,
     /// Protocol the ranks run.
     #[arg(long, value_enum, default_value_t = Protocol::Pessimist)]
     protocol: Protocol,
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         rounds: cli.rounds,
         protocol: cli.protocol,
         max_crashes: cli.crashes,
+        max_restarts: cli.max_restarts,
         max_steps: cli.max_steps,
         acknowledge: if cli.break_commit_rule {
             Acknowledge::AtOnce

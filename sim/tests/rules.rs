@@ -78,3 +78,33 @@ fn a_seed_is_one_execution() {
         outputs.len()
     );
 }
+
+#[test]
+fn the_launchers_supervisor_decides_and_a_job_past_max_restarts_ends_loudly() {
+    // `vpml run`'s own Supervisor hears of each crash: with one restart
+    // allowed, a job whose ranks crash twice ends with its one line.
+    let opts = Options {
+        max_crashes: 2,
+        max_restarts: 1,
+        ..Options::default()
+    };
+    let mut ended = 0;
+    for seed in 1..=300 {
+        let out = run(seed, &opts);
+        match out.crashes.len() {
+            0 | 1 => assert_eq!(out.failure, None, "seed {seed}: {out:?}"),
+            _ => {
+                // Unless the second crash came when its rank's work was
+                // done (it had finalized, and so had every other rank).
+                if let Some(why) = &out.failure {
+                    assert!(
+                        why.contains("no restarts left (--max-restarts 1)"),
+                        "seed {seed}: {why}"
+                    );
+                    ended += 1;
+                }
+            }
+        }
+    }
+    assert!(ended > 10, "only {ended} jobs ended for want of restarts");
+}

@@ -196,6 +196,16 @@ impl<J: SupervisedJob> Supervisor<J> {
         (self.failure.unwrap_or(0), self.ended)
     }
 
+    /// The job it supervises.
+    pub fn job(&self) -> &J {
+        &self.job
+    }
+
+    /// The job it supervises, to change.
+    pub fn job_mut(&mut self) -> &mut J {
+        &mut self.job
+    }
+
     /// The job's exit code, once it is decided.
     pub fn failure(&self) -> Option<u8> {
         self.failure
