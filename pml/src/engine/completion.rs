@@ -10,6 +10,10 @@ use crate::protocol::{
 };
 use crate::status::Status;
 
+/// Requests described to the protocol on the stack (see
+/// `Engine::with_request_infos`).
+const INLINE_REQUESTS: usize = 8;
+
 impl Engine {
     /// Run a protocol hook; a hook failure is fatal (the protocol's
     /// guarantee would be gone).
@@ -49,13 +53,16 @@ impl Engine {
         if self.core.matches.is_empty() {
             return Ok(());
         }
-        let matches = std::mem::take(&mut self.core.matches);
-        self.hook(|p| {
+        let mut matches = std::mem::take(&mut self.core.matches);
+        let reported = self.hook(|p| {
             matches
                 .iter()
                 .try_for_each(|&(call, src)| p.matched(call, src))
-        })?;
-        Ok(())
+        });
+        // The buffer goes back, empty, for the next matches.
+        matches.clear();
+        self.core.matches = matches;
+        reported
     }
 
     /// A completion call of `kind` over `ids`: decides which requests it
@@ -168,18 +175,27 @@ impl Engine {
         ids: &[Option<ReqId>],
         done: &[usize],
     ) -> Result<()> {
-        if let [one] = ids {
-            // (The common case, without an allocation.)
-            let info = [self.request_info(*one)];
-            return self.hook(|p| p.completion(call, kind, &info, done));
-        }
-        let infos = self.request_infos(ids);
-        self.hook(|p| p.completion(call, kind, &infos, done))
+        self.with_request_infos(ids, |p, infos| p.completion(call, kind, infos, done))
     }
 
-    /// What the protocol is told of requests `ids`.
-    fn request_infos(&self, ids: &[Option<ReqId>]) -> Vec<Option<RequestInfo>> {
-        ids.iter().map(|&id| self.request_info(id)).collect()
+    /// Run hook `f` with what the protocol is told of requests `ids`
+    /// (without an allocation for up to [`INLINE_REQUESTS`] of them: a
+    /// test in a polling loop, a collective's sendrecv).
+    fn with_request_infos<T>(
+        &mut self,
+        ids: &[Option<ReqId>],
+        f: impl FnOnce(&mut dyn Protocol, &[Option<RequestInfo>]) -> Result<T>,
+    ) -> Result<T> {
+        if ids.len() <= INLINE_REQUESTS {
+            let mut buf = [None; INLINE_REQUESTS];
+            for (info, &id) in buf.iter_mut().zip(ids) {
+                *info = self.request_info(id);
+            }
+            let infos = &buf[..ids.len()];
+            return self.hook(|p| f(p, infos));
+        }
+        let infos: Vec<Option<RequestInfo>> = ids.iter().map(|&id| self.request_info(id)).collect();
+        self.hook(|p| f(p, &infos))
     }
 
     /// What the protocol is told of request `id`.
@@ -194,15 +210,7 @@ impl Engine {
 
     /// A determined wait over `ids` returned: tell the protocol.
     fn report_waited(&mut self, kind: WaitKind, ids: &[Option<ReqId>]) -> Result<()> {
-        if let [one] = ids {
-            // (The common case, without an allocation.)
-            let info = [self.request_info(*one)];
-            self.hook(|p| p.waited(kind, &info))?;
-        } else {
-            let infos = self.request_infos(ids);
-            self.hook(|p| p.waited(kind, &infos))?;
-        }
-        Ok(())
+        self.with_request_infos(ids, |p, infos| p.waited(kind, infos))
     }
 
     /// A communicator was made or freed: tell the protocol.
