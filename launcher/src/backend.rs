@@ -77,7 +77,13 @@ impl Spawner {
         if let Some(fd) = self.job_page_fd {
             cmd.env(env::JOB_PAGE_FD, fd.to_string())
                 .env(env::OUTPUT_MARKS, "1");
+        } else {
+            // Not restartable: nothing inherited may say otherwise.
+            cmd.env_remove(env::JOB_PAGE_FD)
+                .env_remove(env::OUTPUT_MARKS);
         }
+        cmd.env_remove(env::REPLAY_DIR)
+            .env_remove(env::REPLAY_UNTIL);
         let core = self.bind.then_some(rank % self.cores);
         let launcher_pid = self.launcher_pid;
         // SAFETY: the closure runs in the child between fork and exec and

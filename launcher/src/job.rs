@@ -100,10 +100,11 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run")?;
     // The job-wide part of every rank's JobConfig: the engine's and the
     // protocol's settings (the user's knobs among them read here).
+    let user = EngineSettings::from_env().map_err(Error::Settings)?;
     let engine = EngineSettings {
         stats: stats_env,
-        chaos: args.chaos,
-        ..EngineSettings::from_env().map_err(Error::Settings)?
+        chaos: args.chaos.or(user.chaos),
+        ..user
     };
     let mut extra_envs: Vec<(String, String)> = engine.to_env();
     extra_envs.extend(protocol.settings.to_env());

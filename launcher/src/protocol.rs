@@ -233,7 +233,7 @@ impl ProtocolSetup {
             },
             // This launcher restarts the loggers it started from their
             // files when they die.
-            loggers_restarted: !self.loggers.is_empty(),
+            loggers_restarted: user.loggers_restarted || !self.loggers.is_empty(),
             // A host may be lost with the files on it: checkpoints (and
             // the log records they keep for peers) are copied to the
             // loggers, for a restart on another host.

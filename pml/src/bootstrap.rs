@@ -161,16 +161,29 @@ impl JobEnv {
             return Ok(None);
         }
         let (rank, size) = rank_and_size(get)?;
+        let mailbox_fds: Vec<i32> =
+            list_of(env::MAILBOX_FDS, &required(get, env::MAILBOX_FDS)?, size)?;
+        let job_page_fd: Option<i32> = optional(get, env::JOB_PAGE_FD)?;
+        // Each inherited descriptor is closed once mapped: no number twice.
+        let mut all: Vec<i32> = mailbox_fds.iter().copied().chain(job_page_fd).collect();
+        all.sort_unstable();
+        if all.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::Bootstrap(format!(
+                "{} and {} name a descriptor twice",
+                env::MAILBOX_FDS,
+                env::JOB_PAGE_FD
+            )));
+        }
         Ok(Some(JobEnv {
             job_id: required(get, env::JOB_ID)?,
             rank,
             size,
             kv_addr: required(get, env::KV_ADDR)?,
             token: required(get, env::TOKEN)?,
-            mailbox_fds: list_of(env::MAILBOX_FDS, &required(get, env::MAILBOX_FDS)?, size)?,
+            mailbox_fds,
             local_size: number(env::LOCAL_SIZE, &required(get, env::LOCAL_SIZE)?)?,
             host_cores: number(env::HOST_CORES, &required(get, env::HOST_CORES)?)?,
-            job_page_fd: optional(get, env::JOB_PAGE_FD)?,
+            job_page_fd,
             incarnation: optional(get, env::INCARNATION)?.unwrap_or(0),
             host_of: match get(env::HOST_OF) {
                 None => vec![0; size],

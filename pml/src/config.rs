@@ -7,9 +7,13 @@
 //! C program through its loader, and can be read with
 //! `cat /proc/<pid>/environ`. The launcher writes them with the `to_env`
 //! methods here and a process reads them with [`JobConfig::from_env`]; no
-//! other code in the workspace reads a `VPML_*` variable (the fault
-//! injection of the tests, `VPML_FAULT_POINT`, and the logging filter,
-//! `VPML_LOG`, aside). A malformed value is an error naming the variable.
+//! other code of a rank reads a `VPML_*` variable (the fault injection of
+//! the tests, `VPML_FAULT_POINT`, and the logging filter, `VPML_LOG`,
+//! aside). A malformed value is an error naming the variable; the
+//! protocol's settings are read only when a protocol is chosen. (The
+//! launcher's own command line takes defaults from a few variables of the
+//! user's — `VPML_PROTOCOL`, `VPML_TRANSPORT`, `VPML_SENDER_LOG` — and
+//! `vpml mpicc` its compiler from `VPML_CC`.)
 //!
 //! [`JobConfig::get`] is the process's copy, read at the first call. The
 //! simulator, which runs a whole job in one process, builds each rank's
@@ -56,7 +60,7 @@ pub mod var {
     pub const STATS: &str = "VPML_STATS";
     /// `vpml run --chaos SEED`: perturb delivery timing from this seed.
     pub const CHAOS: &str = "VPML_CHAOS";
-    /// Set (to anything): large messages never use single-copy reads.
+    /// Non-empty: large messages never use single-copy reads.
     pub const SHM_NO_SINGLE_COPY: &str = "VPML_SHM_NO_SINGLE_COPY";
     /// Wall-clock time (ns since the Unix epoch) at which the launcher
     /// started this process (to time restarts).
@@ -259,7 +263,12 @@ impl JobConfig {
         Ok(JobConfig {
             job,
             engine: EngineSettings::read(get)?,
-            protocol: ProtocolSettings::read(get)?,
+            // A process without a protocol reads none of its settings (a
+            // stale one left in the user's shell does not stop it).
+            protocol: match ProtocolName::parse(&get(var::PROTOCOL).unwrap_or_default())? {
+                ProtocolName::None => ProtocolSettings::default(),
+                _ => ProtocolSettings::read(get)?,
+            },
             replay: match replay {
                 None => None,
                 Some(dir) => Some(ReplaySettings {
@@ -563,7 +572,37 @@ mod tests {
     }
 
     #[test]
+    fn an_inherited_descriptor_named_twice_is_refused() {
+        let rank = |fds: &'static str, page: &'static str| {
+            read(&[
+                (var::RANK, "0"),
+                (var::SIZE, "2"),
+                (var::JOB_ID, "a"),
+                (var::KV_ADDR, "x"),
+                (var::TOKEN, "t"),
+                (var::MAILBOX_FDS, fds),
+                (var::LOCAL_SIZE, "2"),
+                (var::HOST_CORES, "1"),
+                (var::JOB_PAGE_FD, page),
+            ])
+            .err()
+            .map(|e| e.to_string())
+        };
+        assert_eq!(rank("3,4", "5"), None);
+        for e in [rank("3,3", ""), rank("3,4", "4")] {
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("name a descriptor twice")),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_bad_value_is_an_error_naming_its_variable() {
+        // Without a protocol, the protocol's settings are not read at all.
+        assert!(read(&[(var::SENDER_LOG, "disk")]).is_ok());
+        let pessimist = (var::PROTOCOL, "pessimist");
         for (name, value, says) in [
             (
                 var::PROTOCOL,
@@ -592,7 +631,9 @@ mod tests {
             ),
             (var::CHAOS, "-1", "VPML_CHAOS=\"-1\" is not a valid number"),
         ] {
-            let e = read(&[(name, value)]).err().map(|e| e.to_string());
+            let e = read(&[pessimist, (name, value)])
+                .err()
+                .map(|e| e.to_string());
             assert!(
                 e.as_deref().is_some_and(|e| e.contains(says)),
                 "{name}: {e:?}"

@@ -314,7 +314,17 @@ fn replay(args: &ReplayArgs, mpi: MpiSetup) -> Result<u8, Error> {
         c.args(&m.args);
         c
     };
-    for var in [env::KV_ADDR, env::MAILBOX_FDS, env::JOB_PAGE_FD, env::TOKEN] {
+    // Nothing of a job it might run inside (or a stale variable of the
+    // user's shell) reaches the replayed rank.
+    for var in [
+        env::KV_ADDR,
+        env::MAILBOX_FDS,
+        env::JOB_PAGE_FD,
+        env::TOKEN,
+        env::REPLAY_UNTIL,
+        env::OUTPUT_MARKS,
+        env::CHAOS,
+    ] {
         cmd.env_remove(var);
     }
     cmd.env(env::REPLAY_DIR, &dir)

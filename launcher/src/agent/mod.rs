@@ -276,7 +276,13 @@ fn spawn_rank(
     if let Some((fd, _, _)) = &st.page {
         cmd.env(env::JOB_PAGE_FD, fd.as_raw_fd().to_string())
             .env(env::OUTPUT_MARKS, "1");
+    } else {
+        // Not restartable: nothing inherited may say otherwise.
+        cmd.env_remove(env::JOB_PAGE_FD)
+            .env_remove(env::OUTPUT_MARKS);
     }
+    cmd.env_remove(env::REPLAY_DIR)
+        .env_remove(env::REPLAY_UNTIL);
     // Each rank learns its own host; the others' are as placed at start.
     let host_of = job
         .envs
