@@ -29,7 +29,7 @@ use crate::supervision::SimJob;
 use crate::{Options, Outcome, Protocol};
 
 /// The wait status of a process killed by SIGKILL.
-const KILLED: i32 = 9;
+const KILLED: i32 = rustix::process::Signal::KILL.as_raw();
 
 /// Odds of a crash at each chance (fault point or hand-over): one in this.
 const CRASH_ONE_IN: u32 = 150;
