@@ -26,6 +26,11 @@
 //! and bcast 1 MiB on 2, 4, 8 ranks), `heat3d` (small problem, 4 ranks,
 //! run 4 times per configuration in each round: a run takes about a
 //! second and varies by ±10 % here),
+//! `nocheckpoint` (what logging costs an unmodified C program that never
+//! checkpoints — latency, bandwidth, bi-directional bandwidth, message
+//! rate and six collectives, 1 B to 4 MiB — the MPICH-built
+//! `benches/c/logging_cost.c` on vpml's MPI library with and without the
+//! protocol, and natively; the ratios against issue 22's targets),
 //! `patterns` (events logged per message for the NAS-like patterns,
 //! next to seed 002's Table I), and `recovery` (heat3d on 4 ranks with
 //! rank 2 killed halfway: the stages of its recovery and the job's extra
@@ -65,7 +70,7 @@ use common::{Config, arg, json_lines, write_report};
 use parts::{PARTS, configs, heat3d_json};
 use patterns::patterns;
 use recovery::recovery;
-use report::{medians, print_protocol_overhead, print_tables};
+use report::{medians, print_nocheckpoint, print_protocol_overhead, print_tables};
 use serde_json::{Value, json};
 
 /// One measured value.
@@ -181,6 +186,7 @@ fn main() {
     let table = medians(&samples);
     print_tables(&table, rounds);
     print_protocol_overhead(&samples);
+    print_nocheckpoint(&samples);
     let mut pattern_rows =
         if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
             patterns()

@@ -30,6 +30,13 @@ fn parse_collective(v: &Value) -> Vec<(String, u64, f64)> {
     }
 }
 
+fn parse_logging_cost(v: &Value) -> Vec<(String, u64, f64)> {
+    match (v["test"].as_str(), v["bytes"].as_u64(), v["value"].as_f64()) {
+        (Some(t), Some(b), Some(x)) => vec![(t.to_string(), b, x)],
+        _ => Vec::new(),
+    }
+}
+
 fn parse_heat3d(v: &Value) -> Vec<(String, u64, f64)> {
     v["elapsed_s"]
         .as_f64()
@@ -57,7 +64,11 @@ const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) ->
     }
 }
 
-pub(crate) const PARTS: [Part; 7] = [
+/// The part that measures what logging costs a C program that never
+/// checkpoints (see [`nocheckpoint_configs`]).
+pub(crate) const NOCHECKPOINT: &str = "nocheckpoint";
+
+pub(crate) const PARTS: [Part; 8] = [
     Part {
         name: "pingpong-tcp",
         example: "pingpong",
@@ -110,6 +121,21 @@ pub(crate) const PARTS: [Part; 7] = [
         repeats: 1,
         nogc: false,
     },
+    // An unmodified MPI program that never checkpoints: the one binary,
+    // built by MPICH's mpicc, on vpml's MPI library with and without the
+    // protocol, and under the reference MPIs.
+    Part {
+        name: NOCHECKPOINT,
+        example: "",
+        c_source: Some("logging_cost.c"),
+        ranks: &[2],
+        args: &["--json"],
+        parse: parse_logging_cost,
+        tcp: false,
+        steady: &[],
+        repeats: 1,
+        nogc: false,
+    },
     Part {
         name: "heat3d",
         example: "heat3d",
@@ -154,7 +180,57 @@ const NOGC_MAX: usize = 64 << 10;
 /// The configuration running MPICH's build of the C program on vpml.
 pub(crate) const MPICH_ON_VPML: &str = "mpich-on-vpml";
 
+/// The configurations of [`NOCHECKPOINT`]: the MPICH-built program on
+/// vpml without a protocol (`vpml`) and with the pessimist one
+/// (`vpml-pessimist`; `vpml-pessimist-memlog` with its sender log in
+/// memory), then natively under MPICH and Open MPI.
+fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
+    let src = part.c_source.unwrap_or_default();
+    let mpich = reference("mpich", src, ranks)
+        .map_err(|why| format!("needs MPICH's mpicc to build the program vpml runs: {why}"))?;
+    let exe_at = mpich
+        .cmd
+        .iter()
+        .position(|a| a == "--name")
+        .ok_or("no program in MPICH's command")?;
+    let exe = std::path::PathBuf::from(&mpich.cmd[exe_at - 1]);
+    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let on_vpml = |name: &str, options: &[&str]| {
+        let mut cmd = vpml_run_with(ranks, options, &exe);
+        cmd.extend(["--name".to_string(), name.into()]);
+        cmd.extend(args.iter().cloned());
+        Config {
+            name: name.into(),
+            cmd,
+            envs: vec![],
+        }
+    };
+    let mut out = vec![
+        on_vpml("vpml", &[]),
+        on_vpml("vpml-pessimist", &["--protocol", "pessimist"]),
+        // The sender log in anonymous memory (huge pages where the kernel
+        // gives them) rather than in files of the log directory.
+        on_vpml(
+            "vpml-pessimist-memlog",
+            &["--protocol", "pessimist", "--sender-log", "memory"],
+        ),
+    ];
+    for f in FLAVOURS {
+        match reference(f, src, ranks) {
+            Ok(mut c) => {
+                c.cmd.extend(args.iter().cloned());
+                out.push(c);
+            }
+            Err(why) => println!("# {}: skipping {f}: {why}", part.name),
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
+    if part.name == NOCHECKPOINT {
+        return nocheckpoint_configs(part, ranks);
+    }
     let program = example(part.example)?;
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
     let transport: &[&str] = if part.tcp {

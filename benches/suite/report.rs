@@ -200,3 +200,98 @@ pub(crate) fn print_tables(table: &Table, rounds: usize) {
         println!();
     }
 }
+
+/// The target of issue 22 for `test` at `bytes` of the `nocheckpoint`
+/// part, as (bound, true if the ratio pessimist / vpml must stay at or
+/// below it — a time — else at or above — a rate), if there is one.
+fn nocheckpoint_target(test: &str, bytes: u64) -> Option<(f64, bool)> {
+    const KIB: u64 = 1024;
+    match test {
+        "latency" if bytes <= KIB => Some((1.05, true)),
+        "latency" if (4 * KIB..=64 * KIB).contains(&bytes) => Some((1.15, true)),
+        "bw" | "bibw" | "msgrate" if bytes <= KIB => Some((0.90, false)),
+        "bw" | "bibw" | "msgrate" if (64 * KIB..=4096 * KIB).contains(&bytes) => {
+            Some((0.85, false))
+        }
+        "allreduce" | "bcast" | "allgather" | "allgatherv" | "alltoall" | "alltoallv" => {
+            Some((1.15, true))
+        }
+        _ => None,
+    }
+}
+
+/// What logging costs a C program that never checkpoints (the
+/// `nocheckpoint` part): for every test and size, the ratio pessimist /
+/// vpml within each pair of runs, its median over pairs and its range,
+/// against the target where there is one.
+pub(crate) fn print_nocheckpoint(samples: &[Sample]) {
+    for config in ["vpml-pessimist", "vpml-pessimist-memlog"] {
+        print_nocheckpoint_of(samples, config);
+    }
+}
+
+/// [`print_nocheckpoint`] for the pessimist configuration `config`.
+fn print_nocheckpoint_of(samples: &[Sample], config: &str) {
+    let part = super::parts::NOCHECKPOINT;
+    let mine: Vec<&Sample> = samples.iter().filter(|s| s.part == part).collect();
+    if !mine.iter().any(|s| s.config == config) {
+        return;
+    }
+    let value = |config: &str, test: &str, x: u64, pair: usize| {
+        mine.iter()
+            .find(|s| s.config == config && s.metric == test && s.x == x && s.pair == pair)
+            .map(|s| s.value)
+    };
+    let pairs = mine.iter().map(|s| s.pair).max().unwrap_or(0);
+    println!(
+        "# {part}: {config} / vpml for a C program that never checkpoints (MPICH-built, on vpml's MPI library, 2 ranks); median over {pairs} pair(s) of runs [range]"
+    );
+    let (mut met, mut missed) = (0, 0);
+    let mut tests: Vec<&str> = Vec::new();
+    for s in &mine {
+        if !tests.contains(&s.metric.as_str()) {
+            tests.push(&s.metric);
+        }
+    }
+    for test in tests {
+        let mut xs: Vec<u64> = mine
+            .iter()
+            .filter(|s| s.metric == test)
+            .map(|s| s.x)
+            .collect();
+        xs.sort_unstable();
+        xs.dedup();
+        for x in xs {
+            let ratios: Vec<f64> = (1..=pairs)
+                .filter_map(|k| {
+                    let r = value(config, test, x, k)? / value("vpml", test, x, k)?;
+                    r.is_finite().then_some(r)
+                })
+                .collect();
+            if ratios.is_empty() {
+                continue;
+            }
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let mid = median(ratios);
+            let verdict = match nocheckpoint_target(test, x) {
+                Some((bound, at_most)) => {
+                    let ok = if at_most { mid <= bound } else { mid >= bound };
+                    if ok {
+                        met += 1;
+                    } else {
+                        missed += 1;
+                    }
+                    format!(
+                        "target {} {bound:.2}: {}",
+                        if at_most { "<=" } else { ">=" },
+                        if ok { "met" } else { "MISSED" }
+                    )
+                }
+                None => "no target".into(),
+            };
+            println!("#   {test:<10} {x:>8} B  {mid:7.3} [{lo:.3}-{hi:.3}]  {verdict}");
+        }
+    }
+    println!("# {part}, {config}: {met} target(s) met, {missed} missed");
+}
