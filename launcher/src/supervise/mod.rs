@@ -1,7 +1,7 @@
 //! The supervisor: watches the ranks of a running job, restarts crashed
 //! ones (with a protocol), injects the failures asked for, and decides the
 //! job's exit code. It acts on the job through [`SupervisedJob`]
-//! ([`job`]): real processes under `vpml run`, threads in the simulator.
+//! (`job.rs`): real processes under `vpml run`, threads in the simulator.
 
 mod job;
 
@@ -50,7 +50,7 @@ enum Death {
 /// The state of a running job as the launcher sees it, and what it does
 /// about each input: a rank exited, joined, finalized or aborted, a timer
 /// fired, an agent or an event logger died, a signal arrived. Each input
-/// is one method, so that the loop in [`Supervisor::run`] is only the
+/// is one method, so that the loop in `Supervisor::run` (`vpml run`'s) is only the
 /// waiting.
 pub struct Supervisor<J: SupervisedJob> {
     job: J,
