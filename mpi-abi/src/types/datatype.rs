@@ -130,11 +130,26 @@ impl Builder {
     }
 }
 
+/// The element size of `t` if its elements lie back to back with no hole
+/// (one run of bytes from the element's start to its extent).
+fn contiguous(t: &DerivedType) -> Option<usize> {
+    match t.blocks[..] {
+        [(0, len)] if len > 0 && len as isize == t.extent => Some(len),
+        _ => None,
+    }
+}
+
 /// `count` elements of `t` at `buf`, packed into one run of bytes.
 ///
 /// # Safety
 /// `buf` holds `count` elements of `t` (the C caller's contract).
 pub(crate) unsafe fn pack(buf: *const u8, count: usize, t: &DerivedType) -> Vec<u8> {
+    if let Some(len) = contiguous(t) {
+        // One run of bytes (every predefined type, and derived types
+        // without holes): one copy, not one per element.
+        // SAFETY: caller contract: `count` elements, back to back.
+        return unsafe { std::slice::from_raw_parts(buf, len * count) }.to_vec();
+    }
     let size: usize = t.blocks.iter().map(|b| b.1).sum();
     let mut out = Vec::with_capacity(size * count);
     for i in 0..count {
@@ -155,6 +170,12 @@ pub(crate) unsafe fn pack(buf: *const u8, count: usize, t: &DerivedType) -> Vec<
 /// `buf` holds enough elements of `t` for `data` (the C caller's contract).
 pub(crate) unsafe fn unpack(data: &[u8], buf: *mut u8, t: &DerivedType) {
     if t.blocks.iter().all(|b| b.1 == 0) {
+        return;
+    }
+    if contiguous(t).is_some() {
+        // SAFETY: caller contract: the elements `data` fills are writable,
+        // back to back.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len()) };
         return;
     }
     let mut at = 0;
@@ -182,4 +203,47 @@ pub(crate) fn span(count: c_int, dt: Datatype) -> Result<usize, (c_int, &'static
     let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count"))?;
     n.checked_mul(t.size)
         .ok_or((MPI_ERR_COUNT, "count too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn derived(blocks: Vec<(isize, usize)>, extent: isize) -> DerivedType {
+        DerivedType {
+            blocks,
+            lb: 0,
+            extent,
+            base: None,
+            per: 1,
+            align: 1,
+        }
+    }
+
+    #[test]
+    fn contiguous_and_strided_elements_pack_and_unpack_the_same_bytes() {
+        let src: Vec<u8> = (0..64u8).collect();
+        // Contiguous: 4-byte elements, back to back (the one-copy path).
+        let t = derived(vec![(0, 4)], 4);
+        // SAFETY: `src` holds 16 elements of 4 bytes.
+        let packed = unsafe { pack(src.as_ptr(), 16, &t) };
+        assert_eq!(packed, src);
+        let mut back = vec![0u8; 64];
+        // SAFETY: `back` holds 16 elements.
+        unsafe { unpack(&packed[..10], back.as_mut_ptr(), &t) };
+        assert_eq!(&back[..10], &src[..10]);
+        assert!(back[10..].iter().all(|&b| b == 0));
+        // Strided: 2 bytes of every 4 (the per-element path).
+        let t = derived(vec![(0, 2)], 4);
+        // SAFETY: `src` holds 16 elements of extent 4.
+        let packed = unsafe { pack(src.as_ptr(), 16, &t) };
+        let want: Vec<u8> = src.chunks(4).flat_map(|c| [c[0], c[1]]).collect();
+        assert_eq!(packed, want);
+        let mut back = vec![0u8; 64];
+        // SAFETY: as above.
+        unsafe { unpack(&packed, back.as_mut_ptr(), &t) };
+        for (i, c) in back.chunks(4).enumerate() {
+            assert_eq!(c, [src[4 * i], src[4 * i + 1], 0, 0]);
+        }
+    }
 }
