@@ -70,22 +70,7 @@ impl RankLog {
                 sync_dir(d)?;
             }
         }
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-            let entry = entry.map_err(io_err(dir))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if let Some(first) = parse_segment_name(name) {
-                names.push((first, entry.path()));
-            } else if name != "incarnation"
-                && name != "incarnation.tmp"
-                && name != "copies"
-                && !name.ends_with(".corrupt")
-            {
-                tracing::warn!(path = %entry.path().display(), "ignoring unexpected file in a rank log directory");
-            }
-        }
-        names.sort();
+        let names = segment_files(dir)?;
         let mut segments: Vec<Segment> = Vec::new();
         let count = names.len();
         let mut iter = names.into_iter().enumerate();
@@ -356,6 +341,64 @@ impl RankLog {
             .map(|s| (s.path.clone(), s.len, s.first))
             .collect()
     }
+}
+
+/// The segment files of a rank log directory, by first id.
+fn segment_files(dir: &Path) -> Result<Vec<(EventId, PathBuf)>, StorageError> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(first) = parse_segment_name(name) {
+            names.push((first, entry.path()));
+        } else if name != "incarnation"
+            && name != "incarnation.tmp"
+            && name != "copies"
+            && !name.ends_with(".corrupt")
+        {
+            tracing::warn!(path = %entry.path().display(), "ignoring unexpected file in a rank log directory");
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// What [`RankLog::read_plan`] gives, for a rank log directory read
+/// without a server and without changing anything: the segments must
+/// follow each other and be whole, but for a torn last record (a write a
+/// crash cut short, which the server would cut on its next start), which
+/// is left out.
+pub(super) fn read_only_plan(dir: &Path) -> Result<Vec<(PathBuf, u64, EventId)>, StorageError> {
+    let names = segment_files(dir)?;
+    let count = names.len();
+    let mut plan = Vec::with_capacity(count);
+    let mut next: Option<EventId> = None;
+    for (i, (first, path)) in names.into_iter().enumerate() {
+        if let Some(n) = next
+            && n != first
+        {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: 0,
+                why: format!(
+                    "segment starts at id {first} but the previous one ends at {}",
+                    n - 1
+                ),
+            });
+        }
+        let scan = scan_segment(&path, first)?;
+        if let Some((offset, why, torn)) = scan.problem
+            && !(torn && i + 1 == count)
+        {
+            return Err(StorageError::Corrupt { path, offset, why });
+        }
+        next = Some(scan.ids.map_or(first, |(_, last)| last + 1));
+        if scan.valid_len > 0 {
+            plan.push((path, scan.valid_len, first));
+        }
+    }
+    Ok(plan)
 }
 
 /// Renames a damaged segment out of the way (kept for inspection).

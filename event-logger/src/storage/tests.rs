@@ -119,3 +119,58 @@ fn stale_incarnations_are_refused() {
     assert!(log.lock().unwrap().admit(1).is_err());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn reading_a_recording_offline_changes_nothing_and_names_damage() {
+    let (_tmp, root) = tmp("offline");
+    {
+        let s = Storage::open(cfg(&root, 200)).unwrap();
+        let log = s.rank("j", 0).unwrap();
+        let mut l = log.lock().unwrap();
+        for i in 0..5 {
+            l.append(&batch(1 + i * 3, 3), 0).unwrap();
+        }
+    }
+    let dir = root.join("jobs").join("j").join("0");
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("seg-"))
+        })
+        .collect();
+    segs.sort();
+    assert!(segs.len() >= 2, "{segs:?}");
+    // A torn last record (a crash mid-write) is left out, not cut.
+    let last = segs.last().unwrap().clone();
+    let mut f = OpenOptions::new().append(true).open(&last).unwrap();
+    std::io::Write::write_all(&mut f, &[7u8; 9]).unwrap();
+    let len = std::fs::metadata(&last).unwrap().len();
+    let events = read_stored_events(&root, "j", 0).unwrap();
+    let ids: Vec<EventId> = events.iter().map(|(i, _)| *i).collect();
+    assert_eq!(ids, (1..=15).collect::<Vec<_>>());
+    assert_eq!(
+        std::fs::metadata(&last).unwrap().len(),
+        len,
+        "the recording changed"
+    );
+    // A missing rank is empty, and creates nothing.
+    assert!(read_stored_events(&root, "j", 9).unwrap().is_empty());
+    assert!(!root.join("jobs").join("j").join("9").exists());
+    // Damage before the end is an error naming the file and offset.
+    let first = segs[0].clone();
+    let mut bytes = std::fs::read(&first).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&first, &bytes).unwrap();
+    let e = read_stored_events(&root, "j", 0)
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        e.as_deref()
+            .is_some_and(|e| e.contains(&first.display().to_string())),
+        "{e:?}"
+    );
+}
