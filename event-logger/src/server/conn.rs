@@ -84,6 +84,27 @@ fn storage_close(e: StorageError) -> Close {
     Close::new(code, e.to_string())
 }
 
+/// fsync `file`, the active file of `log` (job `job`, rank `rank`), as the
+/// flusher does: counted, and on failure the log is marked failed (the
+/// kernel may have dropped the data, so nothing it holds can be promised
+/// any more) and the connection closes saying whose log it was.
+fn sync_log(
+    shared: &Shared,
+    log: &Mutex<RankLog>,
+    file: &std::fs::File,
+    job: &str,
+    rank: u32,
+) -> Result<(), Close> {
+    let synced = file.sync_data();
+    shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+    synced.map_err(|e| {
+        let why = format!("fsync of the event log of job {job:?} rank {rank} failed: {e}");
+        tracing::error!("{why}; the rank's log is marked failed");
+        lock(log).fail(why.clone());
+        Close::new(ErrorCode::Storage, why)
+    })
+}
+
 struct Session {
     job: String,
     rank: u32,
@@ -326,10 +347,7 @@ impl Conn<'_> {
                         let l = lock(&session.log);
                         (l.active_file(), l.highest())
                     };
-                    file.sync_data().map_err(|e| {
-                        Close::new(ErrorCode::Storage, format!("fsync failed: {e}"))
-                    })?;
-                    self.shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+                    sync_log(self.shared, &session.log, &file, &session.job, session.rank)?;
                     Some(id)
                 } else {
                     self.pending_ack.take()
@@ -414,8 +432,7 @@ impl Conn<'_> {
         if self.shared.cfg.durability == Durability::Fsync {
             // The client resends from `highest + 1`: what it is told is stored
             // must be durable.
-            file.sync_data()
-                .map_err(|e| Close::new(ErrorCode::Storage, format!("fsync failed: {e}")))?;
+            sync_log(self.shared, &log, &file, &h.job, h.rank)?;
         }
         tracing::debug!(
             job = h.job,
