@@ -28,7 +28,8 @@ fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy
         ranks: args.ranks,
         restartable,
         max_restarts: args.max_restarts,
-        timeout: args.timeout,
+        // (Checked finite and positive in `run_job`.)
+        timeout: args.timeout.map(Duration::from_secs_f64),
         log_dir,
     }
 }
@@ -100,7 +101,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run")?;
     // The job-wide part of every rank's JobConfig: the engine's and the
     // protocol's settings (the user's knobs among them read here).
-    let user = EngineSettings::from_env().map_err(Error::Settings)?;
+    let user = EngineSettings::user_knobs_from_env().map_err(Error::Settings)?;
     let engine = EngineSettings {
         stats: stats_env,
         chaos: args.chaos.or(user.chaos),

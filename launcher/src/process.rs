@@ -14,7 +14,8 @@ pub(crate) fn child_setup(launcher_pid: u32, core: Option<usize>) -> std::io::Re
     set_parent_process_death_signal(Some(Signal::KILL))?;
     // The launcher may have died before prctl took effect.
     if Pid::as_raw(getppid()) as u32 != launcher_pid {
-        return Err(std::io::Error::other("launcher exited during start-up"));
+        // (No allocation between fork and exec: an errno, ESRCH.)
+        return Err(rustix::io::Errno::SRCH.into());
     }
     if let Some(core) = core {
         let mut set = rustix::thread::CpuSet::new();

@@ -221,7 +221,7 @@ impl ProtocolSetup {
         // The user's settings (tuning knobs such as VPML_LOG_SEGMENT_SIZE,
         // or VPML_CHECKPOINT_COPIES=loggers on one host), read here in
         // the launcher's environment and handed on with the rest.
-        let user = ProtocolSettings::from_env().map_err(Error::Settings)?;
+        let user = ProtocolSettings::user_knobs_from_env().map_err(Error::Settings)?;
         self.settings = ProtocolSettings {
             name: ProtocolName::Pessimist,
             event_loggers,

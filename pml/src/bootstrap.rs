@@ -167,9 +167,10 @@ impl JobEnv {
         // Each inherited descriptor is closed once mapped: no number twice.
         let mut all: Vec<i32> = mailbox_fds.iter().copied().chain(job_page_fd).collect();
         all.sort_unstable();
-        if all.windows(2).any(|w| w[0] == w[1]) {
+        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::Bootstrap(format!(
-                "{} and {} name a descriptor twice",
+                "descriptor {} is named twice by {} and {}",
+                w[0],
                 env::MAILBOX_FDS,
                 env::JOB_PAGE_FD
             )));

@@ -267,7 +267,7 @@ impl JobConfig {
             // stale one left in the user's shell does not stop it).
             protocol: match ProtocolName::parse(&get(var::PROTOCOL).unwrap_or_default())? {
                 ProtocolName::None => ProtocolSettings::default(),
-                _ => ProtocolSettings::read(get)?,
+                name => ProtocolSettings::read(get, name)?,
             },
             replay: match replay {
                 None => None,
@@ -281,19 +281,28 @@ impl JobConfig {
 }
 
 impl EngineSettings {
-    /// The settings in this process's environment (`vpml run` reads the
-    /// user's knobs, such as `VPML_SHM_NO_SINGLE_COPY`, this way).
-    pub fn from_env() -> Result<EngineSettings> {
-        EngineSettings::read(&process_env)
+    /// The settings a user may set for `vpml run` — `VPML_CHAOS` and
+    /// `VPML_SHM_NO_SINGLE_COPY` — from this process's environment (the
+    /// others are the launcher's to decide: a stale one in the shell is
+    /// not read).
+    pub fn user_knobs_from_env() -> Result<EngineSettings> {
+        EngineSettings::read_knobs(&process_env)
+    }
+
+    fn read_knobs(get: Lookup<'_>) -> Result<EngineSettings> {
+        Ok(EngineSettings {
+            chaos: optional(get, var::CHAOS)?,
+            no_single_copy: get(var::SHM_NO_SINGLE_COPY).is_some_and(|v| !v.is_empty()),
+            ..EngineSettings::default()
+        })
     }
 
     fn read(get: Lookup<'_>) -> Result<EngineSettings> {
         Ok(EngineSettings {
             stats: get(var::STATS).is_some_and(|v| !v.is_empty()),
-            chaos: optional(get, var::CHAOS)?,
-            no_single_copy: get(var::SHM_NO_SINGLE_COPY).is_some_and(|v| !v.is_empty()),
             output_marks: get(var::OUTPUT_MARKS).as_deref() == Some("1"),
             spawned_at_ns: optional(get, var::SPAWNED_AT_NS)?,
+            ..EngineSettings::read_knobs(get)?
         })
     }
 
@@ -312,13 +321,36 @@ impl EngineSettings {
 }
 
 impl ProtocolSettings {
-    /// The settings in this process's environment (`vpml run` reads the
-    /// user's knobs, such as `VPML_LOG_SEGMENT_SIZE`, this way).
-    pub fn from_env() -> Result<ProtocolSettings> {
-        ProtocolSettings::read(&process_env)
+    /// The settings a user may set for `vpml run` — segment size, eager
+    /// events, loggers restarted, kept logs, checkpoint copies — from this
+    /// process's environment (the others are the launcher's to decide: a
+    /// stale one in the shell is not read).
+    pub fn user_knobs_from_env() -> Result<ProtocolSettings> {
+        ProtocolSettings::read_knobs(&process_env)
     }
 
-    fn read(get: Lookup<'_>) -> Result<ProtocolSettings> {
+    fn read_knobs(get: Lookup<'_>) -> Result<ProtocolSettings> {
+        Ok(ProtocolSettings {
+            segment_size: optional(get, var::LOG_SEGMENT_SIZE)?,
+            events_eager: flag(get, var::EVENTS_EAGER)?,
+            loggers_restarted: flag(get, var::LOGGERS_RESTARTED)?,
+            keep_logs: flag(get, var::KEEP_LOGS)?,
+            checkpoint_copies: match get(var::CHECKPOINT_COPIES).as_deref() {
+                Some("loggers") => true,
+                Some("") | Some("none") | None => false,
+                Some(other) => {
+                    return Err(Error::Bootstrap(format!(
+                        "{}={other:?}: expected loggers or none",
+                        var::CHECKPOINT_COPIES
+                    )));
+                }
+            },
+            ..ProtocolSettings::default()
+        })
+    }
+
+    /// The settings of protocol `name`.
+    fn read(get: Lookup<'_>, name: ProtocolName) -> Result<ProtocolSettings> {
         let event_loggers = match get(var::EVENT_LOGGERS) {
             None => Vec::new(),
             Some(list) => list
@@ -332,7 +364,7 @@ impl ProtocolSettings {
                 .collect::<Result<Vec<SocketAddr>>>()?,
         };
         Ok(ProtocolSettings {
-            name: ProtocolName::parse(&get(var::PROTOCOL).unwrap_or_default())?,
+            name,
             event_loggers,
             replicas: optional(get, var::REPLICAS)?,
             log_dir: get(var::LOG_DIR)
@@ -348,20 +380,7 @@ impl ProtocolSettings {
                     )));
                 }
             },
-            segment_size: optional(get, var::LOG_SEGMENT_SIZE)?,
-            events_eager: flag(get, var::EVENTS_EAGER)?,
-            loggers_restarted: flag(get, var::LOGGERS_RESTARTED)?,
-            keep_logs: flag(get, var::KEEP_LOGS)?,
-            checkpoint_copies: match get(var::CHECKPOINT_COPIES).as_deref() {
-                Some("loggers") => true,
-                Some("") | Some("none") | None => false,
-                Some(other) => {
-                    return Err(Error::Bootstrap(format!(
-                        "{}={other:?}: expected loggers or none",
-                        var::CHECKPOINT_COPIES
-                    )));
-                }
-            },
+            ..ProtocolSettings::read_knobs(get)?
         })
     }
 
@@ -592,7 +611,8 @@ mod tests {
         for e in [rank("3,3", ""), rank("3,4", "4")] {
             assert!(
                 e.as_deref()
-                    .is_some_and(|e| e.contains("name a descriptor twice")),
+                    .is_some_and(|e| e.contains("descriptor 3 is named twice")
+                        || e.contains("descriptor 4 is named twice")),
                 "{e:?}"
             );
         }
@@ -602,6 +622,18 @@ mod tests {
     fn a_bad_value_is_an_error_naming_its_variable() {
         // Without a protocol, the protocol's settings are not read at all.
         assert!(read(&[(var::SENDER_LOG, "disk")]).is_ok());
+        // The launcher reads only the user's knobs: stale values of what it
+        // decides itself are not its concern.
+        let stale = |name: &str| match name {
+            "VPML_EVENT_LOGGERS" => Some("localhost".to_string()),
+            "VPML_SPAWNED_AT_NS" => Some("soon".to_string()),
+            "VPML_LOG_SEGMENT_SIZE" => Some("4096".to_string()),
+            _ => None,
+        };
+        let knobs = ProtocolSettings::read_knobs(&stale).unwrap();
+        assert_eq!(knobs.segment_size, Some(4096));
+        assert!(knobs.event_loggers.is_empty());
+        assert!(EngineSettings::read_knobs(&stale).is_ok());
         let pessimist = (var::PROTOCOL, "pessimist");
         for (name, value, says) in [
             (

@@ -58,7 +58,7 @@ pub struct Supervisor<J: SupervisedJob> {
     restartable: bool,
     log_dir: Option<PathBuf>,
     /// `--timeout`, for the message.
-    timeout: Option<f64>,
+    timeout: Option<Duration>,
     max_restarts: u32,
     start: Instant,
     /// How each rank's last process ended (for a recording's manifest).
@@ -99,8 +99,8 @@ pub struct Policy {
     pub restartable: bool,
     /// Restarts allowed, of ranks and loggers together (`--max-restarts`).
     pub max_restarts: u32,
-    /// `--timeout`, in seconds.
-    pub timeout: Option<f64>,
+    /// `--timeout`.
+    pub timeout: Option<Duration>,
     /// The job's log directory (where injected file damage happens).
     pub log_dir: Option<PathBuf>,
 }
@@ -161,9 +161,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             restarts_done: 0,
             failure: None,
             kill_at: None,
-            deadline: policy
-                .timeout
-                .map(|t| Instant::now() + Duration::from_secs_f64(t)),
+            deadline: policy.timeout.map(|t| start + t),
         }
     }
 
@@ -301,7 +299,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             notice!(
                 self,
                 "job timed out after {} s; stopping {} rank(s)",
-                self.timeout.unwrap_or_default(),
+                self.timeout.unwrap_or_default().as_secs_f64(),
                 targets.len()
             );
             self.failure = Some(TIMEOUT_EXIT);
