@@ -11,8 +11,8 @@ use std::path::Path;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
-    CallId, CommChange, CompletionKind, KeptBytes, LoggedMessage, OutgoingMessage, PersistentInit,
-    Protocol, RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
+    CallId, CommChange, CompletionKind, LoggedMessage, OutgoingMessage, PersistentInit, Protocol,
+    RecvPlan, Replay, RequestInfo, SendPlan, WaitKind,
 };
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
@@ -34,19 +34,6 @@ pub struct Replayer {
     recent: Vec<String>,
     /// Highest call id seen so far.
     last_call: CallId,
-}
-
-/// A recorded message as the engine reads it (the payload stays in the
-/// mapped log, which lives as long as the replayer).
-fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
-    LoggedMessage {
-        context: r.header.context,
-        tag: r.header.tag,
-        seq: r.header.seq,
-        // SAFETY: the engine owns the replayer, which keeps the recorded
-        // logs mapped, read-only and never freed, as long as it lives.
-        bytes: unsafe { KeptBytes::new(r.payload) },
-    }
 }
 
 fn fail(what: String) -> Error {
@@ -348,7 +335,14 @@ impl Protocol for Replayer {
         self.peers
             .get(from)
             .and_then(Option::as_ref)
-            .map(|log| log.iter_from(rank, 1).map(logged).collect())
+            .map(|log| {
+                log.iter_from(rank, 1)
+                    // SAFETY: the engine owns the replayer, which keeps
+                    // the recorded logs mapped, read-only and never
+                    // freed, as long as it lives.
+                    .map(|r| unsafe { vpml_vprotocol::logged_message(r) })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

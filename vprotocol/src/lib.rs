@@ -27,10 +27,26 @@ mod previous_sends;
 pub mod replay_log;
 
 use vpml_pml::config::JobConfig;
-use vpml_pml::protocol::Protocol;
+use vpml_pml::protocol::{KeptBytes, LoggedMessage, Protocol};
 use vpml_pml::{Error, Result};
 
 pub use vpml_pml::config::ProtocolName;
+
+/// A sender-log record lent to the engine to send (again): its payload
+/// stays in the log's mapping.
+///
+/// # Safety
+/// The record's payload stays valid and unchanged for as long as the
+/// engine may read it (the contract of [`KeptBytes::new`]).
+pub unsafe fn logged_message(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
+    LoggedMessage {
+        context: r.header.context,
+        tag: r.header.tag,
+        seq: r.header.seq,
+        // SAFETY: the caller's contract.
+        bytes: unsafe { KeptBytes::new(r.payload) },
+    }
+}
 
 /// Build the protocol `cfg` asks for (`None` for `none`).
 ///

@@ -176,8 +176,8 @@ impl Core {
                             self.deliver_owned(part.env, data, part.sync)
                         }
                         PartialDest::Posted(Posted { item: id, .. }) => {
+                            // (Its match was reported at the first fragment.)
                             let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
-                            self.note_match(id, part.env.source);
                             let st = self.recv_status(&part.env, buf_len);
                             self.set_status(id, st);
                             self.complete(id);

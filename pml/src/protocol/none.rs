@@ -14,9 +14,15 @@ use crate::status::Status;
 
 /// No fault tolerance (`--protocol none`): what the engine runs when no
 /// protocol is installed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NoProtocol {
     gate: SendGate,
+}
+
+impl Default for NoProtocol {
+    fn default() -> NoProtocol {
+        NoProtocol::new()
+    }
 }
 
 impl NoProtocol {

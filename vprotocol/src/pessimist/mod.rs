@@ -98,20 +98,6 @@ mod start;
 use checkpointing::SavedCheckpoint;
 pub use config::Config;
 
-/// A sender-log record as the engine re-sends it (the payload stays in
-/// the log's mapping).
-pub(crate) fn logged(r: vpml_sender_log::Record<'_>) -> LoggedMessage {
-    LoggedMessage {
-        context: r.header.context,
-        tag: r.header.tag,
-        seq: r.header.seq,
-        // SAFETY: the record stays in the log's mapping, unchanged, until
-        // `free_log` frees it, which happens only once the receiver
-        // checkpointed past it (it will never ask for it again).
-        bytes: unsafe { KeptBytes::new(r.payload) },
-    }
-}
-
 /// Counters for `--stats`.
 #[derive(Default, Debug, Clone)]
 struct Counters {
@@ -504,7 +490,11 @@ impl Protocol for Pessimist {
     fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
         self.log
             .iter_from(dest as u32, after + 1)
-            .map(logged)
+            // SAFETY: the record stays in the log's mapping, unchanged,
+            // until `free_log` frees it, which happens only once the
+            // receiver checkpointed past it (it will never ask for it
+            // again).
+            .map(|r| unsafe { crate::logged_message(r) })
             .collect()
     }
 
