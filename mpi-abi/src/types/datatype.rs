@@ -69,9 +69,10 @@ pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
         size,
         base: l.base,
         per: l.per,
+        // One rule with `pack`'s: no bytes at all, or one run filling the
+        // extent from the element's start.
         contiguous: l.lb == 0
-            && l.extent == size as isize
-            && (l.blocks.is_empty() || l.blocks == [(0, size)]),
+            && ((l.blocks.is_empty() && l.extent == 0) || contiguous(&l).is_some()),
     })
 }
 
