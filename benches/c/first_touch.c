@@ -8,32 +8,57 @@
  * Prints the copy rate into fresh memory (and µs per KiB), then into the
  * same memory again. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <time.h>
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
-int main(int argc,char**argv){
-  if(argc<3){fprintf(stderr,"usage: %s MIB anon|thp|shm\n",argv[0]);return 2;}
-  size_t total = (size_t)atol(argv[1])<<20; /* MiB */
-  const char*mode=argv[2];
-  char *p; int fd=-1;
-  if(!strcmp(mode,"shm")){fd=open("/dev/shm/fresh-test",O_RDWR|O_CREAT|O_TRUNC,0600);if(fd<0||ftruncate(fd,total)){perror("/dev/shm/fresh-test");return 1;}p=mmap(0,total,PROT_READ|PROT_WRITE,MAP_SHARED,fd,0);}
-  else {p=mmap(0,total,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); if(!strcmp(mode,"thp")) madvise(p,total,MADV_HUGEPAGE);}
-  if(argc<3||total==0){fprintf(stderr,"usage: %s MIB anon|thp|shm\n",argv[0]);return 2;}
-  if(p==MAP_FAILED){perror("mmap");return 1;}
-  char *src=malloc(1<<20); memset(src,7,1<<20);
-  double t0=now();
-  for(size_t off=0; off<total; off+=1<<20) memcpy(p+off,src,1<<20);
-  double t1=now();
-  for(size_t off=0; off<total; off+=1<<20) memcpy(p+off,src,1<<20);
-  double t2=now();
-  printf("%s: first touch %.2f GB/s (%.3f us/KiB), warm %.2f GB/s\n",mode,total/(t1-t0)/1e9,(t1-t0)*1e6/(total/1024.0),total/(t2-t1)/1e9);
-  if(fd>=0){unlink("/dev/shm/fresh-test");}
-  return 0;}
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int usage(const char *me) {
+    fprintf(stderr, "usage: %s MIB anon|thp|shm\n", me);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || atol(argv[1]) <= 0) return usage(argv[0]);
+    size_t total = (size_t)atol(argv[1]) << 20;
+    const char *mode = argv[2];
+    char *p = MAP_FAILED;
+    char path[64] = "";
+    if (!strcmp(mode, "shm")) {
+        snprintf(path, sizeof path, "/dev/shm/first-touch-%d", (int)getpid());
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd < 0) { perror(path); return 1; }
+        /* Unlinked at once: nothing is left behind, whatever happens. */
+        unlink(path);
+        if (ftruncate(fd, total)) { perror(path); return 1; }
+        p = mmap(0, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    } else if (!strcmp(mode, "anon") || !strcmp(mode, "thp")) {
+        p = mmap(0, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED && !strcmp(mode, "thp")) madvise(p, total, MADV_HUGEPAGE);
+    } else {
+        return usage(argv[0]);
+    }
+    if (p == MAP_FAILED) { perror("mmap"); return 1; }
+    char *src = malloc(1 << 20);
+    if (!src) { perror("malloc"); return 1; }
+    memset(src, 7, 1 << 20);
+    double t0 = now();
+    for (size_t off = 0; off < total; off += 1 << 20) memcpy(p + off, src, 1 << 20);
+    double t1 = now();
+    for (size_t off = 0; off < total; off += 1 << 20) memcpy(p + off, src, 1 << 20);
+    double t2 = now();
+    double kib = total / 1024.0;
+    printf("%s: first touch %.2f GB/s (%.3f us/KiB), in use %.2f GB/s (%.3f us/KiB)\n", mode,
+           total / (t1 - t0) / 1e9, (t1 - t0) * 1e6 / kib, total / (t2 - t1) / 1e9,
+           (t2 - t1) * 1e6 / kib);
+    return 0;
+}

@@ -192,6 +192,7 @@ fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String
         .cmd
         .iter()
         .position(|a| a == "--name")
+        .filter(|&at| at > 0)
         .ok_or("no program in MPICH's command")?;
     let exe = std::path::PathBuf::from(&mpich.cmd[exe_at - 1]);
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
@@ -215,8 +216,14 @@ fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String
             &["--protocol", "pessimist", "--sender-log", "memory"],
         ),
     ];
+    // MPICH's build is made once: it is also the program vpml runs.
+    let mut mpich = Some(mpich);
     for f in FLAVOURS {
-        match reference(f, src, ranks) {
+        let made = match mpich.take_if(|_| f == "mpich") {
+            Some(c) => Ok(c),
+            None => reference(f, src, ranks),
+        };
+        match made {
             Ok(mut c) => {
                 c.cmd.extend(args.iter().cloned());
                 out.push(c);
