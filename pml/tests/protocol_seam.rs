@@ -172,6 +172,9 @@ fn waits_communicators_and_persistent_requests_reach_the_protocol() {
     let mut both = [Some(send), Some(recv)];
     vpml_pml::wait_all(&mut both).expect("wait_all");
     assert!(heard("waited All on 2"), "{:?}", lines.borrow());
+    // The ANY_SOURCE receive's match is reported, once.
+    let count = |what: &str| lines.borrow().iter().filter(|l| *l == what).count();
+    assert_eq!(count("matched from 0"), 1, "{:?}", lines.borrow());
 
     world
         .isend(0, 2, vec![8u64])
@@ -237,4 +240,20 @@ fn waits_communicators_and_persistent_requests_reach_the_protocol() {
         world.persistent_made(true, Some(3), 9).is_err(),
         "rank 3 of 1"
     );
+
+    // Probes, cancels, checkpoints and finalize reach it too.
+    assert!(world.iprobe(ANY_SOURCE, 77).expect("iprobe").is_none());
+    assert!(
+        heard("probe any true blocking false found false"),
+        "{:?}",
+        lines.borrow()
+    );
+    let pending = world.irecv(0, 78, vec![0u64]).expect("irecv");
+    assert!(pending.cancel().expect("cancel"));
+    assert!(heard("cancel true"), "{:?}", lines.borrow());
+    drop(pending);
+    assert!(world.checkpoint(b"state").expect("checkpoint"));
+    assert!(heard("checkpoint"), "{:?}", lines.borrow());
+    world.finalize().expect("finalize");
+    assert!(heard("finalize"), "{:?}", lines.borrow());
 }
