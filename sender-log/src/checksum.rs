@@ -2,8 +2,9 @@
 
 use crate::format::bytes_at;
 
-/// CRC-32C (Castagnoli) of `bytes`, as the log sums payloads (the
-/// workspace's one CRC-32C: other crates call this one). `crc-fast` folds with carry-less
+/// CRC-32C (Castagnoli) of `bytes`, as the log sums payloads (with the
+/// workspace's one CRC crate, `crc-fast`, which the event logger's frames
+/// and records use too, in parts). `crc-fast` folds with carry-less
 /// multiplies where the CPU has them: about twice as fast as the plain
 /// `crc32` instruction on a payload of 1 KiB or more. Below
 /// `SMALL_CRC` bytes (every record header, small payloads) its ~18 ns
