@@ -71,6 +71,20 @@ pub struct RunArgs {
         default_value = "file"
     )]
     pub sender_log: SenderLogKind,
+    /// Memory each rank's sender log may hold (`512M`, `2G`: binary
+    /// units); beyond it, full segments move to files in the spill
+    /// directory, in the background, and are read back only to re-send
+    /// them to a restarted rank. When that disk is full too, the send
+    /// fails with a message naming both. Default: a quarter of the host's
+    /// memory, shared by its ranks.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub sender_log_limit: Option<u64>,
+    /// Where sender logs move segments out of memory (each rank under
+    /// `rank-R/spilled/`). Default: the log directory when `--log-dir` is
+    /// given, else a new directory under $TMPDIR (or /var/tmp), removed
+    /// after the job.
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
     /// Job token from a file in the event logger's format (`* TOKEN`), for
     /// loggers started separately.
     #[arg(long, value_name = "FILE")]
@@ -207,4 +221,13 @@ pub enum BindPolicy {
     Core,
     /// Do not bind.
     None,
+}
+
+/// A size in bytes: a number with an optional binary unit (`K`, `M`, `G`,
+/// `T`, or `KiB`…).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("{s:?} is not a size ({e}): give bytes, or e.g. 512M or 2G"))
 }

@@ -40,7 +40,7 @@ pub(crate) struct ProtocolSetup {
     tx: Option<Sender<Event>>,
     /// Fault points to arm in loggers (`--inject-failure logger:I@point:…`).
     fault_points: Plan,
-    remove_dir: Option<PathBuf>,
+    remove_dirs: Vec<PathBuf>,
 }
 
 /// An event logger this launcher started (and restarts if it dies).
@@ -122,7 +122,7 @@ impl ProtocolSetup {
             tokens: PathBuf::new(),
             tx: Some(tx),
             fault_points,
-            remove_dir: None,
+            remove_dirs: Vec::new(),
         };
         match args.protocol.as_str() {
             "none" => Ok(setup),
@@ -138,25 +138,37 @@ impl ProtocolSetup {
         if args.replicas == 0 {
             return Err(Error::NoReplicas);
         }
-        let (root, remove_dir) = match &args.log_dir {
-            Some(d) => (d.clone(), None),
+        let (root, mut remove_dirs) = match &args.log_dir {
+            Some(d) => (d.clone(), Vec::new()),
             None => {
                 let d = default_log_root(job_id);
-                (d.clone(), Some(d))
+                (d.clone(), vec![d])
             }
         };
-        {
+        // Segments moved out of memory: where the user says, else with the
+        // logs when the user placed them, else on a disk (the default log
+        // directory is memory).
+        let spill_root = match (&args.spill_dir, &args.log_dir) {
+            (Some(d), _) => Some(d.clone()),
+            (None, Some(_)) => None,
+            (None, None) => {
+                let d = default_spill_root(job_id);
+                remove_dirs.push(d.clone());
+                Some(d)
+            }
+        };
+        for dir in std::iter::once(&root).chain(&spill_root) {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(&root)
+                .create(dir)
                 .map_err(|source| Error::CreateLogDir {
-                    path: root.clone(),
+                    path: dir.clone(),
                     source,
                 })?;
         }
-        self.remove_dir = remove_dir;
+        self.remove_dirs = remove_dirs;
         let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
             list.split(',')
                 .map(|a| a.trim().to_string())
@@ -245,6 +257,8 @@ impl ProtocolSetup {
             // beginning.
             keep_logs: user.keep_logs || args.record.is_some(),
             segment_size: user.segment_size,
+            sender_log_limit: args.sender_log_limit,
+            spill_dir: spill_root,
             events_eager: user.events_eager,
         };
         Ok(())
@@ -267,10 +281,10 @@ impl ProtocolSetup {
             }
         }
         self.loggers.clear();
-        if let Some(d) = self.remove_dir.take()
-            && let Err(e) = std::fs::remove_dir_all(&d)
-        {
-            eprintln!("vpml run: cannot remove {}: {e}", d.display());
+        for d in std::mem::take(&mut self.remove_dirs) {
+            if let Err(e) = std::fs::remove_dir_all(&d) {
+                eprintln!("vpml run: cannot remove {}: {e}", d.display());
+            }
         }
     }
 
@@ -378,6 +392,8 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// Prefix of temporary log directories: `<prefix><launcher pid>-<job>`.
 const TEMP_LOG_PREFIX: &str = "vpml-logs-";
+/// Name prefix of the spill directories `vpml run` makes (and removes).
+const TEMP_SPILL_PREFIX: &str = "vpml-spill-";
 
 /// Where sender logs go by default: memory-backed `/dev/shm` when present
 /// (the log only has to survive a process crash, and page-cache writeback
@@ -393,6 +409,22 @@ fn default_log_root(job_id: &str) -> PathBuf {
     };
     remove_stale_dirs(&base, TEMP_LOG_PREFIX);
     base.join(format!("{TEMP_LOG_PREFIX}{}-{job_id}", std::process::id()))
+}
+
+/// A new directory for the segments sender logs move out of memory, on a
+/// disk: under $TMPDIR when set (batch systems point it at a node's local
+/// disk), else /var/tmp (a disk by convention, where /tmp may be memory).
+fn default_spill_root(job_id: &str) -> PathBuf {
+    let base = match std::env::var_os("TMPDIR") {
+        Some(t) if !t.is_empty() => PathBuf::from(t),
+        _ if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
+        _ => std::env::temp_dir(),
+    };
+    remove_stale_dirs(&base, TEMP_SPILL_PREFIX);
+    base.join(format!(
+        "{TEMP_SPILL_PREFIX}{}-{job_id}",
+        std::process::id()
+    ))
 }
 
 /// Remove the `<prefix><pid>-*` directories in `base` whose launcher no

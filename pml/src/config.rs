@@ -85,6 +85,13 @@ pub mod var {
     pub const SENDER_LOG: &str = "VPML_SENDER_LOG";
     /// Size in bytes of a sender-log segment.
     pub const LOG_SEGMENT_SIZE: &str = "VPML_LOG_SEGMENT_SIZE";
+    /// Bytes of memory a rank's sender log may hold (empty: the default,
+    /// a share of the host's memory); beyond it, full segments move to
+    /// disk.
+    pub const SENDER_LOG_LIMIT: &str = "VPML_SENDER_LOG_LIMIT";
+    /// Directory under which each rank moves its sender log's segments
+    /// out of memory (`rank-<r>/spilled/`; empty: the log directory).
+    pub const SPILL_DIR: &str = "VPML_SPILL_DIR";
     /// `1`: send each event to the loggers as soon as it exists.
     pub const EVENTS_EAGER: &str = "VPML_EVENTS_EAGER";
     /// `1`: the launcher restarts the loggers when they die.
@@ -195,6 +202,12 @@ pub struct ProtocolSettings {
     pub sender_log: SenderLogMode,
     /// Sender-log segment size in bytes (`None`: the log's default).
     pub segment_size: Option<usize>,
+    /// Bytes of memory each rank's sender log may hold (`None`: a share
+    /// of the host's memory, see the protocol).
+    pub sender_log_limit: Option<u64>,
+    /// Where ranks move sender-log segments out of memory (each under
+    /// `rank-<r>/spilled/`; `None`: under the log directory).
+    pub spill_dir: Option<PathBuf>,
     /// Send events to the loggers as soon as they exist.
     pub events_eager: bool,
     /// The launcher restarts the loggers when they die.
@@ -370,6 +383,10 @@ impl ProtocolSettings {
             log_dir: get(var::LOG_DIR)
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
+            sender_log_limit: optional(get, var::SENDER_LOG_LIMIT)?,
+            spill_dir: get(var::SPILL_DIR)
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from),
             sender_log: match get(var::SENDER_LOG).as_deref() {
                 Some("memory") => SenderLogMode::Memory,
                 Some("file") | Some("") | None => SenderLogMode::File,
@@ -401,6 +418,13 @@ impl ProtocolSettings {
             ),
             (var::SENDER_LOG.into(), self.sender_log.as_str().into()),
             (var::LOG_SEGMENT_SIZE.into(), some(self.segment_size)),
+            (var::SENDER_LOG_LIMIT.into(), some(self.sender_log_limit)),
+            (
+                var::SPILL_DIR.into(),
+                self.spill_dir
+                    .as_ref()
+                    .map_or(String::new(), |d| d.display().to_string()),
+            ),
             (var::EVENTS_EAGER.into(), on(self.events_eager)),
             (var::LOGGERS_RESTARTED.into(), on(self.loggers_restarted)),
             (var::KEEP_LOGS.into(), on(self.keep_logs)),
@@ -487,6 +511,8 @@ mod tests {
             log_dir: Some("/tmp/logs".into()),
             sender_log: SenderLogMode::Memory,
             segment_size: Some(1 << 20),
+            sender_log_limit: Some(3 << 30),
+            spill_dir: Some("/var/tmp/spill".into()),
             events_eager: true,
             loggers_restarted: true,
             keep_logs: true,

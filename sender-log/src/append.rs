@@ -53,6 +53,7 @@ impl SenderLog {
     /// a segment.
     #[inline(never)]
     fn reserve_slow(&mut self, payload_len: usize) -> Result<u64> {
+        self.collect_copies();
         if !self.writable {
             return Err(Error::Corrupt {
                 path: self.dir.clone(),
@@ -88,6 +89,17 @@ impl SenderLog {
         Ok(idx)
     }
 
+    /// A loan of segment `segment`'s memory to whoever reads records there
+    /// after this call (the engine, sending from the log): while it lives,
+    /// that memory takes no other records. `None` for a segment not in
+    /// memory (a file only read, which stays until its records are freed).
+    pub fn lend(&self, segment: u64) -> Option<std::sync::Arc<()>> {
+        self.segments
+            .get(&segment)
+            .filter(|s| s.map.is_memory())
+            .map(|s| s.lease.clone())
+    }
+
     /// Is there a spare segment (of the current kind) whose taken memory
     /// holds a record of `span` bytes?
     fn spare_has_taken(&self, span: usize) -> bool {
@@ -119,6 +131,7 @@ impl SenderLog {
     /// [`SenderLog::warm_up`]'s work, when there is some.
     #[inline(never)]
     fn warm_up_now(&mut self, ahead: usize) {
+        self.collect_copies();
         // With a spare's taken memory to go to, `reserve` switches there.
         let spare_ready = self.spare_has_taken(POPULATE_STEP);
         let Some(seg) = self.current.and_then(|i| self.segments.get_mut(&i)) else {

@@ -26,6 +26,17 @@ pub enum Error {
         /// The rank asked for.
         dest: u32,
     },
+    /// A bounded log holds as much memory as it may, and no full segment
+    /// can move to disk (see [`SenderLog::bound`](crate::SenderLog::bound)).
+    #[error("the sender log is full: {} in memory (its limit) and nothing more can move to {}: {cause}", mib(*memory), dir.display())]
+    Full {
+        /// The memory limit, in bytes.
+        memory: usize,
+        /// The spill directory.
+        dir: PathBuf,
+        /// Why nothing can move there (the last copy's error).
+        cause: String,
+    },
     /// A segment does not have the expected format.
     #[error("sender log {path}: {reason}")]
     Corrupt {
@@ -47,5 +58,14 @@ pub(crate) fn io<'a>(
         path: path.to_path_buf(),
         what,
         source,
+    }
+}
+
+/// `bytes` in MiB (or bytes, if fewer), for messages.
+fn mib(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
     }
 }

@@ -1,14 +1,36 @@
 //! The index of kept records: per destination, in sequence order.
+//!
+//! Records in memory are indexed one by one ([`Entry`]). Once a segment
+//! has moved to disk its records are rarely read again (only to re-send
+//! them to a restarted peer), so each destination keeps just a
+//! [`DiskRun`] per segment for them — the index of a log that never
+//! checkpoints grows by a few words per segment moved out, not per message.
 
 use std::collections::VecDeque;
 
 /// A kept record: its sequence number, and where its header lies.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) seq: u64,
     pub(crate) segment: u64,
     /// Offset of the record header.
     pub(crate) offset: usize,
+}
+
+/// The kept records of one destination in one segment on disk: sequence
+/// numbers `first..=last`, consecutive (a destination's records are
+/// appended in sequence order, so those of one segment are a run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DiskRun {
+    pub(crate) segment: u64,
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+}
+
+impl DiskRun {
+    pub(crate) fn count(&self) -> usize {
+        (self.last - self.first + 1) as usize
+    }
 }
 
 /// The largest destination rank a log takes, plus one. The index is an
@@ -35,8 +57,8 @@ impl Index {
         &mut self.by_dest[d]
     }
 
-    pub(crate) fn get(&self, dest: u32) -> Option<&VecDeque<Entry>> {
-        self.by_dest.get(dest as usize).map(|q| &q.entries)
+    pub(crate) fn get(&self, dest: u32) -> Option<&DestQueue> {
+        self.by_dest.get(dest as usize)
     }
 
     pub(crate) fn get_mut(&mut self, dest: u32) -> Option<&mut DestQueue> {
@@ -44,8 +66,8 @@ impl Index {
     }
 
     /// Every destination's records (empty ones included), by rank.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &VecDeque<Entry>)> {
-        (0u32..).zip(self.by_dest.iter().map(|q| &q.entries))
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &DestQueue)> {
+        (0u32..).zip(self.by_dest.iter())
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut DestQueue)> {
@@ -53,12 +75,14 @@ impl Index {
     }
 }
 
-/// One destination's records in sequence order, and the same records as
-/// runs by segment (consecutive records mostly share one), so that
-/// freeing a checkpoint interval's records costs a step per segment, not
-/// per record.
+/// One destination's records in sequence order: the oldest as runs of
+/// segments on disk, the rest one by one, with those as runs by segment
+/// too (consecutive records mostly share one), so that freeing a
+/// checkpoint interval's records costs a step per segment, not per record.
 #[derive(Default)]
 pub(crate) struct DestQueue {
+    /// Records of segments on disk, oldest first; all precede `entries`.
+    pub(crate) on_disk: VecDeque<DiskRun>,
     pub(crate) entries: VecDeque<Entry>,
     /// (segment, how many consecutive entries lie in it), front to back.
     runs: VecDeque<(u64, usize)>,
@@ -81,6 +105,16 @@ impl DestQueue {
         }
     }
 
+    /// How many records are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.on_disk.iter().map(DiskRun::count).sum::<usize>() + self.entries.len()
+    }
+
+    /// No record kept.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.on_disk.is_empty() && self.entries.is_empty()
+    }
+
     /// Sort the entries (read back from files in segment order) and make
     /// the runs that match them.
     pub(crate) fn sort(&mut self) {
@@ -93,9 +127,55 @@ impl DestQueue {
         }
     }
 
-    /// Forget the first `n` records, telling `freed` how many went from
+    /// `segment` moved to disk: if its records are the oldest entries and
+    /// have consecutive sequence numbers, keep them as one [`DiskRun`]
+    /// instead (otherwise they stay entries, which is as correct and only
+    /// larger). Returns whether they did.
+    pub(crate) fn compact(&mut self, segment: u64) -> bool {
+        let Some(&(s, n)) = self.runs.front() else {
+            return false;
+        };
+        if s != segment {
+            return false;
+        }
+        let first = self.entries[0].seq;
+        let last = self.entries[n - 1].seq;
+        if last - first + 1 != n as u64 {
+            return false;
+        }
+        self.entries.drain(..n);
+        self.runs.pop_front();
+        self.on_disk.push_back(DiskRun {
+            segment,
+            first,
+            last,
+        });
+        true
+    }
+
+    /// Forget every record with a sequence number up to `seq`, telling
+    /// `freed` how many went from each segment.
+    pub(crate) fn free_up_to(&mut self, seq: u64, mut freed: impl FnMut(u64, usize)) {
+        while let Some(run) = self.on_disk.front_mut() {
+            if run.first > seq {
+                return;
+            }
+            if run.last <= seq {
+                freed(run.segment, run.count());
+                self.on_disk.pop_front();
+            } else {
+                freed(run.segment, (seq - run.first + 1) as usize);
+                run.first = seq + 1;
+                return;
+            }
+        }
+        let n = self.entries.partition_point(|e| e.seq <= seq);
+        self.pop_front(n, freed);
+    }
+
+    /// Forget the first `n` entries, telling `freed` how many went from
     /// each segment.
-    pub(crate) fn pop_front(&mut self, mut n: usize, mut freed: impl FnMut(u64, usize)) {
+    fn pop_front(&mut self, mut n: usize, mut freed: impl FnMut(u64, usize)) {
         n = n.min(self.entries.len());
         // Entries are `Copy`: dropping the drained range does not read it.
         self.entries.drain(..n);
@@ -112,6 +192,18 @@ impl DestQueue {
             }
         }
     }
+
+    /// The disk run holding `seq`, if any.
+    pub(crate) fn disk_run_of(&self, seq: u64) -> Option<&DiskRun> {
+        let i = self.on_disk.partition_point(|r| r.last < seq);
+        self.on_disk.get(i).filter(|r| r.first <= seq)
+    }
+
+    /// The entry of `seq`, if it is indexed one by one.
+    pub(crate) fn entry_of(&self, seq: u64) -> Option<&Entry> {
+        let i = self.entries.binary_search_by_key(&seq, |e| e.seq).ok()?;
+        self.entries.get(i)
+    }
 }
 
 /// Append `e` to a destination's index. When the queue is full it
@@ -127,4 +219,58 @@ fn push_touched(q: &mut VecDeque<Entry>, e: Entry) {
         q.truncate(len);
     }
     q.push_back(e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(records: &[(u64, u64)]) -> DestQueue {
+        let mut q = DestQueue::default();
+        for &(seq, segment) in records {
+            q.push(Entry {
+                seq,
+                segment,
+                offset: 64,
+            });
+        }
+        q
+    }
+
+    #[test]
+    fn a_segment_on_disk_becomes_one_run_and_frees_like_its_entries() {
+        let mut q = queue(&[(1, 0), (2, 0), (3, 0), (4, 1), (5, 1), (6, 2)]);
+        // Not the oldest: stays as entries.
+        assert!(!q.compact(1));
+        assert!(q.compact(0));
+        assert!(q.compact(1));
+        assert_eq!(q.on_disk.len(), 2);
+        assert_eq!(q.entries.len(), 1);
+        assert_eq!(q.len(), 6);
+        assert_eq!(q.disk_run_of(5).map(|r| r.segment), Some(1));
+        assert_eq!(q.disk_run_of(6), None);
+        assert_eq!(q.entry_of(6).map(|e| e.segment), Some(2));
+        let mut freed = Vec::new();
+        q.free_up_to(4, |s, n| freed.push((s, n)));
+        assert_eq!(freed, vec![(0, 3), (1, 1)]);
+        assert_eq!(
+            q.on_disk.front(),
+            Some(&DiskRun {
+                segment: 1,
+                first: 5,
+                last: 5
+            })
+        );
+        freed.clear();
+        q.free_up_to(6, |s, n| freed.push((s, n)));
+        assert_eq!(freed, vec![(1, 1), (2, 1)]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn records_with_a_gap_stay_entries() {
+        let mut q = queue(&[(1, 0), (3, 0), (4, 1)]);
+        assert!(!q.compact(0));
+        assert_eq!(q.entries.len(), 3);
+    }
 }

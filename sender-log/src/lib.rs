@@ -9,9 +9,22 @@
 //! ([`SenderLog::create_in_memory`], huge pages where the kernel gives
 //! them). Either way freed segments are reused, so a log that checkpoints
 //! garbage-collect stops costing page faults and kernel zeroing once it
-//! has reached its working size. A memory log dies with its process; [`SenderLog::spill`] writes its
+//! has reached its working size. A memory log dies with its process; [`SenderLog::save_kept`] writes its
 //! kept records to one file (at a checkpoint: peers may need them after a
 //! restart) and [`SenderLog::restore`] starts a new log from such a file.
+//!
+//! A log that never checkpoints only grows. [`SenderLog::bound`] caps the
+//! memory it holds: every full segment is copied to a file of a spill
+//! directory (on a disk) by a thread of its own, and once the copy is
+//! complete the segment's memory takes new records — warm memory, reused,
+//! instead of fresh memory the kernel must zero for every byte. The
+//! records on disk are read back (mapped) only to re-send them to a
+//! restarted peer, indexed by one run per destination and segment. Memory
+//! grows past the few segments in use only while sends outpace the disk,
+//! up to the limit; then a new segment waits for a copy, and when nothing
+//! can move (a full disk) the append fails with [`Error::Full`], naming
+//! the limit and the directory. Memory the engine still sends from
+//! ([`SenderLog::lend`]) is not reused until it is returned.
 //!
 //! For a file log:
 //!
@@ -59,9 +72,14 @@ mod gc;
 mod index;
 mod log;
 mod memory;
+mod pool;
 mod read;
+mod save;
 mod segment;
 mod spill;
+#[cfg(test)]
+mod spill_tests;
+mod spill_writer;
 #[cfg(test)]
 mod tests;
 
@@ -71,4 +89,5 @@ pub use format::{Location, Record, RecordHeader, segment_path};
 pub use index::MAX_DESTINATIONS;
 pub use log::SenderLog;
 pub use memory::POPULATE_AHEAD;
+pub use pool::SPILL_DIR;
 pub use segment::DEFAULT_SEGMENT_SIZE;

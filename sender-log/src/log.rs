@@ -1,17 +1,19 @@
 //! [`SenderLog`]: starting a log, opening one left on disk, and what it
 //! tells about itself.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapMut};
 
 use crate::error::{Error, Result, io};
-use crate::format::{ALIGN, SEGMENT_HEADER, check_segment_header, decode_record, record_span};
+use crate::format::{SEGMENT_HEADER, check_segment_header, decode_record, record_span};
 use crate::index::{Entry, Index};
 use crate::memory::PAGE;
+use crate::pool::{Limit, SPILL_DIR};
 use crate::segment::{DEFAULT_SEGMENT_SIZE, Map, Segment, Spare};
+use crate::spill_writer::SpillWriter;
 
 /// One rank's sender log (writable), or a finished log opened for reading.
 pub struct SenderLog {
@@ -35,12 +37,33 @@ pub struct SenderLog {
     /// Freed segments kept for reuse (their pages are already faulted
     /// in: reusing them costs no page fault and no zeroing).
     pub(crate) spare: Vec<Spare>,
-    /// The most segments the log has had at once.
-    pub(crate) peak_segments: usize,
     /// Segments this log has made (new or reused).
     pub(crate) made: u32,
     /// How many of those were freed segments reused.
     pub(crate) reused: u32,
+    /// Segments holding the log's memory (the others are files only read).
+    pub(crate) resident: BTreeSet<u64>,
+    /// The most segments in memory at once.
+    pub(crate) peak_resident: usize,
+    /// Bytes of memory held: resident segments and spares.
+    pub(crate) memory: usize,
+    /// The most memory held at once.
+    pub(crate) peak_memory: usize,
+    /// The memory limit and spill directory of a bounded log.
+    pub(crate) limit: Option<Limit>,
+    /// The thread copying full segments to disk (started at the first).
+    pub(crate) writer: Option<SpillWriter>,
+    /// Bytes of kept segments on disk (moved there, or copied).
+    pub(crate) disk_bytes: u64,
+    /// Segments copied to disk.
+    pub(crate) spilled: u64,
+    /// Times a new segment waited for a copy to finish (memory full).
+    pub(crate) waited_for_disk: u64,
+    /// Times the log went past its limit because the engine still sent
+    /// from all of its memory.
+    pub(crate) over_limit: u64,
+    /// Why the last copy to disk failed, until one succeeds.
+    pub(crate) copy_error: Option<String>,
 }
 
 impl SenderLog {
@@ -48,55 +71,67 @@ impl SenderLog {
     /// left there by an earlier incarnation are removed).
     pub fn create(dir: &Path, rank: u32, segment_size: usize) -> Result<SenderLog> {
         std::fs::create_dir_all(dir).map_err(io(dir, "creating the log directory"))?;
-        for entry in std::fs::read_dir(dir)
-            .map_err(io(dir, "listing the log directory"))?
-            .flatten()
-        {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with("seg-") || name.starts_with(".seg-") {
-                let p = entry.path();
-                std::fs::remove_file(&p).map_err(io(&p, "removing an old segment"))?;
+        for d in [dir.to_path_buf(), dir.join(SPILL_DIR)] {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with("seg-") || name.starts_with(".seg-") {
+                    let p = entry.path();
+                    std::fs::remove_file(&p).map_err(io(&p, "removing an old segment"))?;
+                }
             }
         }
-        Ok(SenderLog {
-            dir: dir.to_path_buf(),
+        Ok(SenderLog::empty(
+            dir.to_path_buf(),
             rank,
-            segment_size: segment_size.max(4096).next_multiple_of(ALIGN),
-            segments: BTreeMap::new(),
-            current: None,
-            ready: 0,
-            next_index: 0,
-            index: Index::default(),
-            writable: true,
-            bytes_logged: 0,
-            in_memory: false,
-            spare: Vec::new(),
-            reused: 0,
-            peak_segments: 0,
-            made: 0,
-        })
+            segment_size,
+            false,
+            true,
+        ))
     }
 
     /// Start an empty log for `rank` in anonymous memory (see the crate
     /// docs): the fastest, but it dies with the process.
     pub fn create_in_memory(rank: u32, segment_size: usize) -> SenderLog {
+        SenderLog::empty(PathBuf::from("(memory)"), rank, segment_size, true, true)
+    }
+
+    fn empty(
+        dir: PathBuf,
+        rank: u32,
+        segment_size: usize,
+        in_memory: bool,
+        writable: bool,
+    ) -> SenderLog {
         SenderLog {
-            dir: PathBuf::from("(memory)"),
+            dir,
             rank,
-            segment_size: segment_size.max(4096).next_multiple_of(ALIGN),
+            segment_size: segment_size.max(PAGE).next_multiple_of(PAGE),
             segments: BTreeMap::new(),
             current: None,
             ready: 0,
             next_index: 0,
             index: Index::default(),
-            writable: true,
+            writable,
             bytes_logged: 0,
-            in_memory: true,
+            in_memory,
             spare: Vec::new(),
             reused: 0,
-            peak_segments: 0,
             made: 0,
+            resident: BTreeSet::new(),
+            peak_resident: 0,
+            memory: 0,
+            peak_memory: 0,
+            limit: None,
+            writer: None,
+            disk_bytes: 0,
+            spilled: 0,
+            waited_for_disk: 0,
+            over_limit: 0,
+            copy_error: None,
         }
     }
 
@@ -127,9 +162,19 @@ impl SenderLog {
         std::fs::create_dir_all(dir).map_err(io(dir, "creating the log directory"))?;
         let mut log = Self::open_existing(dir, true)?;
         log.rank = rank;
-        log.segment_size = segment_size.max(4096).next_multiple_of(ALIGN);
+        log.segment_size = segment_size.max(PAGE).next_multiple_of(PAGE);
         log.keep_latest_copies(keep);
         log.bytes_logged = 0;
+        // Segments left without a record: their memory or file goes.
+        let empty: Vec<u64> = log
+            .segments
+            .iter()
+            .filter(|(_, s)| s.live == 0)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in empty {
+            log.release(i)?;
+        }
         Ok(log)
     }
 
@@ -161,59 +206,72 @@ impl SenderLog {
             q.entries = kept;
             q.sort();
         }
+        // Segments on disk are indexed by run (a long log's are many).
+        let on_disk: Vec<u64> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| matches!(s.map, Map::OnDisk(_)))
+            .map(|(i, _)| *i)
+            .collect();
+        for idx in on_disk {
+            for (_, q) in self.index.iter_mut() {
+                q.compact(idx);
+            }
+        }
     }
 
     fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {
+        let spill_dir = dir.join(SPILL_DIR);
         if writable {
-            // Segments a crashed incarnation had set aside for reuse.
-            for e in std::fs::read_dir(dir)
-                .map_err(io(dir, "listing the log directory"))?
-                .flatten()
-            {
-                if e.file_name().to_string_lossy().starts_with(".seg-") {
-                    let p = e.path();
-                    std::fs::remove_file(&p).map_err(io(&p, "removing a spare segment"))?;
+            // Segments a crashed incarnation had set aside for reuse, or
+            // was building or copying.
+            for d in [dir, spill_dir.as_path()] {
+                let Ok(entries) = std::fs::read_dir(d) else {
+                    continue;
+                };
+                for e in entries.flatten() {
+                    if e.file_name().to_string_lossy().starts_with(".seg-") {
+                        let p = e.path();
+                        std::fs::remove_file(&p).map_err(io(&p, "removing a spare segment"))?;
+                    }
                 }
             }
         }
-        let mut paths: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
-            .map_err(io(dir, "listing the log directory"))?
-            .flatten()
-            .filter_map(|e| {
+        // Segments in memory (the log directory) and moved to disk; one
+        // in both was being copied or awaited reuse: the memory's is the
+        // one that counts (the copy may be older).
+        let mut paths: BTreeMap<u64, (PathBuf, bool)> = BTreeMap::new();
+        for (d, in_memory) in [(spill_dir.as_path(), false), (dir, true)] {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                if in_memory {
+                    return Err(io(d, "listing the log directory")(std::io::Error::from(
+                        std::io::ErrorKind::NotFound,
+                    )));
+                }
+                continue;
+            };
+            for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let idx = name
-                    .strip_prefix("seg-")?
-                    .strip_suffix(".vlog")?
-                    .parse()
-                    .ok()?;
-                Some((idx, e.path()))
-            })
-            .collect();
-        paths.sort();
-        let mut log = SenderLog {
-            dir: dir.to_path_buf(),
-            rank: 0,
-            segment_size: DEFAULT_SEGMENT_SIZE,
-            segments: BTreeMap::new(),
-            current: None,
-            ready: 0,
-            next_index: 0,
-            index: Index::default(),
-            writable,
-            bytes_logged: 0,
-            in_memory: false,
-            spare: Vec::new(),
-            reused: 0,
-            peak_segments: 0,
-            made: 0,
-        };
-        for (idx, path) in paths {
+                let Some(idx) = name
+                    .strip_prefix("seg-")
+                    .and_then(|n| n.strip_suffix(".vlog"))
+                    .and_then(|n| n.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                paths.insert(idx, (e.path(), in_memory));
+            }
+        }
+        let mut log = SenderLog::empty(dir.to_path_buf(), 0, DEFAULT_SEGMENT_SIZE, false, writable);
+        log.segment_size = DEFAULT_SEGMENT_SIZE;
+        for (idx, (path, in_memory)) in paths {
+            let writable_map = writable && in_memory;
             let file = OpenOptions::new()
                 .read(true)
-                .write(writable)
+                .write(writable_map)
                 .open(&path)
                 .map_err(io(&path, "opening a segment"))?;
-            let map = if writable {
+            let map = if writable_map {
                 // SAFETY: the process that wrote this segment is dead (we
                 // restart in its place); we never write into it again, the
                 // mapping is writable only so freed segments can be
@@ -223,8 +281,14 @@ impl SenderLog {
                 )
             } else {
                 // SAFETY: the mapping is read-only; a writer only appends
-                // past the records we index.
-                Map::ReadOnly(unsafe { Mmap::map(&file) }.map_err(io(&path, "mapping a segment"))?)
+                // past the records we index, and moves a segment to disk
+                // as a complete file.
+                let m = unsafe { Mmap::map(&file) }.map_err(io(&path, "mapping a segment"))?;
+                if in_memory {
+                    Map::ReadOnly(m)
+                } else {
+                    Map::OnDisk(std::cell::OnceCell::from(m))
+                }
             };
             let map_bytes = map.bytes();
             let rank = check_segment_header(map_bytes, idx, &path)?;
@@ -246,19 +310,16 @@ impl SenderLog {
                 log.bytes_logged += len as u64;
                 off += record_span(len);
             }
-            log.segments.insert(
-                idx,
-                Segment {
-                    path,
-                    on_disk: true,
-                    map,
-                    used: off,
-                    live,
-                    warm_until: 0,
-                    // Written, so backed; we never write there again.
-                    populated: off / PAGE * PAGE,
-                },
-            );
+            let mut seg = Segment::new(path, true, map, off, live);
+            // Written, so backed; we never write there again.
+            seg.populated = off / PAGE * PAGE;
+            if seg.map.is_memory() {
+                log.memory += seg.memory();
+                log.resident.insert(idx);
+            } else if matches!(seg.map, Map::OnDisk(_)) {
+                log.disk_bytes += off as u64;
+            }
+            log.segments.insert(idx, seg);
             log.next_index = idx + 1;
         }
         for (_, q) in log.index.iter_mut() {
@@ -282,9 +343,26 @@ impl SenderLog {
         self.bytes_logged
     }
 
-    /// Segments currently on disk.
+    /// Segments kept (in memory and on disk).
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// Bytes of kept segments on disk (moved there to free memory).
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk_bytes
+    }
+
+    /// The most memory the log held at once, in bytes.
+    pub fn peak_memory_bytes(&self) -> usize {
+        self.peak_memory
+    }
+
+    /// Segments copied to disk, times a new segment waited for such a copy
+    /// (memory at its limit), and times the log went past its limit
+    /// because the engine still sent from all its memory.
+    pub fn spill_counts(&self) -> (u64, u64, u64) {
+        (self.spilled, self.waited_for_disk, self.over_limit)
     }
 
     /// Segments this log has started: (freshly made, reused after being
@@ -297,6 +375,8 @@ impl SenderLog {
 
 impl Drop for SenderLog {
     fn drop(&mut self) {
+        // Copies under way end first (their memory is unmapped below).
+        self.writer = None;
         // Spare files are not part of the log: leave none behind.
         for s in &self.spare {
             if let Some(f) = &s.file {

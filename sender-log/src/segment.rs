@@ -1,42 +1,75 @@
-//! A segment of the log (a mapped file, or memory) and a freed one kept
-//! for reuse.
+//! A segment of the log (in memory — a mapped file of the log directory
+//! or anonymous memory — or moved to disk) and a freed one kept for reuse.
 
+use std::cell::OnceCell;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use memmap2::{Mmap, MmapMut};
 
 use crate::format::RECORD_HEADER;
 
-/// Default capacity of a segment. A segment is reused only once all its
-/// records are freed, so its size sets how soon a checkpointing job stops
-/// taking fresh memory (about two segments, plus what two checkpoint
-/// intervals log) and how much it holds. Fresh memory is costly: ~0.4 µs
-/// per KiB on tmpfs, which is 10 % of a small message's latency. 16 MiB
-/// still holds three 4 MiB records; a record larger than a segment gets
-/// one of its own.
+/// Default capacity of a segment. Memory is reused a segment at a time
+/// (once all its records are freed, or once it has been copied to disk),
+/// so its size sets how soon a log stops taking fresh memory and how much
+/// one holds. Fresh memory is costly: ~0.4 µs per KiB on tmpfs, which is
+/// 10 % of a small message's latency. 16 MiB still holds three 4 MiB
+/// records; a record larger than a segment gets one of its own.
 pub const DEFAULT_SEGMENT_SIZE: usize = 16 << 20;
 
-/// A segment's mapping: writable in a log being written, read-only in a
-/// log opened for reading (and for a restored spill file).
+/// A segment's bytes.
 pub(crate) enum Map {
+    /// Memory of the log (the current segment, or a full one), written by
+    /// this process only.
     Writable(MmapMut),
+    /// A full segment's memory, shared with the writer copying it to disk
+    /// (nobody writes it any more).
+    Sealed(Arc<MmapMut>),
+    /// A file mapped read-only: a segment of a log opened for reading, or a
+    /// restored copy.
     ReadOnly(Mmap),
+    /// A segment moved to disk: its file, mapped read-only the first time
+    /// a record of it is read (a log that never checkpoints has thousands,
+    /// and each mapping is one of the process's limited map areas).
+    OnDisk(OnceCell<Mmap>),
 }
 
 impl Map {
+    /// The segment's bytes; for a segment on disk, empty if its file
+    /// cannot be mapped (see [`Segment::bytes`]).
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Map::Writable(m) => m,
+            Map::Sealed(m) => m,
             Map::ReadOnly(m) => m,
+            Map::OnDisk(m) => m.get().map_or(&[], |m| &m[..]),
         }
+    }
+
+    /// Is this the log's memory (as opposed to a file only read)?
+    pub(crate) fn is_memory(&self) -> bool {
+        matches!(self, Map::Writable(_) | Map::Sealed(_))
     }
 }
 
-/// One segment of a log: its mapping, and how far it is used, live and
+/// Where a segment in memory stands with its copy on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DiskCopy {
+    /// None (yet).
+    None,
+    /// Being written by the spill writer.
+    Writing,
+    /// Complete, at this path: the memory may be reused.
+    Done(PathBuf),
+}
+
+/// One segment of a log: its bytes, and how far it is used, live and
 /// backed by memory.
 pub(crate) struct Segment {
+    /// Its file: in the log directory (memory), in the spill directory
+    /// (moved to disk), or a name for anonymous memory.
     pub(crate) path: PathBuf,
-    /// The segment is a file (deleted once freed); otherwise memory.
+    /// Its memory is a file of the log directory (not anonymous memory).
     pub(crate) on_disk: bool,
     pub(crate) map: Map,
     pub(crate) used: usize,
@@ -48,13 +81,65 @@ pub(crate) struct Segment {
     /// [`populate`](crate::memory::populate)): appends below it neither
     /// fault nor fail.
     pub(crate) populated: usize,
+    /// Cloned into every loan of this segment's memory to the engine
+    /// ([`SenderLog::lend`](crate::SenderLog::lend)): while a clone lives,
+    /// the memory is not reused for other records.
+    pub(crate) lease: Arc<()>,
+    pub(crate) disk: DiskCopy,
 }
 
 impl Segment {
+    /// A segment of `map`, used up to `used`, with `live` records.
+    pub(crate) fn new(path: PathBuf, on_disk: bool, map: Map, used: usize, live: usize) -> Segment {
+        Segment {
+            path,
+            on_disk,
+            map,
+            used,
+            live,
+            warm_until: 0,
+            populated: 0,
+            lease: Arc::new(()),
+            disk: DiskCopy::None,
+        }
+    }
+
     /// Room for records on memory already taken: a record spanning at most
     /// this many bytes fits, with the zero magic after it.
     pub(crate) fn ready(&self) -> usize {
         self.populated.saturating_sub(self.used + RECORD_HEADER)
+    }
+
+    /// Its bytes, mapping its file first if it is on disk and not mapped
+    /// yet. An error names the file.
+    pub(crate) fn bytes(&self) -> std::io::Result<&[u8]> {
+        if let Map::OnDisk(cell) = &self.map
+            && cell.get().is_none()
+        {
+            let file = std::fs::File::open(&self.path)?;
+            // SAFETY: a finished file of this log that nobody writes (the
+            // spill writer renamed it into place once complete); it is
+            // deleted only when its records are freed, after which they
+            // are never read.
+            let map = unsafe { Mmap::map(&file) }?;
+            let _ = cell.set(map);
+        }
+        Ok(self.map.bytes())
+    }
+
+    /// Bytes of memory this segment holds in the log's memory (0 for a
+    /// file only read).
+    pub(crate) fn memory(&self) -> usize {
+        if self.map.is_memory() {
+            self.map.bytes().len()
+        } else {
+            0
+        }
+    }
+
+    /// Is the engine reading this segment's memory (a loan is out)?
+    pub(crate) fn lent(&self) -> bool {
+        Arc::strong_count(&self.lease) > 1
     }
 }
 

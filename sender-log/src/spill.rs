@@ -1,134 +1,181 @@
-//! Spilling a memory log's kept records to a file, and starting a log
-//! from such a file.
+//! Moving full segments of a bounded log to disk (see `pool.rs` for when).
+//!
+//! A full segment is copied to `seg-<index>.vlog` in the spill directory
+//! by the spill writer thread (`spill_writer.rs`) while the log goes on;
+//! the copy is a segment file like any other, so readers take it as such.
+//! Once the copy is complete and the engine holds no loan of the
+//! segment's memory, the memory can take new records: the segment then
+//! lives on disk alone, its records indexed by run (`index.rs`), read back
+//! (mapped) only to re-send them to a restarted peer or to save them at a
+//! checkpoint. Every full segment is copied as soon as it is full, so
+//! that its memory is ready for new records by the time the log needs it:
+//! a log whose sends the disk keeps up with needs a few segments of
+//! memory, and a burst beyond the disk's pace grows it (up to the limit)
+//! only by what the disk could not take.
 
-use std::fs::File;
-use std::path::Path;
-
-use memmap2::Mmap;
+use std::cell::OnceCell;
 
 use crate::SenderLog;
-use crate::error::{Error, Result, io};
-use crate::format::{
-    SEGMENT_HEADER, bytes_at, check_segment_header, decode_record, record_span, segment_header,
-    segment_path,
-};
-use crate::index::Entry;
+use crate::error::{Result, io};
+use crate::format::{RECORD_HEADER, segment_path};
 use crate::memory::PAGE;
-use crate::segment::{Map, Segment};
+use crate::segment::{DiskCopy, Map};
+use crate::spill_writer::{Done, Job, SpillWriter};
 
 impl SenderLog {
-    /// Write every kept record to the file `path` (one read-only segment,
-    /// written under a temporary name, synced, then renamed). Returns the
-    /// number of records written.
-    pub fn spill(&self, path: &Path) -> Result<u64> {
-        use std::io::Write;
-        let tmp = path.with_extension("tmp");
-        let mut entries: Vec<&Entry> = self.index.iter().flat_map(|(_, q)| q).collect();
-        entries.sort_by_key(|e| (e.segment, e.offset));
-        let mut body: Vec<(usize, usize, u64)> = Vec::with_capacity(entries.len());
-        let mut total = SEGMENT_HEADER;
-        for e in &entries {
-            let seg = self
-                .segments
-                .get(&e.segment)
-                .ok_or_else(|| Error::Corrupt {
-                    path: path.to_path_buf(),
-                    reason: format!("segment {} vanished", e.segment),
-                })?;
-            let len = u64::from_le_bytes(bytes_at(seg.map.bytes(), e.offset + 24)) as usize;
-            let span = record_span(len);
-            body.push((e.offset, span, e.segment));
-            total += span;
-        }
-        let mut f = std::io::BufWriter::with_capacity(
-            1 << 20,
-            File::create(&tmp).map_err(io(&tmp, "creating a log spill file"))?,
-        );
-        f.write_all(&segment_header(self.rank, 0, total as u64))
-            .map_err(io(&tmp, "writing a log spill file"))?;
-        for &(offset, span, segment) in &body {
-            let bytes = self
-                .segments
-                .get(&segment)
-                .map(|s| s.map.bytes())
-                .unwrap_or_default();
-            let end = (offset + span).min(bytes.len());
-            f.write_all(&bytes[offset..end])
-                .and_then(|_| f.write_all(&vec![0u8; offset + span - end]))
-                .map_err(io(&tmp, "writing a log spill file"))?;
-        }
-        let f = f
-            .into_inner()
-            .map_err(|e| io(&tmp, "writing a log spill file")(e.into_error()))?;
-        f.sync_all().map_err(io(&tmp, "syncing a log spill file"))?;
-        std::fs::rename(&tmp, path).map_err(io(path, "naming a log spill file"))?;
-        Ok(entries.len() as u64)
+    /// Start copies of every full segment in memory that has none: the
+    /// sooner a segment is on disk, the sooner its memory can take new
+    /// records instead of fresh memory. (Its records may still be freed
+    /// meanwhile, by a checkpoint; the copy is then deleted.)
+    pub(crate) fn copy_ahead(&mut self) -> Result<()> {
+        while self.copy_oldest()? {}
+        Ok(())
     }
 
-    /// Make the spill file `spill` (see [`SenderLog::spill`]: one segment,
-    /// number 0) the first segment of the file log in `dir`, which has no
-    /// segment yet, so that [`SenderLog::reopen`] continues the log from
-    /// it; `spill` may be removed afterwards. A hard link: nothing is
-    /// copied, and doing it again (after a crash) changes nothing.
-    pub fn adopt_spill(spill: &Path, dir: &Path) -> Result<()> {
-        let first = segment_path(dir, 0);
-        if first.exists() {
-            return Ok(());
-        }
-        std::fs::hard_link(spill, &first).map_err(io(&first, "adopting a log spill file"))
-    }
-
-    /// Start a new log for `rank` (in memory, or in `dir` if given) that
-    /// holds the records of the spill file `spill` — those to each
-    /// destination `d` up to sequence number `keep(d)`.
-    pub fn restore(
-        spill: &Path,
-        dir: Option<&Path>,
-        rank: u32,
-        segment_size: usize,
-        keep: impl Fn(u32) -> u64,
-    ) -> Result<SenderLog> {
-        let mut log = match dir {
-            Some(d) => SenderLog::create(d, rank, segment_size)?,
-            None => SenderLog::create_in_memory(rank, segment_size),
+    /// Start copying the oldest full segment in memory that has no copy;
+    /// false if there is none.
+    pub(crate) fn copy_oldest(&mut self) -> Result<bool> {
+        let Some(limit) = &self.limit else {
+            return Ok(false);
         };
-        let file = File::open(spill).map_err(io(spill, "opening a log spill file"))?;
-        // SAFETY: read-only mapping of a finished file nobody writes.
-        let map = unsafe { Mmap::map(&file) }.map_err(io(spill, "mapping a log spill file"))?;
-        check_segment_header(&map, 0, spill)?;
-        let idx = log.next_index;
-        let mut off = SEGMENT_HEADER;
-        let mut live = 0;
-        while let Some((h, _, len)) = decode_record(&map, off).map_err(|reason| Error::Corrupt {
-            path: spill.to_path_buf(),
-            reason,
-        })? {
-            if h.seq <= keep(h.dest) {
-                log.index.queue(h.dest).push(Entry {
-                    seq: h.seq,
-                    segment: idx,
-                    offset: off,
-                });
-                live += 1;
+        let dir = limit.dir.clone();
+        let current = self.current;
+        let Some(idx) = self.resident.iter().copied().find(|i| {
+            Some(*i) != current
+                && self
+                    .segments
+                    .get(i)
+                    .is_some_and(|s| s.disk == DiskCopy::None && s.live > 0)
+        }) else {
+            return Ok(false);
+        };
+        if self.writer.is_none() {
+            self.writer =
+                Some(SpillWriter::start(self.rank).map_err(io(&dir, "starting the spill writer"))?);
+        }
+        let Some(seg) = self.segments.get_mut(&idx) else {
+            return Ok(false);
+        };
+        let bytes = match std::mem::replace(&mut seg.map, Map::OnDisk(OnceCell::new())) {
+            Map::Writable(m) => std::sync::Arc::new(m),
+            Map::Sealed(m) => m,
+            other => {
+                seg.map = other;
+                return Ok(false);
             }
-            off += record_span(len);
+        };
+        seg.map = Map::Sealed(bytes.clone());
+        // The records and the zero magic after them, in whole pages.
+        let len = (seg.used + RECORD_HEADER)
+            .next_multiple_of(PAGE)
+            .min(bytes.len());
+        let path = segment_path(&dir, idx);
+        seg.disk = DiskCopy::Writing;
+        let job = Job {
+            index: idx,
+            bytes,
+            len,
+            path,
+        };
+        if let Some(w) = &self.writer {
+            w.send(job)
+                .map_err(io(&dir, "handing a segment to the spill writer"))?;
         }
-        for (_, q) in log.index.iter_mut() {
-            q.sort();
+        Ok(true)
+    }
+
+    /// Are copies under way?
+    pub(crate) fn copies_under_way(&self) -> bool {
+        self.resident.iter().any(|i| {
+            self.segments
+                .get(i)
+                .is_some_and(|s| s.disk == DiskCopy::Writing)
+        })
+    }
+
+    /// Take in the copies the writer finished, without waiting.
+    pub(crate) fn collect_copies(&mut self) {
+        while let Some(done) = self.writer.as_ref().and_then(SpillWriter::try_done) {
+            self.copied(done);
         }
-        log.segments.insert(
-            idx,
-            Segment {
-                path: spill.to_path_buf(),
-                on_disk: false,
-                map: Map::ReadOnly(map),
-                used: off,
-                live,
-                warm_until: 0,
-                populated: off / PAGE * PAGE,
-            },
-        );
-        log.next_index += 1;
-        Ok(log)
+    }
+
+    /// Wait for the writer to finish a copy, and take it in.
+    pub(crate) fn wait_copy(&mut self) {
+        if let Some(done) = self.writer.as_ref().and_then(SpillWriter::wait_done) {
+            self.copied(done);
+        }
+    }
+
+    /// A copy finished: the memory is the log's alone again; the segment
+    /// can now move to disk, or the error is kept for when the log is full.
+    fn copied(&mut self, done: Done) {
+        let Some(dir) = self.limit.as_ref().map(|l| l.dir.clone()) else {
+            return;
+        };
+        let Some(seg) = self.segments.get_mut(&done.index) else {
+            return;
+        };
+        if let Map::Sealed(m) = std::mem::replace(&mut seg.map, Map::OnDisk(OnceCell::new())) {
+            seg.map = match std::sync::Arc::try_unwrap(m) {
+                Ok(m) => Map::Writable(m),
+                Err(m) => Map::Sealed(m),
+            };
+        }
+        let path = segment_path(&dir, done.index);
+        match done.result {
+            Ok(()) => {
+                self.disk_bytes += seg.used as u64;
+                self.spilled += 1;
+                seg.disk = DiskCopy::Done(path);
+                self.copy_error = None;
+            }
+            Err(e) => {
+                seg.disk = DiskCopy::None;
+                self.copy_error = Some(format!("writing {}: {e}", path.display()));
+            }
+        }
+        if seg.live == 0 {
+            // Freed while it was being copied.
+            let _ = self.release(done.index);
+        }
+    }
+
+    /// A full segment whose memory can take new records now: copied to
+    /// disk and not lent to the engine (the oldest, if several).
+    pub(crate) fn reusable(&self) -> Option<u64> {
+        self.resident.iter().copied().find(|i| {
+            Some(*i) != self.current
+                && self.segments.get(i).is_some_and(|s| {
+                    matches!(s.disk, DiskCopy::Done(_))
+                        && matches!(s.map, Map::Writable(_))
+                        && !s.lent()
+                })
+        })
+    }
+
+    /// Segment `idx` (see [`SenderLog::reusable`]) lives on disk from now
+    /// on; its memory is set aside for the next segment.
+    pub(crate) fn move_to_disk(&mut self, idx: u64) -> Result<()> {
+        let Some(seg) = self.segments.get_mut(&idx) else {
+            return Ok(());
+        };
+        let DiskCopy::Done(disk) = std::mem::replace(&mut seg.disk, DiskCopy::None) else {
+            return Ok(());
+        };
+        let Map::Writable(memory) = std::mem::replace(&mut seg.map, Map::OnDisk(OnceCell::new()))
+        else {
+            return Ok(());
+        };
+        let memory_file = seg
+            .on_disk
+            .then(|| std::mem::replace(&mut seg.path, disk.clone()));
+        seg.path = disk;
+        seg.on_disk = true;
+        let populated = seg.populated;
+        for (_, q) in self.index.iter_mut() {
+            q.compact(idx);
+        }
+        self.set_aside(idx, memory, populated, memory_file)
     }
 }

@@ -353,7 +353,7 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
     // are reused without new memory.
     log.free_up_to(0, 6).unwrap();
     let spill = dir.join("log-1.vlog");
-    assert_eq!(log.spill(&spill).unwrap(), 14 + 20);
+    assert_eq!(log.save_kept(&spill).unwrap(), 14 + 20);
     let back = SenderLog::restore(&spill, None, 3, 8192, |d| if d == 0 { 15 } else { 20 }).unwrap();
     let zero: Vec<u64> = back.iter_from(0, 0).map(|r| r.header.seq).collect();
     assert_eq!(zero, (7..=15).collect::<Vec<_>>());

@@ -60,6 +60,10 @@ struct Job {
     /// rank's files with it (its host was lost): its next process starts
     /// from the copy.
     copies: bool,
+    /// The ranks' sender logs hold at most two one-page segments in
+    /// memory: nearly every record moves to disk (`rank-R/spilled/`) and
+    /// is re-sent from there.
+    bounded: bool,
     dir: PathBuf,
 }
 
@@ -124,6 +128,9 @@ fn quiet_unwinds() {
     });
 }
 
+/// Mixed into a seed for the draw of bounded sender logs.
+const BOUNDED_DRAW: u64 = 0x5e11_b0da_11ed;
+
 /// Run the job of `seed`.
 pub fn run(seed: u64, opts: &Options) -> Outcome {
     quiet_unwinds();
@@ -132,6 +139,9 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
     let net = SimNet::new(opts.ranks, rng.usize(4..=16));
     let log_in_memory = rng.bool();
     let copies = rng.bool();
+    // Drawn apart, so that the draws above (and a seed's plan) stay what
+    // they were before logs were bounded.
+    let bounded = fastrand::Rng::with_seed(seed ^ BOUNDED_DRAW).bool();
     let loggers = Arc::new(SimLoggers::new(opts.ranks));
     let sched = Arc::new(Sched::new(
         opts.ranks,
@@ -145,6 +155,8 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         failure: Some(why),
         crashes: Vec::new(),
         files_lost: Vec::new(),
+        bounded,
+        disk_segments: 0,
     };
     let restartable = opts.protocol != Protocol::None;
     let page = if restartable {
@@ -193,6 +205,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         joined: Mutex::new(0),
         log_in_memory,
         copies,
+        bounded,
         dir: dir.path().to_path_buf(),
     });
     let outputs = std::thread::scope(|s| {
@@ -223,7 +236,21 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         failure: job.sched.stopped().or(supervised),
         crashes: job.sched.crashes(),
         files_lost: job.sched.files_lost(),
+        bounded,
+        disk_segments: (0..opts.ranks)
+            .map(|r| count_segments(&rank_dir(&job.dir, r).join("spilled")))
+            .sum(),
     }
+}
+
+/// The segment files in `dir` (none if it does not exist).
+fn count_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+            .count()
+    })
 }
 
 impl Job {
@@ -384,7 +411,9 @@ impl Job {
             loggers: Vec::new(),
             replicas: 1,
             log_dir: rank_dir(&self.dir, me),
-            segment_size: 1 << 20,
+            segment_size: if self.bounded { 4096 } else { 1 << 20 },
+            memory_limit: self.bounded.then_some(2 * 4096),
+            spill_dir: rank_dir(&self.dir, me).join("spilled"),
             log_in_memory: self.log_in_memory,
             keep_logs: false,
             send_eagerly: false,

@@ -91,7 +91,7 @@ impl Default for Options {
 }
 
 /// What one seeded run did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Outcome {
     /// Each rank's final hash (`None` for a rank that did not finish).
     pub outputs: Vec<Option<u64>>,
@@ -103,7 +103,37 @@ pub struct Outcome {
     pub crashes: Vec<(usize, &'static str)>,
     /// Ranks whose crash also took their files (a lost host), in order.
     pub files_lost: Vec<usize>,
+    /// The ranks' sender logs were bounded to two one-page segments of
+    /// memory (drawn from the seed), so that records move to disk.
+    pub bounded: bool,
+    /// Sender-log segments found on disk when the job ended. Copies to
+    /// disk run on threads of their own, so this count may differ from
+    /// run to run of a seed: it is not part of the execution (`==`
+    /// ignores it).
+    pub disk_segments: usize,
 }
+
+impl PartialEq for Outcome {
+    fn eq(&self, other: &Outcome) -> bool {
+        (
+            &self.outputs,
+            self.steps,
+            &self.failure,
+            &self.crashes,
+            &self.files_lost,
+            self.bounded,
+        ) == (
+            &other.outputs,
+            other.steps,
+            &other.failure,
+            &other.crashes,
+            &other.files_lost,
+            other.bounded,
+        )
+    }
+}
+
+impl Eq for Outcome {}
 
 /// The command that runs `seed` again.
 pub fn replay_command(seed: u64, opts: &Options) -> String {

@@ -36,6 +36,36 @@ fn every_rule_holds_over_many_seeded_jobs_with_crashes() {
 }
 
 #[test]
+fn bounded_sender_logs_move_records_to_disk_and_recover_from_there() {
+    // Longer jobs: a bounded log fills its two one-page segments many
+    // times over, so that re-sends after a crash come from disk.
+    let opts = Options {
+        rounds: 24,
+        ..Options::default()
+    };
+    let (mut bounded_crashed, mut on_disk) = (0, 0);
+    for seed in 1..=150 {
+        let out = run(seed, &opts);
+        assert_eq!(
+            out.failure,
+            None,
+            "seed {seed} (crashes {:?}): run it again with `{}`",
+            out.crashes,
+            vpml_sim::replay_command(seed, &opts)
+        );
+        if out.bounded {
+            bounded_crashed += usize::from(!out.crashes.is_empty());
+            on_disk += out.disk_segments;
+        }
+    }
+    assert!(
+        bounded_crashed > 30,
+        "only {bounded_crashed} bounded jobs crashed"
+    );
+    assert!(on_disk > 300, "only {on_disk} segments reached disk");
+}
+
+#[test]
 fn the_bare_engine_runs_the_same_programs() {
     let opts = Options {
         protocol: Protocol::None,

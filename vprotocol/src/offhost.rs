@@ -41,7 +41,7 @@ pub(crate) fn save(
         .file_bytes(index)
         .map_err(|e| fail("reading a checkpoint to copy it", e))?;
     let spill_path = store.dir().join(".copy-spill.vlog");
-    log.spill(&spill_path)
+    log.save_kept(&spill_path)
         .map_err(|e| fail("writing the sender log out for a copy", e))?;
     let spill = std::fs::read(&spill_path)
         .map_err(|e| fail(&format!("reading {}", spill_path.display()), e))?;

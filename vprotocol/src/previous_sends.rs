@@ -159,6 +159,7 @@ mod tests {
             seq,
             payload,
             synchronous: false,
+            from_copy: false,
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 use super::FRAGMENT;
 use super::requests::{RawBytes, ReqId};
 use crate::matching::{Envelope, Posted};
-use crate::protocol::LoggedMessage;
+use crate::protocol::{Loan, LoggedMessage};
 use crate::shm::futex;
 use crate::shm::ring::{FrameHeader, RingReader, RingWriter, kind};
 use crate::sim::SimLink;
@@ -16,10 +16,13 @@ use crate::tcp::TcpConn;
 /// Frames waiting for space in a peer's ring, in channel order.
 pub(super) enum Outgoing {
     /// One frame; `complete` names a send to finish once it is written.
+    /// `_loan` keeps the protocol's memory `data` lies in (held, never
+    /// read: dropped with the item once written).
     Frame {
         hdr: FrameHeader,
         data: RawBytes,
         complete: Option<ReqId>,
+        _loan: Option<Loan>,
     },
     /// A large message sent as fragments (no single-copy path available).
     Fragments {
@@ -27,6 +30,7 @@ pub(super) enum Outgoing {
         data: RawBytes,
         offset: usize,
         complete: Option<ReqId>,
+        _loan: Option<Loan>,
     },
 }
 
@@ -71,6 +75,7 @@ impl Outgoing {
                 len: 0,
             },
             complete: None,
+            _loan: None,
         }
     }
 }

@@ -359,6 +359,7 @@ impl Engine {
                     hdr,
                     data,
                     complete: None,
+                    _loan: m.bytes.loan(),
                 }
             } else {
                 let mut hdr = message_header(kind::FRAG, m.tag, m.context, m.seq, m.bytes.len());
@@ -371,6 +372,7 @@ impl Engine {
                     data,
                     offset: 0,
                     complete: None,
+                    _loan: m.bytes.loan(),
                 }
             };
             peer.pending.push_back(item);

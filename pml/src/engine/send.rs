@@ -134,8 +134,10 @@ impl Engine {
         let plan = if read_in_place {
             SendPlan::Transmit
         } else {
+            msg.from_copy = true;
             self.protocol_keep(&msg)?
         };
+        let mut loan = None;
         if let SendPlan::Logged(kept) = plan
             && kept.len() == len
         {
@@ -144,6 +146,7 @@ impl Engine {
                 ptr: ptr as *mut u8,
                 len,
             };
+            loan = kept.loan();
             logged = true;
         }
         let ptr = data.ptr as *const u8;
@@ -218,6 +221,7 @@ impl Engine {
                 hdr,
                 data,
                 complete: pending_id.filter(|_| !sync),
+                _loan: loan,
             }
         } else if read_in_place {
             let mut hdr = message_header(kind::RTS, tag, ctx, seq, len);
@@ -235,6 +239,7 @@ impl Engine {
                 data,
                 offset: 0,
                 complete: pending_id.filter(|_| !sync),
+                _loan: loan,
             }
         };
         let restartable = self.core.restartable;
@@ -278,6 +283,7 @@ impl Engine {
                     hdr,
                     data,
                     complete,
+                    ..
                 } => {
                     // SAFETY: `data` belongs to an active send (start_send contract).
                     let bytes = unsafe { data.as_slice() };
@@ -295,6 +301,7 @@ impl Engine {
                     data,
                     offset,
                     complete,
+                    ..
                 } => {
                     let mut finished = false;
                     loop {
@@ -380,5 +387,6 @@ fn outgoing<'a>(
         seq,
         payload,
         synchronous,
+        from_copy: false,
     }
 }

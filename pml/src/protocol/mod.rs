@@ -28,8 +28,10 @@
 //! on every communicator. The cost is one indirect call per hook, which the
 //! send gate ([`SendGate`]) spares the smallest sends.
 
+use std::any::Any;
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 mod none;
 
@@ -60,17 +62,27 @@ pub struct OutgoingMessage<'a> {
     pub payload: &'a [u8],
     /// Synchronous send (completes only once matched).
     pub synchronous: bool,
+    /// The engine transmits from the copy [`Protocol::keep`] keeps, if it
+    /// keeps one (the plan it returns is used); false when the message
+    /// already left from the caller's buffer (the plan is ignored).
+    pub from_copy: bool,
 }
+
+/// A protocol's hold on memory it lent the engine ([`KeptBytes::with_loan`]):
+/// while the engine keeps it, that memory takes no other data. The engine
+/// drops it once the transport is done with the bytes.
+pub type Loan = Arc<dyn Any + Send + Sync>;
 
 /// Bytes a protocol keeps (a sender-log record's payload) and lends the
 /// engine, which transmits or re-sends from them after the call that
 /// handed them over has returned: the one place where memory crosses the
 /// seam without a lifetime the compiler can check. The contract is the
 /// constructor's.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct KeptBytes {
     ptr: *const u8,
     len: usize,
+    loan: Option<Loan>,
 }
 
 impl KeptBytes {
@@ -78,14 +90,29 @@ impl KeptBytes {
     ///
     /// # Safety
     /// `bytes` must stay valid and unchanged for as long as the engine may
-    /// read them: until the protocol frees the record, which it may do only
-    /// for messages the receiver will never need again (it checkpointed
-    /// past them), or until the engine is gone.
+    /// read them: while it holds this value (or a clone, or the loan taken
+    /// from one) and the protocol has not freed the record — which it may
+    /// do only for messages the receiver will never need again (it
+    /// checkpointed past them) — or until the engine is gone.
     pub unsafe fn new(bytes: &[u8]) -> KeptBytes {
         KeptBytes {
             ptr: bytes.as_ptr(),
             len: bytes.len(),
+            loan: None,
         }
+    }
+
+    /// The same bytes, with the protocol's hold on their memory (see
+    /// [`Loan`]), which travels with them.
+    pub fn with_loan(mut self, loan: Loan) -> KeptBytes {
+        self.loan = Some(loan);
+        self
+    }
+
+    /// The hold on their memory, for the engine to keep while it reads
+    /// them.
+    pub fn loan(&self) -> Option<Loan> {
+        self.loan.clone()
     }
 
     /// Their length.
@@ -144,7 +171,7 @@ impl SendGate {
 }
 
 /// What the engine does with a message after the protocol saw it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum SendPlan {
     /// Send the caller's buffer as usual.
     Transmit,
@@ -252,7 +279,7 @@ pub enum RecvPlan {
 
 /// A message kept in a protocol's sender log, to be sent again to a
 /// restarted receiver.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LoggedMessage {
     /// Communicator context.
     pub context: u32,

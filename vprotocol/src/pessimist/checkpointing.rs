@@ -99,7 +99,7 @@ impl Pessimist {
             // The records peers may still need outlive this process only
             // in a file: written before the checkpoint that relies on it.
             self.log
-                .spill(&spill_path(self.store.dir(), self.next_checkpoint))
+                .save_kept(&spill_path(self.store.dir(), self.next_checkpoint))
                 .map_err(|e| fail("writing the sender log out", e))?;
         }
         // What was printed before the checkpoint leaves before it exists.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use vpml_pml::bootstrap::JobEnv;
 use vpml_pml::config::{ProtocolSettings, SenderLogMode, var};
 use vpml_pml::{Error, Result};
-use vpml_sender_log::DEFAULT_SEGMENT_SIZE;
+use vpml_sender_log::{DEFAULT_SEGMENT_SIZE, SPILL_DIR};
 
 /// Everything the pessimist protocol needs to start.
 #[derive(Clone, Debug)]
@@ -27,6 +27,13 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// Sender-log segment size.
     pub segment_size: usize,
+    /// Bytes of memory the sender log may hold; full segments move to
+    /// `spill_dir` so that it stays within them (`vpml run
+    /// --sender-log-limit`). `None`: no limit, nothing moves (the
+    /// simulator's choice for some seeds).
+    pub memory_limit: Option<usize>,
+    /// Where the sender log moves segments out of memory.
+    pub spill_dir: PathBuf,
     /// Keep the sender log in memory (spilled to a file at each
     /// checkpoint) rather than in files. `VPML_SENDER_LOG=memory|file`.
     pub log_in_memory: bool,
@@ -66,15 +73,27 @@ impl Config {
             .log_dir
             .as_ref()
             .ok_or_else(|| Error::Bootstrap(format!("{} is not set", var::LOG_DIR)))?;
+        let rank_dir = format!("rank-{}", job.rank);
+        let segment_size = settings.segment_size.unwrap_or(DEFAULT_SEGMENT_SIZE);
         Ok(Config {
+            memory_limit: Some(settings.sender_log_limit.map_or_else(
+                || default_memory_limit(job.local_size, segment_size),
+                |b| usize::try_from(b).unwrap_or(usize::MAX),
+            )),
+            spill_dir: settings
+                .spill_dir
+                .as_ref()
+                .unwrap_or(log_root)
+                .join(&rank_dir)
+                .join(SPILL_DIR),
             job: job.job_id.clone(),
             rank: job.rank,
             incarnation: job.incarnation,
             token: job.token.clone(),
             replicas: settings.replicas.unwrap_or(1).clamp(1, loggers.len()),
             loggers,
-            log_dir: log_root.join(format!("rank-{}", job.rank)),
-            segment_size: settings.segment_size.unwrap_or(DEFAULT_SEGMENT_SIZE),
+            log_dir: log_root.join(&rank_dir),
+            segment_size,
             send_eagerly: settings.events_eager,
             loggers_restarted: settings.loggers_restarted,
             keep_logs: settings.keep_logs,
@@ -83,4 +102,18 @@ impl Config {
             log_in_memory: settings.sender_log == SenderLogMode::Memory,
         })
     }
+}
+
+/// The memory a rank's sender log may hold when `--sender-log-limit` does
+/// not say: a quarter of the host's memory, shared by its `local_ranks`,
+/// and at least four segments. A quarter leaves the application its own
+/// and the kernel its page cache; a log that would grow past it moves its
+/// oldest segments to disk instead.
+pub fn default_memory_limit(local_ranks: usize, segment_size: usize) -> usize {
+    let info = rustix::system::sysinfo();
+    let total = (info.totalram as u128).saturating_mul(u128::from(info.mem_unit.max(1)));
+    let share = total / 4 / local_ranks.max(1) as u128;
+    usize::try_from(share)
+        .unwrap_or(usize::MAX)
+        .max(4 * segment_size)
 }

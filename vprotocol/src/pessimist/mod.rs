@@ -161,6 +161,20 @@ fn fail(what: &str, e: impl std::fmt::Display) -> Error {
     Error::EngineFailed(format!("pessimist protocol: {what}: {e}"))
 }
 
+/// The error of a send the sender log has no room for.
+fn log_full(dest: usize, e: vpml_sender_log::Error) -> Error {
+    match e {
+        // One line naming the limit and the directory.
+        e @ vpml_sender_log::Error::Full { .. } => {
+            Error::EngineFailed(format!("{e} (the limit is --sender-log-limit)"))
+        }
+        e => fail(
+            &format!("making room in the sender log for a send to rank {dest}"),
+            e,
+        ),
+    }
+}
+
 impl Pessimist {
     /// Open the engine's shortcut past `send` for the room the log has
     /// ready, if no event waits to become durable (the commit rule has
@@ -261,7 +275,7 @@ impl Protocol for Pessimist {
         self.commit()?;
         self.log
             .reserve(msg.payload.len())
-            .map_err(|e| fail("making room in the sender log", e))?;
+            .map_err(|e| log_full(msg.dest, e))?;
         Ok(())
     }
 
@@ -278,14 +292,23 @@ impl Protocol for Pessimist {
         };
         self.counters.sends += 1;
         fault_point!("send.before_log_append");
-        let (_, stored) = self
+        let (at, stored) = self
             .log
             .append_stored(header, msg.payload)
             .map_err(|e| fail("appending to the sender log", e))?;
         fault_point!("send.after_log_append");
-        // SAFETY: as for `logged`: the record stays put until the
-        // receiver checkpointed past it.
-        let plan = SendPlan::Logged(unsafe { KeptBytes::new(stored) });
+        let plan = if msg.from_copy {
+            // SAFETY: as for `logged_messages`: the record stays until the
+            // receiver checkpointed past it, and its memory takes no other
+            // record while the loan lives.
+            let kept = unsafe { KeptBytes::new(stored) };
+            SendPlan::Logged(match self.log.lend(at.segment) {
+                Some(loan) => kept.with_loan(loan),
+                None => kept,
+            })
+        } else {
+            SendPlan::Transmit
+        };
         // The record used room: what is left decides the next shortcut.
         self.update_gate();
         Ok(plan)
@@ -435,6 +458,27 @@ impl Protocol for Pessimist {
             ("logger_wait_mean_ns".into(), c.waits.mean()),
             ("sender_log_bytes".into(), self.log.bytes_logged()),
             (
+                "sender_log_memory_bytes".into(),
+                self.log.memory_bytes() as u64,
+            ),
+            (
+                "sender_log_memory_peak_bytes".into(),
+                self.log.peak_memory_bytes() as u64,
+            ),
+            (
+                "sender_log_memory_limit_bytes".into(),
+                self.log.memory_limit().unwrap_or(0) as u64,
+            ),
+            ("sender_log_disk_bytes".into(), self.log.disk_bytes()),
+            (
+                "sender_log_segments_to_disk".into(),
+                self.log.spill_counts().0,
+            ),
+            (
+                "sender_log_waits_for_disk".into(),
+                self.log.spill_counts().1,
+            ),
+            (
                 "sender_log_segments".into(),
                 self.log.segment_count() as u64,
             ),
@@ -488,13 +532,21 @@ impl Protocol for Pessimist {
     }
 
     fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
-        self.log
-            .iter_from(dest as u32, after + 1)
-            // SAFETY: the record stays in the log's mapping, unchanged,
-            // until `free_log` frees it, which happens only once the
-            // receiver checkpointed past it (it will never ask for it
-            // again).
-            .map(|r| unsafe { crate::logged_message(r) })
+        let log = &self.log;
+        log.iter_from(dest as u32, after + 1)
+            .map(|r| {
+                let loan = log.lend(r.location.segment);
+                // SAFETY: the record stays in the log, unchanged, until
+                // `free_log` frees it, which happens only once the
+                // receiver checkpointed past it (it will never ask for it
+                // again); in memory, the loan keeps its memory from other
+                // records (a segment on disk stays mapped until freed).
+                let mut m = unsafe { crate::logged_message(r) };
+                if let Some(loan) = loan {
+                    m.bytes = m.bytes.with_loan(loan);
+                }
+                m
+            })
             .collect()
     }
 

@@ -124,7 +124,7 @@ use vpml_pml::{Error, Result};
 use vpml_sender_log::SenderLog;
 
 use super::checkpointing::{decode_checkpoint, spill_path};
-use super::start::{Start, new_sender_log};
+use super::start::{Start, bounded, new_sender_log};
 use super::{Config, Pessimist, fail};
 use crate::checkpoint::CheckpointStore;
 use crate::event_log::EventLog;
@@ -253,24 +253,25 @@ fn restore_log(
     let rank = cfg.rank as u32;
     let keep = |d: u32| c.snap.send_seq.get(d as usize).copied().unwrap_or(0);
     let spill = spill_path(ckpt_dir, c.index);
-    if from_spill && cfg.log_in_memory {
+    let log = if from_spill && cfg.log_in_memory {
         SenderLog::restore(&spill, None, rank, cfg.segment_size, keep)
-            .map_err(|e| fail("restoring the sender log of the checkpoint", e))
+            .map_err(|e| fail("restoring the sender log of the checkpoint", e))?
     } else if from_spill {
         // Copied back after a lost host: the spill becomes the
         // file log's first segment, kept like any other (peers
         // may need its records after later checkpoints too).
-        SenderLog::adopt_spill(&spill, &cfg.log_dir)
+        SenderLog::adopt_saved(&spill, &cfg.log_dir)
             .map_err(|e| fail("restoring the sender log of the checkpoint", e))?;
         let log = SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
             .map_err(|e| fail("reopening the sender log", e))?;
         std::fs::remove_file(&spill)
             .map_err(|e| fail(&format!("removing {}", spill.display()), e))?;
-        Ok(log)
+        log
     } else {
         SenderLog::reopen(&cfg.log_dir, rank, cfg.segment_size, keep)
-            .map_err(|e| fail("reopening the sender log", e))
-    }
+            .map_err(|e| fail("reopening the sender log", e))?
+    };
+    bounded(log, cfg)
 }
 
 /// The events logged after the checkpoint (all of them without one), to

@@ -52,12 +52,23 @@ fn first_start(cfg: &Config, ckpt_dir: &Path) -> Result<Start> {
 /// An empty sender log (nothing to continue).
 pub(super) fn new_sender_log(cfg: &Config) -> Result<SenderLog> {
     let rank = cfg.rank as u32;
-    if cfg.log_in_memory {
-        Ok(SenderLog::create_in_memory(rank, cfg.segment_size))
+    let log = if cfg.log_in_memory {
+        SenderLog::create_in_memory(rank, cfg.segment_size)
     } else {
         SenderLog::create(&cfg.log_dir, rank, cfg.segment_size)
-            .map_err(|e| fail("creating the sender log", e))
+            .map_err(|e| fail("creating the sender log", e))?
+    };
+    bounded(log, cfg)
+}
+
+/// `log`, holding at most the configured memory (full segments move to
+/// the spill directory).
+pub(super) fn bounded(mut log: SenderLog, cfg: &Config) -> Result<SenderLog> {
+    if let Some(limit) = cfg.memory_limit {
+        log.bound(limit, &cfg.spill_dir)
+            .map_err(|e| fail("setting up the sender log's spill directory", e))?;
     }
+    Ok(log)
 }
 
 impl Pessimist {

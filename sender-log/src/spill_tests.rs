@@ -1,0 +1,275 @@
+//! Tests of bounded logs: segments moving to disk, memory reused, records
+//! read back from disk, reopened, lent, and the error when nothing can
+//! move.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+
+use super::*;
+
+const SEGMENT: usize = 8192;
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("vpml-slog-spill-")
+        .tempdir()
+        .expect("a temporary directory")
+}
+
+fn hdr(dest: u32, seq: u64) -> RecordHeader {
+    RecordHeader {
+        dest,
+        context: 7,
+        tag: (seq % 5) as i32,
+        seq,
+    }
+}
+
+fn payload(dest: u32, seq: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64 * 131 + seq * 7 + u64::from(dest)) as u8)
+        .collect()
+}
+
+/// A bounded log of either kind in `t`: (log, its directory if a file
+/// log, the spill directory).
+fn bounded(t: &Path, file: bool, limit: usize) -> (SenderLog, Option<PathBuf>, PathBuf) {
+    let spill = t.join("disk");
+    let (mut log, dir) = if file {
+        let dir = t.join("log");
+        (SenderLog::create(&dir, 3, SEGMENT).unwrap(), Some(dir))
+    } else {
+        (SenderLog::create_in_memory(3, SEGMENT), None)
+    };
+    log.bound(limit, &spill).unwrap();
+    (log, dir, spill)
+}
+
+fn segment_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
+    for file in [true, false] {
+        let t = tmp();
+        let limit = 4 * SEGMENT;
+        let (mut log, dir, spill) = bounded(t.path(), file, limit);
+        let mut sent = Vec::new();
+        // About 65 segments' worth, to three destinations.
+        for seq in 1..=400u64 {
+            for dest in 0..3 {
+                let len = 100 + (seq as usize * 37 + dest as usize * 11) % 400;
+                log.append(hdr(dest, seq), &payload(dest, seq, len))
+                    .unwrap();
+                sent.push((dest, seq, len));
+                assert!(
+                    log.memory_bytes() <= limit,
+                    "{} > {limit}",
+                    log.memory_bytes()
+                );
+            }
+        }
+        let (spilled, _, over) = log.spill_counts();
+        assert!(spilled >= 30, "only {spilled} segments moved to disk");
+        assert_eq!(over, 0);
+        assert!(log.disk_bytes() > 30 * SEGMENT as u64 / 2);
+        assert!(segment_files(&spill) >= 30);
+        // Memory was taken for at most the limit's segments; the rest
+        // reused it.
+        let (fresh, reused) = log.segments_started();
+        assert!(fresh as usize <= limit / SEGMENT, "{fresh} fresh segments");
+        assert!(reused >= 30, "{reused}");
+        for &(dest, seq, len) in &sent {
+            let r = log.get(dest, seq).unwrap();
+            assert_eq!(r.payload, payload(dest, seq, len).as_slice());
+            assert_eq!(r.header, hdr(dest, seq));
+        }
+        for dest in 0..3 {
+            let seqs: Vec<u64> = log.iter_from(dest, 150).map(|r| r.header.seq).collect();
+            assert_eq!(seqs, (150..=400).collect::<Vec<_>>());
+            assert_eq!(log.records_to(dest), 400);
+        }
+        // The index of a segment on disk is a run per destination, not a
+        // record each.
+        let indexed: usize = (0..3)
+            .map(|d| log.index.get(d).map_or(0, |q| q.entries.len()))
+            .sum();
+        assert!(
+            indexed < 3 * 400 / 4,
+            "{indexed} records indexed one by one"
+        );
+        if let Some(dir) = dir {
+            // A reader finds the segments on disk through the log's
+            // `spilled` link.
+            assert_eq!(std::fs::read_link(dir.join(SPILL_DIR)).unwrap(), spill);
+            drop(log);
+            let read = SenderLog::open_read_only(&dir).unwrap();
+            for &(dest, seq, len) in &sent {
+                assert_eq!(
+                    read.get(dest, seq).map(|r| r.payload.to_vec()),
+                    Some(payload(dest, seq, len)),
+                    "{dest}/{seq}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn freeing_records_on_disk_deletes_their_files() {
+    let t = tmp();
+    let (mut log, _, spill) = bounded(t.path(), true, 2 * SEGMENT);
+    for seq in 1..=100u64 {
+        log.append(hdr(1, seq), &payload(1, seq, 900)).unwrap();
+    }
+    assert!(segment_files(&spill) > 5);
+    log.free_up_to(1, 60).unwrap();
+    assert_eq!(log.records_to(1), 40);
+    assert_eq!(log.iter_from(1, 0).next().map(|r| r.header.seq), Some(61));
+    log.free_up_to(1, 100).unwrap();
+    assert_eq!(log.records_to(1), 0);
+    assert_eq!(log.disk_bytes(), 0);
+    // Only copies of segments still in memory may remain.
+    assert!(segment_files(&spill) <= 2, "{}", segment_files(&spill));
+}
+
+#[test]
+fn memory_lent_to_the_engine_is_not_reused_until_it_is_returned() {
+    let t = tmp();
+    let limit = 2 * SEGMENT;
+    let (mut log, _, _) = bounded(t.path(), false, limit);
+    let first = log.append(hdr(0, 1), &payload(0, 1, 500)).unwrap();
+    let loan = log
+        .lend(first.segment)
+        .expect("the current segment is memory");
+    let kept = log.payload(&first).unwrap().as_ptr();
+    for seq in 2..=60u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 500)).unwrap();
+    }
+    // The lent bytes are still there, at the same address, unchanged.
+    // SAFETY: the loan keeps the memory mapped and unwritten.
+    let still = unsafe { std::slice::from_raw_parts(kept, 500) };
+    assert_eq!(still, payload(0, 1, 500).as_slice());
+    let (_, _, over) = log.spill_counts();
+    assert!(over > 0, "the log should have gone past its limit");
+    drop(loan);
+    let before = log.segments_started().1;
+    for seq in 61..=120u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 500)).unwrap();
+    }
+    assert!(log.segments_started().1 > before);
+    assert!(log.memory_bytes() <= limit + SEGMENT);
+    for seq in 1..=120u64 {
+        assert_eq!(
+            log.get(0, seq).unwrap().payload,
+            payload(0, seq, 500).as_slice()
+        );
+    }
+}
+
+#[test]
+fn a_log_that_cannot_move_anything_to_disk_says_so_at_its_limit() {
+    let t = tmp();
+    let (mut log, _, spill) = bounded(t.path(), false, 2 * SEGMENT);
+    // Where the copies go is not a directory any more.
+    std::fs::remove_dir_all(&spill).unwrap();
+    std::fs::write(&spill, b"in the way").unwrap();
+    let mut err = None;
+    for seq in 1..=40u64 {
+        if let Err(e) = log.append(hdr(0, seq), &payload(0, seq, 1000)) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = err.expect("the log should be full").to_string();
+    assert!(
+        err.starts_with("the sender log is full: 16384 bytes in memory (its limit) and nothing more can move to "),
+        "{err}"
+    );
+    assert!(err.contains(&spill.display().to_string()), "{err}");
+    assert!(err.contains("Not a directory"), "{err}");
+}
+
+#[test]
+fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
+    let t = tmp();
+    let (mut log, dir, spill) = bounded(t.path(), true, 3 * SEGMENT);
+    let dir = dir.unwrap();
+    for seq in 1..=80u64 {
+        log.append(hdr(2, seq), &payload(2, seq, 700)).unwrap();
+    }
+    assert!(segment_files(&spill) > 3);
+    drop(log);
+    // The checkpoint kept 50: the rest is logged again.
+    let mut again = SenderLog::reopen(&dir, 3, SEGMENT, |_| 50).unwrap();
+    again.bound(3 * SEGMENT, &spill).unwrap();
+    assert_eq!(again.records_to(2), 50);
+    for seq in 51..=90u64 {
+        again.append(hdr(2, seq), &payload(2, seq, 333)).unwrap();
+    }
+    let got: Vec<(u64, usize)> = again
+        .iter_from(2, 0)
+        .map(|r| (r.header.seq, r.payload.len()))
+        .collect();
+    let want: Vec<(u64, usize)> = (1..=90)
+        .map(|s| (s, if s <= 50 { 700 } else { 333 }))
+        .collect();
+    assert_eq!(got, want);
+    for seq in 1..=90u64 {
+        let len = if seq <= 50 { 700 } else { 333 };
+        assert_eq!(
+            again.get(2, seq).unwrap().payload,
+            payload(2, seq, len).as_slice()
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn a_bounded_log_keeps_what_a_model_keeps(
+        ops in prop::collection::vec((0u32..3, 0usize..3000, any::<bool>()), 1..150),
+        file in any::<bool>(),
+    ) {
+        let t = tmp();
+        let (mut log, dir, _) = bounded(t.path(), file, 3 * SEGMENT);
+        let mut model: BTreeMap<(u32, u64), Vec<u8>> = BTreeMap::new();
+        let mut next = [0u64; 3];
+        for (dest, len, free) in ops {
+            if free && next[dest as usize] > 1 {
+                let upto = next[dest as usize] / 2;
+                log.free_up_to(dest, upto).unwrap();
+                model.retain(|&(d, s), _| d != dest || s > upto);
+            } else {
+                next[dest as usize] += 1;
+                let seq = next[dest as usize];
+                let p = payload(dest, seq, len);
+                log.append(hdr(dest, seq), &p).unwrap();
+                model.insert((dest, seq), p);
+            }
+            prop_assert!(log.memory_bytes() <= 3 * SEGMENT);
+        }
+        for dest in 0..3 {
+            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| (r.header.seq, r.payload.to_vec())).collect();
+            let want: Vec<(u64, Vec<u8>)> = model.iter().filter(|((d, _), _)| *d == dest).map(|((_, s), p)| (*s, p.clone())).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(log.records_to(dest), model.keys().filter(|(d, _)| *d == dest).count());
+        }
+        if let Some(dir) = dir {
+            drop(log);
+            let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+            for ((dest, seq), p) in &model {
+                prop_assert_eq!(again.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(p.clone()));
+            }
+        }
+    }
+}
