@@ -217,7 +217,10 @@ impl ProtocolSetup {
                 format!("in {}", root.display())
             } else {
                 "in memory".to_string()
-            },
+            } + &format!(
+                " (full segments move to {})",
+                spill_root.as_ref().unwrap_or(&root).display()
+            ),
             root.display()
         );
         let mut event_loggers = Vec::with_capacity(addrs.len());

@@ -28,7 +28,7 @@ pub enum Error {
     },
     /// A bounded log holds as much memory as it may, and no full segment
     /// can move to disk (see [`SenderLog::bound`](crate::SenderLog::bound)).
-    #[error("the sender log is full: {} in memory (its limit) and nothing more can move to {}: {cause}", mib(*memory), dir.display())]
+    #[error("the sender log is full: {} in memory (its limit) and nothing more can move to {}: {cause}", size(*memory), dir.display())]
     Full {
         /// The memory limit, in bytes.
         memory: usize,
@@ -61,11 +61,11 @@ pub(crate) fn io<'a>(
     }
 }
 
-/// `bytes` in MiB (or bytes, if fewer), for messages.
-fn mib(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{bytes} bytes")
+/// `bytes` in the largest binary unit that divides it, for messages.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
     }
 }

@@ -55,6 +55,15 @@ pub fn segment_path(dir: &Path, index: u64) -> PathBuf {
     dir.join(format!("seg-{index:08}.vlog"))
 }
 
+/// The index of the segment a file is named after (`seg-<index>.vlog`).
+pub(crate) fn segment_index(file_name: &str) -> Option<u64> {
+    file_name
+        .strip_prefix("seg-")?
+        .strip_suffix(".vlog")?
+        .parse()
+        .ok()
+}
+
 /// The `N` bytes of `b` from `at` (panics past its end): what the on-disk
 /// integers are read through, e.g. `u32::from_le_bytes(bytes_at(b, at))`.
 #[inline]

@@ -11,6 +11,9 @@ impl SenderLog {
     /// record (their memory is reused, their files deleted). Returns how
     /// many segments were released.
     pub fn free_up_to(&mut self, dest: u32, seq: u64) -> Result<usize> {
+        // Copies finished meanwhile: a segment emptied below is released
+        // at once rather than when its copy is next heard of.
+        self.collect_copies();
         let Some(q) = self.index.get_mut(dest) else {
             return Ok(0);
         };

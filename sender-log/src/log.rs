@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use memmap2::{Mmap, MmapMut};
 
 use crate::error::{Error, Result, io};
-use crate::format::{SEGMENT_HEADER, check_segment_header, decode_record, record_span};
+use crate::format::{
+    SEGMENT_HEADER, check_segment_header, decode_record, record_span, segment_index,
+};
 use crate::index::{Entry, Index};
 use crate::memory::PAGE;
 use crate::pool::{Limit, SPILL_DIR};
@@ -237,29 +239,28 @@ impl SenderLog {
                 }
             }
         }
-        // Segments in memory (the log directory) and moved to disk; one
-        // in both was being copied or awaited reuse: the memory's is the
-        // one that counts (the copy may be older).
+        // Segments in memory (the log directory) and moved to disk. One in
+        // both had its copy complete (a copy is named only once complete)
+        // and was not reused yet: the copy counts, and a writer frees the
+        // memory.
         let mut paths: BTreeMap<u64, (PathBuf, bool)> = BTreeMap::new();
-        for (d, in_memory) in [(spill_dir.as_path(), false), (dir, true)] {
-            let Ok(entries) = std::fs::read_dir(d) else {
-                if in_memory {
-                    return Err(io(d, "listing the log directory")(std::io::Error::from(
-                        std::io::ErrorKind::NotFound,
-                    )));
-                }
-                continue;
+        for (d, in_memory) in [(dir, true), (spill_dir.as_path(), false)] {
+            let entries = match std::fs::read_dir(d) {
+                Ok(entries) => entries,
+                Err(e) if in_memory => return Err(io(d, "listing the log directory")(e)),
+                Err(_) => continue,
             };
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Some(idx) = name
-                    .strip_prefix("seg-")
-                    .and_then(|n| n.strip_suffix(".vlog"))
-                    .and_then(|n| n.parse::<u64>().ok())
-                else {
+                let Some(idx) = segment_index(&name) else {
                     continue;
                 };
-                paths.insert(idx, (e.path(), in_memory));
+                if let Some((memory, true)) = paths.insert(idx, (e.path(), in_memory))
+                    && writable
+                {
+                    std::fs::remove_file(&memory)
+                        .map_err(io(&memory, "removing a segment copied to disk"))?;
+                }
             }
         }
         let mut log = SenderLog::empty(dir.to_path_buf(), 0, DEFAULT_SEGMENT_SIZE, false, writable);
@@ -375,8 +376,13 @@ impl SenderLog {
 
 impl Drop for SenderLog {
     fn drop(&mut self) {
-        // Copies under way end first (their memory is unmapped below).
-        self.writer = None;
+        // Copies under way end first (their memory is unmapped below);
+        // a copy of a segment whose records were freed meanwhile goes.
+        if let Some(writer) = self.writer.take() {
+            for done in writer.finish() {
+                self.copied(done);
+            }
+        }
         // Spare files are not part of the log: leave none behind.
         for s in &self.spare {
             if let Some(f) = &s.file {

@@ -12,7 +12,6 @@
 //! with reuses a few segments' memory over and over, warm, and a burst
 //! faster than the disk grows it up to the limit.
 
-use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +19,9 @@ use memmap2::{Advice, MmapMut, MmapOptions};
 
 use crate::SenderLog;
 use crate::error::{Error, Result, io};
-use crate::format::{SEGMENT_HEADER, end_chain, record_span, segment_header, segment_path};
+use crate::format::{
+    SEGMENT_HEADER, end_chain, record_span, segment_header, segment_index, segment_path,
+};
 use crate::memory::{PAGE, populate, preallocate};
 use crate::segment::{Map, SPARE_SEGMENTS, Segment, Spare, best_spare};
 
@@ -56,15 +57,19 @@ impl SenderLog {
                 }
             }
         }
-        let mine: BTreeSet<PathBuf> = self.segments.values().map(|s| s.path.clone()).collect();
         for entry in std::fs::read_dir(spill_dir)
             .map_err(io(spill_dir, "listing the spill directory"))?
             .flatten()
         {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let p = entry.path();
-            if (name.starts_with("seg-") || name.starts_with(".seg-")) && !mine.contains(&p) {
+            // Copies under way when a process died, and segments that are
+            // not this log's (by index: the directory may be reached
+            // through a link).
+            let stale = name.starts_with(".seg-")
+                || segment_index(&name).is_some_and(|i| !self.segments.contains_key(&i));
+            if stale {
+                let p = entry.path();
                 std::fs::remove_file(&p).map_err(io(&p, "removing an old segment"))?;
             }
         }

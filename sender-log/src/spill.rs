@@ -109,7 +109,7 @@ impl SenderLog {
 
     /// A copy finished: the memory is the log's alone again; the segment
     /// can now move to disk, or the error is kept for when the log is full.
-    fn copied(&mut self, done: Done) {
+    pub(crate) fn copied(&mut self, done: Done) {
         let Some(dir) = self.limit.as_ref().map(|l| l.dir.clone()) else {
             return;
         };

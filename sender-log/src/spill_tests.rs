@@ -192,7 +192,9 @@ fn a_log_that_cannot_move_anything_to_disk_says_so_at_its_limit() {
     }
     let err = err.expect("the log should be full").to_string();
     assert!(
-        err.starts_with("the sender log is full: 16384 bytes in memory (its limit) and nothing more can move to "),
+        err.starts_with(
+            "the sender log is full: 16 KiB in memory (its limit) and nothing more can move to "
+        ),
         "{err}"
     );
     assert!(err.contains(&spill.display().to_string()), "{err}");
@@ -229,6 +231,48 @@ fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
         assert_eq!(
             again.get(2, seq).unwrap().payload,
             payload(2, seq, len).as_slice()
+        );
+    }
+    // The receiver checkpointed past everything: every file goes, those
+    // the earlier process moved to disk included (reached through the
+    // log's link to the spill directory).
+    again.free_up_to(2, 90).unwrap();
+    assert_eq!(again.records_to(2), 0);
+    drop(again);
+    assert_eq!(segment_files(&spill), 0);
+}
+
+#[test]
+fn a_segment_both_in_memory_and_on_disk_after_a_crash_is_read_from_disk() {
+    let t = tmp();
+    let (mut log, dir, spill) = bounded(t.path(), true, 8 * SEGMENT);
+    let dir = dir.unwrap();
+    for seq in 1..=30u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 1000)).unwrap();
+    }
+    // Let the copies finish without reusing the memory: the state a
+    // process killed now leaves.
+    while log.copies_under_way() {
+        log.wait_copy();
+    }
+    drop(log);
+    let in_memory = segment_files(&dir);
+    let on_disk = segment_files(&spill);
+    assert!(
+        in_memory >= 3 && on_disk >= 2,
+        "{in_memory} in memory, {on_disk} on disk"
+    );
+    let read = SenderLog::open_read_only(&dir).unwrap();
+    assert_eq!(read.records_to(0), 30);
+    drop(read);
+    // A restarted writer keeps the copies and frees the memory.
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    assert_eq!(segment_files(&dir), in_memory - on_disk);
+    assert_eq!(again.memory_bytes(), (in_memory - on_disk) * SEGMENT);
+    for seq in 1..=30u64 {
+        assert_eq!(
+            again.get(0, seq).unwrap().payload,
+            payload(0, seq, 1000).as_slice()
         );
     }
 }

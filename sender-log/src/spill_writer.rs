@@ -97,14 +97,28 @@ impl SpillWriter {
     }
 }
 
-impl Drop for SpillWriter {
-    fn drop(&mut self) {
-        // Copies still queued are not wanted any more: the log is going.
+impl SpillWriter {
+    /// Stop the thread once the copy under way (if any) is done, skipping
+    /// the queued ones, and return the copies it finished but did not
+    /// report yet.
+    pub(crate) fn finish(mut self) -> Vec<Done> {
+        self.stop_thread();
+        self.done.try_iter().collect()
+    }
+
+    fn stop_thread(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for SpillWriter {
+    fn drop(&mut self) {
+        // Copies still queued are not wanted any more: the log is going.
+        self.stop_thread();
     }
 }
 
