@@ -14,7 +14,7 @@ use crate::format::{
 use crate::index::{Entry, Index};
 use crate::memory::PAGE;
 use crate::pool::{Limit, SPILL_DIR};
-use crate::segment::{DEFAULT_SEGMENT_SIZE, Map, Segment, Spare};
+use crate::segment::{DEFAULT_SEGMENT_SIZE, Map, Segment, SegmentTable, Spare};
 use crate::spill_writer::SpillWriter;
 
 /// One rank's sender log (writable), or a finished log opened for reading.
@@ -22,7 +22,7 @@ pub struct SenderLog {
     pub(crate) dir: PathBuf,
     pub(crate) rank: u32,
     pub(crate) segment_size: usize,
-    pub(crate) segments: BTreeMap<u64, Segment>,
+    pub(crate) segments: SegmentTable,
     pub(crate) current: Option<u64>,
     /// Room known to be ready in the current segment: a record spanning at
     /// most this many bytes fits in its taken memory, with the zero magic
@@ -112,7 +112,7 @@ impl SenderLog {
             dir,
             rank,
             segment_size: segment_size.max(PAGE).next_multiple_of(PAGE),
-            segments: BTreeMap::new(),
+            segments: SegmentTable::default(),
             current: None,
             ready: 0,
             next_index: 0,
@@ -172,7 +172,7 @@ impl SenderLog {
             .segments
             .iter()
             .filter(|(_, s)| s.live == 0)
-            .map(|(i, _)| *i)
+            .map(|(i, _)| i)
             .collect();
         for i in empty {
             log.release(i)?;
@@ -213,7 +213,7 @@ impl SenderLog {
             .segments
             .iter()
             .filter(|(_, s)| matches!(s.map, Map::OnDisk(_)))
-            .map(|(i, _)| *i)
+            .map(|(i, _)| i)
             .collect();
         for idx in on_disk {
             for (_, q) in self.index.iter_mut() {

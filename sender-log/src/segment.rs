@@ -166,3 +166,74 @@ pub(crate) fn best_spare(spare: &[Spare], capacity: usize, file: bool) -> Option
         .filter(|&i| spare[i].file.is_some() == file && spare[i].map.len() >= capacity)
         .max_by_key(|&i| spare[i].populated)
 }
+
+/// The segments of a log by index: a dense table from the oldest kept
+/// index on, so that an append finds the current segment in constant
+/// time however many older ones a log that never checkpoints keeps on
+/// disk (indices only grow; a freed prefix is dropped).
+#[derive(Default)]
+pub(crate) struct SegmentTable {
+    /// Index of `slots[0]`.
+    base: u64,
+    slots: std::collections::VecDeque<Option<Segment>>,
+    len: usize,
+}
+
+impl SegmentTable {
+    fn slot(&self, idx: u64) -> Option<usize> {
+        idx.checked_sub(self.base).and_then(|i| usize::try_from(i).ok())
+    }
+
+    pub(crate) fn get(&self, idx: &u64) -> Option<&Segment> {
+        self.slots.get(self.slot(*idx)?)?.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, idx: &u64) -> Option<&mut Segment> {
+        let i = self.slot(*idx)?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    pub(crate) fn contains_key(&self, idx: &u64) -> bool {
+        self.get(idx).is_some()
+    }
+
+    /// Add segment `idx` (a new index, or one a reader found on disk).
+    pub(crate) fn insert(&mut self, idx: u64, seg: Segment) {
+        if self.slots.is_empty() {
+            self.base = idx;
+        }
+        while idx < self.base {
+            self.slots.push_front(None);
+            self.base -= 1;
+        }
+        let i = (idx - self.base) as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace(seg).is_none() {
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn remove(&mut self, idx: &u64) -> Option<Segment> {
+        let i = self.slot(*idx)?;
+        let seg = self.slots.get_mut(i)?.take()?;
+        self.len -= 1;
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(seg)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The segments in index order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &Segment)> {
+        (self.base..)
+            .zip(&self.slots)
+            .filter_map(|(i, s)| Some((i, s.as_ref()?)))
+    }
+}

@@ -123,7 +123,7 @@ fn every_record_lands_on_taken_memory_and_ready_room_is_exact() {
         if seq % 7 == 0 {
             log.warm_up(4096);
         }
-        let seg = &log.segments[&log.current.unwrap()];
+        let seg = log.segments.get(&log.current.unwrap()).unwrap();
         assert!(
             seg.used + RECORD_HEADER <= seg.populated,
             "record {seq} ends at {} past taken memory {}",
