@@ -181,7 +181,8 @@ pub(crate) struct SegmentTable {
 
 impl SegmentTable {
     fn slot(&self, idx: u64) -> Option<usize> {
-        idx.checked_sub(self.base).and_then(|i| usize::try_from(i).ok())
+        idx.checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
     }
 
     pub(crate) fn get(&self, idx: &u64) -> Option<&Segment> {

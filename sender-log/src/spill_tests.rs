@@ -281,7 +281,10 @@ fn a_segment_both_in_memory_and_on_disk_after_a_crash_is_read_from_disk() {
     assert_eq!(segment_names(&dir), left);
     assert_eq!(again.memory_bytes(), left.len() * SEGMENT);
     for seq in 1..=30u64 {
-        assert_eq!(again.get(0, seq).unwrap().payload, payload(0, seq, 1000).as_slice());
+        assert_eq!(
+            again.get(0, seq).unwrap().payload,
+            payload(0, seq, 1000).as_slice()
+        );
     }
 }
 
