@@ -309,7 +309,7 @@ fn sender_logs_read_back_byte_exact_after_the_job() {
             vpml_sender_log::SenderLog::open_read_only(&Path::new(&dir).join(format!("rank-{r}")))
                 .expect("open log");
         let right = ((r + 1) % 3) as u32;
-        let records: Vec<_> = log.iter_from(right, 0).collect();
+        let records: Vec<_> = log.iter_from(right, 0).map(|r| r.unwrap()).collect();
         assert_eq!(
             records.len(),
             30,

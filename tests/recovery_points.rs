@@ -80,6 +80,13 @@ fn crashes_at(point: &'static str, mid: u64) -> Vec<Crash> {
             }]
         }
         Some("checkpoint") => vec![one(format!("2@point:{point}#2"))],
+        // Segments of 64 KiB: each rank moves dozens to disk.
+        Some("log") => vec![Crash {
+            point,
+            specs: vec![format!("2@point:{point}#5")],
+            launcher: vec!["--sender-log-limit", "256K"],
+            envs: vec![("VPML_LOG_SEGMENT_SIZE", "65536")],
+        }],
         _ => {
             // (Few sends wait for events: most find them durable.)
             let hit = match point {

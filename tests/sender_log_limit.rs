@@ -88,15 +88,20 @@ fn recovery_from_records_moved_to_disk_is_exact() {
             text(&out.stdout)
         );
         // Every rank that finished moved segments to disk and never held
-        // more memory than its limit.
+        // more memory than its limit, but for a segment each time the
+        // transport still sent from all the others (over TCP).
         let moved = stat(&stderr, "sender_log_segments_to_disk");
         let peak = stat(&stderr, "sender_log_memory_peak_bytes");
+        let over = stat(&stderr, "sender_log_over_limit");
         assert_eq!(moved.len(), 4, "{what}: no stats line per rank\n{stderr}");
         assert!(moved.iter().all(|&m| m >= 5), "{what}: moved {moved:?}");
-        assert!(
-            peak.iter().all(|&p| p > 0 && p <= limit),
-            "{what}: memory peaks {peak:?} over {limit}"
-        );
+        for (p, o) in peak.iter().zip(&over) {
+            let allowed = limit + o * SEGMENT.parse::<u64>().unwrap_or(0);
+            assert!(
+                *p > 0 && *p <= allowed,
+                "{what}: memory peaks {peak:?} over {limit} (over the limit {over:?} times)"
+            );
+        }
         eprintln!(
             "{what}: {} restart(s), segments moved {moved:?}, consistent",
             stderr.matches("restarted it as incarnation").count()

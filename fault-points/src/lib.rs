@@ -67,6 +67,18 @@ pub const ALL: &[(&str, &str)] = &[
         "an event was handed to the loggers' client (queued or sent), not yet acknowledged",
     ),
     (
+        "log.copy_written",
+        "a full sender-log segment is written to disk under a temporary name, not yet named",
+    ),
+    (
+        "log.copy_named",
+        "a full sender-log segment's copy on disk is named; its memory is not yet free",
+    ),
+    (
+        "log.moved_to_disk",
+        "a sender-log segment lives on disk alone; its memory is set aside, not yet reused",
+    ),
+    (
         "checkpoint.mid_write",
         "half of a checkpoint file is written",
     ),

@@ -138,8 +138,9 @@ impl ProtocolSetup {
         if args.replicas == 0 {
             return Err(Error::NoReplicas);
         }
+        let absolute = |d: &PathBuf| std::path::absolute(d).unwrap_or_else(|_| d.clone());
         let (root, mut remove_dirs) = match &args.log_dir {
-            Some(d) => (d.clone(), Vec::new()),
+            Some(d) => (absolute(d), Vec::new()),
             None => {
                 let d = default_log_root(job_id);
                 (d.clone(), vec![d])
@@ -149,7 +150,7 @@ impl ProtocolSetup {
         // logs when the user placed them, else on a disk (the default log
         // directory is memory).
         let spill_root = match (&args.spill_dir, &args.log_dir) {
-            (Some(d), _) => Some(d.clone()),
+            (Some(d), _) => Some(absolute(d)),
             (None, Some(_)) => None,
             (None, None) => {
                 let d = default_spill_root(job_id);
@@ -169,6 +170,7 @@ impl ProtocolSetup {
                 })?;
         }
         self.remove_dirs = remove_dirs;
+        warn_if_memory(spill_root.as_ref().unwrap_or(&root));
         let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
             list.split(',')
                 .map(|a| a.trim().to_string())
@@ -417,17 +419,32 @@ fn default_log_root(job_id: &str) -> PathBuf {
 /// A new directory for the segments sender logs move out of memory, on a
 /// disk: under $TMPDIR when set (batch systems point it at a node's local
 /// disk), else /var/tmp (a disk by convention, where /tmp may be memory).
+/// Named after this host too: `$TMPDIR` may be shared by hosts, and only
+/// this host's launcher processes can be told dead or alive.
 fn default_spill_root(job_id: &str) -> PathBuf {
     let base = match std::env::var_os("TMPDIR") {
         Some(t) if !t.is_empty() => PathBuf::from(t),
         _ if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
         _ => std::env::temp_dir(),
     };
-    remove_stale_dirs(&base, TEMP_SPILL_PREFIX);
-    base.join(format!(
-        "{TEMP_SPILL_PREFIX}{}-{job_id}",
-        std::process::id()
-    ))
+    let host = rustix::system::uname();
+    let host = host.nodename().to_string_lossy();
+    let prefix = format!("{TEMP_SPILL_PREFIX}{host}-");
+    remove_stale_dirs(&base, &prefix);
+    base.join(format!("{prefix}{}-{job_id}", std::process::id()))
+}
+
+/// A warning when `dir` is memory (tmpfs): segments moved there still
+/// take memory, so the sender log's limit bounds nothing.
+fn warn_if_memory(dir: &Path) {
+    if let Ok(fs) = rustix::fs::statfs(dir)
+        && fs.f_type == libc::TMPFS_MAGIC
+    {
+        eprintln!(
+            "vpml run: warning: sender logs move full segments to {}, which is memory (tmpfs): --sender-log-limit bounds nothing there; give --spill-dir a directory on a disk",
+            dir.display()
+        );
+    }
 }
 
 /// Remove the `<prefix><pid>-*` directories in `base` whose launcher no

@@ -126,8 +126,8 @@ impl Protocol for Recorder {
     fn replay_cancel(&mut self, _call: CallId, _request: CallId) -> Result<Replay<bool>> {
         Ok(Replay::Free)
     }
-    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
     fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {
         self.note("checkpoint".to_string());
@@ -136,8 +136,8 @@ impl Protocol for Recorder {
     fn free_log(&mut self, _dest: usize, _up_to: u64) -> Result<()> {
         Ok(())
     }
-    fn recorded_incoming(&mut self, _from: usize) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn recorded_incoming(&mut self, _from: usize) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
 }
 

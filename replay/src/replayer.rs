@@ -149,7 +149,10 @@ impl Protocol for Replayer {
         self.events
             .plain(msg.call, &now)
             .map_err(|d| self.diverged_at(d))?;
-        let Some(rec) = self.own.get(msg.dest as u32, msg.seq) else {
+        let recorded = self.own.get(msg.dest as u32, msg.seq).map_err(|e| {
+            Error::EngineFailed(format!("reading the recording's send #{}: {e}", msg.seq))
+        })?;
+        let Some(rec) = recorded else {
             return Err(self.diverged(format!(
                 "send #{} to rank {} (call {}, tag {}, {} bytes) was not made in the recording",
                 msg.seq,
@@ -326,24 +329,26 @@ impl Protocol for Replayer {
         Ok(r)
     }
 
-    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
 
-    fn recorded_incoming(&mut self, from: usize) -> Vec<LoggedMessage> {
+    fn recorded_incoming(&mut self, from: usize) -> Result<Vec<LoggedMessage>> {
         let rank = self.rank as u32;
-        self.peers
-            .get(from)
-            .and_then(Option::as_ref)
-            .map(|log| {
-                log.iter_from(rank, 1)
-                    // SAFETY: the engine owns the replayer, which keeps
-                    // the recorded logs mapped, read-only and never
-                    // freed, as long as it lives.
-                    .map(|r| unsafe { vpml_vprotocol::logged_message(r) })
-                    .collect()
+        let Some(log) = self.peers.get(from).and_then(Option::as_ref) else {
+            return Ok(Vec::new());
+        };
+        log.iter_from(rank, 1)
+            .map(|r| {
+                let r = r.map_err(|e| {
+                    Error::EngineFailed(format!("reading rank {from}'s recorded messages: {e}"))
+                })?;
+                // SAFETY: the engine owns the replayer, which keeps the
+                // recorded logs mapped, read-only and never freed, as long
+                // as it lives.
+                Ok(unsafe { vpml_vprotocol::logged_message(r) })
             })
-            .unwrap_or_default()
+            .collect()
     }
 
     fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {

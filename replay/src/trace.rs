@@ -107,6 +107,7 @@ impl Recording {
         let mut out = Vec::new();
         for dest in log.destinations() {
             for rec in log.iter_from(dest, 0) {
+                let rec = rec?;
                 out.push(Send {
                     dest,
                     seq: rec.header.seq,

@@ -116,6 +116,26 @@ pub(crate) fn decode_record(
     bytes: &[u8],
     off: usize,
 ) -> std::result::Result<Option<(RecordHeader, usize, usize)>, String> {
+    let Some((header, start, len)) = decode_record_header(bytes, off)? else {
+        return Ok(None);
+    };
+    let b = &bytes[off..off + RECORD_HEADER];
+    if crc32c(&bytes[start..start + len]) != u32::from_le_bytes(bytes_at(b, 32)) {
+        // The payload is written before the header, so a valid header with
+        // a bad payload is corruption, not a torn append.
+        return Err(format!(
+            "payload checksum mismatch in the record at offset {off}"
+        ));
+    }
+    Ok(Some((header, start, len)))
+}
+
+/// [`decode_record`] without summing the payload: its header is checked
+/// and its bytes lie within `bytes`.
+pub(crate) fn decode_record_header(
+    bytes: &[u8],
+    off: usize,
+) -> std::result::Result<Option<(RecordHeader, usize, usize)>, String> {
     if off + RECORD_HEADER > bytes.len() {
         return Ok(None);
     }
@@ -145,17 +165,10 @@ pub(crate) fn decode_record(
     let len = usize::try_from(u64::from_le_bytes(bytes_at(b, 24)))
         .map_err(|_| format!("record length overflow at offset {off}"))?;
     let start = off + RECORD_HEADER;
-    let end = start
+    start
         .checked_add(len)
         .filter(|&e| e <= bytes.len())
         .ok_or_else(|| format!("record at offset {off} runs past the segment end"))?;
-    if crc32c(&bytes[start..end]) != u32::from_le_bytes(bytes_at(b, 32)) {
-        // The payload is written before the header, so a valid header with
-        // a bad payload is corruption, not a torn append.
-        return Err(format!(
-            "payload checksum mismatch in the record at offset {off}"
-        ));
-    }
     Ok(Some((header, start, len)))
 }
 

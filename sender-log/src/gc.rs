@@ -49,6 +49,8 @@ impl SenderLog {
         if seg.disk == DiskCopy::Writing || matches!(seg.map, Map::Sealed(_)) {
             return Ok(false);
         }
+        // (Never lent: the engine reads a record only to send it, and a
+        // record is freed only once its receiver has it.)
         let Some(seg) = self.segments.remove(&idx) else {
             return Ok(false);
         };

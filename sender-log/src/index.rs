@@ -153,6 +153,16 @@ impl DestQueue {
         true
     }
 
+    /// [`DestQueue::compact`] the oldest entries' segments, for as long
+    /// as `on_disk` says they are.
+    pub(crate) fn compact_on_disk(&mut self, on_disk: impl Fn(u64) -> bool) {
+        while let Some(&(segment, _)) = self.runs.front() {
+            if !on_disk(segment) || !self.compact(segment) {
+                return;
+            }
+        }
+    }
+
     /// Forget every record with a sequence number up to `seq`, telling
     /// `freed` how many went from each segment.
     pub(crate) fn free_up_to(&mut self, seq: u64, mut freed: impl FnMut(u64, usize)) {

@@ -1,6 +1,7 @@
 //! [`SenderLog`]: starting a log, opening one left on disk, and what it
 //! tells about itself.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -9,13 +10,25 @@ use memmap2::{Mmap, MmapMut};
 
 use crate::error::{Error, Result, io};
 use crate::format::{
-    SEGMENT_HEADER, check_segment_header, decode_record, record_span, segment_index,
+    SEGMENT_HEADER, check_segment_header, decode_record, decode_record_header, record_span,
+    segment_index,
 };
 use crate::index::{Entry, Index};
 use crate::memory::PAGE;
 use crate::pool::{Limit, SPILL_DIR};
 use crate::segment::{DEFAULT_SEGMENT_SIZE, Map, Segment, SegmentTable, Spare};
 use crate::spill_writer::SpillWriter;
+
+/// Where a segment found by [`SenderLog::open_existing`] lives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The log directory, for a writer: memory it may reuse.
+    Memory,
+    /// The log directory, for a reader.
+    ReadOnly,
+    /// The spill directory.
+    Disk,
+}
 
 /// One rank's sender log (writable), or a finished log opened for reading.
 pub struct SenderLog {
@@ -209,116 +222,88 @@ impl SenderLog {
             q.sort();
         }
         // Segments on disk are indexed by run (a long log's are many).
-        let on_disk: Vec<u64> = self
-            .segments
-            .iter()
-            .filter(|(_, s)| matches!(s.map, Map::OnDisk(_)))
-            .map(|(i, _)| i)
-            .collect();
-        for idx in on_disk {
-            for (_, q) in self.index.iter_mut() {
-                q.compact(idx);
-            }
+        let segments = &self.segments;
+        let on_disk = |s: u64| {
+            segments
+                .get(&s)
+                .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
+        };
+        for (_, q) in self.index.iter_mut() {
+            q.compact_on_disk(on_disk);
         }
     }
 
     fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {
         let spill_dir = dir.join(SPILL_DIR);
-        if writable {
-            // Segments a crashed incarnation had set aside for reuse, or
-            // was building or copying.
-            for d in [dir, spill_dir.as_path()] {
-                let Ok(entries) = std::fs::read_dir(d) else {
-                    continue;
-                };
-                for e in entries.flatten() {
-                    if e.file_name().to_string_lossy().starts_with(".seg-") {
-                        let p = e.path();
-                        std::fs::remove_file(&p).map_err(io(&p, "removing a spare segment"))?;
-                    }
-                }
-            }
-        }
-        // Segments in memory (the log directory) and moved to disk. One in
-        // both had its copy complete (a copy is named only once complete)
-        // and was not reused yet: the copy counts, and a writer frees the
-        // memory.
-        let mut paths: BTreeMap<u64, (PathBuf, bool)> = BTreeMap::new();
-        for (d, in_memory) in [(dir, true), (spill_dir.as_path(), false)] {
-            let entries = match std::fs::read_dir(d) {
-                Ok(entries) => entries,
-                Err(e) if in_memory => return Err(io(d, "listing the log directory")(e)),
-                Err(_) => continue,
-            };
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let Some(idx) = segment_index(&name) else {
-                    continue;
-                };
-                if let Some((memory, true)) = paths.insert(idx, (e.path(), in_memory))
-                    && writable
-                {
-                    std::fs::remove_file(&memory)
-                        .map_err(io(&memory, "removing a segment copied to disk"))?;
+        // The segments moved to disk are part of the log: a `spilled`
+        // entry that cannot be read (a link to a directory that is gone)
+        // would silently lose them.
+        let spill_listing = match std::fs::symlink_metadata(&spill_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => Some(
+                std::fs::read_dir(&spill_dir)
+                    .map_err(io(&spill_dir, "listing the segments moved to disk"))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect::<Vec<PathBuf>>(),
+            ),
+        };
+        let listing = std::fs::read_dir(dir)
+            .map_err(io(dir, "listing the log directory"))?
+            .flatten()
+            .map(|e| e.path())
+            .collect::<Vec<PathBuf>>();
+        let mut in_memory: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        let mut on_disk: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        for (paths, found) in [
+            (&listing, &mut in_memory),
+            (spill_listing.as_ref().unwrap_or(&Vec::new()), &mut on_disk),
+        ] {
+            for p in paths {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if let Some(idx) = segment_index(&name) {
+                    found.insert(idx, p.clone());
+                } else if writable && name.starts_with(".seg-") {
+                    // Set aside for reuse, being built or being copied by
+                    // a crashed incarnation.
+                    std::fs::remove_file(p).map_err(io(p, "removing a spare segment"))?;
                 }
             }
         }
         let mut log = SenderLog::empty(dir.to_path_buf(), 0, DEFAULT_SEGMENT_SIZE, false, writable);
-        log.segment_size = DEFAULT_SEGMENT_SIZE;
-        for (idx, (path, in_memory)) in paths {
-            let writable_map = writable && in_memory;
-            let file = OpenOptions::new()
-                .read(true)
-                .write(writable_map)
-                .open(&path)
-                .map_err(io(&path, "opening a segment"))?;
-            let map = if writable_map {
-                // SAFETY: the process that wrote this segment is dead (we
-                // restart in its place); we never write into it again, the
-                // mapping is writable only so freed segments can be
-                // handled like our own.
-                Map::Writable(
-                    unsafe { MmapMut::map_mut(&file) }.map_err(io(&path, "mapping a segment"))?,
-                )
-            } else {
-                // SAFETY: the mapping is read-only; a writer only appends
-                // past the records we index, and moves a segment to disk
-                // as a complete file.
-                let m = unsafe { Mmap::map(&file) }.map_err(io(&path, "mapping a segment"))?;
-                if in_memory {
-                    Map::ReadOnly(m)
-                } else {
-                    Map::OnDisk(std::cell::OnceCell::from(m))
+        let all: std::collections::BTreeSet<u64> =
+            in_memory.keys().chain(on_disk.keys()).copied().collect();
+        for idx in all {
+            // A segment both in memory and on disk had its copy complete
+            // (a copy is named only once complete) and was not reused
+            // yet: the copy counts, and a writer frees the memory.
+            let seg = match (on_disk.get(&idx), in_memory.get(&idx)) {
+                (Some(copy), memory) => {
+                    let seg = log.scan_segment(idx, copy, Place::Disk)?;
+                    if let Some(memory) = memory.filter(|_| writable) {
+                        std::fs::remove_file(memory)
+                            .map_err(io(memory, "removing a segment copied to disk"))?;
+                    }
+                    seg
                 }
+                (None, Some(memory)) => {
+                    let place = if writable {
+                        Place::Memory
+                    } else {
+                        Place::ReadOnly
+                    };
+                    log.scan_segment(idx, memory, place)?
+                }
+                (None, None) => continue,
             };
-            let map_bytes = map.bytes();
-            let rank = check_segment_header(map_bytes, idx, &path)?;
-            log.rank = rank;
-            let mut off = SEGMENT_HEADER;
-            let mut live = 0;
-            while let Some((h, _, len)) =
-                decode_record(map_bytes, off).map_err(|reason| Error::Corrupt {
-                    path: path.clone(),
-                    reason,
-                })?
-            {
-                log.index.queue(h.dest).push(Entry {
-                    seq: h.seq,
-                    segment: idx,
-                    offset: off,
-                });
-                live += 1;
-                log.bytes_logged += len as u64;
-                off += record_span(len);
-            }
-            let mut seg = Segment::new(path, true, map, off, live);
-            // Written, so backed; we never write there again.
-            seg.populated = off / PAGE * PAGE;
             if seg.map.is_memory() {
                 log.memory += seg.memory();
                 log.resident.insert(idx);
             } else if matches!(seg.map, Map::OnDisk(_)) {
-                log.disk_bytes += off as u64;
+                log.disk_bytes += seg.used as u64;
             }
             log.segments.insert(idx, seg);
             log.next_index = idx + 1;
@@ -327,6 +312,67 @@ impl SenderLog {
             q.sort();
         }
         Ok(log)
+    }
+
+    /// Map segment file `path` (number `idx`) and index its records. A
+    /// segment on disk is checked record header by record header (its
+    /// payloads are checked when they are read back) and not kept mapped.
+    fn scan_segment(&mut self, idx: u64, path: &Path, place: Place) -> Result<Segment> {
+        let writable = place == Place::Memory;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(io(path, "opening a segment"))?;
+        let map = if writable {
+            // SAFETY: the process that wrote this segment is dead (we
+            // restart in its place) and nothing else writes it; its
+            // records are never written again (once they are all freed,
+            // the memory may be reused for new ones, by this process only).
+            Map::Writable(
+                unsafe { MmapMut::map_mut(&file) }.map_err(io(path, "mapping a segment"))?,
+            )
+        } else {
+            // SAFETY: the mapping is read-only; a writer only appends past
+            // the records indexed here, and names a copy on disk only once
+            // it is complete.
+            Map::ReadOnly(unsafe { Mmap::map(&file) }.map_err(io(path, "mapping a segment"))?)
+        };
+        let bytes = map.bytes();
+        self.rank = check_segment_header(bytes, idx, path)?;
+        let mut off = SEGMENT_HEADER;
+        let mut live = 0;
+        let corrupt = |reason| Error::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        loop {
+            let record = if place == Place::Disk {
+                decode_record_header(bytes, off)
+            } else {
+                decode_record(bytes, off)
+            };
+            let Some((h, _, len)) = record.map_err(corrupt)? else {
+                break;
+            };
+            self.index.queue(h.dest).push(Entry {
+                seq: h.seq,
+                segment: idx,
+                offset: off,
+            });
+            live += 1;
+            self.bytes_logged += len as u64;
+            off += record_span(len);
+        }
+        let map = match (place, map) {
+            // Mapped again when a record of it is read (see `Map::OnDisk`).
+            (Place::Disk, _) => Map::OnDisk(OnceCell::new()),
+            (_, map) => map,
+        };
+        let mut seg = Segment::new(path.to_path_buf(), true, map, off, live);
+        // Written, so backed.
+        seg.populated = off / PAGE * PAGE;
+        Ok(seg)
     }
 
     /// The directory of the log.

@@ -43,31 +43,34 @@ impl SenderLog {
     /// if it lies elsewhere), where readers find it; files there that are
     /// not segments of this log (an earlier incarnation's) are removed.
     pub fn bound(&mut self, memory: usize, spill_dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(spill_dir)
-            .map_err(io(spill_dir, "creating the spill directory"))?;
+        let spill_dir = std::path::absolute(spill_dir)
+            .map_err(io(spill_dir, "resolving the spill directory"))?;
+        std::fs::create_dir_all(&spill_dir)
+            .map_err(io(&spill_dir, "creating the spill directory"))?;
         if !self.in_memory {
             let entry = self.dir.join(SPILL_DIR);
             if entry != spill_dir {
-                if std::fs::read_link(&entry).is_ok_and(|to| to != spill_dir) {
-                    std::fs::remove_file(&entry).map_err(io(&entry, "replacing a link"))?;
-                }
-                if std::fs::symlink_metadata(&entry).is_err() {
-                    std::os::unix::fs::symlink(spill_dir, &entry)
-                        .map_err(io(&entry, "linking the spill directory"))?;
-                }
+                link_spill_dir(&entry, &spill_dir)?;
             }
         }
-        for entry in std::fs::read_dir(spill_dir)
-            .map_err(io(spill_dir, "listing the spill directory"))?
+        for entry in std::fs::read_dir(&spill_dir)
+            .map_err(io(&spill_dir, "listing the spill directory"))?
             .flatten()
         {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            // Copies under way when a process died, and segments that are
-            // not this log's (by index: the directory may be reached
-            // through a link).
+            // Copies under way when a process died, and segments that do
+            // not live there for this log: an earlier incarnation's (the
+            // directory may be reached through a link), or copies of
+            // segments this log holds in memory (a lost host's log came
+            // back from a checkpoint's copy: older than it).
             let stale = name.starts_with(".seg-")
-                || segment_index(&name).is_some_and(|i| !self.segments.contains_key(&i));
+                || segment_index(&name).is_some_and(|i| {
+                    !self
+                        .segments
+                        .get(&i)
+                        .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
+                });
             if stale {
                 let p = entry.path();
                 std::fs::remove_file(&p).map_err(io(&p, "removing an old segment"))?;
@@ -75,7 +78,7 @@ impl SenderLog {
         }
         self.limit = Some(crate::pool::Limit {
             memory: memory.max(2 * self.segment_size),
-            dir: spill_dir.to_path_buf(),
+            dir: spill_dir,
         });
         Ok(())
     }
@@ -166,7 +169,9 @@ impl SenderLog {
                 tried = true;
             }
             self.waited_for_disk += 1;
-            self.wait_copy();
+            if !self.wait_copy() {
+                return Err(self.full_error());
+            }
         }
     }
 
@@ -311,4 +316,33 @@ impl SenderLog {
                 .unwrap_or_else(|| "no full segment to move there".into()),
         }
     }
+}
+
+/// Make `entry` (a file log's `spilled`) a link to `spill_dir`: a link
+/// elsewhere is replaced, and so is an empty directory (an earlier job's,
+/// whose segments `SenderLog::create` removed); anything else is an error
+/// rather than segments that readers would not find.
+fn link_spill_dir(entry: &Path, spill_dir: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(entry) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(entry, "looking at the spill directory's link")(e)),
+        Ok(m) if m.file_type().is_symlink() => {
+            if std::fs::read_link(entry).is_ok_and(|to| to == spill_dir) {
+                return Ok(());
+            }
+            std::fs::remove_file(entry).map_err(io(entry, "replacing a link"))?;
+        }
+        Ok(m) if m.is_dir() => std::fs::remove_dir(entry).map_err(io(
+            entry,
+            "replacing a directory of segments by a link to the spill directory",
+        ))?,
+        Ok(_) => {
+            return Err(Error::Corrupt {
+                path: entry.to_path_buf(),
+                reason: "neither a directory nor a link, where the spill directory's link goes"
+                    .into(),
+            });
+        }
+    }
+    std::os::unix::fs::symlink(spill_dir, entry).map_err(io(entry, "linking the spill directory"))
 }

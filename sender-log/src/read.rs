@@ -1,17 +1,29 @@
 //! Reading kept records back: by destination and sequence number.
+//!
+//! A record that cannot be read back — its segment on disk cannot be
+//! mapped, or its bytes fail their checks — is an error naming the file and
+//! offset, never a record silently missing: a peer restarted from it would
+//! be short of a message.
 
 use crate::SenderLog;
+use crate::error::{Error, Result, io};
 use crate::format::{Location, Record, SEGMENT_HEADER, decode_record, record_span};
 use crate::index::{DiskRun, Entry};
 
 impl SenderLog {
     /// The record at `offset` of segment `segment` (mapping it first if it
-    /// is on disk).
-    fn record_at(&self, segment: u64, offset: usize) -> Option<Record<'_>> {
-        let seg = self.segments.get(&segment)?;
-        let bytes = seg.bytes().ok()?;
-        let (header, start, len) = decode_record(bytes, offset).ok()??;
-        Some(Record {
+    /// is on disk); `None` at the end of its records.
+    fn record_at(&self, segment: u64, offset: usize) -> Result<Option<Record<'_>>> {
+        let seg = self.segments.get(&segment).ok_or_else(|| Error::Corrupt {
+            path: self.dir.clone(),
+            reason: format!("segment {segment} of an indexed record is gone"),
+        })?;
+        let bytes = seg.bytes().map_err(io(&seg.path, "mapping a segment"))?;
+        let decoded = decode_record(bytes, offset).map_err(|reason| Error::Corrupt {
+            path: seg.path.clone(),
+            reason,
+        })?;
+        Ok(decoded.map(|(header, start, len)| Record {
             header,
             payload: &bytes[start..start + len],
             location: Location {
@@ -19,27 +31,54 @@ impl SenderLog {
                 offset: start as u64,
                 len: len as u64,
             },
-        })
+        }))
     }
 
-    fn record(&self, e: &Entry) -> Option<Record<'_>> {
-        self.record_at(e.segment, e.offset)
+    fn record(&self, e: &Entry) -> Result<Record<'_>> {
+        self.record_at(e.segment, e.offset)?
+            .ok_or_else(|| self.missing(e.segment, e.offset))
+    }
+
+    fn missing(&self, segment: u64, offset: usize) -> Error {
+        Error::Corrupt {
+            path: self
+                .segments
+                .get(&segment)
+                .map_or_else(|| self.dir.clone(), |s| s.path.clone()),
+            reason: format!("no record at offset {offset}, where the index has one"),
+        }
     }
 
     /// The records of `run` to `dest` from sequence number `from` on, read
-    /// from its segment on disk in order.
-    fn run_records(&self, dest: u32, run: DiskRun, from: u64) -> impl Iterator<Item = Record<'_>> {
+    /// from its segment on disk in order; an error if one is missing.
+    fn run_records(
+        &self,
+        dest: u32,
+        run: DiskRun,
+        from: u64,
+    ) -> impl Iterator<Item = Result<Record<'_>>> {
         let mut offset = SEGMENT_HEADER;
+        let mut next = from.max(run.first);
         std::iter::from_fn(move || {
+            if next > run.last {
+                return None;
+            }
             loop {
-                let r = self.record_at(run.segment, offset)?;
+                let r = match self.record_at(run.segment, offset) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => {
+                        next = run.last + 1;
+                        return Some(Err(self.missing(run.segment, offset)));
+                    }
+                    Err(e) => {
+                        next = run.last + 1;
+                        return Some(Err(e));
+                    }
+                };
                 offset += record_span(r.payload.len());
-                let h = r.header;
-                if h.dest == dest && h.seq >= from.max(run.first) && h.seq <= run.last {
-                    return Some(r);
-                }
-                if h.dest == dest && h.seq > run.last {
-                    return None;
+                if r.header.dest == dest && r.header.seq == next {
+                    next += 1;
+                    return Some(Ok(r));
                 }
             }
         })
@@ -54,17 +93,21 @@ impl SenderLog {
         seg.bytes().ok()?.get(start..end)
     }
 
-    /// The record of message `seq` to `dest`, if logged and not freed.
-    pub fn get(&self, dest: u32, seq: u64) -> Option<Record<'_>> {
-        let q = self.index.get(dest)?;
+    /// The record of message `seq` to `dest`: `None` if it is not kept.
+    pub fn get(&self, dest: u32, seq: u64) -> Result<Option<Record<'_>>> {
+        let Some(q) = self.index.get(dest) else {
+            return Ok(None);
+        };
         if let Some(run) = q.disk_run_of(seq) {
-            return self.run_records(dest, *run, seq).next();
+            return self.run_records(dest, *run, seq).next().transpose();
         }
-        self.record(q.entry_of(seq)?)
+        q.entry_of(seq).map(|e| self.record(e)).transpose()
     }
 
-    /// Every kept record to `dest` with a sequence number ≥ `from`, in order.
-    pub fn iter_from(&self, dest: u32, from: u64) -> impl Iterator<Item = Record<'_>> + '_ {
+    /// Every kept record to `dest` with a sequence number ≥ `from`, in
+    /// order (an error for a record that cannot be read back, after which
+    /// the iteration should stop).
+    pub fn iter_from(&self, dest: u32, from: u64) -> impl Iterator<Item = Result<Record<'_>>> + '_ {
         let q = self.index.get(dest);
         let runs: Vec<DiskRun> = q
             .map(|q| {
@@ -82,7 +125,7 @@ impl SenderLog {
         let in_memory = q
             .into_iter()
             .flat_map(move |q| q.entries.iter().skip(start))
-            .filter_map(|e| self.record(e));
+            .map(|e| self.record(e));
         on_disk.chain(in_memory)
     }
 

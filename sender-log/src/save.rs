@@ -9,8 +9,8 @@ use memmap2::Mmap;
 use crate::SenderLog;
 use crate::error::{Error, Result, io};
 use crate::format::{
-    SEGMENT_HEADER, bytes_at, check_segment_header, decode_record, record_span, segment_header,
-    segment_path,
+    SEGMENT_HEADER, check_segment_header, decode_record, decode_record_header, record_span,
+    segment_header, segment_path,
 };
 use crate::index::Entry;
 use crate::memory::PAGE;
@@ -40,7 +40,14 @@ impl SenderLog {
             on_disk.extend(q.on_disk.iter().map(|r| r.segment));
             for e in &q.entries {
                 let bytes = bytes_of(e.segment)?;
-                let len = u64::from_le_bytes(bytes_at(bytes, e.offset + 24)) as usize;
+                let (_, _, len) = decode_record_header(bytes, e.offset)
+                    .map_err(|reason| corrupt(e.segment, reason))?
+                    .ok_or_else(|| {
+                        corrupt(
+                            e.segment,
+                            format!("no record at offset {}, where the index has one", e.offset),
+                        )
+                    })?;
                 out.push((e.segment, e.offset, record_span(len)));
             }
         }
@@ -82,13 +89,16 @@ impl SenderLog {
         f.write_all(&segment_header(self.rank, 0, total as u64))
             .map_err(io(&tmp, "writing a saved log file"))?;
         for &(segment, offset, span) in &body {
+            // Checked by `kept_records`: the record lies within the bytes;
+            // its padding to the next record may not (the end of a file).
             let bytes = self
                 .segments
                 .get(&segment)
                 .and_then(|s| s.bytes().ok())
                 .unwrap_or_default();
+            let start = offset.min(bytes.len());
             let end = (offset + span).min(bytes.len());
-            f.write_all(&bytes[offset..end])
+            f.write_all(&bytes[start..end])
                 .and_then(|_| f.write_all(&vec![0u8; offset + span - end]))
                 .map_err(io(&tmp, "writing a saved log file"))?;
         }

@@ -194,10 +194,6 @@ impl SegmentTable {
         self.slots.get_mut(i)?.as_mut()
     }
 
-    pub(crate) fn contains_key(&self, idx: &u64) -> bool {
-        self.get(idx).is_some()
-    }
-
     /// Add segment `idx` (a new index, or one a reader found on disk).
     pub(crate) fn insert(&mut self, idx: u64, seg: Segment) {
         if self.slots.is_empty() {

@@ -100,10 +100,26 @@ impl SenderLog {
         }
     }
 
-    /// Wait for the writer to finish a copy, and take it in.
-    pub(crate) fn wait_copy(&mut self) {
-        if let Some(done) = self.writer.as_ref().and_then(SpillWriter::wait_done) {
-            self.copied(done);
+    /// Wait for the writer to finish a copy, and take it in. False if the
+    /// writer is gone (its thread ended), which leaves the copies it had
+    /// as they were.
+    pub(crate) fn wait_copy(&mut self) -> bool {
+        match self.writer.as_ref().and_then(SpillWriter::wait_done) {
+            Some(done) => {
+                self.copied(done);
+                true
+            }
+            None => {
+                for i in self.resident.iter() {
+                    if let Some(seg) = self.segments.get_mut(i)
+                        && seg.disk == DiskCopy::Writing
+                    {
+                        seg.disk = DiskCopy::None;
+                    }
+                }
+                self.copy_error = Some("the spill writer thread is gone".into());
+                false
+            }
         }
     }
 
@@ -173,9 +189,19 @@ impl SenderLog {
         seg.path = disk;
         seg.on_disk = true;
         let populated = seg.populated;
+        // Its records, and those of later segments already on disk that
+        // waited behind it (a segment lent longer moves out of order).
+        let segments = &self.segments;
+        let on_disk = |s: u64| {
+            segments
+                .get(&s)
+                .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
+        };
         for (_, q) in self.index.iter_mut() {
-            q.compact(idx);
+            q.compact_on_disk(on_disk);
         }
-        self.set_aside(idx, memory, populated, memory_file)
+        self.set_aside(idx, memory, populated, memory_file)?;
+        vpml_fault_points::fault_point!("log.moved_to_disk");
+        Ok(())
     }
 }

@@ -100,12 +100,16 @@ fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
         assert!(fresh as usize <= limit / SEGMENT, "{fresh} fresh segments");
         assert!(reused >= 30, "{reused}");
         for &(dest, seq, len) in &sent {
-            let r = log.get(dest, seq).unwrap();
+            let r = log.get(dest, seq).unwrap().unwrap();
             assert_eq!(r.payload, payload(dest, seq, len).as_slice());
             assert_eq!(r.header, hdr(dest, seq));
         }
         for dest in 0..3 {
-            let seqs: Vec<u64> = log.iter_from(dest, 150).map(|r| r.header.seq).collect();
+            let seqs: Vec<u64> = log
+                .iter_from(dest, 150)
+                .map(|r| r.unwrap())
+                .map(|r| r.header.seq)
+                .collect();
             assert_eq!(seqs, (150..=400).collect::<Vec<_>>());
             assert_eq!(log.records_to(dest), 400);
         }
@@ -126,7 +130,7 @@ fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
             let read = SenderLog::open_read_only(&dir).unwrap();
             for &(dest, seq, len) in &sent {
                 assert_eq!(
-                    read.get(dest, seq).map(|r| r.payload.to_vec()),
+                    read.get(dest, seq).unwrap().map(|r| r.payload.to_vec()),
                     Some(payload(dest, seq, len)),
                     "{dest}/{seq}"
                 );
@@ -145,7 +149,13 @@ fn freeing_records_on_disk_deletes_their_files() {
     assert!(segment_files(&spill) > 5);
     log.free_up_to(1, 60).unwrap();
     assert_eq!(log.records_to(1), 40);
-    assert_eq!(log.iter_from(1, 0).next().map(|r| r.header.seq), Some(61));
+    assert_eq!(
+        log.iter_from(1, 0)
+            .map(|r| r.unwrap())
+            .next()
+            .map(|r| r.header.seq),
+        Some(61)
+    );
     log.free_up_to(1, 100).unwrap();
     assert_eq!(log.records_to(1), 0);
     assert_eq!(log.disk_bytes(), 0);
@@ -181,7 +191,7 @@ fn memory_lent_to_the_engine_is_not_reused_until_it_is_returned() {
     assert!(log.memory_bytes() <= limit + SEGMENT);
     for seq in 1..=120u64 {
         assert_eq!(
-            log.get(0, seq).unwrap().payload,
+            log.get(0, seq).unwrap().unwrap().payload,
             payload(0, seq, 500).as_slice()
         );
     }
@@ -231,6 +241,7 @@ fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
     }
     let got: Vec<(u64, usize)> = again
         .iter_from(2, 0)
+        .map(|r| r.unwrap())
         .map(|r| (r.header.seq, r.payload.len()))
         .collect();
     let want: Vec<(u64, usize)> = (1..=90)
@@ -240,7 +251,7 @@ fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
     for seq in 1..=90u64 {
         let len = if seq <= 50 { 700 } else { 333 };
         assert_eq!(
-            again.get(2, seq).unwrap().payload,
+            again.get(2, seq).unwrap().unwrap().payload,
             payload(2, seq, len).as_slice()
         );
     }
@@ -264,7 +275,7 @@ fn a_segment_both_in_memory_and_on_disk_after_a_crash_is_read_from_disk() {
     // Let the copies finish without reusing the memory: the state a
     // process killed now leaves.
     while log.copies_under_way() {
-        log.wait_copy();
+        assert!(log.wait_copy());
     }
     drop(log);
     let in_memory = segment_names(&dir);
@@ -282,7 +293,7 @@ fn a_segment_both_in_memory_and_on_disk_after_a_crash_is_read_from_disk() {
     assert_eq!(again.memory_bytes(), left.len() * SEGMENT);
     for seq in 1..=30u64 {
         assert_eq!(
-            again.get(0, seq).unwrap().payload,
+            again.get(0, seq).unwrap().unwrap().payload,
             payload(0, seq, 1000).as_slice()
         );
     }
@@ -314,7 +325,7 @@ proptest! {
             prop_assert!(log.memory_bytes() <= 3 * SEGMENT);
         }
         for dest in 0..3 {
-            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| (r.header.seq, r.payload.to_vec())).collect();
+            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
             let want: Vec<(u64, Vec<u8>)> = model.iter().filter(|((d, _), _)| *d == dest).map(|((_, s), p)| (*s, p.clone())).collect();
             prop_assert_eq!(got, want);
             prop_assert_eq!(log.records_to(dest), model.keys().filter(|(d, _)| *d == dest).count());
@@ -323,8 +334,137 @@ proptest! {
             drop(log);
             let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
             for ((dest, seq), p) in &model {
-                prop_assert_eq!(again.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(p.clone()));
+                prop_assert_eq!(again.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(p.clone()));
             }
         }
     }
+}
+
+#[test]
+fn a_relative_spill_directory_is_linked_by_its_absolute_path() {
+    let t = tmp();
+    let dir = t.path().join("log");
+    let mut log = SenderLog::create(&dir, 3, SEGMENT).unwrap();
+    // Relative to the process's working directory, as `--spill-dir d`.
+    let relative = t
+        .path()
+        .join("disk")
+        .strip_prefix(std::env::current_dir().unwrap())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| {
+            // The temporary directory is not under the working one: a
+            // relative path reaching it through `..` works as well.
+            let depth = std::env::current_dir().unwrap().components().count() - 1;
+            let mut up = PathBuf::new();
+            for _ in 0..depth {
+                up.push("..");
+            }
+            up.join(t.path().join("disk").strip_prefix("/").unwrap())
+        });
+    assert!(relative.is_relative());
+    log.bound(2 * SEGMENT, &relative).unwrap();
+    for seq in 1..=60u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+    }
+    drop(log);
+    let link = std::fs::read_link(dir.join(SPILL_DIR)).unwrap();
+    assert!(link.is_absolute(), "{}", link.display());
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    assert_eq!(again.records_to(0), 60);
+}
+
+#[test]
+fn an_earlier_jobs_spilled_directory_gives_way_to_the_link_and_a_dangling_link_is_an_error() {
+    let t = tmp();
+    let dir = t.path().join("log");
+    let disk = t.path().join("disk");
+    // An earlier job kept its moved segments under the log directory.
+    {
+        let mut log = SenderLog::create(&dir, 3, SEGMENT).unwrap();
+        log.bound(2 * SEGMENT, &dir.join(SPILL_DIR)).unwrap();
+        for seq in 1..=40u64 {
+            log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+        }
+    }
+    assert!(segment_files(&dir.join(SPILL_DIR)) > 0);
+    // This one moves them elsewhere: its link replaces the directory
+    // (`create` emptied it), and a restart finds every record through it.
+    {
+        let mut log = SenderLog::create(&dir, 3, SEGMENT).unwrap();
+        log.bound(2 * SEGMENT, &disk).unwrap();
+        for seq in 1..=40u64 {
+            log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+        }
+    }
+    assert_eq!(std::fs::read_link(dir.join(SPILL_DIR)).unwrap(), disk);
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    assert_eq!(again.records_to(0), 40);
+    drop(again);
+    // Segments on disk that are gone are lost records: an error, not a
+    // shorter log.
+    std::fs::remove_dir_all(&disk).unwrap();
+    let err = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX)
+        .err()
+        .expect("a dangling link to the spill directory")
+        .to_string();
+    assert!(err.contains("listing the segments moved to disk"), "{err}");
+}
+
+#[test]
+fn a_log_restored_from_a_checkpoint_copy_drops_older_copies_on_disk_and_can_move_it_out() {
+    let t = tmp();
+    let dir = t.path().join("log");
+    let disk = t.path().join("disk");
+    let saved = t.path().join("checkpoint-log.vlog");
+    {
+        let mut log = SenderLog::create(&dir, 3, SEGMENT).unwrap();
+        log.bound(2 * SEGMENT, &disk).unwrap();
+        for seq in 1..=40u64 {
+            log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+        }
+        log.free_up_to(0, 30).unwrap();
+        log.save_kept(&saved).unwrap();
+    }
+    assert!(segment_files(&disk) > 0);
+    // The host is lost with the log directory, not the spill directory:
+    // the restart adopts the checkpoint's copy as segment 0.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    SenderLog::adopt_saved(&saved, &dir).unwrap();
+    let mut log = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    log.bound(2 * SEGMENT, &disk).unwrap();
+    // Only this log's segments remain there: none (segment 0 is in memory).
+    assert_eq!(segment_files(&disk), 0);
+    // The adopted segment (not a whole number of pages long) moves to
+    // disk like any other.
+    for seq in 41..=100u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+    }
+    assert_eq!(log.spill_counts().2, 0);
+    drop(log);
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let seqs: Vec<u64> = again
+        .iter_from(0, 0)
+        .map(|r| r.unwrap().header.seq)
+        .collect();
+    assert_eq!(seqs, (31..=100).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_segment_lent_longer_does_not_keep_later_ones_indexed_record_by_record() {
+    let t = tmp();
+    let (mut log, _, _) = bounded(t.path(), false, 3 * SEGMENT);
+    let first = log.append(hdr(0, 1), &payload(0, 1, 900)).unwrap();
+    let loan = log.lend(first.segment).unwrap();
+    for seq in 2..=100u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+    }
+    drop(loan);
+    for seq in 101..=200u64 {
+        log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
+    }
+    let indexed = log.index.get(0).map_or(0, |q| q.entries.len());
+    assert!(indexed < 40, "{indexed} records indexed one by one");
+    let seqs: Vec<u64> = log.iter_from(0, 0).map(|r| r.unwrap().header.seq).collect();
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
 }

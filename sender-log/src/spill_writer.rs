@@ -126,13 +126,19 @@ impl Drop for SpillWriter {
 fn write_copy(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
-    let written = write_file(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    let written = write_file(&tmp, bytes).and_then(|()| {
+        vpml_fault_points::fault_point!("log.copy_written");
+        std::fs::rename(&tmp, path)
+    });
+    vpml_fault_points::fault_point!("log.copy_named");
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     written
 }
 
+/// Write `bytes` to a new file `path`: with `O_DIRECT` where the file
+/// system takes it for these bytes, through the page cache otherwise.
 fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let open = |flags| {
         OpenOptions::new()
@@ -143,10 +149,12 @@ fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .open(path)
     };
-    let mut file = match open(libc::O_DIRECT) {
-        // tmpfs and some others take no O_DIRECT.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(0)?,
-        other => other?,
-    };
-    file.write_all(bytes)
+    let einval = |e: &std::io::Error| e.raw_os_error() == Some(libc::EINVAL);
+    match open(libc::O_DIRECT).and_then(|mut f| f.write_all(bytes)) {
+        // tmpfs and some others take no O_DIRECT, and none takes a length
+        // that is not a multiple of its block size (a segment adopted from
+        // a checkpoint's copy may end anywhere).
+        Err(e) if einval(&e) => open(0)?.write_all(bytes),
+        other => other,
+    }
 }

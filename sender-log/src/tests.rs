@@ -49,7 +49,10 @@ fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
     log.append(hdr(1000, 1), b"far rank").unwrap();
     log.append(hdr(2, 1), b"two").unwrap();
     assert_eq!(log.destinations(), vec![2, 1000]);
-    assert_eq!(log.get(1000, 1).map(|r| r.payload), Some(&b"far rank"[..]));
+    assert_eq!(
+        log.get(1000, 1).unwrap().map(|r| r.payload),
+        Some(&b"far rank"[..])
+    );
     drop(log);
     // A damaged file whose header sum still matches names the rank.
     let path = segment_path(&dir, 0);
@@ -92,7 +95,7 @@ fn a_segment_takes_memory_only_as_records_reach_it() {
         "200 records took {} bytes",
         taken(&file)
     );
-    let r = log.get(1, 200).unwrap();
+    let r = log.get(1, 200).unwrap().unwrap();
     assert_eq!(r.payload, &[200u8; 4000][..]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -166,7 +169,7 @@ fn memory_already_taken_is_reused_before_more_is_taken() {
     assert_eq!(taken(&segment_1), before, "segment 1 took more memory");
     // Every record reads back, across the switch.
     for s in first_of_segment_1..=seq {
-        let r = log.get(1, s).unwrap();
+        let r = log.get(1, s).unwrap().unwrap();
         assert_eq!(r.payload.len(), 1000);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -201,12 +204,16 @@ fn records_come_back_by_destination_and_sequence() {
         }
     }
     assert!(log.segment_count() > 1, "small segments must roll over");
-    let r = log.get(1, 17).unwrap();
+    let r = log.get(1, 17).unwrap().unwrap();
     assert_eq!(r.header, hdr(1, 17));
     assert_eq!(r.payload, vec![18u8; 17 * 13].as_slice());
-    let seqs: Vec<u64> = log.iter_from(2, 45).map(|r| r.header.seq).collect();
+    let seqs: Vec<u64> = log
+        .iter_from(2, 45)
+        .map(|r| r.unwrap())
+        .map(|r| r.header.seq)
+        .collect();
     assert_eq!(seqs, vec![45, 46, 47, 48, 49, 50]);
-    assert!(log.get(7, 1).is_none());
+    assert!(log.get(7, 1).unwrap().is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -226,7 +233,7 @@ fn freeing_every_destination_reclaims_whole_segments() {
     );
     let freed = log.free_up_to(2, 60).unwrap();
     assert!(freed > 0 && log.segment_count() == before - freed);
-    assert!(log.get(2, 60).is_none() && log.get(2, 61).is_some());
+    assert!(log.get(2, 60).unwrap().is_none() && log.get(2, 61).unwrap().is_some());
     let names = |dir: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -276,8 +283,11 @@ fn a_reader_sees_what_was_written_and_ignores_a_torn_tail() {
     std::fs::write(&seg, &bytes).unwrap();
     let r = SenderLog::open_read_only(&dir).unwrap();
     assert_eq!(r.rank(), 5);
-    assert_eq!(r.iter_from(0, 1).count(), 20);
-    assert_eq!(r.get(0, 20).unwrap().payload, vec![20u8; 1000].as_slice());
+    assert_eq!(r.iter_from(0, 1).map(|r| r.unwrap()).count(), 20);
+    assert_eq!(
+        r.get(0, 20).unwrap().unwrap().payload,
+        vec![20u8; 1000].as_slice()
+    );
     // Damage in the middle is an error naming the file and offset.
     bytes[SEGMENT_HEADER + RECORD_HEADER + 10] ^= 0xff;
     std::fs::write(&seg, &bytes).unwrap();
@@ -294,9 +304,9 @@ fn a_reused_segment_never_shows_its_old_records() {
     for seq in 1..=100u64 {
         log.append(hdr(0, seq), &[seq as u8; 300]).unwrap();
     }
-    let current = log.get(0, 100).unwrap().location.segment;
+    let current = log.get(0, 100).unwrap().unwrap().location.segment;
     let mut want: Vec<u64> = (1..=100)
-        .filter(|&s| log.get(0, s).unwrap().location.segment == current)
+        .filter(|&s| log.get(0, s).unwrap().unwrap().location.segment == current)
         .collect();
     assert!(log.free_up_to(0, 100).unwrap() >= SPARE_SEGMENTS);
     // Shorter records: the reused segments keep whole old records
@@ -310,16 +320,20 @@ fn a_reused_segment_never_shows_its_old_records() {
     want.extend(101..=120);
     let seqs = |dir: &Path| -> Vec<u64> {
         let r = SenderLog::open_read_only(dir).unwrap();
-        let mut v: Vec<u64> = r.iter_from(0, 0).map(|r| r.header.seq).collect();
+        let mut v: Vec<u64> = r
+            .iter_from(0, 0)
+            .map(|r| r.unwrap())
+            .map(|r| r.header.seq)
+            .collect();
         v.sort();
         v
     };
     assert_eq!(seqs(&dir), want);
     let r = SenderLog::open_read_only(&dir).unwrap();
-    assert_eq!(r.get(0, 120).unwrap().payload, &[!120u8; 10]);
+    assert_eq!(r.get(0, 120).unwrap().unwrap().payload, &[!120u8; 10]);
     // A crash between payload and header of the last record: the
     // chain ends before it, not at the old bytes behind it.
-    let last = log.get(0, 120).unwrap().location;
+    let last = log.get(0, 120).unwrap().unwrap().location;
     let hdr_at = last.offset as usize - RECORD_HEADER;
     let seg = segment_path(&dir, last.segment);
     drop(r);
@@ -355,10 +369,14 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
     let spill = dir.join("log-1.vlog");
     assert_eq!(log.save_kept(&spill).unwrap(), 14 + 20);
     let back = SenderLog::restore(&spill, None, 3, 8192, |d| if d == 0 { 15 } else { 20 }).unwrap();
-    let zero: Vec<u64> = back.iter_from(0, 0).map(|r| r.header.seq).collect();
+    let zero: Vec<u64> = back
+        .iter_from(0, 0)
+        .map(|r| r.unwrap())
+        .map(|r| r.header.seq)
+        .collect();
     assert_eq!(zero, (7..=15).collect::<Vec<_>>());
     assert_eq!(back.records_to(1), 20);
-    for r in back.iter_from(1, 0) {
+    for r in back.iter_from(1, 0).map(|r| r.unwrap()) {
         assert_eq!(r.payload, body(1, r.header.seq).as_slice());
         assert_eq!((r.header.context, r.header.tag), (5, r.header.seq as i32));
     }
@@ -371,7 +389,7 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
         seq: 16,
     };
     back.append(h, b"after").unwrap();
-    assert_eq!(back.get(0, 16).unwrap().payload, b"after");
+    assert_eq!(back.get(0, 16).unwrap().unwrap().payload, b"after");
     // A damaged spill file is refused with its name.
     let mut bytes = std::fs::read(&spill).unwrap();
     let at = bytes.len() / 2;
@@ -393,8 +411,8 @@ fn a_record_larger_than_a_segment_gets_its_own() {
     log.append(hdr(0, 1), &[1, 2, 3]).unwrap();
     log.append(hdr(0, 2), &big).unwrap();
     log.append(hdr(0, 3), &[4]).unwrap();
-    assert_eq!(log.get(0, 2).unwrap().payload, big.as_slice());
-    assert_eq!(log.get(0, 3).unwrap().payload, &[4]);
+    assert_eq!(log.get(0, 2).unwrap().unwrap().payload, big.as_slice());
+    assert_eq!(log.get(0, 3).unwrap().unwrap().payload, &[4]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -429,19 +447,19 @@ proptest! {
             }
         }
         for dest in 0..3 {
-            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| (r.header.seq, r.payload.to_vec())).collect();
+            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
             let want: Vec<(u64, Vec<u8>)> = model.iter().filter(|(d, _, _)| *d == dest).map(|(_, s, p)| (*s, p.clone())).collect();
             prop_assert_eq!(got, want);
         }
         let reread = SenderLog::open_read_only(&dir).unwrap();
         for (dest, seq, payload) in &model {
-            prop_assert_eq!(reread.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(payload.clone()));
+            prop_assert_eq!(reread.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
         }
         // Freed records stay in segments that still hold kept ones:
         // a restarted writer indexes them again.
         let mut on_file: BTreeMap<(u32, u64), u64> = BTreeMap::new();
         for dest in 0..3 {
-            for r in reread.iter_from(dest, 0) {
+            for r in reread.iter_from(dest, 0).map(|r| r.unwrap()) {
                 on_file.insert((dest, r.header.seq), r.location.segment);
             }
         }
@@ -458,7 +476,7 @@ proptest! {
             prop_assert_eq!(again.segment_count(), distinct(on_file.values().copied()));
         }
         for (dest, seq, payload) in &model {
-            prop_assert_eq!(again.get(*dest, *seq).map(|r| r.payload.to_vec()), Some(payload.clone()));
+            prop_assert_eq!(again.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
         }
         for dest in 0..3 {
             again.free_up_to(dest, u64::MAX).unwrap();
@@ -489,6 +507,7 @@ fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it(
     let read = SenderLog::open_read_only(&dir).unwrap();
     let seen: Vec<(u64, Vec<u8>)> = read
         .iter_from(1, 1)
+        .map(|r| r.unwrap())
         .map(|r| (r.header.seq, r.payload.to_vec()))
         .collect();
     assert_eq!(
@@ -502,6 +521,6 @@ fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it(
         ]
     );
     let third = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
-    assert_eq!(third.iter_from(1, 1).count(), 1);
+    assert_eq!(third.iter_from(1, 1).map(|r| r.unwrap()).count(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -54,14 +54,16 @@ impl PreviousSends {
         for dest in log.destinations() {
             let q: VecDeque<Summary> = log
                 .iter_from(dest, after(dest) + 1)
-                .map(|r| Summary {
-                    seq: r.header.seq,
-                    context: r.header.context,
-                    tag: r.header.tag,
-                    len: r.payload.len(),
-                    crc: vpml_sender_log::crc32c(r.payload),
+                .map(|r| {
+                    r.map(|r| Summary {
+                        seq: r.header.seq,
+                        context: r.header.context,
+                        tag: r.header.tag,
+                        len: r.payload.len(),
+                        crc: vpml_sender_log::crc32c(r.payload),
+                    })
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             let d = dest as usize;
             if prev.by_dest.len() <= d {
                 prev.by_dest.resize_with(d + 1, VecDeque::new);

@@ -96,8 +96,9 @@ impl Engine {
     /// restarts from one) and, in a restarted process, connect to the job.
     pub(super) fn after_protocol_installed(&mut self) -> Result<()> {
         if self.replay_alone {
-            for p in (0..self.size).filter(|&p| p != self.core.rank) {
-                let msgs = self.protocol.recorded_incoming(p);
+            let me = self.core.rank;
+            for p in (0..self.size).filter(|&p| p != me) {
+                let msgs = self.hook(|proto| proto.recorded_incoming(p))?;
                 if let Some(peer) = self.peers[p].as_mut() {
                     peer.link = Link::Feed(msgs.into());
                 }
@@ -317,7 +318,7 @@ impl Engine {
             rc.expect(q, false);
             rc.suppress[q] = received;
         }
-        let logged = self.protocol.logged_messages(q, received);
+        let logged = self.hook(|p| p.logged_messages(q, received))?;
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.
         let unmatched: Vec<u64> = self

@@ -429,8 +429,9 @@ pub trait Protocol {
 
     /// Every logged message to `dest` with a sequence number above `after`,
     /// in order (to send again after `dest` restarted, or after this
-    /// process restarted and `dest` lacks them).
-    fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage>;
+    /// process restarted and `dest` lacks them). An error if one cannot be
+    /// read back (the peer would be short of it).
+    fn logged_messages(&mut self, dest: usize, after: u64) -> Result<Vec<LoggedMessage>>;
 
     /// Save a checkpoint (`engine` plus the application's `app` bytes).
     /// Returns, for each sender, up to which sequence number it may now
@@ -443,5 +444,5 @@ pub trait Protocol {
 
     /// When one rank is replayed alone (`vpml replay`): every message rank
     /// `from` sent to it in the recording, in order. Empty otherwise.
-    fn recorded_incoming(&mut self, from: usize) -> Vec<LoggedMessage>;
+    fn recorded_incoming(&mut self, from: usize) -> Result<Vec<LoggedMessage>>;
 }

@@ -111,8 +111,8 @@ impl Protocol for NoProtocol {
     fn replay_cancel(&mut self, _: CallId, _: CallId) -> Result<Replay<bool>> {
         Ok(Replay::Free)
     }
-    fn logged_messages(&mut self, _: usize, _: u64) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn logged_messages(&mut self, _: usize, _: u64) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
     fn checkpoint(&mut self, _: &EngineSnapshot, _: &[u8]) -> Result<Vec<(usize, u64)>> {
         Ok(Vec::new())
@@ -120,7 +120,7 @@ impl Protocol for NoProtocol {
     fn free_log(&mut self, _: usize, _: u64) -> Result<()> {
         Ok(())
     }
-    fn recorded_incoming(&mut self, _: usize) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn recorded_incoming(&mut self, _: usize) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
 }

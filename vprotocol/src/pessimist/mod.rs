@@ -478,6 +478,7 @@ impl Protocol for Pessimist {
                 "sender_log_waits_for_disk".into(),
                 self.log.spill_counts().1,
             ),
+            ("sender_log_over_limit".into(), self.log.spill_counts().2),
             (
                 "sender_log_segments".into(),
                 self.log.segment_count() as u64,
@@ -531,10 +532,16 @@ impl Protocol for Pessimist {
         self.answer_cancel(call, request)
     }
 
-    fn logged_messages(&mut self, dest: usize, after: u64) -> Vec<LoggedMessage> {
+    fn logged_messages(&mut self, dest: usize, after: u64) -> Result<Vec<LoggedMessage>> {
         let log = &self.log;
         log.iter_from(dest as u32, after + 1)
             .map(|r| {
+                let r = r.map_err(|e| {
+                    fail(
+                        &format!("reading the messages to re-send to rank {dest}"),
+                        e,
+                    )
+                })?;
                 let loan = log.lend(r.location.segment);
                 // SAFETY: the record stays in the log, unchanged, until
                 // `free_log` frees it, which happens only once the
@@ -545,7 +552,7 @@ impl Protocol for Pessimist {
                 if let Some(loan) = loan {
                     m.bytes = m.bytes.with_loan(loan);
                 }
-                m
+                Ok(m)
             })
             .collect()
     }
@@ -555,8 +562,8 @@ impl Protocol for Pessimist {
         self.save_checkpoint(engine, app)
     }
 
-    fn recorded_incoming(&mut self, _from: usize) -> Vec<LoggedMessage> {
-        Vec::new()
+    fn recorded_incoming(&mut self, _from: usize) -> Result<Vec<LoggedMessage>> {
+        Ok(Vec::new())
     }
 
     fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()> {
