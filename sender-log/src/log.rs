@@ -222,15 +222,7 @@ impl SenderLog {
             q.sort();
         }
         // Segments on disk are indexed by run (a long log's are many).
-        let segments = &self.segments;
-        let on_disk = |s: u64| {
-            segments
-                .get(&s)
-                .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
-        };
-        for (_, q) in self.index.iter_mut() {
-            q.compact_on_disk(on_disk);
-        }
+        self.compact_index();
     }
 
     fn open_existing(dir: &Path, writable: bool) -> Result<SenderLog> {

@@ -157,6 +157,20 @@ impl SenderLog {
         }
     }
 
+    /// Index the oldest records of every destination by run while their
+    /// segments are on disk (see `DestQueue::compact`).
+    pub(crate) fn compact_index(&mut self) {
+        let segments = &self.segments;
+        let on_disk = |s: u64| {
+            segments
+                .get(&s)
+                .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
+        };
+        for (_, q) in self.index.iter_mut() {
+            q.compact_on_disk(on_disk);
+        }
+    }
+
     /// A full segment whose memory can take new records now: copied to
     /// disk and not lent to the engine (the oldest, if several).
     pub(crate) fn reusable(&self) -> Option<u64> {
@@ -191,15 +205,7 @@ impl SenderLog {
         let populated = seg.populated;
         // Its records, and those of later segments already on disk that
         // waited behind it (a segment lent longer moves out of order).
-        let segments = &self.segments;
-        let on_disk = |s: u64| {
-            segments
-                .get(&s)
-                .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
-        };
-        for (_, q) in self.index.iter_mut() {
-            q.compact_on_disk(on_disk);
-        }
+        self.compact_index();
         self.set_aside(idx, memory, populated, memory_file)?;
         vpml_fault_points::fault_point!("log.moved_to_disk");
         Ok(())
