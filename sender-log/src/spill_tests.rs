@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 
 use super::*;
+use crate::tests::hdr;
 
 const SEGMENT: usize = 8192;
 
@@ -16,15 +17,6 @@ fn tmp() -> tempfile::TempDir {
         .prefix("vpml-slog-spill-")
         .tempdir()
         .expect("a temporary directory")
-}
-
-fn hdr(dest: u32, seq: u64) -> RecordHeader {
-    RecordHeader {
-        dest,
-        context: 7,
-        tag: (seq % 5) as i32,
-        seq,
-    }
 }
 
 fn payload(dest: u32, seq: u64, len: usize) -> Vec<u8> {

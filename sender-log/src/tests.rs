@@ -26,7 +26,7 @@ fn distinct(segments: impl Iterator<Item = u64>) -> usize {
     segments.collect::<std::collections::BTreeSet<u64>>().len()
 }
 
-fn hdr(dest: u32, seq: u64) -> RecordHeader {
+pub(crate) fn hdr(dest: u32, seq: u64) -> RecordHeader {
     RecordHeader {
         dest,
         context: 0,

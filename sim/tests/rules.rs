@@ -3,6 +3,19 @@
 
 use vpml_sim::{Acknowledge, Options, Protocol, run};
 
+/// Run `seed`, which must break no rule (else: how to run it again).
+fn passing_run(seed: u64, opts: &Options) -> vpml_sim::Outcome {
+    let out = run(seed, opts);
+    assert_eq!(
+        out.failure,
+        None,
+        "seed {seed} (crashes {:?}): run it again with `{}`",
+        out.crashes,
+        vpml_sim::replay_command(seed, opts)
+    );
+    out
+}
+
 /// Seeds every `cargo test` sweeps (the CLI sweeps more: `vpml-sim --minutes 10`).
 const SEEDS: u64 = 1500;
 
@@ -11,14 +24,7 @@ fn every_rule_holds_over_many_seeded_jobs_with_crashes() {
     let opts = Options::default();
     let (mut crashed, mut twice, mut lost) = (0, 0, 0);
     for seed in 1..=SEEDS {
-        let out = run(seed, &opts);
-        assert_eq!(
-            out.failure,
-            None,
-            "seed {seed} (crashes {:?}): run it again with `{}`",
-            out.crashes,
-            vpml_sim::replay_command(seed, &opts)
-        );
+        let out = passing_run(seed, &opts);
         assert!(
             out.outputs.iter().all(Option::is_some),
             "seed {seed}: {out:?}"
@@ -45,14 +51,7 @@ fn bounded_sender_logs_move_records_to_disk_and_recover_from_there() {
     };
     let (mut bounded_crashed, mut on_disk) = (0, 0);
     for seed in 1..=150 {
-        let out = run(seed, &opts);
-        assert_eq!(
-            out.failure,
-            None,
-            "seed {seed} (crashes {:?}): run it again with `{}`",
-            out.crashes,
-            vpml_sim::replay_command(seed, &opts)
-        );
+        let out = passing_run(seed, &opts);
         if out.bounded {
             bounded_crashed += usize::from(!out.crashes.is_empty());
             on_disk += out.disk_segments;
