@@ -18,6 +18,22 @@ fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
     }
 }
 
+/// The caller's `len` bytes at `buf`.
+///
+/// # Safety
+/// `buf` holds `len` bytes, writable, not otherwise borrowed during the
+/// call (the C caller's contract).
+unsafe fn user_bytes<'a>(buf: *mut c_void, len: usize) -> Result<&'a mut [u8], (c_int, String)> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if buf.is_null() {
+        return Err((MPI_ERR_BUFFER, "null buffer".into()));
+    }
+    // SAFETY: caller contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) })
+}
+
 fn from_vpml(r: vpml::Result<()>) -> Result<(), (c_int, String)> {
     r.map_err(|e| (crate::state::class_of(&e), e.to_string()))
 }
@@ -98,6 +114,31 @@ impl VBlocks {
         self.lens().iter().sum()
     }
 
+    /// Where the blocks lie in the caller's buffer, when the collective
+    /// can use them there (a contiguous datatype, no negative
+    /// displacement): each block's bytes and byte offset, and how many
+    /// bytes the buffer spans.
+    fn in_buffer(&self) -> Option<(Vec<usize>, Vec<usize>, usize)> {
+        let t = &self.t;
+        let contiguous =
+            t.lb == 0 && matches!(t.blocks[..], [(0, len)] if len > 0 && len as isize == t.extent);
+        if !contiguous {
+            return None;
+        }
+        let lens = self.lens();
+        let offs = self
+            .displs
+            .iter()
+            .map(|&d| usize::try_from(d).ok()?.checked_mul(self.size))
+            .collect::<Option<Vec<usize>>>()?;
+        let span = lens
+            .iter()
+            .zip(&offs)
+            .map(|(l, o)| l.checked_add(*o))
+            .try_fold(0, |m, e| Some(m.max(e?)))?;
+        Some((lens, offs, span))
+    }
+
     /// The blocks of `buf`, packed.
     ///
     /// # Safety
@@ -144,31 +185,42 @@ fn run_reduction(
     let r = (|| {
         let kind = kind(&c)?;
         let op = checked(CombineOp::new(op, dt))?;
-        // The input, packed (in place: the first `count` elements of `recv`).
-        let from = if in_place(send) {
-            recv as *const c_void
-        } else {
-            send
-        };
-        // SAFETY: the caller's buffer holds `count` elements of `dt`.
-        let input = checked(unsafe { Message::new(from, count, dt, true) })?
-            .bytes()
-            .to_vec();
+        let n = usize::try_from(count).unwrap_or(0);
+        let inplace = in_place(send);
+        // The result, in the caller's buffer (or packed, for a
+        // non-contiguous datatype); in place it holds the input too.
         let mut out = match kind {
             Reduction::To(root) if c.rank() != root => None,
             // SAFETY: the caller's `recv` holds `recv_count` elements.
             _ => Some(checked(unsafe {
-                Message::new(recv, recv_count, dt, false)
+                Message::new(recv, recv_count, dt, inplace)
             })?),
         };
-        let n = usize::try_from(count).unwrap_or(0);
+        // The input where it is not in `out`: the caller's `send`, or in
+        // place a copy of `recv` where only part of it is the result.
+        let mut input = None;
+        let mut copied = None;
+        if !inplace || out.is_none() {
+            let from = if inplace { recv as *const c_void } else { send };
+            // SAFETY: the caller's buffer holds `count` elements of `dt`.
+            input = Some(checked(unsafe { Message::new(from, count, dt, true) })?);
+        } else if matches!(kind, Reduction::ScatterBlock) {
+            // SAFETY: in place, `recv` holds the `count` input elements.
+            let mut m = checked(unsafe { Message::new(recv, count, dt, true) })?;
+            copied = Some(m.bytes().to_vec());
+        }
+        let input: Option<&[u8]> = match (&mut input, &copied) {
+            (Some(m), _) => Some(m.bytes()),
+            (None, Some(v)) => Some(v),
+            (None, None) => None,
+        };
         match &mut out {
             Some(m) => {
-                reduce(&c, kind, &input, m.bytes(), op, dt, n)?;
+                reduce(&c, kind, input, m.bytes(), op, dt, n)?;
                 m.finish(None);
                 Ok(())
             }
-            None => reduce(&c, kind, &input, &mut [], op, dt, n),
+            None => reduce(&c, kind, input, &mut [], op, dt, n),
         }
     })();
     report(h, func, r)
@@ -234,13 +286,16 @@ export! {
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
             let all = out.bytes();
             let block = all.len() / n.max(1);
-            let mine: Vec<u8> = if in_place(send) {
-                all[root * block..(root + 1) * block].to_vec()
+            let (own, mut sm);
+            let mine: &[u8] = if in_place(send) {
+                own = all[root * block..(root + 1) * block].to_vec();
+                &own
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
+                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                sm.bytes()
             };
-            from_vpml(c.gather(&mine, all, root))?;
+            from_vpml(c.gather(mine, all, root))?;
             out.finish(None);
             Ok(())
         })();
@@ -258,16 +313,34 @@ export! {
             }
             // SAFETY: at the root the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
+            let mut sm;
+            if let Some((lens, offs, span)) = vb.in_buffer() {
+                // SAFETY: `recv` holds the blocks (caller contract).
+                let all = unsafe { user_bytes(recv, span) }?;
+                let own;
+                let mine: &[u8] = if in_place(send) {
+                    own = all[offs[root]..offs[root] + lens[root]].to_vec();
+                    &own
+                } else {
+                    // SAFETY: the caller's buffer holds `scount` elements.
+                    sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                    sm.bytes()
+                };
+                return from_vpml(c.gatherv(mine, all, &lens, &offs, root));
+            }
             let (lens, offs) = (vb.lens(), vb.offs());
             // SAFETY: `recv` holds the blocks (caller contract).
             let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
-            let mine: Vec<u8> = if in_place(send) {
-                all[offs[root]..offs[root] + lens[root]].to_vec()
+            let own;
+            let mine: &[u8] = if in_place(send) {
+                own = all[offs[root]..offs[root] + lens[root]].to_vec();
+                &own
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
+                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                sm.bytes()
             };
-            from_vpml(c.gatherv(&mine, &mut all, &lens, &offs, root))?;
+            from_vpml(c.gatherv(mine, &mut all, &lens, &offs, root))?;
             // SAFETY: as above.
             unsafe { vb.unpack(&all, recv) };
             Ok(())
@@ -318,16 +391,25 @@ export! {
             // SAFETY: at the root the arrays hold one int per rank, and
             // `send` holds the blocks (caller contract).
             let vb = unsafe { VBlocks::new(scounts, displs, c.size(), stype) }?;
-            let (lens, offs) = (vb.lens(), vb.offs());
-            // SAFETY: as above.
-            let data = unsafe { vb.pack(send) };
+            let packed;
+            let (data, lens, offs): (&[u8], _, _) = match vb.in_buffer() {
+                Some((lens, offs, span)) => {
+                    // SAFETY: as above (read only).
+                    (unsafe { user_bytes(send as *mut c_void, span) }?, lens, offs)
+                }
+                None => {
+                    // SAFETY: as above.
+                    packed = unsafe { vb.pack(send) };
+                    (&packed, vb.lens(), vb.offs())
+                }
+            };
             if in_place(recv) {
                 let mut mine = data[offs[root]..offs[root] + lens[root]].to_vec();
-                return from_vpml(c.scatterv(&data, &lens, &offs, &mut mine, root));
+                return from_vpml(c.scatterv(data, &lens, &offs, &mut mine, root));
             }
             // SAFETY: the caller's buffer holds `rcount` elements.
             let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-            from_vpml(c.scatterv(&data, &lens, &offs, out.bytes(), root))?;
+            from_vpml(c.scatterv(data, &lens, &offs, out.bytes(), root))?;
             out.finish(None);
             Ok(())
         })();
@@ -343,13 +425,16 @@ export! {
             let all = out.bytes();
             let block = all.len() / n.max(1);
             let me = c.rank();
-            let mine: Vec<u8> = if in_place(send) {
-                all[me * block..(me + 1) * block].to_vec()
+            let (own, mut sm);
+            let mine: &[u8] = if in_place(send) {
+                own = all[me * block..(me + 1) * block].to_vec();
+                &own
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
+                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                sm.bytes()
             };
-            from_vpml(c.allgather(&mine, all))?;
+            from_vpml(c.allgather(mine, all))?;
             out.finish(None);
             Ok(())
         })();
@@ -361,17 +446,33 @@ export! {
         let r = (|| {
             // SAFETY: the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
+            let me = c.rank();
+            let (own, mut sm);
+            if let Some((lens, offs, span)) = vb.in_buffer() {
+                // SAFETY: `recv` holds the blocks (caller contract).
+                let all = unsafe { user_bytes(recv, span) }?;
+                let mine: &[u8] = if in_place(send) {
+                    own = all[offs[me]..offs[me] + lens[me]].to_vec();
+                    &own
+                } else {
+                    // SAFETY: the caller's buffer holds `scount` elements.
+                    sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                    sm.bytes()
+                };
+                return from_vpml(c.allgatherv(mine, all, &lens, &offs));
+            }
             let (lens, offs) = (vb.lens(), vb.offs());
             // SAFETY: `recv` holds the blocks (caller contract).
             let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
-            let me = c.rank();
-            let mine: Vec<u8> = if in_place(send) {
-                all[offs[me]..offs[me] + lens[me]].to_vec()
+            let mine: &[u8] = if in_place(send) {
+                own = all[offs[me]..offs[me] + lens[me]].to_vec();
+                &own
             } else {
                 // SAFETY: the caller's buffer holds `scount` elements.
-                checked(unsafe { Message::new(send, scount, stype, true) })?.bytes().to_vec()
+                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
+                sm.bytes()
             };
-            from_vpml(c.allgatherv(&mine, &mut all, &lens, &offs))?;
+            from_vpml(c.allgatherv(mine, &mut all, &lens, &offs))?;
             // SAFETY: as above.
             unsafe { vb.unpack(&all, recv) };
             Ok(())
@@ -385,13 +486,16 @@ export! {
             let n = c.size() as c_int;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
-            let input: Vec<u8> = if in_place(send) {
-                out.bytes().to_vec()
+            let (own, mut sm);
+            let input: &[u8] = if in_place(send) {
+                own = out.bytes().to_vec();
+                &own
             } else {
                 // SAFETY: `send` holds n·scount elements.
-                checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?.bytes().to_vec()
+                sm = checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?;
+                sm.bytes()
             };
-            from_vpml(c.alltoall(&input, out.bytes()))?;
+            from_vpml(c.alltoall(input, out.bytes()))?;
             out.finish(None);
             Ok(())
         })();
@@ -405,6 +509,15 @@ export! {
             // SAFETY: the arrays hold one int per rank; the buffers hold
             // their blocks (caller contract).
             let rb = unsafe { VBlocks::new(rcounts, rdispls, n, rtype) }?;
+            if !in_place(send) {
+                // SAFETY: as above.
+                let sb = unsafe { VBlocks::new(scounts, sdispls, n, stype) }?;
+                if let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) = (sb.in_buffer(), rb.in_buffer()) {
+                    // SAFETY: as above; MPI forbids the two to overlap.
+                    let (input, out) = unsafe { (user_bytes(send as *mut c_void, sspan)?, user_bytes(recv, rspan)?) };
+                    return from_vpml(c.alltoallv(input, &slens, &soffs, out, &rlens, &roffs));
+                }
+            }
             let (input, slens, soffs) = if in_place(send) {
                 // SAFETY: as above.
                 (unsafe { rb.pack(recv) }, rb.lens(), rb.offs())

@@ -83,19 +83,27 @@ pub(crate) enum Reduction {
     ScatterBlock,
 }
 
-/// Run reduction `kind` over `count` elements of `dt`, packed in `send`;
-/// `recv` (packed too) gets the result (for `ScatterBlock`, this rank's
-/// block of it).
+/// Run reduction `kind` over `count` elements of `dt`, packed in `send`
+/// (`None`: in place, the input is in `recv`); `recv` (packed too) gets
+/// the result (for `ScatterBlock`, this rank's block of it).
 pub(crate) fn reduce(
     comm: &vpml::Comm,
     kind: Reduction,
-    send: &[u8],
+    send: Option<&[u8]>,
     recv: &mut [u8],
     op: CombineOp,
     dt: Datatype,
     count: usize,
 ) -> Result<(), (c_int, String)> {
     if let Some(f) = op.user {
+        let copy;
+        let send = match send {
+            Some(s) => s,
+            None => {
+                copy = recv.to_vec();
+                &copy
+            }
+        };
         return user_reduce(comm, kind, send, recv, f, dt, count)
             .map_err(|e| (crate::state::class_of(&e), e.to_string()));
     }
@@ -106,9 +114,17 @@ pub(crate) fn reduce(
             "reductions need a datatype of one predefined type".into(),
         ));
     };
+    // The predefined operations are fixed at compile time, so that the
+    // element loops of the reduction compile to vector code.
     macro_rules! go {
         ($t:ty) => {
-            run::<$t>(comm, kind, send, recv, op)
+            match op.op {
+                MPI_SUM => run::<$t, _>(comm, kind, send, recv, &Fixed::<MPI_SUM>),
+                MPI_PROD => run::<$t, _>(comm, kind, send, recv, &Fixed::<MPI_PROD>),
+                MPI_MAX => run::<$t, _>(comm, kind, send, recv, &Fixed::<MPI_MAX>),
+                MPI_MIN => run::<$t, _>(comm, kind, send, recv, &Fixed::<MPI_MIN>),
+                _ => run::<$t, _>(comm, kind, send, recv, &op),
+            }
         };
     }
     let r = match base {
@@ -228,42 +244,87 @@ fn user_reduce(
     Ok(())
 }
 
-fn run<T: Element>(
+/// A predefined operation fixed at compile time.
+struct Fixed<const OP: Op>;
+
+impl<T: Element, const OP: Op> vpml::Op<T> for Fixed<OP> {
+    #[inline(always)]
+    fn apply(&self, a: T, b: T) -> T {
+        T::combine(OP, a, b)
+    }
+}
+
+/// The elements in `bytes` (a whole number of them), in an aligned copy.
+fn copied<T: Element>(bytes: &[u8]) -> Vec<T> {
+    let mut v = vec![<T as bytemuck::Zeroable>::zeroed(); bytes.len() / std::mem::size_of::<T>()];
+    bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+    v
+}
+
+/// `bytes` as elements of `T`: in place when aligned, else copied.
+fn elems<T: Element>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    let n = bytes.len() / std::mem::size_of::<T>();
+    let bytes = &bytes[..n * std::mem::size_of::<T>()];
+    match bytemuck::try_cast_slice::<u8, T>(bytes) {
+        Ok(v) => std::borrow::Cow::Borrowed(v),
+        Err(_) => std::borrow::Cow::Owned(copied(bytes)),
+    }
+}
+
+fn run<T: Element, O: vpml::Op<T>>(
     comm: &vpml::Comm,
     kind: Reduction,
-    send: &[u8],
+    send: Option<&[u8]>,
     recv: &mut [u8],
-    op: CombineOp,
+    op: &O,
 ) -> vpml::Result<()> {
-    let elems = |b: &[u8]| -> Vec<T> {
-        let n = b.len() / std::mem::size_of::<T>();
-        let mut v = vec![<T as bytemuck::Zeroable>::zeroed(); n];
-        bytemuck::cast_slice_mut::<T, u8>(&mut v)
-            .copy_from_slice(&b[..n * std::mem::size_of::<T>()]);
-        v
+    let n = recv.len() / std::mem::size_of::<T>() * std::mem::size_of::<T>();
+    if let Ok(out) = bytemuck::try_cast_slice_mut::<u8, T>(&mut recv[..n]) {
+        return run_on::<T, O>(comm, kind, send, out, op);
+    }
+    // An unaligned result buffer: reduce into an aligned copy.
+    let mut out: Vec<T> = copied(&recv[..n]);
+    run_on::<T, O>(comm, kind, send, &mut out, op)?;
+    recv[..n].copy_from_slice(bytemuck::cast_slice(&out));
+    Ok(())
+}
+
+/// Reduction `kind` of `send` (`None`: in `out`) into `out`.
+fn run_on<T: Element, O: vpml::Op<T>>(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: Option<&[u8]>,
+    out: &mut [T],
+    op: &O,
+) -> vpml::Result<()> {
+    let input: std::borrow::Cow<'_, [T]> = match send {
+        Some(s) => elems(s),
+        None if matches!(kind, Reduction::All) => std::borrow::Cow::Borrowed(&[]),
+        None => std::borrow::Cow::Owned(out.to_vec()),
     };
-    let input = elems(send);
-    let mut out = elems(recv);
     match kind {
-        Reduction::All => comm.allreduce(&input, &mut out, &op)?,
+        Reduction::All => {
+            if send.is_some() {
+                out.copy_from_slice(&input);
+            }
+            comm.allreduce_in_place(out, op)?
+        }
         Reduction::To(root) => {
             if comm.rank() == root {
-                comm.reduce(&input, &mut out, &op, root)?
+                comm.reduce(&input, out, op, root)?
             } else {
-                comm.reduce(&input, &mut [], &op, root)?
+                comm.reduce(&input, &mut [], op, root)?
             }
         }
-        Reduction::Scan => comm.scan(&input, &mut out, &op)?,
-        Reduction::Exscan => comm.exscan(&input, &mut out, &op)?,
+        Reduction::Scan => comm.scan(&input, out, op)?,
+        Reduction::Exscan => comm.exscan(&input, out, op)?,
         Reduction::ScatterBlock => {
-            let mut all = vec![<T as bytemuck::Zeroable>::zeroed(); input.len()];
-            comm.allreduce(&input, &mut all, &op)?;
+            let mut all = input.into_owned();
+            comm.allreduce_in_place(&mut all, op)?;
             let n = out.len();
             let r = comm.rank();
             out.copy_from_slice(&all[r * n..(r + 1) * n]);
         }
     }
-    let n = out.len() * std::mem::size_of::<T>();
-    recv[..n].copy_from_slice(bytemuck::cast_slice(&out));
     Ok(())
 }

@@ -39,6 +39,7 @@ mod bcast;
 mod gather;
 mod reduce;
 mod scan;
+mod scratch;
 mod transport;
 
 /// Tags of the collectives inside the collective context.

@@ -2,6 +2,7 @@
 //! docs of `collective`): binomial reduce, recursive-doubling allreduce,
 //! and reduce-scatter + allgather for large vectors.
 
+use super::scratch::with_scratch;
 use super::{LARGE, bytes, bytes_mut, disjoint, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
@@ -54,7 +55,7 @@ impl Comm {
         root: usize,
     ) -> Result<()> {
         self.check_rank(root)?;
-        let (r, n) = (self.rank(), self.size());
+        let r = self.rank();
         if r == root && recv.len() != send.len() {
             return Err(mismatch(format!(
                 "reduce root buffer holds {} elements, contributions {}",
@@ -62,15 +63,35 @@ impl Comm {
                 send.len()
             )));
         }
-        let mut acc = send.to_vec();
+        let len = send.len();
+        if r == root {
+            recv.copy_from_slice(send);
+            return with_scratch(len, |tmp| self.reduce_into(recv, tmp, op, root));
+        }
+        with_scratch(len, |acc: &mut [T]| {
+            acc.copy_from_slice(send);
+            with_scratch(len, |tmp| self.reduce_into(acc, tmp, op, root))
+        })
+    }
+
+    /// The binomial reduce of [`Comm::reduce`] with this rank's
+    /// contribution in `acc` (at the root, its result buffer) and `tmp`
+    /// for what children send.
+    fn reduce_into<T: Pod, O: Op<T>>(
+        &self,
+        acc: &mut [T],
+        tmp: &mut [T],
+        op: &O,
+        root: usize,
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
         let fold = Fold::new(n);
-        let mut tmp = vec![T::zeroed(); send.len()];
         if r < 2 * fold.rem {
             if r % 2 == 0 {
-                self.c_send(r + 1, tag::REDUCE, bytes(&acc))?;
+                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
             } else {
-                self.c_recv(r - 1, tag::REDUCE, bytes_mut(&mut tmp))?;
-                fold_left(op, &tmp, &mut acc);
+                self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
+                fold_left(op, tmp, acc);
             }
         }
         let holder = fold.rank(0);
@@ -78,22 +99,22 @@ impl Comm {
             let mut mask = 1;
             while mask < fold.p2 {
                 if p & mask != 0 {
-                    self.c_send(fold.rank(p - mask), tag::REDUCE, bytes(&acc))?;
+                    self.c_send(fold.rank(p - mask), tag::REDUCE, bytes(acc))?;
                     break;
                 }
-                self.c_recv(fold.rank(p + mask), tag::REDUCE, bytes_mut(&mut tmp))?;
-                fold_right(op, &mut acc, &tmp);
+                self.c_recv(fold.rank(p + mask), tag::REDUCE, bytes_mut(tmp))?;
+                fold_right(op, acc, tmp);
                 mask <<= 1;
             }
         }
-        if holder == root {
-            if r == root {
-                recv.copy_from_slice(&acc);
+        // The result is in the holder's `acc`; at the root, `acc` is the
+        // result buffer (its own partial result was sent on above).
+        if holder != root {
+            if r == holder {
+                self.c_send(root, tag::REDUCE, bytes(acc))?;
+            } else if r == root {
+                self.c_recv(holder, tag::REDUCE, bytes_mut(acc))?;
             }
-        } else if r == holder {
-            self.c_send(root, tag::REDUCE, bytes(&acc))?;
-        } else if r == root {
-            self.c_recv(holder, tag::REDUCE, bytes_mut(recv))?;
         }
         Ok(())
     }
@@ -124,20 +145,25 @@ impl Comm {
 
     /// [`Comm::allreduce`] with the contribution and the result in one buffer.
     pub fn allreduce_in_place<T: Pod, O: Op<T>>(&self, acc: &mut [T], op: &O) -> Result<()> {
-        let (r, n) = (self.rank(), self.size());
+        let n = self.size();
         if n == 1 {
             return Ok(());
         }
+        with_scratch(acc.len(), |tmp| self.allreduce_with(acc, tmp, op))
+    }
+
+    /// [`Comm::allreduce_in_place`] with `tmp` for what partners send.
+    fn allreduce_with<T: Pod, O: Op<T>>(&self, acc: &mut [T], tmp: &mut [T], op: &O) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
         let fold = Fold::new(n);
-        let mut tmp = vec![T::zeroed(); acc.len()];
         if r < 2 * fold.rem {
             if r % 2 == 0 {
                 self.c_send(r + 1, tag::ALLREDUCE, bytes(acc))?;
                 // Wait for the result of the participants.
                 return self.c_recv(r + 1, tag::ALLREDUCE, bytes_mut(acc));
             }
-            self.c_recv(r - 1, tag::ALLREDUCE, bytes_mut(&mut tmp))?;
-            fold_left(op, &tmp, acc);
+            self.c_recv(r - 1, tag::ALLREDUCE, bytes_mut(tmp))?;
+            fold_left(op, tmp, acc);
         }
         let Some(p) = fold.participant(r) else {
             return Err(mismatch("rank outside the reduction tree".into()));
@@ -150,18 +176,18 @@ impl Comm {
                     fold.rank(partner),
                     bytes(acc),
                     fold.rank(partner),
-                    bytes_mut(&mut tmp),
+                    bytes_mut(tmp),
                     tag::ALLREDUCE,
                 )?;
                 if partner < p {
-                    fold_left(op, &tmp, acc);
+                    fold_left(op, tmp, acc);
                 } else {
-                    fold_right(op, acc, &tmp);
+                    fold_right(op, acc, tmp);
                 }
                 mask <<= 1;
             }
         } else {
-            self.reduce_scatter_allgather(p, &fold, acc, &mut tmp, op)?;
+            self.reduce_scatter_allgather(p, &fold, acc, tmp, op)?;
         }
         if r < 2 * fold.rem {
             self.c_send(r - 1, tag::ALLREDUCE, bytes(acc))?;

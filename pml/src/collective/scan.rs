@@ -1,6 +1,7 @@
 //! Inclusive and exclusive prefix reductions (scan, exscan) by recursive
 //! doubling.
 
+use super::scratch::with_scratch;
 use super::{bytes, bytes_mut, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
@@ -33,36 +34,47 @@ impl Comm {
                 send.len()
             )));
         }
+        let len = send.len();
+        with_scratch(len, |partial: &mut [T]| {
+            partial.copy_from_slice(send);
+            with_scratch(len, |tmp| {
+                self.prefix_with(partial, tmp, recv, op, inclusive)
+            })
+        })
+    }
+
+    /// The recursive doubling of [`Comm::scan`]: `partial` starts as this
+    /// rank's contribution, `tmp` takes what partners send.
+    fn prefix_with<T: Pod, O: Op<T>>(
+        &self,
+        partial: &mut [T],
+        tmp: &mut [T],
+        recv: &mut [T],
+        op: &O,
+        inclusive: bool,
+    ) -> Result<()> {
         let (r, n) = (self.rank(), self.size());
         // `partial` covers this rank's aligned block so far; `recv` the
         // ranks of that block up to this one (exclusive: strictly before).
-        let mut partial = send.to_vec();
         let mut have = inclusive;
         if inclusive {
-            recv.copy_from_slice(send);
+            recv.copy_from_slice(partial);
         }
-        let mut tmp = vec![T::zeroed(); send.len()];
         let mut mask = 1;
         while mask < n {
             let partner = r ^ mask;
             if partner < n {
-                self.c_sendrecv(
-                    partner,
-                    bytes(&partial),
-                    partner,
-                    bytes_mut(&mut tmp),
-                    tag::SCAN,
-                )?;
+                self.c_sendrecv(partner, bytes(partial), partner, bytes_mut(tmp), tag::SCAN)?;
                 if partner < r {
-                    fold_left(op, &tmp, &mut partial);
+                    fold_left(op, tmp, partial);
                     if have {
-                        fold_left(op, &tmp, recv);
+                        fold_left(op, tmp, recv);
                     } else {
-                        recv.copy_from_slice(&tmp);
+                        recv.copy_from_slice(tmp);
                         have = true;
                     }
                 } else {
-                    fold_right(op, &mut partial, &tmp);
+                    fold_right(op, partial, tmp);
                 }
             }
             mask <<= 1;
