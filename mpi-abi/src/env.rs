@@ -110,7 +110,7 @@ export! {
             // Requests and communicators die before the world does; the
             // staging buffers of requests still in flight after it.
             let mut staging = std::mem::take(&mut s.orphans);
-            for e in s.requests.drain(..).flatten() {
+            for e in s.requests.drain() {
                 staging.extend(e.staging);
             }
             s.comms.clear();

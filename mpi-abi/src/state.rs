@@ -32,8 +32,8 @@ pub(crate) struct PersistentOp {
 pub(crate) struct ReqEntry {
     /// The communicator (its error handler applies to the request).
     pub comm: Comm,
-    /// The operation in flight, if any.
-    pub active: Option<vpml::Request<CBuf>>,
+    /// The operation in flight, if any (on the C buffer, or on `staging`).
+    pub active: Option<vpml::raw::RawRequest>,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
     /// Set for `Send_init`/`Recv_init` requests: inactive between uses.
@@ -70,7 +70,7 @@ pub(crate) struct State {
     pub finalized: bool,
     /// Slot 0 is `MPI_COMM_WORLD`, slot 1 `MPI_COMM_SELF`.
     pub comms: Vec<Option<CommEntry>>,
-    pub requests: Vec<Option<ReqEntry>>,
+    pub requests: Requests,
     pub types: Vec<Option<DerivedType>>,
     pub ops: Vec<Option<UserFn>>,
     /// Staging buffers of requests freed while active: the engine may
@@ -89,7 +89,7 @@ impl State {
             world: None,
             finalized: false,
             comms: Vec::new(),
-            requests: Vec::new(),
+            requests: Requests::new(),
             types: Vec::new(),
             ops: Vec::new(),
             orphans: Vec::new(),
@@ -173,42 +173,6 @@ impl Drop for CallGuard {
     }
 }
 
-/// A C buffer handed to a nonblocking operation: MPI's contract is that it
-/// stays valid and untouched until the request completes.
-pub(crate) struct CBuf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl CBuf {
-    /// # Safety
-    /// `ptr..ptr+len` stays valid (and, for a receive, writable) until the
-    /// operation it is given to completes.
-    pub(crate) unsafe fn new(ptr: *mut u8, len: usize) -> CBuf {
-        CBuf { ptr, len }
-    }
-}
-
-// SAFETY: the storage is the C program's, which MPI's rules keep valid,
-// at the same address, and unused by the program until the request
-// completes; moving a `CBuf` moves only the pointer.
-unsafe impl vpml::Buffer for CBuf {
-    fn as_bytes(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: see the impl's comment.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-    fn as_bytes_mut(&mut self) -> &mut [u8] {
-        if self.len == 0 {
-            return &mut [];
-        }
-        // SAFETY: see the impl's comment.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
 /// The handle of slot `i` of a table whose handles are of `kind` (the
 /// top byte, as MPICH encodes handle kinds).
 pub(crate) fn handle_of(kind: u32, i: usize) -> c_int {
@@ -257,6 +221,59 @@ pub(crate) fn request_slot(h: Request) -> Option<usize> {
 /// Handle of request table slot `i`.
 pub(crate) fn request_handle(i: usize) -> Request {
     (REQUEST_KIND | (i as u32 + 1)) as Request
+}
+
+/// The request table: entries by slot, and the free slots, so that a
+/// program with many requests in flight starts each in O(1).
+pub(crate) struct Requests {
+    entries: Vec<Option<ReqEntry>>,
+    free: Vec<usize>,
+}
+
+impl Requests {
+    const fn new() -> Requests {
+        Requests {
+            entries: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Store `e`; its slot.
+    pub(crate) fn insert(&mut self, e: ReqEntry) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.entries[i] = Some(e);
+                i
+            }
+            None => {
+                self.entries.push(Some(e));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    /// The entry in slot `i`.
+    pub(crate) fn get(&self, i: usize) -> Option<&ReqEntry> {
+        self.entries.get(i)?.as_ref()
+    }
+
+    /// The entry in slot `i`, to change.
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut ReqEntry> {
+        self.entries.get_mut(i)?.as_mut()
+    }
+
+    /// Take the entry out of slot `i`, freeing the slot.
+    pub(crate) fn remove(&mut self, i: usize) -> Option<ReqEntry> {
+        let e = self.entries.get_mut(i)?.take()?;
+        self.free.push(i);
+        Some(e)
+    }
+
+    /// Every entry, emptying the table.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = ReqEntry> + '_ {
+        self.free.clear();
+        self.entries.drain(..).flatten()
+    }
 }
 
 /// Store `v` in the first free slot of `table`; its index.

@@ -99,7 +99,7 @@ impl Comm {
         (0..self.size()).map(|r| self.world_rank(r)).collect()
     }
 
-    fn localize(&self, st: Status) -> Status {
+    pub(crate) fn localize(&self, st: Status) -> Status {
         localize(&self.group, st)
     }
 

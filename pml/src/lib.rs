@@ -58,6 +58,7 @@ pub mod error;
 pub mod matching;
 pub mod op;
 pub mod protocol;
+pub mod raw;
 pub mod recovery;
 pub mod request;
 pub mod shm;

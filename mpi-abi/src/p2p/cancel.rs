@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use super::comm_of;
 use crate::consts::*;
-use crate::state::{STATE, error, put, request_slot, vpml_error};
+use crate::state::{STATE, comm_slot, error, put, request_slot, vpml_error};
 
 export! {
     fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
@@ -15,10 +15,13 @@ export! {
         // its staging buffer must outlive it.
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
-            let entry = request_slot(h).and_then(|i| s.requests.get_mut(i)?.take());
+            let entry = request_slot(h).and_then(|i| s.requests.remove(i));
             match entry {
                 Some(e) => {
-                    if e.active.is_some() {
+                    if let Some(r) = e.active {
+                        if let Some(c) = comm_slot(e.comm).and_then(|i| s.comms.get(i)?.as_ref()) {
+                            c.comm.detach_raw(r);
+                        }
                         s.orphans.extend(e.staging);
                     }
                     true
@@ -39,9 +42,9 @@ export! {
         let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
         let r = STATE.with(|s| {
             let s = s.borrow();
-            request_slot(h)
-                .and_then(|i| s.requests.get(i)?.as_ref())
-                .map(|e| e.active.as_ref().map(|r| r.cancel()))
+            let e = request_slot(h).and_then(|i| s.requests.get(i))?;
+            let c = comm_slot(e.comm).and_then(|i| s.comms.get(i)?.as_ref());
+            Some(e.active.zip(c).map(|(r, c)| c.comm.cancel_raw(r)))
         });
         match r {
             None => error(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST, "invalid request"),

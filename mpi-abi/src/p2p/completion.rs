@@ -5,9 +5,11 @@
 
 use std::ffi::c_int;
 
-use super::comm_of;
+use vpml::protocol::CompletionKind;
+use vpml::raw::RawRequest;
+
 use crate::consts::*;
-use crate::state::{CBuf, STATE, class_of, error, request_slot, vpml_error};
+use crate::state::{STATE, State, class_of, comm_slot, error, request_slot, vpml_error};
 
 /// How a request handle stands.
 pub(super) enum Standing {
@@ -25,9 +27,7 @@ pub(super) fn standing(h: Request) -> Result<Standing, ()> {
     }
     STATE.with(|s| {
         let s = s.borrow();
-        let e = request_slot(h)
-            .and_then(|i| s.requests.get(i)?.as_ref())
-            .ok_or(())?;
+        let e = request_slot(h).and_then(|i| s.requests.get(i)).ok_or(())?;
         Ok(if e.proc_null {
             Standing::ProcNull
         } else if e.active.is_some() {
@@ -38,76 +38,30 @@ pub(super) fn standing(h: Request) -> Result<Standing, ()> {
     })
 }
 
-/// Take the active requests of `handles` out of the table.
-fn take(handles: &[Request]) -> Vec<Option<vpml::Request<CBuf>>> {
-    STATE.with(|s| {
-        let mut s = s.borrow_mut();
-        handles
-            .iter()
-            .map(|&h| {
-                request_slot(h)
-                    .and_then(|i| s.requests.get_mut(i)?.as_mut())
-                    .and_then(|e| e.active.take())
-            })
-            .collect()
-    })
-}
-
-/// Put back the requests of `slots` that did not complete.
-fn put_back(handles: &[Request], slots: Vec<Option<vpml::Request<CBuf>>>) {
-    STATE.with(|s| {
-        let mut s = s.borrow_mut();
-        for (&h, slot) in handles.iter().zip(slots) {
-            if let Some(r) = slot
-                && let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)?.as_mut())
-            {
-                e.active = Some(r);
-            }
-        }
-    });
-}
-
 /// The request `*h` completed: a persistent one becomes inactive, any
 /// other is freed and its handle set to `MPI_REQUEST_NULL`.
 ///
 /// # Safety
 /// `h` points to a request handle.
-unsafe fn retire(h: *mut Request) {
+unsafe fn retire(s: &mut State, h: *mut Request) {
     // SAFETY: caller contract.
     let handle = unsafe { *h };
-    let free = STATE.with(|s| {
-        let mut s = s.borrow_mut();
-        let Some(i) = request_slot(handle) else {
-            return false;
-        };
-        match s.requests.get_mut(i) {
-            Some(Some(e)) if e.persistent.is_some() => {
-                e.proc_null = false;
-                e.active = None;
-                e.staging = None;
-                false
-            }
-            Some(slot) => {
-                *slot = None;
-                true
-            }
-            None => false,
+    let Some(i) = request_slot(handle) else {
+        return;
+    };
+    match s.requests.get_mut(i) {
+        Some(e) if e.persistent.is_some() => {
+            e.proc_null = false;
+            e.active = None;
+            e.staging = None;
         }
-    });
-    if free {
-        // SAFETY: caller contract.
-        unsafe { *h = MPI_REQUEST_NULL };
+        Some(_) => {
+            s.requests.remove(i);
+            // SAFETY: caller contract.
+            unsafe { *h = MPI_REQUEST_NULL };
+        }
+        None => {}
     }
-}
-
-/// Classify every handle, or name the first invalid one.
-fn standings(func: &str, hs: &[Request]) -> Result<Vec<Standing>, c_int> {
-    hs.iter()
-        .map(|&h| {
-            standing(h)
-                .map_err(|()| error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "invalid request"))
-        })
-        .collect()
 }
 
 /// Completed request indices with their statuses (`None`: an operation
@@ -126,6 +80,50 @@ pub(super) enum Call {
     TestSome,
 }
 
+/// The requests of `hs` as the engine knows them (`None`: null, inactive
+/// or on `MPI_PROC_NULL`), the indices of operations on `MPI_PROC_NULL`,
+/// the communicator whose error handler applies (the first request's),
+/// and a communicator to run the completion call on (any active
+/// request's: they share one engine). `Err` for an invalid handle.
+#[allow(clippy::type_complexity)]
+fn look_up(
+    hs: &[Request],
+) -> Result<
+    (
+        Vec<Option<RawRequest>>,
+        Vec<usize>,
+        Comm,
+        Option<vpml::Comm>,
+    ),
+    (),
+> {
+    STATE.with(|s| {
+        let s = s.borrow();
+        let mut reqs = Vec::with_capacity(hs.len());
+        let mut proc_null = Vec::new();
+        let mut comm = None;
+        let mut engine = None;
+        for (i, &h) in hs.iter().enumerate() {
+            if h == MPI_REQUEST_NULL {
+                reqs.push(None);
+                continue;
+            }
+            let e = request_slot(h).and_then(|k| s.requests.get(k)).ok_or(())?;
+            comm.get_or_insert(e.comm);
+            if e.proc_null {
+                proc_null.push(i);
+            }
+            if e.active.is_some() && engine.is_none() {
+                engine = comm_slot(e.comm)
+                    .and_then(|k| s.comms.get(k)?.as_ref())
+                    .map(|c| c.comm.clone());
+            }
+            reqs.push(e.active);
+        }
+        Ok((reqs, proc_null, comm.unwrap_or(MPI_COMM_WORLD), engine))
+    })
+}
+
 /// One completion call over `hs`. Returns the completed indices with
 /// their statuses (`None`: an operation on `MPI_PROC_NULL`), or `None`
 /// when nothing was active (the `MPI_UNDEFINED` answers), or the error
@@ -135,17 +133,9 @@ pub(super) fn complete(
     hs: &mut [Request],
     call: Call,
 ) -> Result<(Completions, Comm), c_int> {
-    let st = standings(func, hs)?;
-    // Whose error handler applies (taken before the handles are retired).
-    let comm = hs
-        .iter()
-        .find(|&&h| h != MPI_REQUEST_NULL)
-        .map_or(MPI_COMM_WORLD, |&h| comm_of(h));
-    let proc_null: Vec<usize> = (0..hs.len())
-        .filter(|&i| matches!(st[i], Standing::ProcNull))
-        .collect();
-    let active = st.iter().any(|s| matches!(s, Standing::Active));
-    if !active && proc_null.is_empty() {
+    let (reqs, proc_null, comm, engine) = look_up(hs)
+        .map_err(|()| error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "invalid request"))?;
+    if engine.is_none() && proc_null.is_empty() {
         return Ok((None, comm));
     }
     let mut done: Vec<(usize, Option<vpml::Status>)> = Vec::new();
@@ -159,62 +149,43 @@ pub(super) fn complete(
         Call::WaitSome if !proc_null.is_empty() => Some(Call::TestSome),
         other => Some(other),
     };
-    if let Some(call) = call
-        && active
-    {
-        let mut slots = take(hs);
-        let outcome: vpml::Result<Vec<(usize, vpml::Status)>> = (|| {
-            Ok(match call {
-                Call::WaitAll => {
-                    let idx: Vec<usize> =
-                        (0..slots.len()).filter(|&i| slots[i].is_some()).collect();
-                    let outs = vpml::wait_all(&mut slots)?;
-                    idx.into_iter()
-                        .zip(outs.into_iter().map(|c| c.status))
-                        .collect()
-                }
-                Call::TestAll => {
-                    let idx: Vec<usize> =
-                        (0..slots.len()).filter(|&i| slots[i].is_some()).collect();
-                    match vpml::test_all(&mut slots)? {
-                        Some(outs) => idx
-                            .into_iter()
-                            .zip(outs.into_iter().map(|c| c.status))
-                            .collect(),
-                        None => Vec::new(),
-                    }
-                }
-                Call::WaitAny => vpml::wait_any(&mut slots)?
-                    .map(|(i, c)| (i, c.status))
-                    .into_iter()
-                    .collect(),
-                Call::TestAny => vpml::test_any(&mut slots)?
-                    .map(|(i, c)| (i, c.status))
-                    .into_iter()
-                    .collect(),
-                Call::Test => vpml::test(&mut slots[0])?
-                    .map(|c| (0, c.status))
-                    .into_iter()
-                    .collect(),
-                Call::WaitSome => vpml::wait_some(&mut slots)?
-                    .into_iter()
-                    .map(|(i, c)| (i, c.status))
-                    .collect(),
-                Call::TestSome => vpml::test_some(&mut slots)?
-                    .into_iter()
-                    .map(|(i, c)| (i, c.status))
-                    .collect(),
+    if let (Some(call), Some(engine)) = (call, &engine) {
+        let kind = |k| engine.completion_raw(k, &reqs);
+        let outcome = match call {
+            Call::WaitAll => engine
+                .wait_all_raw(&reqs)
+                .map(|()| (0..reqs.len()).filter(|&i| reqs[i].is_some()).collect()),
+            Call::TestAll => kind(CompletionKind::TestAll),
+            Call::WaitAny => kind(CompletionKind::WaitAny),
+            Call::TestAny => kind(CompletionKind::TestAny),
+            Call::Test => engine.completion_raw(CompletionKind::Test, &reqs[..1]),
+            Call::WaitSome => kind(CompletionKind::WaitSome),
+            Call::TestSome => kind(CompletionKind::TestSome),
+        };
+        let finished = outcome.and_then(|idx: Vec<usize>| {
+            // Each status, in the numbering of its request's communicator.
+            STATE.with(|s| {
+                let s = s.borrow();
+                idx.into_iter()
+                    .filter_map(|i| Some((i, reqs[i]?)))
+                    .map(|(i, r)| {
+                        let c = request_slot(hs[i])
+                            .and_then(|k| s.requests.get(k))
+                            .and_then(|e| comm_slot(e.comm))
+                            .and_then(|k| s.comms.get(k)?.as_ref())
+                            .map_or(engine, |c| &c.comm);
+                        Ok((i, Some(c.finish_raw(r)?)))
+                    })
+                    .collect::<vpml::Result<Vec<_>>>()
             })
-        })();
-        put_back(hs, slots);
-        match outcome {
+        });
+        match finished {
             Ok(v) => {
-                let all = matches!(call, Call::WaitAll | Call::TestAll);
-                if all && v.is_empty() {
+                if matches!(call, Call::TestAll) && v.is_empty() {
                     // Test_all: not all done; complete nothing.
                     return Ok((Some(Vec::new()), comm));
                 }
-                done.extend(v.into_iter().map(|(i, s)| (i, Some(s))));
+                done.extend(v);
             }
             Err(e) => return Err(vpml_error(comm, func, &e)),
         }
@@ -226,24 +197,24 @@ pub(super) fn complete(
         Some(Call::WaitAll | Call::TestAll | Call::TestSome | Call::Test)
     ) {
         done.extend(proc_null.iter().map(|&i| (i, None)));
+        done.sort_by_key(|(i, _)| *i);
     }
-    done.sort_by_key(|(i, _)| *i);
-    // Received data of a non-contiguous datatype goes to the C buffer.
     STATE.with(|s| {
-        let s = s.borrow();
+        let mut s = s.borrow_mut();
         for (i, st) in &done {
+            // Received data of a non-contiguous datatype goes to the C
+            // buffer.
             if let Some(st) = st
-                && let Some(e) = request_slot(hs[*i]).and_then(|k| s.requests.get(k)?.as_ref())
-                && let Some(m) = &e.staging
+                && let Some(m) = request_slot(hs[*i])
+                    .and_then(|k| s.requests.get(k))
+                    .and_then(|e| e.staging.as_ref())
             {
                 m.finish(Some(st.len()));
             }
+            // SAFETY: `hs[i]` is a handle of the caller's array.
+            unsafe { retire(&mut s, &mut hs[*i]) };
         }
     });
-    for (i, _) in &done {
-        // SAFETY: `hs[i]` is a handle of the caller's array.
-        unsafe { retire(&mut hs[*i]) };
-    }
     Ok((Some(done), comm))
 }
 

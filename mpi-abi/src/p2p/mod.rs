@@ -18,7 +18,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{
-    CBuf, ReqEntry, STATE, class_of, comm, error, insert, request_handle, request_slot, vpml_error,
+    ReqEntry, STATE, class_of, comm, error, request_handle, request_slot, vpml_error,
 };
 use crate::types::Message;
 
@@ -99,7 +99,7 @@ fn nth(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
 
 /// What `start` gives back: the request (`None` for an operation on
 /// `MPI_PROC_NULL`) and the staging buffer it uses, if any.
-type Started = (Option<vpml::Request<CBuf>>, Option<Message>);
+type Started = (Option<vpml::raw::RawRequest>, Option<Message>);
 
 /// Start an operation on `count` elements of `dt` at `buf`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
@@ -123,12 +123,14 @@ fn start(
         .map_err(|(code, why)| error(h, func, code, why))?;
     let (ptr, len) = msg.target();
     // SAFETY: MPI's contract keeps the C buffer valid until completion; a
-    // staging buffer lives in the request's entry as long.
-    let cbuf = unsafe { CBuf::new(ptr, len) };
-    let r = match (send, sync) {
-        (true, false) => c.isend(rank_of(peer), tag, cbuf),
-        (true, true) => c.issend(rank_of(peer), tag, cbuf),
-        (false, _) => c.irecv(source_of(peer), tag_of(tag), cbuf),
+    // staging buffer lives in the request's entry as long (and among the
+    // orphans if the request is freed while active).
+    let r = unsafe {
+        if send {
+            c.isend_raw(rank_of(peer), tag, ptr, len, sync)
+        } else {
+            c.irecv_raw(source_of(peer), tag_of(tag), ptr, len)
+        }
     };
     let staging = matches!(msg, Message::Staged { .. }).then_some(msg);
     r.map(|r| (Some(r), staging))
@@ -136,7 +138,7 @@ fn start(
 }
 
 fn new_request(entry: ReqEntry) -> Request {
-    request_handle(STATE.with(|s| insert(&mut s.borrow_mut().requests, 0, entry)))
+    request_handle(STATE.with(|s| s.borrow_mut().requests.insert(entry)))
 }
 
 /// The communicator whose error handler applies to request `h`.
@@ -144,7 +146,7 @@ fn comm_of(h: Request) -> Comm {
     STATE.with(|s| {
         let s = s.borrow();
         request_slot(h)
-            .and_then(|i| s.requests.get(i)?.as_ref())
+            .and_then(|i| s.requests.get(i))
             .map_or(MPI_COMM_WORLD, |e| e.comm)
     })
 }

@@ -73,7 +73,7 @@ export! {
         let found = STATE.with(|s| {
             let s = s.borrow();
             request_slot(h)
-                .and_then(|i| s.requests.get(i)?.as_ref())
+                .and_then(|i| s.requests.get(i))
                 .and_then(|e| Some((e.comm, e.persistent?, e.active.is_some() || e.proc_null)))
         });
         let Some((c, op, busy)) = found else {
@@ -86,7 +86,7 @@ export! {
             Ok((active, staging)) => {
                 STATE.with(|s| {
                     let mut s = s.borrow_mut();
-                    if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)?.as_mut()) {
+                    if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)) {
                         e.proc_null = active.is_none();
                         e.active = active;
                         e.staging = staging;

@@ -63,6 +63,16 @@ pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
 
 /// What handle `dt` stands for.
 pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
+    // The predefined types without building their layout: this runs on
+    // every send and receive.
+    if let Some(size) = predefined_size(dt) {
+        return Some(TypeInfo {
+            size,
+            base: Some(dt),
+            per: 1,
+            contiguous: size > 0,
+        });
+    }
     let l = layout(dt)?;
     let size: usize = l.blocks.iter().map(|b| b.1).sum();
     Some(TypeInfo {

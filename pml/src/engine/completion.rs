@@ -274,7 +274,19 @@ impl Engine {
         for &id in ids.iter().flatten() {
             self.check_not_held(id)?;
         }
-        self.wait_until(|e| ids.iter().flatten().all(|&id| e.is_done(id)))?;
+        // Requests stay done until their status is taken: each is checked
+        // until it is, not once per progress step (a window of n requests
+        // would cost n² checks).
+        let mut pending = 0;
+        self.wait_until(|e| {
+            while ids
+                .get(pending)
+                .is_some_and(|id| id.is_none_or(|id| e.is_done(id)))
+            {
+                pending += 1;
+            }
+            pending == ids.len()
+        })?;
         self.report_waited(WaitKind::All, ids)
     }
 

@@ -33,7 +33,7 @@ mod sim_rendezvous;
 mod tcp_rendezvous;
 
 use link::{Link, Outgoing, PartialDest, Peer, message_header};
-pub(crate) use requests::ReqId;
+pub use requests::ReqId;
 use requests::{Core, RawBytes, Unexpected};
 
 /// Messages up to this size travel inside the ring.

@@ -10,9 +10,9 @@ use crate::shm::ring::{FrameHeader, kind};
 use crate::status::Status;
 
 /// Identifies an entry of the request table; the generation makes stale
-/// handles detectable.
+/// handles detectable. Language bindings hold it as a [`crate::raw::RawRequest`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ReqId {
+pub struct ReqId {
     pub(super) idx: u32,
     pub(super) generation: u32,
 }

@@ -1,0 +1,115 @@
+//! Requests on memory the caller manages, for language bindings.
+//!
+//! [`Request<B>`](crate::Request) owns its buffer, which is what makes
+//! nonblocking calls safe in Rust. A binding such as the MPI C library
+//! already has MPI's rule instead — the program leaves the buffer alone
+//! until the request completes — and keeps its own request table; these
+//! calls give it the engine's request ids directly, without the owning
+//! wrapper, so that a C `MPI_Isend` … `MPI_Waitall` costs no allocation
+//! per request. They run the same engine calls as the safe API, so a
+//! logging protocol sees exactly the same sends, receives and completion
+//! calls.
+
+use crate::comm::{Comm, Mode};
+use crate::error::Result;
+use crate::matching::Source;
+use crate::protocol::CompletionKind;
+use crate::status::Status;
+
+/// An operation in flight on memory the caller keeps valid until it
+/// completes (a copyable id; completing it twice is an error, not
+/// undefined behaviour).
+pub type RawRequest = crate::engine::ReqId;
+
+impl Comm {
+    /// Start sending `len` bytes at `ptr` to `dest` (synchronous mode when
+    /// `sync`).
+    ///
+    /// # Safety
+    /// The bytes stay valid and unmodified until the request completes, or,
+    /// once [`Comm::detach_raw`] let it go, until the engine has finished
+    /// with it (the end of the job at the latest).
+    pub unsafe fn isend_raw(
+        &self,
+        dest: usize,
+        tag: i32,
+        ptr: *const u8,
+        len: usize,
+        sync: bool,
+    ) -> Result<RawRequest> {
+        let dest = self.check_dest(dest, tag)?;
+        let mode = if sync {
+            Mode::Synchronous
+        } else {
+            Mode::Standard
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.engine.borrow_mut().start_send(
+                dest,
+                tag,
+                self.context,
+                ptr,
+                len,
+                mode == Mode::Synchronous,
+            )
+        }
+    }
+
+    /// Start receiving up to `len` bytes into `ptr`.
+    ///
+    /// # Safety
+    /// The bytes stay valid, writable and unused by anyone else until the
+    /// request completes (or, once detached, until the engine has finished
+    /// with it).
+    pub unsafe fn irecv_raw(
+        &self,
+        source: impl Into<Source>,
+        tag: i32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<RawRequest> {
+        let spec = self.spec(source.into(), tag)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
+    }
+
+    /// Block until every request of `reqs` (`None`: inactive) completed;
+    /// then take each status with [`Comm::finish_raw`].
+    pub fn wait_all_raw(&self, reqs: &[Option<RawRequest>]) -> Result<()> {
+        self.engine.borrow_mut().wait_all(reqs)
+    }
+
+    /// One completion call of `kind` over `reqs`: the indices of the
+    /// requests it completes (see [`crate::wait_any`] and the others for
+    /// what each kind completes); take their statuses with
+    /// [`Comm::finish_raw`].
+    pub fn completion_raw(
+        &self,
+        kind: CompletionKind,
+        reqs: &[Option<RawRequest>],
+    ) -> Result<Vec<usize>> {
+        self.engine.borrow_mut().completion_call(kind, reqs)
+    }
+
+    /// The status of a completed request (ranks as this communicator
+    /// numbers them), freeing it.
+    pub fn finish_raw(&self, r: RawRequest) -> Result<Status> {
+        let st = self.engine.borrow_mut().take_status(r)?;
+        Ok(self.localize(st))
+    }
+
+    /// Try to cancel a receive that has not matched (see
+    /// [`crate::Request::cancel`]).
+    pub fn cancel_raw(&self, r: RawRequest) -> Result<bool> {
+        self.engine.borrow_mut().cancel(r)
+    }
+
+    /// Let an active request finish in the background (`MPI_Request_free`):
+    /// its id is gone, its memory must stay valid until the engine is done.
+    pub fn detach_raw(&self, r: RawRequest) {
+        if let Ok(mut e) = self.engine.try_borrow_mut() {
+            e.detach(r, None);
+        }
+    }
+}
