@@ -29,7 +29,7 @@
 //! `nocheckpoint` (what logging costs an unmodified C program that never
 //! checkpoints — latency, bandwidth, bi-directional bandwidth, message
 //! rate and six collectives, 1 B to 4 MiB — the MPICH-built
-//! `benches/c/logging_cost.c` on vpml's MPI library with and without the
+//! `benches/c/mpi_bench.c` on vpml's MPI library with and without the
 //! protocol, and natively; the ratios against issue 22's targets),
 //! `patterns` (events logged per message for the NAS-like patterns,
 //! next to seed 002's Table I), and `recovery` (heat3d on 4 ranks with
@@ -70,7 +70,7 @@ use common::{Config, arg, json_lines, write_report};
 use parts::{PARTS, configs, heat3d_json};
 use patterns::patterns;
 use recovery::recovery;
-use report::{medians, print_nocheckpoint, print_protocol_overhead, print_tables};
+use report::{medians, print_nocheckpoint, print_protocol_overhead, print_speed, print_tables};
 use serde_json::{Value, json};
 
 /// One measured value.
@@ -109,6 +109,9 @@ struct Part {
     /// Runs of each configuration per round, taking turns. A short, noisy
     /// program runs several times, so that its ratio rests on more pairs.
     repeats: usize,
+    /// CPU-bound processes that run beside every run of the part (a job
+    /// sharing its cores with other work).
+    busy: usize,
 }
 
 fn main() {
@@ -157,11 +160,13 @@ fn main() {
                     "# round {round}/{rounds}{of}: {} on {ranks} ranks, {}",
                     part.name, c.name
                 );
+                let competing = common::Busy::start(part.busy);
                 let rows = if part.name == "heat3d" {
                     heat3d_json(c)
                 } else {
                     json_lines(c, 600)
                 };
+                drop(competing);
                 match rows {
                     Ok(rows) => {
                         for v in &rows {
@@ -187,6 +192,7 @@ fn main() {
     print_tables(&table, rounds);
     print_protocol_overhead(&samples);
     print_nocheckpoint(&samples);
+    print_speed(&table);
     let mut pattern_rows =
         if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
             patterns()

@@ -70,14 +70,10 @@ fn which(prog: &str) -> Option<PathBuf> {
 /// The reference MPIs this benchmark knows.
 pub const FLAVOURS: [&str; 2] = ["openmpi", "mpich"];
 
-/// Compile `benches/c/<source>` with `mpicc.<flavour>` and return the
-/// command prefix that runs it on `ranks` ranks (binding to cores unless
-/// oversubscribed), or why it cannot.
-pub fn reference(flavour: &str, source: &str, ranks: usize) -> Result<Config, String> {
+/// Compile `benches/c/<source>` with `mpicc.<flavour>`; the program.
+pub fn build_c(flavour: &str, source: &str) -> Result<PathBuf, String> {
     let mpicc = which(&format!("mpicc.{flavour}"))
         .ok_or_else(|| format!("mpicc.{flavour} not installed"))?;
-    let mpirun = which(&format!("mpirun.{flavour}"))
-        .ok_or_else(|| format!("mpirun.{flavour} not installed"))?;
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("benches/c")
         .join(source);
@@ -97,6 +93,16 @@ pub fn reference(flavour: &str, source: &str, ranks: usize) -> Result<Config, St
             src.display()
         ));
     }
+    Ok(exe)
+}
+
+/// Compile `benches/c/<source>` with `mpicc.<flavour>` and return the
+/// command prefix that runs it on `ranks` ranks (binding to cores unless
+/// oversubscribed), or why it cannot.
+pub fn reference(flavour: &str, source: &str, ranks: usize) -> Result<Config, String> {
+    let mpirun = which(&format!("mpirun.{flavour}"))
+        .ok_or_else(|| format!("mpirun.{flavour} not installed"))?;
+    let exe = build_c(flavour, source)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if flavour == "mpich" && ranks > cores {
         return Err(format!(
@@ -152,6 +158,36 @@ pub fn json_lines(c: &Config, timeout_s: u64) -> Result<Vec<Value>, String> {
         return Err(format!("{} printed no results", c.name));
     }
     Ok(rows)
+}
+
+/// CPU-bound processes competing with a benchmark for the cores, stopped
+/// when dropped.
+pub struct Busy(Vec<std::process::Child>);
+
+impl Busy {
+    /// Start `n` busy loops (`sh -c 'while :; do :; done'`).
+    pub fn start(n: usize) -> Busy {
+        Busy(
+            (0..n)
+                .filter_map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .map_err(|e| eprintln!("# cannot start a busy loop: {e}"))
+                        .ok()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Median of the samples (NaN if none).

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::Part;
-use super::common::{Config, FLAVOURS, example, reference, vpml_run_with};
+use super::common::{Config, FLAVOURS, build_c, example, reference, vpml_run_with};
 
 fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
     let b = v["bytes"].as_u64().unwrap_or(0);
@@ -30,7 +30,7 @@ fn parse_collective(v: &Value) -> Vec<(String, u64, f64)> {
     }
 }
 
-fn parse_logging_cost(v: &Value) -> Vec<(String, u64, f64)> {
+fn parse_mpi_bench(v: &Value) -> Vec<(String, u64, f64)> {
     match (v["test"].as_str(), v["bytes"].as_u64(), v["value"].as_f64()) {
         (Some(t), Some(b), Some(x)) => vec![(t.to_string(), b, x)],
         _ => Vec::new(),
@@ -61,6 +61,7 @@ const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) ->
         steady: &["--checkpoint-every-mib", "16"],
         repeats: 4,
         nogc: false,
+        busy: 0,
     }
 }
 
@@ -68,7 +69,108 @@ const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) ->
 /// checkpoints (see [`nocheckpoint_configs`]).
 pub(crate) const NOCHECKPOINT: &str = "nocheckpoint";
 
-pub(crate) const PARTS: [Part; 8] = [
+/// Every test of `benches/c/mpi_bench.c` (issue 23's set).
+const ALL_TESTS: &str = "latency,bw,msgrate,bibw,mrate,barrier,bcast,reduce,allreduce,gather,\
+gatherv,scatter,scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,\
+reduce_scatter_block,scan";
+/// Its multi-rank tests: the multi-pair message rate and the collectives.
+const MULTI_RANK_TESTS: &str = "mrate,barrier,bcast,reduce,allreduce,gather,gatherv,scatter,\
+scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,reduce_scatter_block,scan";
+
+/// A part of the head-to-head with the reference MPIs: one MPICH-built
+/// binary of `benches/c/mpi_bench.c` on vpml's MPI library (`vpml`) and
+/// natively (see [`speed_configs`]).
+const fn speed(
+    name: &'static str,
+    ranks: &'static [usize],
+    args: &'static [&'static str],
+    tcp: bool,
+    busy: usize,
+) -> Part {
+    Part {
+        name,
+        example: "",
+        c_source: Some("mpi_bench.c"),
+        ranks,
+        args,
+        parse: parse_mpi_bench,
+        tcp,
+        steady: &[],
+        repeats: 1,
+        nogc: false,
+        busy,
+    }
+}
+
+/// Prefix of the names of the head-to-head parts.
+pub(crate) const SPEED: &str = "speed";
+
+pub(crate) const PARTS: [Part; 12] = [
+    // vpml against Open MPI and MPICH through the C library (issue 23):
+    // every size from 0 B to 4 MiB, shared memory, 2 ranks ...
+    speed(
+        "speed",
+        &[2],
+        &[
+            "--json",
+            "--min",
+            "0",
+            "--budget-ms",
+            "20",
+            "--tests",
+            ALL_TESTS,
+        ],
+        false,
+        0,
+    ),
+    // ... the multi-rank tests on 4 and 8 ranks (8 oversubscribes 2 cores) ...
+    speed(
+        "speed-ranks",
+        &[4, 8],
+        &[
+            "--json",
+            "--min",
+            "0",
+            "--budget-ms",
+            "20",
+            "--tests",
+            MULTI_RANK_TESTS,
+        ],
+        false,
+        0,
+    ),
+    // ... point to point over TCP (against Open MPI's tcp BTL) ...
+    speed(
+        "speed-tcp",
+        &[2],
+        &[
+            "--json",
+            "--min",
+            "0",
+            "--budget-ms",
+            "20",
+            "--tests",
+            "latency,bw,msgrate,bibw",
+        ],
+        true,
+        0,
+    ),
+    // ... and with two CPU-bound processes competing for the 2 cores.
+    speed(
+        "speed-busy",
+        &[2],
+        &[
+            "--json",
+            "--min",
+            "0",
+            "--budget-ms",
+            "20",
+            "--tests",
+            "latency,bw",
+        ],
+        false,
+        2,
+    ),
     Part {
         name: "pingpong-tcp",
         example: "pingpong",
@@ -80,6 +182,7 @@ pub(crate) const PARTS: [Part; 8] = [
         steady: &[],
         repeats: 1,
         nogc: false,
+        busy: 0,
     },
     Part {
         name: "pingpong",
@@ -92,6 +195,7 @@ pub(crate) const PARTS: [Part; 8] = [
         steady: &["--checkpoint-every-mib", "16"],
         repeats: 1,
         nogc: true,
+        busy: 0,
     },
     // Small-message latency, for its target.
     protocol_pingpong("latency", &["--json", "--max", "1024"]),
@@ -108,6 +212,7 @@ pub(crate) const PARTS: [Part; 8] = [
         steady: &[],
         repeats: 1,
         nogc: false,
+        busy: 0,
     },
     Part {
         name: "collectives",
@@ -120,6 +225,7 @@ pub(crate) const PARTS: [Part; 8] = [
         steady: &[],
         repeats: 1,
         nogc: false,
+        busy: 0,
     },
     // An unmodified MPI program that never checkpoints: the one binary,
     // built by MPICH's mpicc, on vpml's MPI library with and without the
@@ -127,14 +233,15 @@ pub(crate) const PARTS: [Part; 8] = [
     Part {
         name: NOCHECKPOINT,
         example: "",
-        c_source: Some("logging_cost.c"),
+        c_source: Some("mpi_bench.c"),
         ranks: &[2],
         args: &["--json"],
-        parse: parse_logging_cost,
+        parse: parse_mpi_bench,
         tcp: false,
         steady: &[],
         repeats: 1,
         nogc: false,
+        busy: 0,
     },
     Part {
         name: "heat3d",
@@ -150,6 +257,7 @@ pub(crate) const PARTS: [Part; 8] = [
         // enough to tell a 5 % overhead.
         repeats: 4,
         nogc: false,
+        busy: 0,
     },
 ];
 
@@ -185,46 +293,73 @@ pub(crate) const MPICH_ON_VPML: &str = "mpich-on-vpml";
 /// (`vpml-pessimist`; `vpml-pessimist-memlog` with its sender log in
 /// memory), then natively under MPICH and Open MPI.
 fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
-    let src = part.c_source.unwrap_or_default();
-    let mpich = reference("mpich", src, ranks)
-        .map_err(|why| format!("needs MPICH's mpicc to build the program vpml runs: {why}"))?;
-    let exe_at = mpich
-        .cmd
-        .iter()
-        .position(|a| a == "--name")
-        .filter(|&at| at > 0)
-        .ok_or("no program in MPICH's command")?;
-    let exe = std::path::PathBuf::from(&mpich.cmd[exe_at - 1]);
-    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
-    let on_vpml = |name: &str, options: &[&str]| {
-        let mut cmd = vpml_run_with(ranks, options, &exe);
-        cmd.extend(["--name".to_string(), name.into()]);
-        cmd.extend(args.iter().cloned());
-        Config {
-            name: name.into(),
-            cmd,
-            envs: vec![],
-        }
+    c_program_configs(
+        part,
+        ranks,
+        &[
+            ("vpml", &[]),
+            ("vpml-pessimist", &["--protocol", "pessimist"]),
+            // The sender log in anonymous memory (huge pages where the
+            // kernel gives them) rather than in files of the log directory.
+            (
+                "vpml-pessimist-memlog",
+                &["--protocol", "pessimist", "--sender-log", "memory"],
+            ),
+        ],
+    )
+}
+
+/// The configurations of the [`SPEED`] parts: the MPICH-built program on
+/// vpml's library (over TCP for `speed-tcp`), then natively under Open MPI
+/// (its tcp BTL for `speed-tcp`) and MPICH (shared memory only).
+fn speed_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
+    let transport: &[&str] = if part.tcp {
+        &["--transport", "tcp"]
+    } else {
+        &[]
     };
-    let mut out = vec![
-        on_vpml("vpml", &[]),
-        on_vpml("vpml-pessimist", &["--protocol", "pessimist"]),
-        // The sender log in anonymous memory (huge pages where the kernel
-        // gives them) rather than in files of the log directory.
-        on_vpml(
-            "vpml-pessimist-memlog",
-            &["--protocol", "pessimist", "--sender-log", "memory"],
-        ),
-    ];
-    // MPICH's build is made once: it is also the program vpml runs.
-    let mut mpich = Some(mpich);
+    c_program_configs(part, ranks, &[("vpml", transport)])
+}
+
+/// The MPICH build of `part`'s C program on vpml's MPI library, once per
+/// (name, `vpml run` options) of `variants`, then the same source under
+/// each reference MPI installed.
+fn c_program_configs(
+    part: &Part,
+    ranks: usize,
+    variants: &[(&str, &[&str])],
+) -> Result<Vec<Config>, String> {
+    let src = part.c_source.unwrap_or_default();
+    let exe = build_c("mpich", src)
+        .map_err(|why| format!("needs MPICH's mpicc to build the program vpml runs: {why}"))?;
+    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let mut out: Vec<Config> = variants
+        .iter()
+        .map(|(name, options)| {
+            let mut cmd = vpml_run_with(ranks, options, &exe);
+            cmd.extend(["--name".to_string(), name.to_string()]);
+            cmd.extend(args.iter().cloned());
+            Config {
+                name: name.to_string(),
+                cmd,
+                envs: vec![],
+            }
+        })
+        .collect();
     for f in FLAVOURS {
-        let made = match mpich.take_if(|_| f == "mpich") {
-            Some(c) => Ok(c),
-            None => reference(f, src, ranks),
-        };
-        match made {
+        if part.tcp && f != "openmpi" {
+            println!(
+                "# {}: skipping {f}: only Open MPI's tcp BTL is compared",
+                part.name
+            );
+            continue;
+        }
+        match reference(f, src, ranks) {
             Ok(mut c) => {
+                if part.tcp {
+                    c.cmd
+                        .splice(1..1, ["--mca".to_string(), "btl".into(), "tcp,self".into()]);
+                }
                 c.cmd.extend(args.iter().cloned());
                 out.push(c);
             }
@@ -237,6 +372,9 @@ fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String
 pub(crate) fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     if part.name == NOCHECKPOINT {
         return nocheckpoint_configs(part, ranks);
+    }
+    if part.name.starts_with(SPEED) {
+        return speed_configs(part, ranks);
     }
     let program = example(part.example)?;
     let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();

@@ -174,5 +174,76 @@ pub fn all(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
         "Collectives (µs per call) and heat3d (s), bar length relative to vpml",
         "applications.svg",
     )?;
+    speed_ratios(table)?;
+    Ok(())
+}
+
+/// For every `speed` part and rank count, vpml's slowdown against Open
+/// MPI by message size (see `report::slowdown`): one line per test, and
+/// the line y = 1 (below it vpml is faster). 0 B is drawn at 0.5 B.
+fn speed_ratios(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
+    type Lines = std::collections::BTreeMap<String, Vec<(f64, f64)>>;
+    let mut plots: std::collections::BTreeMap<(String, usize), Lines> = Default::default();
+    for ((part, ranks, metric, x), by) in table {
+        if !part.starts_with(super::parts::SPEED) {
+            continue;
+        }
+        if let (Some(&v), Some(&o)) = (by.get("vpml"), by.get("openmpi")) {
+            let r = super::report::slowdown(metric, v, o);
+            if r.is_finite() && r > 0.0 {
+                let at = if *x == 0 { 0.5 } else { *x as f64 };
+                plots
+                    .entry((part.clone(), *ranks))
+                    .or_default()
+                    .entry(metric.clone())
+                    .or_default()
+                    .push((at, r));
+            }
+        }
+    }
+    for ((part, ranks), lines) in plots {
+        let path = out(&format!("{part}-{ranks}.svg"));
+        let all: Vec<f64> = lines.values().flatten().map(|p| p.1).collect();
+        let ymin = all.iter().copied().fold(1.0, f64::min) * 0.7;
+        let ymax = all.iter().copied().fold(1.0, f64::max) * 1.4;
+        let root = SVGBackend::new(&path, (1000, 620)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{part}, {ranks} ranks: vpml / Open MPI (time; rates inverted) — below 1, vpml is faster"),
+                ("sans-serif", 20),
+            )
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0.4f64..8e6).log_scale(), (ymin..ymax).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("bytes per message or per rank (0 B at 0.5)")
+            .y_desc("vpml / Open MPI")
+            .draw()?;
+        chart.draw_series(LineSeries::new(
+            vec![(0.4, 1.0), (8e6, 1.0)],
+            BLACK.stroke_width(1),
+        ))?;
+        let n = lines.len().max(1) as f64;
+        for (i, (metric, pts)) in lines.into_iter().enumerate() {
+            let colour = HSLColor(i as f64 / n, 0.75, 0.42);
+            chart
+                .draw_series(LineSeries::new(pts, colour.stroke_width(2)))?
+                .label(metric)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.85))
+            .draw()?;
+        root.present()?;
+        println!("# plot {}", path.display());
+    }
     Ok(())
 }

@@ -295,3 +295,88 @@ fn print_nocheckpoint_of(samples: &[Sample], config: &str) {
     }
     println!("# {part}, {config}: {met} target(s) met, {missed} missed");
 }
+
+/// The rate metrics of `benches/c/mpi_bench.c` (larger is better); the
+/// others are times.
+fn is_rate(metric: &str) -> bool {
+    matches!(metric, "bw" | "bibw" | "msgrate" | "mrate")
+}
+
+/// vpml's time over the reference's for one row (for a rate, the
+/// reference's rate over vpml's): at most 1 where vpml is as fast or
+/// faster.
+pub(crate) fn slowdown(metric: &str, vpml: f64, reference: f64) -> f64 {
+    if is_rate(metric) {
+        reference / vpml
+    } else {
+        vpml / reference
+    }
+}
+
+/// Issue 23's head-to-head: for every `speed` part, rank count and test,
+/// vpml's slowdown against Open MPI at each size (see [`slowdown`]), and
+/// how many rows meet the target (≤ 1).
+pub(crate) fn print_speed(table: &Table) {
+    let mut last: Option<(String, usize, String)> = None;
+    let (mut met, mut missed) = (0, 0);
+    let mut line = String::new();
+    for ((part, ranks, metric, x), by) in table {
+        if !part.starts_with(super::parts::SPEED) {
+            continue;
+        }
+        let key = (part.clone(), *ranks, metric.clone());
+        if last.as_ref() != Some(&key) {
+            if !line.is_empty() {
+                println!("{line}");
+            }
+            if last
+                .as_ref()
+                .is_none_or(|(p, r, _)| p != part || r != ranks)
+            {
+                println!(
+                    "\n## {part} on {ranks} ranks — vpml / Open MPI by size (time ratio; rates inverted): ≤ 1 meets the target"
+                );
+            }
+            line = format!("{metric:>21}");
+            last = Some(key);
+        }
+        let (Some(&v), Some(&o)) = (by.get("vpml"), by.get("openmpi")) else {
+            continue;
+        };
+        let r = slowdown(metric, v, o);
+        if r.is_finite() {
+            if r <= 1.0 {
+                met += 1;
+            } else {
+                missed += 1;
+            }
+            let size = if *x >= 1 << 20 {
+                format!("{}M", x >> 20)
+            } else if *x >= 1024 {
+                format!("{}K", x >> 10)
+            } else {
+                x.to_string()
+            };
+            line.push_str(&format!(
+                " {size}:{r:.2}{}",
+                if r <= 1.0 { "" } else { "*" }
+            ));
+        }
+    }
+    if !line.is_empty() {
+        println!("{line}");
+    }
+    if met + missed > 0 {
+        println!(
+            "# speed: vpml at least as fast as Open MPI in {met} of {} rows (* marks the others)",
+            met + missed
+        );
+    }
+    let zero = table
+        .iter()
+        .find(|((p, r, m, x), _)| p == super::parts::SPEED && *r == 2 && m == "latency" && *x == 0)
+        .and_then(|(_, by)| by.get("vpml"));
+    if let Some(us) = zero {
+        println!("# speed: 0 B one-way latency through the C library: {us:.3} µs (target ≤ 0.15)");
+    }
+}

@@ -204,7 +204,7 @@ fn run_reduction(
             let from = if inplace { recv as *const c_void } else { send };
             // SAFETY: the caller's buffer holds `count` elements of `dt`.
             input = Some(checked(unsafe { Message::new(from, count, dt, true) })?);
-        } else if matches!(kind, Reduction::ScatterBlock) {
+        } else if matches!(kind, Reduction::Scatter { .. }) {
             // SAFETY: in place, `recv` holds the `count` input elements.
             let mut m = checked(unsafe { Message::new(recv, count, dt, true) })?;
             copied = Some(m.bytes().to_vec());
@@ -269,7 +269,25 @@ export! {
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
         // In place, the input is the whole of `recv` (n blocks).
         let n = match comm("MPI_Reduce_scatter_block", h) { Ok(c) => c.size() as c_int, Err(code) => return code };
-        run_reduction("MPI_Reduce_scatter_block", |_| Ok(Reduction::ScatterBlock), send, recv, count.saturating_mul(n), count, dt, op, h)
+        run_reduction("MPI_Reduce_scatter_block", |c| Ok(Reduction::Scatter { start: c.rank() * usize::try_from(count).unwrap_or(0) }), send, recv, count.saturating_mul(n), count, dt, op, h)
+    }
+
+    fn MPI_Reduce_scatter / PMPI_Reduce_scatter(send: *const c_void, recv: *mut c_void, counts: *const c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
+        let c = match comm("MPI_Reduce_scatter", h) { Ok(c) => c, Err(code) => return code };
+        if counts.is_null() {
+            return error(h, "MPI_Reduce_scatter", MPI_ERR_ARG, "null count array");
+        }
+        // SAFETY: one count per rank (the C caller's contract).
+        let counts = unsafe { std::slice::from_raw_parts(counts, c.size()) };
+        if counts.iter().any(|&n| n < 0) {
+            return error(h, "MPI_Reduce_scatter", MPI_ERR_COUNT, "negative count");
+        }
+        let start: usize = counts[..c.rank()].iter().map(|&n| n as usize).sum();
+        let total = counts.iter().map(|&n| i64::from(n)).sum::<i64>();
+        let Ok(total) = c_int::try_from(total) else {
+            return error(h, "MPI_Reduce_scatter", MPI_ERR_COUNT, "counts too large");
+        };
+        run_reduction("MPI_Reduce_scatter", |_| Ok(Reduction::Scatter { start }), send, recv, total, counts[c.rank()], dt, op, h)
     }
 
     fn MPI_Gather / PMPI_Gather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {

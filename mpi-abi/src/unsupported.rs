@@ -295,7 +295,6 @@ unsupported! {
     MPI_Reduce_init_c / PMPI_Reduce_init_c,
     MPI_Reduce_local / PMPI_Reduce_local,
     MPI_Reduce_local_c / PMPI_Reduce_local_c,
-    MPI_Reduce_scatter / PMPI_Reduce_scatter,
     MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c,
     MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
     MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c,

@@ -80,12 +80,16 @@ pub(crate) enum Reduction {
     To(usize),
     Scan,
     Exscan,
-    ScatterBlock,
+    /// Reduce-scatter: this rank keeps the result's elements from `start`
+    /// on (as many as its result buffer holds).
+    Scatter {
+        start: usize,
+    },
 }
 
 /// Run reduction `kind` over `count` elements of `dt`, packed in `send`
 /// (`None`: in place, the input is in `recv`); `recv` (packed too) gets
-/// the result (for `ScatterBlock`, this rank's block of it).
+/// the result (for `Scatter`, this rank's part of it).
 pub(crate) fn reduce(
     comm: &vpml::Comm,
     kind: Reduction,
@@ -231,10 +235,11 @@ fn user_reduce(
         Reduction::To(root) => (r == root).then(|| fold(0..n)),
         Reduction::Scan => Some(fold(0..r + 1)),
         Reduction::Exscan => (r > 0).then(|| fold(0..r)),
-        Reduction::ScatterBlock => {
+        Reduction::Scatter { start } => {
             let whole = fold(0..n);
-            let b = recv.len();
-            Some(whole[r * b..(r + 1) * b].to_vec())
+            let at = (start * send.len() / count.max(1)).min(whole.len());
+            let end = (at + recv.len()).min(whole.len());
+            Some(whole[at..end].to_vec())
         }
     };
     if let Some(v) = result {
@@ -318,12 +323,15 @@ fn run_on<T: Element, O: vpml::Op<T>>(
         }
         Reduction::Scan => comm.scan(&input, out, op)?,
         Reduction::Exscan => comm.exscan(&input, out, op)?,
-        Reduction::ScatterBlock => {
+        Reduction::Scatter { start } => {
             let mut all = input.into_owned();
             comm.allreduce_in_place(&mut all, op)?;
-            let n = out.len();
-            let r = comm.rank();
-            out.copy_from_slice(&all[r * n..(r + 1) * n]);
+            let mine = all
+                .get(start..start + out.len())
+                .ok_or(vpml::Error::Collective(
+                    "reduce-scatter counts exceed the contribution".into(),
+                ))?;
+            out.copy_from_slice(mine);
         }
     }
     Ok(())

@@ -1,0 +1,292 @@
+/* OSU-style measurements of an unmodified MPI program, to run the same
+ * binary side by side on several MPIs (the bench suite's `speed` parts:
+ * vpml against Open MPI and MPICH) and with and without a logging protocol
+ * (its `nocheckpoint` part). Build: mpicc -O2 mpi_bench.c. Sizes: 0 B
+ * (with --min 0), 1 B, 4 B, 16 B, ... up to --max (powers of 4).
+ *
+ *   latency   half the mean round trip of blocking send/recv, ranks 0-1 (us)
+ *   bw        a window of 64 nonblocking sends 0 -> 1, then an empty ack (MB/s)
+ *   msgrate   the bw window, counted in messages per second
+ *   bibw      both ranks send a window at once (MB/s, both directions)
+ *   mrate     every rank in a pair (r, r + n/2) runs the bw window: the
+ *             messages per second of all pairs together (OSU's mbw_mr)
+ *   barrier bcast reduce allreduce gather gatherv scatter scatterv
+ *   allgather allgatherv alltoall alltoallv reduce_scatter
+ *   reduce_scatter_block scan
+ *             mean time of one collective, slowest rank (us); `bytes` is
+ *             each rank's contribution (reductions: from 8 B on, doubles;
+ *             barrier: once, at 0 B)
+ *
+ * How many repetitions: by default each test moves a bounded volume per
+ * size (so that a sender log that only grows stays within memory); with
+ * --budget-ms MS each test and size runs for about MS milliseconds instead
+ * (the count is calibrated on a few timed calls and agreed by all ranks),
+ * which keeps slow configurations (oversubscribed, competing processes)
+ * short.
+ *
+ * Output: one line per test and size, or JSON with --json:
+ *   {"impl":"mpi","ranks":2,"test":"bw","bytes":1024,"value":123.4}
+ * Options: --tests a,b,... (default: latency,bw,msgrate,bibw,allreduce,
+ * bcast,allgather,allgatherv,alltoall,alltoallv), --min BYTES (default 1),
+ * --max BYTES (default 4 MiB), --budget-ms MS, --name NAME, --json. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW 64
+/* Payload bytes each test moves per size (each direction for bibw). */
+#define VOLUME (96L << 20)
+
+static int rank, nranks, json;
+static double budget_ms;
+static const char *name = "mpi";
+static const char *tests = "latency,bw,msgrate,bibw,allreduce,bcast,allgather,allgatherv,alltoall,alltoallv";
+
+/* A buffer, or the job ends saying why. */
+static void *need(void *p) {
+    if (!p) {
+        fprintf(stderr, "mpi_bench: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+static long clamp(long n, long lo, long hi) { return n < lo ? lo : (n > hi ? hi : n); }
+
+/* Is `test` in the comma-separated list of tests to run? */
+static int wanted(const char *test) {
+    size_t n = strlen(test);
+    for (const char *p = tests; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, test, n)) return 1;
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
+static void report(const char *test, long bytes, double value) {
+    if (rank != 0) return;
+    if (json)
+        printf("{\"impl\":\"%s\",\"ranks\":%d,\"test\":\"%s\",\"bytes\":%ld,\"value\":%.4f}\n",
+               name, nranks, test, bytes, value);
+    else
+        printf("%-20s %9ld %14.4f\n", test, bytes, value);
+    fflush(stdout);
+}
+
+/* Repetitions: `by_volume` without a budget; with one, as many as fit in
+ * it given that one takes `secs` (the slowest rank's first timed ones),
+ * the same on every rank of `comm`. */
+static long repetitions(long by_volume, double secs, MPI_Comm comm) {
+    if (budget_ms <= 0) return by_volume;
+    double worst;
+    MPI_Allreduce(&secs, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return clamp((long)(budget_ms / 1e3 / (worst > 1e-9 ? worst : 1e-9)), 3, by_volume);
+}
+
+/* One window of `s`-byte messages from `from` to `to` (both call it),
+ * then an empty acknowledgement. */
+static void window_once(char **window, long s, int me, int from, int to, MPI_Comm comm) {
+    MPI_Request reqs[WINDOW];
+    for (int w = 0; w < WINDOW; w++) {
+        if (me == from) MPI_Isend(window[w], s, MPI_BYTE, to, 2, comm, &reqs[w]);
+        else MPI_Irecv(window[w], s, MPI_BYTE, from, 2, comm, &reqs[w]);
+    }
+    MPI_Waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+    if (me == from) MPI_Recv(NULL, 0, MPI_BYTE, to, 3, comm, MPI_STATUS_IGNORE);
+    else MPI_Send(NULL, 0, MPI_BYTE, from, 3, comm);
+}
+
+/* Ranks 0 and 1 only (the others wait at the next barrier): latency, bw,
+ * msgrate, bibw. */
+static void point_to_point(char *buf, char **window, long s, MPI_Comm pair) {
+    MPI_Request reqs[2 * WINDOW];
+    int peer = 1 - rank;
+    double t0;
+    if (wanted("latency")) {
+        long iters = clamp(VOLUME / 8 / (s ? s : 1), 20, 20000), warm = iters / 10 + 1;
+        for (int phase = 0; phase < 2; phase++) {
+            /* Phase 0 calibrates the count (with a budget) and warms up. */
+            long n = phase ? iters : warm;
+            t0 = MPI_Wtime();
+            for (long i = 0; i < n; i++) {
+                if (rank == 0) {
+                    MPI_Send(buf, s, MPI_BYTE, peer, 1, pair);
+                    MPI_Recv(buf, s, MPI_BYTE, peer, 1, pair, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(buf, s, MPI_BYTE, peer, 1, pair, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, s, MPI_BYTE, peer, 1, pair);
+                }
+            }
+            if (!phase) iters = repetitions(iters, (MPI_Wtime() - t0) / n, pair);
+        }
+        report("latency", s, (MPI_Wtime() - t0) * 1e6 / (2.0 * iters));
+    }
+    long reps = clamp(VOLUME / (WINDOW * (s ? s : 1)), 1, 2000);
+    if (wanted("bw") || wanted("msgrate")) {
+        t0 = MPI_Wtime();
+        window_once(window, s, rank, 0, 1, pair);
+        long n = repetitions(reps, MPI_Wtime() - t0, pair);
+        t0 = MPI_Wtime();
+        for (long r = 0; r < n; r++) window_once(window, s, rank, 0, 1, pair);
+        double secs = MPI_Wtime() - t0;
+        if (wanted("bw") && s) report("bw", s, (double)s * WINDOW * n / secs / 1e6);
+        if (wanted("msgrate")) report("msgrate", s, (double)WINDOW * n / secs);
+    }
+    if (wanted("bibw") && s) {
+        long n = reps;
+        for (int phase = 0; phase < 2; phase++) {
+            long k = phase ? n : 1;
+            t0 = MPI_Wtime();
+            for (long r = 0; r < k; r++) {
+                /* Both directions: receive into the second half of the slots. */
+                for (int w = 0; w < WINDOW; w++) {
+                    MPI_Irecv(window[WINDOW + w], s, MPI_BYTE, peer, 4, pair, &reqs[w]);
+                    MPI_Isend(window[w], s, MPI_BYTE, peer, 4, pair, &reqs[WINDOW + w]);
+                }
+                MPI_Waitall(2 * WINDOW, reqs, MPI_STATUSES_IGNORE);
+            }
+            if (!phase) n = repetitions(reps, MPI_Wtime() - t0, pair);
+        }
+        report("bibw", s, 2.0 * s * WINDOW * n / (MPI_Wtime() - t0) / 1e6);
+    }
+}
+
+/* Every rank in a pair (r, r + n/2), all pairs at once: messages per
+ * second over all pairs (an odd last rank sits out). */
+static void multi_pair(char **window, long s) {
+    int half = nranks / 2;
+    int in_pair = rank < 2 * half;
+    int from = rank < half ? rank : rank - half, to = from + half;
+    long reps = clamp(VOLUME / (WINDOW * (s ? s : 1) * (half ? half : 1)), 1, 2000);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (in_pair) window_once(window, s, rank, from, to, MPI_COMM_WORLD);
+    long n = repetitions(reps, MPI_Wtime() - t0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    if (in_pair)
+        for (long r = 0; r < n; r++) window_once(window, s, rank, from, to, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    report("mrate", s, (double)WINDOW * n * half / (MPI_Wtime() - t0));
+}
+
+static const char *COLLECTIVES[] = {
+    "barrier", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv",
+    "allgather", "allgatherv", "alltoall", "alltoallv", "reduce_scatter", "reduce_scatter_block",
+    "scan"};
+#define NCOLL ((int)(sizeof COLLECTIVES / sizeof *COLLECTIVES))
+
+/* One call of collective `t` with `s` bytes per rank; `i` varies the root. */
+static void collective(int t, long s, long i, char *send, char *recv, int *counts, int *displs) {
+    int dbl = (int)(s / 8), root = (int)(i % nranks);
+    switch (t) {
+    case 0: MPI_Barrier(MPI_COMM_WORLD); break;
+    case 1: MPI_Bcast(send, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
+    case 2: MPI_Reduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, root, MPI_COMM_WORLD); break;
+    case 3: MPI_Allreduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+    case 4: MPI_Gather(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
+    case 5: MPI_Gatherv(send, (int)s, MPI_BYTE, recv, counts, displs, MPI_BYTE, root, MPI_COMM_WORLD); break;
+    case 6: MPI_Scatter(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
+    case 7: MPI_Scatterv(send, counts, displs, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
+    case 8: MPI_Allgather(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, MPI_COMM_WORLD); break;
+    case 9: MPI_Allgatherv(send, (int)s, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD); break;
+    case 10: MPI_Alltoall(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, MPI_COMM_WORLD); break;
+    case 11: MPI_Alltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD); break;
+    case 12: {
+        /* Each rank keeps `s` bytes of the sum of everyone's n·s bytes. */
+        int per[64];
+        for (int r = 0; r < nranks && r < 64; r++) per[r] = dbl;
+        MPI_Reduce_scatter(send, recv, per, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    }
+    case 13: MPI_Reduce_scatter_block(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+    default: MPI_Scan(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+
+static void collectives(long s, long max) {
+    static char *send, *recv;
+    static int *counts, *displs;
+    if (!send) {
+        long cap = max * nranks;
+        send = need(malloc(cap ? cap : 1));
+        recv = need(malloc(cap ? cap : 1));
+        counts = need(malloc(nranks * sizeof(int)));
+        displs = need(malloc(nranks * sizeof(int)));
+        memset(send, 1, cap);
+        memset(recv, 0, cap);
+    }
+    for (int r = 0; r < nranks; r++) { counts[r] = (int)s; displs[r] = (int)(r * s); }
+    long by_volume = clamp(VOLUME / 16 / ((s ? s : 1) * nranks), 10, 5000);
+    for (int t = 0; t < NCOLL; t++) {
+        const char *test = COLLECTIVES[t];
+        if (!wanted(test)) continue;
+        /* The barrier moves nothing: once, at 0 B. Reductions move whole
+         * doubles: from 8 bytes on. reduce_scatter takes counts for at
+         * most 64 ranks. */
+        if (t == 0 ? s != 0 : s == 0) continue;
+        if ((t == 2 || t == 3 || t >= 12) && s < 8) continue;
+        if (t == 12 && nranks > 64) continue;
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        collective(t, s, 0, send, recv, counts, displs);
+        long iters = repetitions(by_volume, MPI_Wtime() - t0, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (long i = 0; i < iters; i++) collective(t, s, i + 1, send, recv, counts, displs);
+        double us = (MPI_Wtime() - t0) * 1e6 / iters, worst;
+        MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        report(test, s, worst);
+    }
+}
+
+int main(int argc, char **argv) {
+    long min = 1, max = 4L << 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--max") && i + 1 < argc) max = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc) min = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--budget-ms") && i + 1 < argc) budget_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--tests") && i + 1 < argc) tests = argv[++i];
+        else if (!strcmp(argv[i], "--name") && i + 1 < argc) name = argv[++i];
+        else {
+            fprintf(stderr, "mpi_bench: unknown option %s (--json, --tests LIST, --min BYTES, --max BYTES, --budget-ms MS, --name NAME)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (max < 1 || min < 0 || min > max) {
+        fprintf(stderr, "mpi_bench: --max wants a positive number of bytes, --min one from 0 to --max\n");
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (nranks < 2) { fprintf(stderr, "mpi_bench needs 2 ranks or more\n"); MPI_Abort(MPI_COMM_WORLD, 2); }
+    /* Ranks 0 and 1 on a communicator of their own, for the pair tests. */
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+    char *buf = need(malloc(max));
+    char *window[2 * WINDOW];
+    memset(buf, 0, max);
+    for (int w = 0; w < 2 * WINDOW; w++) { window[w] = need(malloc(max)); memset(window[w], 1, max); }
+    int p2p = wanted("latency") || wanted("bw") || wanted("msgrate") || wanted("bibw");
+    /* 0 B first when asked for, then powers of 4. */
+    for (long s = min; s <= max; s = s ? s * 4 : 1) {
+        if (p2p) {
+            if (rank < 2) point_to_point(buf, window, s, pair);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (wanted("mrate")) multi_pair(window, s);
+    }
+    for (long s = min; s <= max; s = s ? s * 4 : 1) {
+        collectives(s, max);
+    }
+    for (int w = 0; w < 2 * WINDOW; w++) free(window[w]);
+    free(buf);
+    if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+    MPI_Finalize();
+    return 0;
+}
