@@ -10,10 +10,43 @@ impl Comm {
     /// Every member gets every member's `send`, in rank order
     /// (`recv.len() == size · send.len()`).
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        let n = self.size();
-        let counts = vec![send.len(); n];
-        let displs: Vec<usize> = (0..n).map(|i| i * send.len()).collect();
-        self.allgatherv(send, recv, &counts, &displs)
+        let (r, n) = (self.rank(), self.size());
+        let b = send.len();
+        if recv.len() != n * b {
+            return Err(mismatch(format!(
+                "allgather result buffer holds {} elements, not {n} blocks of {b}",
+                recv.len()
+            )));
+        }
+        recv[r * b..(r + 1) * b].copy_from_slice(send);
+        // Equal blocks: the blocks of consecutive ranks are adjacent, so
+        // every step moves one contiguous run, in place (the same
+        // algorithms as `allgatherv`, without its block lists).
+        let bb = std::mem::size_of_val(send);
+        let buf = bytes_mut(recv);
+        if n.is_power_of_two() && n * bb <= LARGE {
+            let mut mask = 1;
+            while mask < n {
+                let partner = r ^ mask;
+                let (mine, theirs) = (r & !(mask - 1), partner & !(mask - 1));
+                let (o, i) = disjoint(
+                    buf,
+                    mine * bb..(mine + mask) * bb,
+                    theirs * bb..(theirs + mask) * bb,
+                )?;
+                self.c_sendrecv(partner, o, partner, i, tag::ALLGATHER)?;
+                mask <<= 1;
+            }
+        } else {
+            let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+            for k in 0..n - 1 {
+                let out = (r + n - k) % n;
+                let inp = (r + 2 * n - k - 1) % n;
+                let (o, i) = disjoint(buf, out * bb..(out + 1) * bb, inp * bb..(inp + 1) * bb)?;
+                self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
+            }
+        }
+        Ok(())
     }
 
     /// Like [`Comm::allgather`] with `counts[i]` elements of rank i placed at

@@ -1,7 +1,7 @@
 //! Alltoall(v): every exchange at once when small, pairwise exchange
 //! when large.
 
-use super::{LARGE, bytes, bytes_mut, carve, layout, mismatch, tag};
+use super::{LARGE, bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -19,9 +19,35 @@ impl Comm {
             )));
         }
         let b = send.len() / n;
-        let counts = vec![b; n];
-        let displs: Vec<usize> = (0..n).map(|i| i * b).collect();
-        self.alltoallv(send, &counts, &displs, recv, &counts, &displs)
+        let r = self.rank();
+        recv[r * b..(r + 1) * b].copy_from_slice(&send[r * b..(r + 1) * b]);
+        if n == 1 {
+            return Ok(());
+        }
+        // Equal blocks: the same algorithms as `alltoallv`, without its
+        // block lists.
+        let bb = b * std::mem::size_of::<T>();
+        let (out, inp) = (bytes(send), bytes_mut(recv));
+        if std::mem::size_of_val(send) <= LARGE {
+            let sends: Vec<(usize, &[u8])> = (0..n)
+                .filter(|&i| i != r)
+                .map(|i| (i, &out[i * bb..(i + 1) * bb]))
+                .collect();
+            let mut slots = equal_blocks(&mut inp[..n * bb], n, r);
+            return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
+        }
+        for k in 1..n {
+            let to = (r + k) % n;
+            let from = (r + n - k) % n;
+            self.c_sendrecv(
+                to,
+                &out[to * bb..(to + 1) * bb],
+                from,
+                &mut inp[from * bb..(from + 1) * bb],
+                tag::ALLTOALL,
+            )?;
+        }
+        Ok(())
     }
 
     /// Like [`Comm::alltoall`] with per-rank counts and element offsets for

@@ -1,6 +1,6 @@
 //! Gather(v) and scatter(v): direct to and from the root.
 
-use super::{bytes, bytes_mut, carve, layout, mismatch, tag};
+use super::{bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -9,10 +9,21 @@ impl Comm {
     /// Collect `send` of every member, in rank order, into `recv` of
     /// `root` (`recv.len() == size · send.len()` there; ignored elsewhere).
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let n = self.size();
-        let counts = vec![send.len(); n];
-        let displs: Vec<usize> = (0..n).map(|i| i * send.len()).collect();
-        self.gatherv(send, recv, &counts, &displs, root)
+        self.check_rank(root)?;
+        let (r, n) = (self.rank(), self.size());
+        if r != root {
+            return self.c_send(root, tag::GATHER, bytes(send));
+        }
+        let b = send.len();
+        if recv.len() != n * b {
+            return Err(mismatch(format!(
+                "gather root buffer holds {} elements, not {n} blocks of {b}",
+                recv.len()
+            )));
+        }
+        recv[r * b..(r + 1) * b].copy_from_slice(send);
+        let mut slots = equal_blocks(bytes_mut(recv), n, r);
+        self.c_exchange(tag::GATHER, &[], &mut slots)
     }
 
     /// Like [`Comm::gather`] with `counts[i]` elements from rank i placed at
@@ -46,10 +57,26 @@ impl Comm {
     /// Give block i of the root's `send` (`size · recv.len()` elements) to
     /// rank i's `recv`.
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let n = self.size();
-        let counts = vec![recv.len(); n];
-        let displs: Vec<usize> = (0..n).map(|i| i * recv.len()).collect();
-        self.scatterv(send, &counts, &displs, recv, root)
+        self.check_rank(root)?;
+        let (r, n) = (self.rank(), self.size());
+        if r != root {
+            return self.c_recv(root, tag::SCATTER, bytes_mut(recv));
+        }
+        let b = recv.len();
+        if send.len() != n * b {
+            return Err(mismatch(format!(
+                "scatter root buffer holds {} elements, not {n} blocks of {b}",
+                send.len()
+            )));
+        }
+        recv.copy_from_slice(&send[r * b..(r + 1) * b]);
+        let bb = std::mem::size_of_val(recv);
+        let data = bytes(send);
+        let sends: Vec<(usize, &[u8])> = (0..n)
+            .filter(|&i| i != r)
+            .map(|i| (i, &data[i * bb..(i + 1) * bb]))
+            .collect();
+        self.c_exchange(tag::SCATTER, &sends, &mut [])
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements at offset `displs[i]`

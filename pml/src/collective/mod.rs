@@ -14,15 +14,18 @@
 //! reduce-scatter/allgather allreduce for large vectors) uses that shape,
 //! so results are bitwise identical across runs, across algorithms and
 //! between `reduce` and `allreduce`, and user operations need only be
-//! associative.
+//! associative. Prefix reductions (`scan`, `exscan`) group as their
+//! algorithm does — a left fold along the chain up to 4 ranks, the
+//! recursive-doubling blocks beyond — which also depends only on the
+//! number of ranks.
 //!
 //! Algorithms by size: barrier — dissemination; bcast — binomial tree, or a
 //! pipelined chain of 128 KiB segments above 64 KiB; allreduce — recursive
 //! doubling, or reduce-scatter + allgather above 64 KiB; allgather(v) —
 //! recursive doubling for small power-of-two groups, ring otherwise;
 //! alltoall(v) — all at once when small, pairwise exchange when large;
-//! gather(v)/scatter(v) — direct to/from the root; scan/exscan — recursive
-//! doubling.
+//! gather(v)/scatter(v) — direct to/from the root; scan/exscan — a chain
+//! up to 4 ranks, recursive doubling beyond.
 //!
 //! One module per algorithm family (`barrier`, `bcast`, `reduce` with
 //! allreduce, `scan`, `gather` with scatter, `allgather`, `alltoall`), on
@@ -159,4 +162,20 @@ fn carve<'a>(
         consumed = e;
     }
     Ok(slots)
+}
+
+/// `buf` cut into `n` equal blocks, as receive slots of every rank but
+/// `skip`.
+fn equal_blocks(buf: &mut [u8], n: usize, skip: usize) -> Vec<(usize, &mut [u8])> {
+    let bb = buf.len() / n.max(1);
+    if bb == 0 {
+        return (0..n)
+            .filter(|&i| i != skip)
+            .map(|i| (i, &mut [][..]))
+            .collect();
+    }
+    buf.chunks_exact_mut(bb)
+        .enumerate()
+        .filter(|&(i, _)| i != skip)
+        .collect()
 }

@@ -8,6 +8,9 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::op::{Op, fold_left, fold_right};
 
+/// Up to this many ranks, prefix reductions run along a chain.
+const CHAIN_MAX: usize = 4;
+
 impl Comm {
     /// Inclusive prefix reduction: rank r gets `x0 ⊕ … ⊕ xr`.
     pub fn scan<T: Pod, O: Op<T>>(&self, send: &[T], recv: &mut [T], op: &O) -> Result<()> {
@@ -35,11 +38,53 @@ impl Comm {
             )));
         }
         let len = send.len();
+        if self.size() <= CHAIN_MAX {
+            return self.prefix_chain(send, recv, op, inclusive);
+        }
         with_scratch(len, |partial: &mut [T]| {
             partial.copy_from_slice(send);
             with_scratch(len, |tmp| {
                 self.prefix_with(partial, tmp, recv, op, inclusive)
             })
+        })
+    }
+
+    /// A few ranks: along the chain 0 → 1 → … (rank r folds what r − 1
+    /// sends with its own contribution and passes it on). Each rank waits
+    /// only for its left neighbour and never for its right one, so
+    /// consecutive scans overlap; recursive doubling makes every rank wait
+    /// for a partner at every step.
+    fn prefix_chain<T: Pod, O: Op<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: &O,
+        inclusive: bool,
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        if r == 0 {
+            if inclusive {
+                recv.copy_from_slice(send);
+            }
+            if n > 1 {
+                self.c_send(1, tag::SCAN, bytes(send))?;
+            }
+            return Ok(());
+        }
+        with_scratch(send.len(), |left: &mut [T]| {
+            // x0 ⊕ … ⊕ x(r−1), then ⊕ xr.
+            self.c_recv(r - 1, tag::SCAN, bytes_mut(left))?;
+            if !inclusive {
+                recv.copy_from_slice(left);
+            }
+            fold_right(op, left, send);
+            if inclusive {
+                recv.copy_from_slice(left);
+            }
+            if r + 1 < n {
+                self.c_send(r + 1, tag::SCAN, bytes(left))?;
+            }
+            Ok(())
         })
     }
 

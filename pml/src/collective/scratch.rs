@@ -16,6 +16,9 @@ const KEPT: usize = 4;
 /// A buffer larger than this many bytes is freed after use, not kept.
 const KEEP_MAX: usize = 256 << 20;
 
+/// Buffers of up to this many words live on the stack.
+const SMALL: usize = 16;
+
 /// The unit of a kept buffer: its alignment (16) is enough for every
 /// element type the collectives move.
 type Word = u128;
@@ -35,6 +38,15 @@ pub(super) fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R)
         return f(&mut vec![T::zeroed(); len]);
     };
     let words = bytes.div_ceil(std::mem::size_of::<Word>());
+    if words <= SMALL {
+        // Small vectors (most reductions of a few values): on the stack.
+        let mut small = [0 as Word; SMALL];
+        let raw: &mut [u8] = bytemuck::cast_slice_mut(&mut small[..words]);
+        return match bytemuck::try_cast_slice_mut::<u8, T>(&mut raw[..bytes]) {
+            Ok(elems) => f(elems),
+            Err(_) => f(&mut vec![T::zeroed(); len]),
+        };
+    }
     // The smallest kept buffer that is large enough, else the largest
     // (grown): a nested call gets another one, or a fresh one.
     let mut buf = POOL.with(|p| {
@@ -78,6 +90,7 @@ mod tests {
 
     #[test]
     fn buffers_are_reused_and_sized() {
+        // Small buffers are on the stack, larger ones kept.
         let first = with_scratch::<f64, _>(1000, |b| {
             assert_eq!(b.len(), 1000);
             b.fill(1.5);
