@@ -42,7 +42,7 @@ impl Group {
     pub(crate) fn localize(&self, mut st: Status) -> Status {
         let local = |w: usize| self.rank_of_world.get(w).copied().unwrap_or(usize::MAX);
         st.source = local(st.source);
-        if let Some(Error::Truncated { source_rank, .. }) = st.error.as_mut() {
+        if let Some(Error::Truncated { source_rank, .. }) = st.error.as_deref_mut() {
             *source_rank = local(*source_rank);
         }
         st

@@ -9,7 +9,9 @@ pub struct Status {
     pub(crate) source: usize,
     pub(crate) tag: i32,
     pub(crate) len: usize,
-    pub(crate) error: Option<Error>,
+    /// Boxed: a status is moved around on every completion, an error is
+    /// rare.
+    pub(crate) error: Option<Box<Error>>,
     pub(crate) cancelled: bool,
     pub(crate) seq: u64,
 }
@@ -57,7 +59,7 @@ impl Status {
     }
     /// The error of this operation, if it failed (e.g. truncation).
     pub fn error(&self) -> Option<&Error> {
-        self.error.as_ref()
+        self.error.as_deref()
     }
     /// True if the operation was cancelled.
     pub fn is_cancelled(&self) -> bool {
@@ -72,7 +74,7 @@ impl Status {
     /// `Ok(self)` if the operation succeeded, otherwise its error.
     pub fn into_result(mut self) -> Result<Status, Error> {
         match self.error.take() {
-            Some(e) => Err(e),
+            Some(e) => Err(*e),
             None => Ok(self),
         }
     }

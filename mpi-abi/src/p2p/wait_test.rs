@@ -35,14 +35,16 @@ export! {
             Ok((done, c)) => {
                 let done = done.unwrap_or_default();
                 let err = first_error(&done);
-                let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
-                for (i, s) in done {
-                    let pn = s.is_none();
-                    out[i] = (s, pn);
-                }
-                for (i, (s, pn)) in out.iter().enumerate() {
-                    // SAFETY: `statuses` holds `count` statuses or is ignored.
-                    unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
+                if !ignored(statuses) {
+                    let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
+                    for (i, s) in done {
+                        let pn = s.is_none();
+                        out[i] = (s, pn);
+                    }
+                    for (i, (s, pn)) in out.iter().enumerate() {
+                        // SAFETY: `statuses` holds `count` statuses.
+                        unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
+                    }
                 }
                 raise("MPI_Waitall", c, err, true)
             }

@@ -34,6 +34,19 @@ impl Fold {
             Some(r - self.rem)
         }
     }
+    /// The rank a leaf of the reduction tree (a rank that receives from
+    /// nobody) sends its contribution to; `None` for the other ranks.
+    fn leaf_parent(&self, r: usize) -> Option<usize> {
+        if r < 2 * self.rem {
+            // Folded pairs: the even rank only sends.
+            return (r % 2 == 0).then_some(r + 1);
+        }
+        let p = self.participant(r)?;
+        // A participant receives from p + 1, p + 2, … up to its lowest set
+        // bit: with bit 0 set, from nobody.
+        (p & 1 == 1).then(|| self.rank(p - 1))
+    }
+
     /// Rank of participant `p`.
     fn rank(&self, p: usize) -> usize {
         if p < self.rem {
@@ -64,6 +77,23 @@ impl Comm {
             )));
         }
         let len = send.len();
+        let fold = Fold::new(self.size());
+        if std::mem::size_of_val(send) > LARGE && len >= fold.p2 {
+            // Large vectors: the allreduce's reduce-scatter spreads the
+            // combining over every rank (the same tree shape, so the same
+            // bits); its allgather brings the root as much as a gather
+            // would.
+            if r == root {
+                return self.allreduce(send, recv, op);
+            }
+            return with_scratch(len, |out: &mut [T]| self.allreduce(send, out, op));
+        }
+        if r != root
+            && let Some(parent) = fold.leaf_parent(r)
+        {
+            // Nothing to combine here: the contribution goes up as it is.
+            return self.c_send(parent, tag::REDUCE, bytes(send));
+        }
         if r == root {
             recv.copy_from_slice(send);
             return with_scratch(len, |tmp| self.reduce_into(recv, tmp, op, root));

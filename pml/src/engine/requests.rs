@@ -319,12 +319,12 @@ impl Core {
         self.stats.messages_received += 1;
         let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
         if env.len > buf_len {
-            st.error = Some(Error::Truncated {
+            st.error = Some(Box::new(Error::Truncated {
                 source_rank: env.source,
                 tag: env.tag,
                 message_len: env.len,
                 buffer_len: buf_len,
-            });
+            }));
         }
         st
     }
