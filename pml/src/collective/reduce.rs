@@ -39,7 +39,7 @@ impl Fold {
     fn leaf_parent(&self, r: usize) -> Option<usize> {
         if r < 2 * self.rem {
             // Folded pairs: the even rank only sends.
-            return (r % 2 == 0).then_some(r + 1);
+            return r.is_multiple_of(2).then_some(r + 1);
         }
         let p = self.participant(r)?;
         // A participant receives from p + 1, p + 2, … up to its lowest set
