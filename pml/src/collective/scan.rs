@@ -71,21 +71,24 @@ impl Comm {
             }
             return Ok(());
         }
-        with_scratch(send.len(), |left: &mut [T]| {
-            // x0 ⊕ … ⊕ x(r−1), then ⊕ xr.
-            self.c_recv(r - 1, tag::SCAN, bytes_mut(left))?;
-            if !inclusive {
-                recv.copy_from_slice(left);
-            }
-            fold_right(op, left, send);
-            if inclusive {
-                recv.copy_from_slice(left);
-            }
+        // x0 ⊕ … ⊕ x(r−1) lands in `recv`: the exclusive result as it is,
+        // the inclusive one once ⊕ xr.
+        self.c_recv(r - 1, tag::SCAN, bytes_mut(recv))?;
+        if inclusive {
+            fold_right(op, recv, send);
             if r + 1 < n {
-                self.c_send(r + 1, tag::SCAN, bytes(left))?;
+                self.c_send(r + 1, tag::SCAN, bytes(recv))?;
             }
-            Ok(())
-        })
+            return Ok(());
+        }
+        if r + 1 < n {
+            return with_scratch(send.len(), |ahead: &mut [T]| {
+                ahead.copy_from_slice(recv);
+                fold_right(op, ahead, send);
+                self.c_send(r + 1, tag::SCAN, bytes(ahead))
+            });
+        }
+        Ok(())
     }
 
     /// The recursive doubling of [`Comm::scan`]: `partial` starts as this
