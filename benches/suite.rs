@@ -192,7 +192,8 @@ fn main() {
     print_tables(&table, rounds);
     print_protocol_overhead(&samples);
     print_nocheckpoint(&samples);
-    print_speed(&table);
+    let speed = report::speed_ratios(&samples);
+    print_speed(&speed, &table);
     let mut pattern_rows =
         if words.is_empty() || words.iter().any(|w| w == "all" || w == "patterns") {
             patterns()
@@ -210,7 +211,7 @@ fn main() {
         "suite.json",
         &json!({"rounds": rounds, "rows": rows, "patterns": pattern_rows}),
     );
-    if let Err(e) = plot::all(&table) {
+    if let Err(e) = plot::all(&table).and_then(|()| plot::speed_ratios(&speed)) {
         println!("# plots failed: {e}");
     }
 }

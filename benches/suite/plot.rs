@@ -174,32 +174,24 @@ pub fn all(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
         "Collectives (µs per call) and heat3d (s), bar length relative to vpml",
         "applications.svg",
     )?;
-    speed_ratios(table)?;
     Ok(())
 }
 
 /// For every `speed` part and rank count, vpml's slowdown against Open
-/// MPI by message size (see `report::slowdown`): one line per test, and
-/// the line y = 1 (below it vpml is faster). 0 B is drawn at 0.5 B.
-fn speed_ratios(table: &Table) -> Result<(), Box<dyn std::error::Error>> {
+/// MPI by message size (the medians of `report::speed_ratios`): one line
+/// per test, and the line y = 1 (below it vpml is faster). 0 B is drawn
+/// at 0.5 B.
+pub fn speed_ratios(ratios: &super::report::SpeedRatios) -> Result<(), Box<dyn std::error::Error>> {
     type Lines = std::collections::BTreeMap<String, Vec<(f64, f64)>>;
     let mut plots: std::collections::BTreeMap<(String, usize), Lines> = Default::default();
-    for ((part, ranks, metric, x), by) in table {
-        if !part.starts_with(super::parts::SPEED) {
-            continue;
-        }
-        if let (Some(&v), Some(&o)) = (by.get("vpml"), by.get("openmpi")) {
-            let r = super::report::slowdown(metric, v, o);
-            if r.is_finite() && r > 0.0 {
-                let at = if *x == 0 { 0.5 } else { *x as f64 };
-                plots
-                    .entry((part.clone(), *ranks))
-                    .or_default()
-                    .entry(metric.clone())
-                    .or_default()
-                    .push((at, r));
-            }
-        }
+    for ((part, ranks, metric, x), &(r, _, _)) in ratios {
+        let at = if *x == 0 { 0.5 } else { *x as f64 };
+        plots
+            .entry((part.clone(), *ranks))
+            .or_default()
+            .entry(metric.clone())
+            .or_default()
+            .push((at, r));
     }
     for ((part, ranks), lines) in plots {
         let path = out(&format!("{part}-{ranks}.svg"));

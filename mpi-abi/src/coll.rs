@@ -34,6 +34,35 @@ unsafe fn user_bytes<'a>(buf: *mut c_void, len: usize) -> Result<&'a mut [u8], (
     Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) })
 }
 
+/// MPI forbids the input and the result in one buffer other than by
+/// `MPI_IN_PLACE`: say so rather than compute from a half-overwritten
+/// input.
+fn not_aliased(send: *const c_void, recv: *const c_void) -> Result<(), (c_int, String)> {
+    if !in_place(send) && !send.is_null() && std::ptr::eq(send, recv) {
+        return Err((
+            MPI_ERR_BUFFER,
+            "the send and receive buffers are the same (use MPI_IN_PLACE)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The caller's `len` bytes at `buf`, to read.
+///
+/// # Safety
+/// `buf` holds `len` bytes that stay unchanged during the call (the C
+/// caller's contract).
+unsafe fn user_bytes_ref<'a>(buf: *const c_void, len: usize) -> Result<&'a [u8], (c_int, String)> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if buf.is_null() {
+        return Err((MPI_ERR_BUFFER, "null buffer".into()));
+    }
+    // SAFETY: caller contract.
+    Ok(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
+}
+
 fn from_vpml(r: vpml::Result<()>) -> Result<(), (c_int, String)> {
     r.map_err(|e| (crate::state::class_of(&e), e.to_string()))
 }
@@ -126,16 +155,25 @@ impl VBlocks {
             return None;
         }
         let lens = self.lens();
+        // A block of no bytes may name any displacement: it is never
+        // touched, so it is placed at 0 and does not count in the span.
         let offs = self
             .displs
             .iter()
-            .map(|&d| usize::try_from(d).ok()?.checked_mul(self.size))
+            .zip(&lens)
+            .map(|(&d, &l)| match l {
+                0 => Some(0),
+                _ => usize::try_from(d).ok()?.checked_mul(self.size),
+            })
             .collect::<Option<Vec<usize>>>()?;
         let span = lens
             .iter()
             .zip(&offs)
             .map(|(l, o)| l.checked_add(*o))
             .try_fold(0, |m, e| Some(m.max(e?)))?;
+        if isize::try_from(span).is_err() {
+            return None;
+        }
         Some((lens, offs, span))
     }
 
@@ -196,6 +234,9 @@ fn run_reduction(
                 Message::new(recv, recv_count, dt, inplace)
             })?),
         };
+        if out.is_some() {
+            not_aliased(send, recv)?;
+        }
         // The input where it is not in `out`: the caller's `send`, or in
         // place a copy of `recv` where only part of it is the result.
         let mut input = None;
@@ -269,6 +310,9 @@ export! {
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
         // In place, the input is the whole of `recv` (n blocks).
         let n = match comm("MPI_Reduce_scatter_block", h) { Ok(c) => c.size() as c_int, Err(code) => return code };
+        if count.checked_mul(n).is_none() {
+            return error(h, "MPI_Reduce_scatter_block", MPI_ERR_COUNT, "count times the number of ranks is too large");
+        }
         run_reduction("MPI_Reduce_scatter_block", |c| Ok(Reduction::Scatter { start: c.rank() * usize::try_from(count).unwrap_or(0) }), send, recv, count.saturating_mul(n), count, dt, op, h)
     }
 
@@ -300,6 +344,7 @@ export! {
                 let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
                 return from_vpml(c.gather(m.bytes(), &mut [], root));
             }
+            not_aliased(send, recv)?;
             // SAFETY: at the root `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
             let all = out.bytes();
@@ -329,6 +374,7 @@ export! {
                 let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
                 return from_vpml(c.gatherv(m.bytes(), &mut [], &[], &[], root));
             }
+            not_aliased(send, recv)?;
             // SAFETY: at the root the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
             let mut sm;
@@ -378,6 +424,7 @@ export! {
                 out.finish(None);
                 return Ok(());
             }
+            not_aliased(recv, send)?;
             // SAFETY: at the root `send` holds n·scount elements.
             let mut m = checked(unsafe { Message::new(send, scount.saturating_mul(n as c_int), stype, true) })?;
             let data = m.bytes();
@@ -406,6 +453,7 @@ export! {
                 out.finish(None);
                 return Ok(());
             }
+            not_aliased(recv, send)?;
             // SAFETY: at the root the arrays hold one int per rank, and
             // `send` holds the blocks (caller contract).
             let vb = unsafe { VBlocks::new(scounts, displs, c.size(), stype) }?;
@@ -413,7 +461,7 @@ export! {
             let (data, lens, offs): (&[u8], _, _) = match vb.in_buffer() {
                 Some((lens, offs, span)) => {
                     // SAFETY: as above (read only).
-                    (unsafe { user_bytes(send as *mut c_void, span) }?, lens, offs)
+                    (unsafe { user_bytes_ref(send, span) }?, lens, offs)
                 }
                 None => {
                     // SAFETY: as above.
@@ -438,6 +486,7 @@ export! {
         let c = match comm("MPI_Allgather", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let n = c.size();
+            not_aliased(send, recv)?;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
             let all = out.bytes();
@@ -462,6 +511,7 @@ export! {
     fn MPI_Allgatherv / PMPI_Allgatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm) -> c_int {
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
+            not_aliased(send, recv)?;
             // SAFETY: the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
             let me = c.rank();
@@ -502,6 +552,7 @@ export! {
         let c = match comm("MPI_Alltoall", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let n = c.size() as c_int;
+            not_aliased(send, recv)?;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
             let (own, mut sm);
@@ -524,6 +575,7 @@ export! {
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             let n = c.size();
+            not_aliased(send, recv)?;
             // SAFETY: the arrays hold one int per rank; the buffers hold
             // their blocks (caller contract).
             let rb = unsafe { VBlocks::new(rcounts, rdispls, n, rtype) }?;
@@ -532,7 +584,7 @@ export! {
                 let sb = unsafe { VBlocks::new(scounts, sdispls, n, stype) }?;
                 if let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) = (sb.in_buffer(), rb.in_buffer()) {
                     // SAFETY: as above; MPI forbids the two to overlap.
-                    let (input, out) = unsafe { (user_bytes(send as *mut c_void, sspan)?, user_bytes(recv, rspan)?) };
+                    let (input, out) = unsafe { (user_bytes_ref(send, sspan)?, user_bytes(recv, rspan)?) };
                     return from_vpml(c.alltoallv(input, &slens, &soffs, out, &rlens, &roffs));
                 }
             }

@@ -28,12 +28,20 @@ pub(crate) struct PersistentOp {
     pub tag: c_int,
 }
 
+/// An operation in flight: the engine's request, and the communicator it
+/// was started on (a clone: the program may free its handle first, as MPI
+/// allows; the status's ranks are numbered in it).
+pub(crate) struct Active {
+    pub id: vpml::raw::RawRequest,
+    pub on: vpml::Comm,
+}
+
 /// A request the C program holds a handle to.
 pub(crate) struct ReqEntry {
     /// The communicator (its error handler applies to the request).
     pub comm: Comm,
     /// The operation in flight, if any (on the C buffer, or on `staging`).
-    pub active: Option<vpml::raw::RawRequest>,
+    pub active: Option<Active>,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
     /// Set for `Send_init`/`Recv_init` requests: inactive between uses.

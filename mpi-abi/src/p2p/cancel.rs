@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use super::comm_of;
 use crate::consts::*;
-use crate::state::{STATE, comm_slot, error, put, request_slot, vpml_error};
+use crate::state::{STATE, error, put, request_slot, vpml_error};
 
 export! {
     fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
@@ -18,10 +18,8 @@ export! {
             let entry = request_slot(h).and_then(|i| s.requests.remove(i));
             match entry {
                 Some(e) => {
-                    if let Some(r) = e.active {
-                        if let Some(c) = comm_slot(e.comm).and_then(|i| s.comms.get(i)?.as_ref()) {
-                            c.comm.detach_raw(r);
-                        }
+                    if let Some(a) = e.active {
+                        a.on.detach_raw(a.id);
                         s.orphans.extend(e.staging);
                     }
                     true
@@ -43,8 +41,7 @@ export! {
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
-            let c = comm_slot(e.comm).and_then(|i| s.comms.get(i)?.as_ref());
-            Some(e.active.zip(c).map(|(r, c)| c.comm.cancel_raw(r)))
+            Some(e.active.as_ref().map(|a| a.on.cancel_raw(a.id)))
         });
         match r {
             None => error(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST, "invalid request"),

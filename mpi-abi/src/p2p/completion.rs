@@ -9,7 +9,7 @@ use vpml::protocol::CompletionKind;
 use vpml::raw::RawRequest;
 
 use crate::consts::*;
-use crate::state::{STATE, State, class_of, comm_slot, error, request_slot, vpml_error};
+use crate::state::{STATE, State, class_of, error, request_slot, vpml_error};
 
 /// How a request handle stands.
 pub(super) enum Standing {
@@ -113,12 +113,12 @@ fn look_up(
             if e.proc_null {
                 proc_null.push(i);
             }
-            if e.active.is_some() && engine.is_none() {
-                engine = comm_slot(e.comm)
-                    .and_then(|k| s.comms.get(k)?.as_ref())
-                    .map(|c| c.comm.clone());
+            if let Some(a) = &e.active
+                && engine.is_none()
+            {
+                engine = Some(a.on.clone());
             }
-            reqs.push(e.active);
+            reqs.push(e.active.as_ref().map(|a| a.id));
         }
         Ok((reqs, proc_null, comm.unwrap_or(MPI_COMM_WORLD), engine))
     })
@@ -169,11 +169,11 @@ pub(super) fn complete(
                 idx.into_iter()
                     .filter_map(|i| Some((i, reqs[i]?)))
                     .map(|(i, r)| {
+                        // In the numbering of the request's communicator.
                         let c = request_slot(hs[i])
                             .and_then(|k| s.requests.get(k))
-                            .and_then(|e| comm_slot(e.comm))
-                            .and_then(|k| s.comms.get(k)?.as_ref())
-                            .map_or(engine, |c| &c.comm);
+                            .and_then(|e| e.active.as_ref())
+                            .map_or(engine, |a| &a.on);
                         Ok((i, Some(c.finish_raw(r)?)))
                     })
                     .collect::<vpml::Result<Vec<_>>>()

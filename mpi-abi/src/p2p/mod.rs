@@ -18,7 +18,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{
-    ReqEntry, STATE, class_of, comm, error, request_handle, request_slot, vpml_error,
+    Active, ReqEntry, STATE, class_of, comm, error, request_handle, request_slot, vpml_error,
 };
 use crate::types::Message;
 
@@ -99,7 +99,7 @@ fn nth(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
 
 /// What `start` gives back: the request (`None` for an operation on
 /// `MPI_PROC_NULL`) and the staging buffer it uses, if any.
-type Started = (Option<vpml::raw::RawRequest>, Option<Message>);
+type Started = (Option<Active>, Option<Message>);
 
 /// Start an operation on `count` elements of `dt` at `buf`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
@@ -133,7 +133,7 @@ fn start(
         }
     };
     let staging = matches!(msg, Message::Staged { .. }).then_some(msg);
-    r.map(|r| (Some(r), staging))
+    r.map(|id| (Some(Active { id, on: c }), staging))
         .map_err(|e| vpml_error(h, func, &e))
 }
 

@@ -80,8 +80,8 @@ pub(crate) enum Reduction {
     To(usize),
     Scan,
     Exscan,
-    /// Reduce-scatter: this rank keeps the result's elements from `start`
-    /// on (as many as its result buffer holds).
+    /// Reduce-scatter: this rank keeps the result's elements (of the
+    /// datatype) from `start` on (as many as its result buffer holds).
     Scatter {
         start: usize,
     },
@@ -117,6 +117,13 @@ pub(crate) fn reduce(
             MPI_ERR_TYPE,
             "reductions need a datatype of one predefined type".into(),
         ));
+    };
+    // From here on elements are the base type's: one of `dt` holds `per`.
+    let kind = match kind {
+        Reduction::Scatter { start } => Reduction::Scatter {
+            start: start * t.per,
+        },
+        other => other,
     };
     // The predefined operations are fixed at compile time, so that the
     // element loops of the reduction compile to vector code.

@@ -21,11 +21,18 @@
 //!
 //! Algorithms by size: barrier — dissemination; bcast — binomial tree, or a
 //! pipelined chain of 128 KiB segments above 64 KiB; allreduce — recursive
-//! doubling, or reduce-scatter + allgather above 64 KiB; allgather(v) —
-//! recursive doubling for small power-of-two groups, ring otherwise;
-//! alltoall(v) — all at once when small, pairwise exchange when large;
-//! gather(v)/scatter(v) — direct to/from the root; scan/exscan — a chain
-//! up to 4 ranks, recursive doubling beyond.
+//! doubling, or reduce-scatter + allgather above 64 KiB; reduce — binomial
+//! tree, or the allreduce above 64 KiB (its reduce-scatter spreads the
+//! combining over every rank); allgather(v) — recursive doubling for small
+//! power-of-two groups, ring otherwise; alltoall(v) — all at once when
+//! small, pairwise exchange when large; gather(v)/scatter(v) — direct
+//! to/from the root; scan/exscan — a chain up to 4 ranks, recursive
+//! doubling beyond. The equal-block collectives (allgather, alltoall,
+//! gather, scatter) run the same algorithms as their `v` variants on
+//! blocks found by arithmetic, without building block lists.
+//!
+//! A reduction's scratch vector (what a partner sends) is kept between
+//! calls (`scratch`): fresh memory costs more than the collective.
 //!
 //! One module per algorithm family (`barrier`, `bcast`, `reduce` with
 //! allreduce, `scan`, `gather` with scatter, `allgather`, `alltoall`), on

@@ -13,7 +13,8 @@ use crate::buffer::Pod;
 
 /// Buffers a thread keeps at most.
 const KEPT: usize = 4;
-/// A buffer larger than this many bytes is freed after use, not kept.
+/// A thread keeps at most this many bytes of buffers; a buffer that would
+/// take it past is freed after use.
 const KEEP_MAX: usize = 256 << 20;
 
 /// Buffers of up to this many words live on the stack.
@@ -69,18 +70,22 @@ pub(super) fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R)
             Err(_) => f(&mut vec![T::zeroed(); len]),
         }
     };
-    if std::mem::size_of_val(buf.as_slice()) <= KEEP_MAX {
-        POOL.with(|p| {
-            let mut p = p.borrow_mut();
-            p.push(buf);
-            if p.len() > KEPT {
-                // Keep the largest.
-                if let Some(i) = (0..p.len()).min_by_key(|&i| p[i].len()) {
-                    p.swap_remove(i);
-                }
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        p.push(buf);
+        // Keep the largest few within the budget.
+        p.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        p.truncate(KEPT);
+        let mut total = 0;
+        p.retain(|b| {
+            let size = std::mem::size_of_val(b.as_slice());
+            let keep = total + size <= KEEP_MAX;
+            if keep {
+                total += size;
             }
+            keep
         });
-    }
+    });
     out
 }
 

@@ -368,11 +368,11 @@ impl RingReader {
     /// Lazily: only once a quarter of the ring was consumed since the last
     /// time, or when the writer waits. Storing the head (and the fence
     /// after it) on every receive costs a cache-line transfer each, and
-    /// the writer needs it only when the ring looks full: then more than
-    /// half of it is unconsumed (a frame takes at most half the ring,
-    /// with the padding before it, and less than a quarter is consumed
-    /// but unpublished), so the reader still has frames to read, and
-    /// reading them publishes.
+    /// the writer needs it only when the ring looks full: a frame with the
+    /// padding before it takes less than half the ring, so then more than
+    /// half is unpublished, and since less than a quarter is consumed but
+    /// unpublished, more than a quarter is still unread: the reader has
+    /// frames to read, and reading them publishes.
     pub(crate) fn publish(&mut self) -> bool {
         if self.published == self.head
             || (self.head - self.published < self.cap / 4
