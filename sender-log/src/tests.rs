@@ -283,7 +283,10 @@ fn a_reader_sees_what_was_written_and_ignores_a_torn_tail() {
     std::fs::write(&seg, &bytes).unwrap();
     let r = SenderLog::open_read_only(&dir).unwrap();
     assert_eq!(r.rank(), 5);
-    assert_eq!(r.iter_from(0, 1).collect::<Result<Vec<_>>>().unwrap().len(), 20);
+    assert_eq!(
+        r.iter_from(0, 1).collect::<Result<Vec<_>>>().unwrap().len(),
+        20
+    );
     assert_eq!(
         r.get(0, 20).unwrap().unwrap().payload,
         vec![20u8; 1000].as_slice()
@@ -521,6 +524,13 @@ fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it(
         ]
     );
     let third = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
-    assert_eq!(third.iter_from(1, 1).collect::<Result<Vec<_>>>().unwrap().len(), 1);
+    assert_eq!(
+        third
+            .iter_from(1, 1)
+            .collect::<Result<Vec<_>>>()
+            .unwrap()
+            .len(),
+        1
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -15,7 +15,7 @@
 //! so results are bitwise identical across runs, across algorithms and
 //! between `reduce` and `allreduce`, and user operations need only be
 //! associative. Prefix reductions (`scan`, `exscan`) group as their
-//! algorithm does — a left fold along the chain up to 4 ranks, the
+//! algorithm does — a left fold along the chain up to 16 ranks, the
 //! recursive-doubling blocks beyond — which also depends only on the
 //! number of ranks.
 //!
@@ -26,7 +26,7 @@
 //! combining over every rank); allgather(v) — recursive doubling for small
 //! power-of-two groups, ring otherwise; alltoall(v) — all at once when
 //! small, pairwise exchange when large; gather(v)/scatter(v) — direct
-//! to/from the root; scan/exscan — a chain up to 4 ranks, recursive
+//! to/from the root; scan/exscan — a chain up to 16 ranks, recursive
 //! doubling beyond. The equal-block collectives (allgather, alltoall,
 //! gather, scatter) run the same algorithms as their `v` variants on
 //! blocks found by arithmetic, without building block lists.

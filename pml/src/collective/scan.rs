@@ -8,8 +8,10 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::op::{Op, fold_left, fold_right};
 
-/// Up to this many ranks, prefix reductions run along a chain.
-const CHAIN_MAX: usize = 4;
+/// Up to this many ranks, prefix reductions run along a chain: its
+/// latency grows with the ranks, but consecutive scans overlap along it,
+/// and with more ranks than cores a rank waits for one neighbour only.
+const CHAIN_MAX: usize = 16;
 
 impl Comm {
     /// Inclusive prefix reduction: rank r gets `x0 ⊕ … ⊕ xr`.
