@@ -79,11 +79,11 @@ scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,reduce_scatter_b
 
 /// A part of the head-to-head with the reference MPIs: one MPICH-built
 /// binary of `benches/c/mpi_bench.c` on vpml's MPI library (`vpml`) and
-/// natively (see [`speed_configs`]).
+/// natively (see [`speed_configs`]), running the comma-separated `tests`.
 const fn speed(
     name: &'static str,
     ranks: &'static [usize],
-    args: &'static [&'static str],
+    tests: &'static [&'static str],
     tcp: bool,
     busy: usize,
 ) -> Part {
@@ -92,7 +92,7 @@ const fn speed(
         example: "",
         c_source: Some("mpi_bench.c"),
         ranks,
-        args,
+        args: tests,
         parse: parse_mpi_bench,
         tcp,
         steady: &[],
@@ -108,69 +108,13 @@ pub(crate) const SPEED: &str = "speed";
 pub(crate) const PARTS: [Part; 12] = [
     // vpml against Open MPI and MPICH through the C library (issue 23):
     // every size from 0 B to 4 MiB, shared memory, 2 ranks ...
-    speed(
-        "speed",
-        &[2],
-        &[
-            "--json",
-            "--min",
-            "0",
-            "--budget-ms",
-            "20",
-            "--tests",
-            ALL_TESTS,
-        ],
-        false,
-        0,
-    ),
+    speed("speed", &[2], &[ALL_TESTS], false, 0),
     // ... the multi-rank tests on 4 and 8 ranks (8 oversubscribes 2 cores) ...
-    speed(
-        "speed-ranks",
-        &[4, 8],
-        &[
-            "--json",
-            "--min",
-            "0",
-            "--budget-ms",
-            "20",
-            "--tests",
-            MULTI_RANK_TESTS,
-        ],
-        false,
-        0,
-    ),
+    speed("speed-ranks", &[4, 8], &[MULTI_RANK_TESTS], false, 0),
     // ... point to point over TCP (against Open MPI's tcp BTL) ...
-    speed(
-        "speed-tcp",
-        &[2],
-        &[
-            "--json",
-            "--min",
-            "0",
-            "--budget-ms",
-            "20",
-            "--tests",
-            "latency,bw,msgrate,bibw",
-        ],
-        true,
-        0,
-    ),
+    speed("speed-tcp", &[2], &["latency,bw,msgrate,bibw"], true, 0),
     // ... and with two CPU-bound processes competing for the 2 cores.
-    speed(
-        "speed-busy",
-        &[2],
-        &[
-            "--json",
-            "--min",
-            "0",
-            "--budget-ms",
-            "20",
-            "--tests",
-            "latency,bw",
-        ],
-        false,
-        2,
-    ),
+    speed("speed-busy", &[2], &["latency,bw"], false, 2),
     Part {
         name: "pingpong-tcp",
         example: "pingpong",
@@ -296,6 +240,7 @@ fn nocheckpoint_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String
     c_program_configs(
         part,
         ranks,
+        &[],
         &[
             ("vpml", &[]),
             ("vpml-pessimist", &["--protocol", "pessimist"]),
@@ -318,21 +263,29 @@ fn speed_configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
     } else {
         &[]
     };
-    c_program_configs(part, ranks, &[("vpml", transport)])
+    // Every size from 0 B, about 20 ms per test and size.
+    let common = ["--json", "--min", "0", "--budget-ms", "20", "--tests"];
+    c_program_configs(part, ranks, &common, &[("vpml", transport)])
 }
 
 /// The MPICH build of `part`'s C program on vpml's MPI library, once per
 /// (name, `vpml run` options) of `variants`, then the same source under
-/// each reference MPI installed.
+/// each reference MPI installed; the program's arguments are `prefix`
+/// then the part's.
 fn c_program_configs(
     part: &Part,
     ranks: usize,
+    prefix: &[&str],
     variants: &[(&str, &[&str])],
 ) -> Result<Vec<Config>, String> {
     let src = part.c_source.unwrap_or_default();
     let exe = build_c("mpich", src)
         .map_err(|why| format!("needs MPICH's mpicc to build the program vpml runs: {why}"))?;
-    let args: Vec<String> = part.args.iter().map(|a| a.to_string()).collect();
+    let args: Vec<String> = prefix
+        .iter()
+        .chain(part.args)
+        .map(|a| a.to_string())
+        .collect();
     let mut out: Vec<Config> = variants
         .iter()
         .map(|(name, options)| {

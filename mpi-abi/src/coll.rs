@@ -204,6 +204,40 @@ impl VBlocks {
     }
 }
 
+/// This rank's contribution to a gather: the caller's `send` (packed for
+/// a non-contiguous datatype), or in place a copy of its block of the
+/// result buffer (which the collective writes).
+enum Contribution {
+    Send(Message),
+    Copy(Vec<u8>),
+}
+
+impl Contribution {
+    /// # Safety
+    /// Unless in place, `send` holds `scount` elements of `stype` (the C
+    /// caller's contract).
+    unsafe fn new(
+        send: *const c_void,
+        scount: c_int,
+        stype: Datatype,
+        own: impl FnOnce() -> Vec<u8>,
+    ) -> Result<Contribution, (c_int, String)> {
+        if in_place(send) {
+            return Ok(Contribution::Copy(own()));
+        }
+        // SAFETY: caller contract.
+        let m = checked(unsafe { Message::new(send, scount, stype, true) })?;
+        Ok(Contribution::Send(m))
+    }
+
+    fn bytes(&mut self) -> &[u8] {
+        match self {
+            Contribution::Send(m) => m.bytes(),
+            Contribution::Copy(v) => v,
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn run_reduction(
     func: &str,
@@ -349,16 +383,9 @@ export! {
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
             let all = out.bytes();
             let block = all.len() / n.max(1);
-            let (own, mut sm);
-            let mine: &[u8] = if in_place(send) {
-                own = all[root * block..(root + 1) * block].to_vec();
-                &own
-            } else {
-                // SAFETY: the caller's buffer holds `scount` elements.
-                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                sm.bytes()
-            };
-            from_vpml(c.gather(mine, all, root))?;
+            // SAFETY: the caller's buffer holds `scount` elements.
+            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[root * block..(root + 1) * block].to_vec()) }?;
+            from_vpml(c.gather(mine.bytes(), all, root))?;
             out.finish(None);
             Ok(())
         })();
@@ -377,34 +404,19 @@ export! {
             not_aliased(send, recv)?;
             // SAFETY: at the root the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
-            let mut sm;
             if let Some((lens, offs, span)) = vb.in_buffer() {
                 // SAFETY: `recv` holds the blocks (caller contract).
                 let all = unsafe { user_bytes(recv, span) }?;
-                let own;
-                let mine: &[u8] = if in_place(send) {
-                    own = all[offs[root]..offs[root] + lens[root]].to_vec();
-                    &own
-                } else {
-                    // SAFETY: the caller's buffer holds `scount` elements.
-                    sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                    sm.bytes()
-                };
-                return from_vpml(c.gatherv(mine, all, &lens, &offs, root));
+                // SAFETY: the caller's buffer holds `scount` elements.
+                let mut mine = unsafe { Contribution::new(send, scount, stype, || all[offs[root]..offs[root] + lens[root]].to_vec()) }?;
+                return from_vpml(c.gatherv(mine.bytes(), all, &lens, &offs, root));
             }
             let (lens, offs) = (vb.lens(), vb.offs());
             // SAFETY: `recv` holds the blocks (caller contract).
             let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
-            let own;
-            let mine: &[u8] = if in_place(send) {
-                own = all[offs[root]..offs[root] + lens[root]].to_vec();
-                &own
-            } else {
-                // SAFETY: the caller's buffer holds `scount` elements.
-                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                sm.bytes()
-            };
-            from_vpml(c.gatherv(mine, &mut all, &lens, &offs, root))?;
+            // SAFETY: the caller's buffer holds `scount` elements.
+            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[offs[root]..offs[root] + lens[root]].to_vec()) }?;
+            from_vpml(c.gatherv(mine.bytes(), &mut all, &lens, &offs, root))?;
             // SAFETY: as above.
             unsafe { vb.unpack(&all, recv) };
             Ok(())
@@ -492,16 +504,9 @@ export! {
             let all = out.bytes();
             let block = all.len() / n.max(1);
             let me = c.rank();
-            let (own, mut sm);
-            let mine: &[u8] = if in_place(send) {
-                own = all[me * block..(me + 1) * block].to_vec();
-                &own
-            } else {
-                // SAFETY: the caller's buffer holds `scount` elements.
-                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                sm.bytes()
-            };
-            from_vpml(c.allgather(mine, all))?;
+            // SAFETY: the caller's buffer holds `scount` elements.
+            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[me * block..(me + 1) * block].to_vec()) }?;
+            from_vpml(c.allgather(mine.bytes(), all))?;
             out.finish(None);
             Ok(())
         })();
@@ -515,32 +520,19 @@ export! {
             // SAFETY: the arrays hold one int per rank.
             let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
             let me = c.rank();
-            let (own, mut sm);
             if let Some((lens, offs, span)) = vb.in_buffer() {
                 // SAFETY: `recv` holds the blocks (caller contract).
                 let all = unsafe { user_bytes(recv, span) }?;
-                let mine: &[u8] = if in_place(send) {
-                    own = all[offs[me]..offs[me] + lens[me]].to_vec();
-                    &own
-                } else {
-                    // SAFETY: the caller's buffer holds `scount` elements.
-                    sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                    sm.bytes()
-                };
-                return from_vpml(c.allgatherv(mine, all, &lens, &offs));
+                // SAFETY: the caller's buffer holds `scount` elements.
+                let mut mine = unsafe { Contribution::new(send, scount, stype, || all[offs[me]..offs[me] + lens[me]].to_vec()) }?;
+                return from_vpml(c.allgatherv(mine.bytes(), all, &lens, &offs));
             }
             let (lens, offs) = (vb.lens(), vb.offs());
             // SAFETY: `recv` holds the blocks (caller contract).
             let mut all = if in_place(send) { unsafe { vb.pack(recv) } } else { vec![0; vb.total()] };
-            let mine: &[u8] = if in_place(send) {
-                own = all[offs[me]..offs[me] + lens[me]].to_vec();
-                &own
-            } else {
-                // SAFETY: the caller's buffer holds `scount` elements.
-                sm = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                sm.bytes()
-            };
-            from_vpml(c.allgatherv(mine, &mut all, &lens, &offs))?;
+            // SAFETY: the caller's buffer holds `scount` elements.
+            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[offs[me]..offs[me] + lens[me]].to_vec()) }?;
+            from_vpml(c.allgatherv(mine.bytes(), &mut all, &lens, &offs))?;
             // SAFETY: as above.
             unsafe { vb.unpack(&all, recv) };
             Ok(())

@@ -38,13 +38,26 @@ impl Comm {
                 mask <<= 1;
             }
         } else {
-            let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-            for k in 0..n - 1 {
-                let out = (r + n - k) % n;
-                let inp = (r + 2 * n - k - 1) % n;
-                let (o, i) = disjoint(buf, out * bb..(out + 1) * bb, inp * bb..(inp + 1) * bb)?;
-                self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
-            }
+            self.ring_allgather(buf, |i| i * bb..(i + 1) * bb)?;
+        }
+        Ok(())
+    }
+
+    /// The ring allgather over the byte blocks of `buf` (`block(i)`: rank
+    /// i's): in step k, pass block (r − k) right and take (r − k − 1) from
+    /// the left.
+    fn ring_allgather(
+        &self,
+        buf: &mut [u8],
+        block: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+        for k in 0..n - 1 {
+            let out = (r + n - k) % n;
+            let inp = (r + 2 * n - k - 1) % n;
+            let (o, i) = disjoint(buf, block(out), block(inp))?;
+            self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
         }
         Ok(())
     }
@@ -107,14 +120,7 @@ impl Comm {
                 mask <<= 1;
             }
         } else {
-            // Ring: in step k, pass block (r − k) right and take (r − k − 1) from the left.
-            let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-            for k in 0..n - 1 {
-                let out = (r + n - k) % n;
-                let inp = (r + 2 * n - k - 1) % n;
-                let (o, i) = disjoint(buf, byte_ranges[out].clone(), byte_ranges[inp].clone())?;
-                self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
-            }
+            self.ring_allgather(buf, |i| byte_ranges[i].clone())?;
         }
         Ok(())
     }

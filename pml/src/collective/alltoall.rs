@@ -36,14 +36,28 @@ impl Comm {
             let mut slots = equal_blocks(&mut inp[..n * bb], n, r);
             return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
         }
+        self.pairwise(out, |i| i * bb..(i + 1) * bb, inp, |i| i * bb..(i + 1) * bb)
+    }
+
+    /// The pairwise exchange of large all-to-alls: in step k, send the
+    /// block `sent(r + k)` of `out` to rank r + k and receive the block
+    /// `received(r − k)` of `inp` from rank r − k (byte ranges).
+    fn pairwise(
+        &self,
+        out: &[u8],
+        sent: impl Fn(usize) -> std::ops::Range<usize>,
+        inp: &mut [u8],
+        received: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
         for k in 1..n {
             let to = (r + k) % n;
             let from = (r + n - k) % n;
             self.c_sendrecv(
                 to,
-                &out[to * bb..(to + 1) * bb],
+                &out[sent(to)],
                 from,
-                &mut inp[from * bb..(from + 1) * bb],
+                &mut inp[received(from)],
                 tag::ALLTOALL,
             )?;
         }
@@ -81,17 +95,12 @@ impl Comm {
             let mut slots = carve(bytes_mut(recv), &rr, std::mem::size_of::<T>(), r)?;
             return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
         }
-        for k in 1..n {
-            let to = (r + k) % n;
-            let from = (r + n - k) % n;
-            self.c_sendrecv(
-                to,
-                bytes(&send[sr[to].clone()]),
-                from,
-                bytes_mut(&mut recv[rr[from].clone()]),
-                tag::ALLTOALL,
-            )?;
-        }
-        Ok(())
+        let elem = std::mem::size_of::<T>();
+        self.pairwise(
+            bytes(send),
+            |i| sr[i].start * elem..sr[i].end * elem,
+            bytes_mut(recv),
+            |i| rr[i].start * elem..rr[i].end * elem,
+        )
     }
 }
