@@ -42,6 +42,23 @@ pub fn example(name: &str) -> Result<PathBuf, String> {
     Ok(exe)
 }
 
+/// Build vpml's MPI library (`libvpml_mpich.so`, which `vpml run` gives
+/// MPICH-built programs) in release mode: the benchmark does not depend on
+/// it, so `cargo bench` alone would run C programs on a stale or missing
+/// build.
+pub fn build_mpi_library() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "vpml-mpi-abi"])
+        .status()
+        .map_err(|e| format!("cannot run cargo to build vpml's MPI library: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("building vpml's MPI library failed".into())
+    }
+}
+
 /// The `vpml run -n N` prefix for a program.
 pub fn vpml_run(ranks: usize, program: &Path) -> Vec<String> {
     vpml_run_with(ranks, &[], program)

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use super::Part;
-use super::common::{Config, FLAVOURS, build_c, example, reference, vpml_run_with};
+use super::common::{
+    Config, FLAVOURS, build_c, build_mpi_library, example, reference, vpml_run_with,
+};
 
 fn parse_pingpong(v: &Value) -> Vec<(String, u64, f64)> {
     let b = v["bytes"].as_u64().unwrap_or(0);
@@ -281,6 +283,7 @@ fn c_program_configs(
     let src = part.c_source.unwrap_or_default();
     let exe = build_c("mpich", src)
         .map_err(|why| format!("needs MPICH's mpicc to build the program vpml runs: {why}"))?;
+    build_mpi_library()?;
     let args: Vec<String> = prefix
         .iter()
         .chain(part.args)
@@ -300,26 +303,38 @@ fn c_program_configs(
         })
         .collect();
     for f in FLAVOURS {
-        if part.tcp && f != "openmpi" {
-            println!(
-                "# {}: skipping {f}: only Open MPI's tcp BTL is compared",
-                part.name
-            );
-            continue;
-        }
-        match reference(f, src, ranks) {
-            Ok(mut c) => {
-                if part.tcp {
-                    c.cmd
-                        .splice(1..1, ["--mca".to_string(), "btl".into(), "tcp,self".into()]);
-                }
-                c.cmd.extend(args.iter().cloned());
-                out.push(c);
-            }
-            Err(why) => println!("# {}: skipping {f}: {why}", part.name),
+        if let Some(mut c) = reference_for(part, f, src, ranks) {
+            c.cmd.extend(args.iter().cloned());
+            out.push(c);
         }
     }
     Ok(out)
+}
+
+/// `part`'s C program under reference MPI `flavour` (over its tcp BTL for
+/// a TCP part, which only Open MPI's is compared with), or `None` after
+/// printing why it is skipped.
+fn reference_for(part: &Part, flavour: &str, src: &str, ranks: usize) -> Option<Config> {
+    if part.tcp && flavour != "openmpi" {
+        println!(
+            "# {}: skipping {flavour}: only Open MPI's tcp BTL is compared",
+            part.name
+        );
+        return None;
+    }
+    match reference(flavour, src, ranks) {
+        Ok(mut c) => {
+            if part.tcp {
+                c.cmd
+                    .splice(1..1, ["--mca".to_string(), "btl".into(), "tcp,self".into()]);
+            }
+            Some(c)
+        }
+        Err(why) => {
+            println!("# {}: skipping {flavour}: {why}", part.name);
+            None
+        }
+    }
 }
 
 pub(crate) fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> {
@@ -375,40 +390,26 @@ pub(crate) fn configs(part: &Part, ranks: usize) -> Result<Vec<Config>, String> 
     }
     match part.c_source {
         Some(src) => {
+            // `mpich-on-vpml` below runs on vpml's MPI library.
+            build_mpi_library()?;
             for f in FLAVOURS {
-                if part.tcp && f != "openmpi" {
-                    println!(
-                        "# {}: skipping {f}: only Open MPI's tcp BTL is compared",
-                        part.name
-                    );
-                    continue;
-                }
-                match reference(f, src, ranks) {
-                    Ok(mut c) => {
-                        if part.tcp {
-                            c.cmd.splice(
-                                1..1,
-                                ["--mca".to_string(), "btl".into(), "tcp,self".into()],
-                            );
-                        }
-                        c.cmd.extend(args.iter().cloned());
-                        // The same MPICH binary on vpml's MPICH-ABI library.
-                        if f == "mpich"
-                            && let Some(at) = c.cmd.iter().position(|a| a == "--name")
-                        {
-                            let exe = std::path::PathBuf::from(&c.cmd[at - 1]);
-                            let mut cmd = vpml_run_with(ranks, transport, &exe);
-                            cmd.extend(["--name".to_string(), MPICH_ON_VPML.into()]);
-                            cmd.extend(args.iter().cloned());
-                            out.push(Config {
-                                name: MPICH_ON_VPML.into(),
-                                cmd,
-                                envs: vec![],
-                            });
-                        }
-                        out.push(c);
+                if let Some(mut c) = reference_for(part, f, src, ranks) {
+                    c.cmd.extend(args.iter().cloned());
+                    // The same MPICH binary on vpml's MPICH-ABI library.
+                    if f == "mpich"
+                        && let Some(at) = c.cmd.iter().position(|a| a == "--name")
+                    {
+                        let exe = std::path::PathBuf::from(&c.cmd[at - 1]);
+                        let mut cmd = vpml_run_with(ranks, transport, &exe);
+                        cmd.extend(["--name".to_string(), MPICH_ON_VPML.into()]);
+                        cmd.extend(args.iter().cloned());
+                        out.push(Config {
+                            name: MPICH_ON_VPML.into(),
+                            cmd,
+                            envs: vec![],
+                        });
                     }
-                    Err(why) => println!("# {}: skipping {f}: {why}", part.name),
+                    out.push(c);
                 }
             }
         }

@@ -9,6 +9,30 @@ use super::{handles, nth, write_status};
 use crate::consts::*;
 use crate::state::put;
 
+/// The statuses of an all-call over `n` requests: each completed one's,
+/// empty for the others (inactive or null requests).
+///
+/// # Safety
+/// `statuses` holds `n` statuses or is `MPI_STATUSES_IGNORE`.
+unsafe fn write_all_statuses(
+    statuses: *mut MpiStatus,
+    n: usize,
+    done: Vec<(usize, Option<vpml::Status>)>,
+) {
+    if ignored(statuses) {
+        return;
+    }
+    let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
+    for (i, s) in done {
+        let proc_null = s.is_none();
+        out[i] = (s, proc_null);
+    }
+    for (i, (s, proc_null)) in out.iter().enumerate() {
+        // SAFETY: caller contract.
+        unsafe { write_status(nth(statuses, i), s.as_ref(), *proc_null) };
+    }
+}
+
 export! {
     fn MPI_Wait / PMPI_Wait(req: *mut Request, status: *mut MpiStatus) -> c_int {
         // SAFETY: one handle (caller contract).
@@ -35,17 +59,8 @@ export! {
             Ok((done, c)) => {
                 let done = done.unwrap_or_default();
                 let err = first_error(&done);
-                if !ignored(statuses) {
-                    let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
-                    for (i, s) in done {
-                        let pn = s.is_none();
-                        out[i] = (s, pn);
-                    }
-                    for (i, (s, pn)) in out.iter().enumerate() {
-                        // SAFETY: `statuses` holds `count` statuses.
-                        unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
-                    }
-                }
+                // SAFETY: `statuses` holds `count` statuses or is ignored.
+                unsafe { write_all_statuses(statuses, n, done) };
                 raise("MPI_Waitall", c, err, true)
             }
             Err(code) => code,
@@ -111,15 +126,8 @@ export! {
                 // SAFETY: an int pointer (caller contract).
                 unsafe { put(flag, c_int::from(all)) };
                 if all {
-                    let mut out: Vec<(Option<vpml::Status>, bool)> = (0..n).map(|_| (None, false)).collect();
-                    for (i, s) in done {
-                        let pn = s.is_none();
-                        out[i] = (s, pn);
-                    }
-                    for (i, (s, pn)) in out.iter().enumerate() {
-                        // SAFETY: `statuses` holds `count` statuses or is ignored.
-                        unsafe { write_status(nth(statuses, i), s.as_ref(), *pn) };
-                    }
+                    // SAFETY: `statuses` holds `count` statuses or is ignored.
+                    unsafe { write_all_statuses(statuses, n, done) };
                 }
                 raise("MPI_Testall", c, err, true)
             }
