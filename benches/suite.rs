@@ -5,9 +5,18 @@
 //! cargo bench --bench suite                       # everything, 3 rounds
 //! cargo bench --bench suite -- pingpong --rounds 5
 //! cargo bench --bench suite -- collectives anysource heat3d
+//! cargo bench --bench suite -- speed speed-ranks speed-tcp speed-busy --rounds 10
 //! ```
 //!
-//! Every part runs vpml without a protocol (`vpml`) and with the pessimist
+//! The `speed` parts are the head-to-head with Open MPI through the C
+//! library: `benches/c/mpi_bench.c` built by MPICH's `mpicc` runs on
+//! vpml's MPI library (`vpml`) and natively under Open MPI and MPICH, every
+//! test from 0 B to 4 MiB — on 2 ranks (`speed`), 4 and 8 (`speed-ranks`),
+//! over TCP (`speed-tcp`) and beside two busy loops (`speed-busy`) — and
+//! the report gives vpml / Open MPI per row as the median of per-pair
+//! ratios, with one SVG per part and rank count (`plot::speed_ratios`).
+//!
+//! The other parts run vpml without a protocol (`vpml`) and with the pessimist
 //! protocol (`vpml-pessimist`, ratio = overhead). `pingpong` runs both
 //! with an empty checkpoint per 16 MiB each rank moves (the steady state
 //! of a long job: receivers' checkpoints let senders reuse their log
