@@ -479,10 +479,14 @@ impl Comm {
             self.context,
             bytemuck::cast_slice_mut(buf),
             spec,
+            || {},
         )
     }
 
-    /// `sendrecv` to world rank `dest` on `context` for a translated spec.
+    /// `sendrecv` to world rank `dest` on `context` for a translated spec;
+    /// `meanwhile` runs once both operations started, before waiting for
+    /// them (work that overlaps the transfer: it must not use the engine).
+    #[allow(clippy::too_many_arguments)] // sendrecv's own list, and the overlap
     pub(crate) fn raw_sendrecv(
         &self,
         out: &[u8],
@@ -491,6 +495,7 @@ impl Comm {
         context: u32,
         inp: &mut [u8],
         spec: RecvSpec,
+        meanwhile: impl FnOnce(),
     ) -> Result<Status> {
         let mut eng = self.engine.borrow_mut();
         // SAFETY: both buffers stay borrowed until both operations complete.
@@ -499,6 +504,7 @@ impl Comm {
             let s = eng.start_send(dest, send_tag, context, out.as_ptr(), out.len(), false)?;
             (r, s)
         };
+        meanwhile();
         let waited = eng.wait_all(&[Some(r), Some(s)]);
         if let Err(e) = waited {
             eng.withdraw(r);

@@ -1,7 +1,7 @@
 //! Allgather(v): recursive doubling for small power-of-two groups, a ring
 //! otherwise.
 
-use super::{LARGE, bytes_mut, disjoint, layout, mismatch, tag};
+use super::{LARGE, bytes, bytes_mut, disjoint, disjoint_mut, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -18,46 +18,30 @@ impl Comm {
                 recv.len()
             )));
         }
-        recv[r * b..(r + 1) * b].copy_from_slice(send);
         // Equal blocks: the blocks of consecutive ranks are adjacent, so
         // every step moves one contiguous run, in place (the same
         // algorithms as `allgatherv`, without its block lists).
         let bb = std::mem::size_of_val(send);
-        let buf = bytes_mut(recv);
-        if n.is_power_of_two() && n * bb <= LARGE {
-            let mut mask = 1;
-            while mask < n {
-                let partner = r ^ mask;
-                let (mine, theirs) = (r & !(mask - 1), partner & !(mask - 1));
-                let (o, i) = disjoint(
-                    buf,
-                    mine * bb..(mine + mask) * bb,
-                    theirs * bb..(theirs + mask) * bb,
-                )?;
-                self.c_sendrecv(partner, o, partner, i, tag::ALLGATHER)?;
-                mask <<= 1;
-            }
-        } else {
-            self.ring_allgather(buf, |i| i * bb..(i + 1) * bb)?;
+        if n == 1 || !(n.is_power_of_two() && n * bb <= LARGE) {
+            // The ring's first step sends this rank's block straight from
+            // `send`, and copies it into place while the transfer goes on.
+            let block = |i: usize| i * bb..(i + 1) * bb;
+            return self.ring_allgather_from(bytes(send), bytes_mut(recv), block);
         }
-        Ok(())
-    }
-
-    /// The ring allgather over the byte blocks of `buf` (`block(i)`: rank
-    /// i's): in step k, pass block (r − k) right and take (r − k − 1) from
-    /// the left.
-    fn ring_allgather(
-        &self,
-        buf: &mut [u8],
-        block: impl Fn(usize) -> std::ops::Range<usize>,
-    ) -> Result<()> {
-        let (r, n) = (self.rank(), self.size());
-        let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-        for k in 0..n - 1 {
-            let out = (r + n - k) % n;
-            let inp = (r + 2 * n - k - 1) % n;
-            let (o, i) = disjoint(buf, block(out), block(inp))?;
-            self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
+        recv[r * b..(r + 1) * b].copy_from_slice(send);
+        // Recursive doubling: exchange ever larger aligned blocks of ranks.
+        let buf = bytes_mut(recv);
+        let mut mask = 1;
+        while mask < n {
+            let partner = r ^ mask;
+            let (mine, theirs) = (r & !(mask - 1), partner & !(mask - 1));
+            let (o, i) = disjoint(
+                buf,
+                mine * bb..(mine + mask) * bb,
+                theirs * bb..(theirs + mask) * bb,
+            )?;
+            self.c_sendrecv(partner, o, partner, i, tag::ALLGATHER)?;
+            mask <<= 1;
         }
         Ok(())
     }
@@ -80,47 +64,77 @@ impl Comm {
                 counts[r]
             )));
         }
-        recv[ranges[r].clone()].copy_from_slice(send);
         let elem = std::mem::size_of::<T>();
         let byte_ranges: Vec<std::ops::Range<usize>> = ranges
             .iter()
             .map(|rg| rg.start * elem..rg.end * elem)
             .collect();
         let total: usize = counts.iter().sum::<usize>() * elem;
+        if !(n.is_power_of_two() && total <= LARGE) {
+            return self
+                .ring_allgather_from(bytes(send), bytes_mut(recv), |i| byte_ranges[i].clone());
+        }
+        recv[ranges[r].clone()].copy_from_slice(send);
         let buf = bytes_mut(recv);
-        if n.is_power_of_two() && total <= LARGE {
-            // Recursive doubling: exchange ever larger aligned blocks of ranks.
-            let mut mask = 1;
-            while mask < n {
-                let partner = r ^ mask;
-                let mine = r & !(mask - 1);
-                let theirs = partner & !(mask - 1);
-                let (out_parts, in_parts): (Vec<_>, Vec<_>) = (
-                    (mine..mine + mask)
-                        .map(|i| byte_ranges[i].clone())
-                        .collect(),
-                    (theirs..theirs + mask)
-                        .map(|i| byte_ranges[i].clone())
-                        .collect(),
-                );
-                let out_len: usize = out_parts.iter().map(|x| x.len()).sum();
-                let in_len: usize = in_parts.iter().map(|x| x.len()).sum();
-                let mut out = Vec::with_capacity(out_len);
-                for rg in &out_parts {
-                    out.extend_from_slice(&buf[rg.clone()]);
-                }
-                let mut inp = vec![0u8; in_len];
-                self.c_sendrecv(partner, &out, partner, &mut inp, tag::ALLGATHER)?;
-                let mut at = 0;
-                for rg in in_parts {
-                    let len = rg.len();
-                    buf[rg].copy_from_slice(&inp[at..at + len]);
-                    at += len;
-                }
-                mask <<= 1;
+        // Recursive doubling: exchange ever larger aligned blocks of ranks.
+        let mut mask = 1;
+        while mask < n {
+            let partner = r ^ mask;
+            let mine = r & !(mask - 1);
+            let theirs = partner & !(mask - 1);
+            let (out_parts, in_parts): (Vec<_>, Vec<_>) = (
+                (mine..mine + mask)
+                    .map(|i| byte_ranges[i].clone())
+                    .collect(),
+                (theirs..theirs + mask)
+                    .map(|i| byte_ranges[i].clone())
+                    .collect(),
+            );
+            let out_len: usize = out_parts.iter().map(|x| x.len()).sum();
+            let in_len: usize = in_parts.iter().map(|x| x.len()).sum();
+            let mut out = Vec::with_capacity(out_len);
+            for rg in &out_parts {
+                out.extend_from_slice(&buf[rg.clone()]);
             }
-        } else {
-            self.ring_allgather(buf, |i| byte_ranges[i].clone())?;
+            let mut inp = vec![0u8; in_len];
+            self.c_sendrecv(partner, &out, partner, &mut inp, tag::ALLGATHER)?;
+            let mut at = 0;
+            for rg in in_parts {
+                let len = rg.len();
+                buf[rg].copy_from_slice(&inp[at..at + len]);
+                at += len;
+            }
+            mask <<= 1;
+        }
+        Ok(())
+    }
+
+    /// The ring allgather of `send` into the byte blocks of `buf`
+    /// (`block(i)`: rank i's). The first step sends this rank's block
+    /// straight from `send` and copies it into place while the transfer
+    /// goes on; in step k, block (r − k) goes right and (r − k − 1) comes
+    /// from the left.
+    fn ring_allgather_from(
+        &self,
+        send: &[u8],
+        buf: &mut [u8],
+        block: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Result<()> {
+        let (r, n) = (self.rank(), self.size());
+        let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+        if n == 1 {
+            buf[block(r)].copy_from_slice(send);
+            return Ok(());
+        }
+        let (own, inp) = disjoint_mut(buf, block(r), block(left))?;
+        self.c_sendrecv_while(right, send, left, inp, tag::ALLGATHER, || {
+            own.copy_from_slice(send)
+        })?;
+        for k in 1..n - 1 {
+            let out = (r + n - k) % n;
+            let inp = (r + 2 * n - k - 1) % n;
+            let (o, i) = disjoint(buf, block(out), block(inp))?;
+            self.c_sendrecv(right, o, left, i, tag::ALLGATHER)?;
         }
         Ok(())
     }

@@ -89,6 +89,16 @@ fn disjoint(
     a: std::ops::Range<usize>,
     b: std::ops::Range<usize>,
 ) -> Result<(&[u8], &mut [u8])> {
+    let (a, b) = disjoint_mut(buf, a, b)?;
+    Ok((a, b))
+}
+
+/// Split `buf` into mutable views of `a` and `b`, which must not overlap.
+fn disjoint_mut(
+    buf: &mut [u8],
+    a: std::ops::Range<usize>,
+    b: std::ops::Range<usize>,
+) -> Result<(&mut [u8], &mut [u8])> {
     if a.end > buf.len() || b.end > buf.len() || a.start > a.end || b.start > b.end {
         return Err(mismatch(format!(
             "blocks {a:?} and {b:?} exceed the {}-byte buffer",
@@ -96,21 +106,20 @@ fn disjoint(
         )));
     }
     if a.is_empty() {
-        return Ok((&[], &mut buf[b]));
+        return Ok((&mut [], &mut buf[b]));
     }
     if b.is_empty() {
-        return Ok((&buf[a], &mut []));
+        return Ok((&mut buf[a], &mut []));
     }
     if a.start < b.end && b.start < a.end {
         return Err(mismatch(format!("blocks {a:?} and {b:?} overlap")));
     }
     if a.start < b.start {
         let (lo, hi) = buf.split_at_mut(b.start);
-        Ok((&lo[a], &mut hi[..b.end - b.start]))
+        Ok((&mut lo[a], &mut hi[..b.end - b.start]))
     } else {
         let (lo, hi) = buf.split_at_mut(a.start);
-        let a_len = a.end - a.start;
-        Ok((&hi[..a_len], &mut lo[b]))
+        Ok((&mut hi[..a.end - a.start], &mut lo[b]))
     }
 }
 

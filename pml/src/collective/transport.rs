@@ -59,6 +59,21 @@ impl Comm {
         inp: &mut [u8],
         tag: i32,
     ) -> Result<()> {
+        self.c_sendrecv_while(to, out, from, inp, tag, || {})
+    }
+
+    /// [`Comm::c_sendrecv`], running `meanwhile` while the transfer goes
+    /// on (once both operations started; it must not touch `out` or
+    /// `inp`).
+    pub(super) fn c_sendrecv_while(
+        &self,
+        to: usize,
+        out: &[u8],
+        from: usize,
+        inp: &mut [u8],
+        tag: i32,
+        meanwhile: impl FnOnce(),
+    ) -> Result<()> {
         let want = inp.len();
         let r = self.raw_sendrecv(
             out,
@@ -67,6 +82,7 @@ impl Comm {
             self.collective_context(),
             inp,
             self.coll_spec(from, tag),
+            meanwhile,
         );
         self.coll_result(from, want, r)
     }
