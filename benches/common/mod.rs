@@ -87,7 +87,8 @@ fn which(prog: &str) -> Option<PathBuf> {
 /// The reference MPIs this benchmark knows.
 pub const FLAVOURS: [&str; 2] = ["openmpi", "mpich"];
 
-/// Compile `benches/c/<source>` with `mpicc.<flavour>`; the program.
+/// Compile `benches/c/<source>` with `mpicc.<flavour>` (unless the build
+/// is newer than the source); the program.
 pub fn build_c(flavour: &str, source: &str) -> Result<PathBuf, String> {
     let mpicc = which(&format!("mpicc.{flavour}"))
         .ok_or_else(|| format!("mpicc.{flavour} not installed"))?;
@@ -97,6 +98,13 @@ pub fn build_c(flavour: &str, source: &str) -> Result<PathBuf, String> {
     let out_dir = target_dir().join("bench-c");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let exe = out_dir.join(format!("{}-{flavour}", source.trim_end_matches(".c")));
+    // Built already from this source (a part asks for it more than once).
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(built), Some(written)) = (modified(&exe), modified(&src))
+        && built > written
+    {
+        return Ok(exe);
+    }
     let st = Command::new(&mpicc)
         .args(["-O2", "-o"])
         .arg(&exe)

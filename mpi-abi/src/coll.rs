@@ -571,23 +571,25 @@ export! {
             // SAFETY: the arrays hold one int per rank; the buffers hold
             // their blocks (caller contract).
             let rb = unsafe { VBlocks::new(rcounts, rdispls, n, rtype) }?;
-            if !in_place(send) {
-                // SAFETY: as above.
-                let sb = unsafe { VBlocks::new(scounts, sdispls, n, stype) }?;
-                if let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) = (sb.in_buffer(), rb.in_buffer()) {
-                    // SAFETY: as above; MPI forbids the two to overlap.
-                    let (input, out) = unsafe { (user_bytes_ref(send, sspan)?, user_bytes(recv, rspan)?) };
-                    return from_vpml(c.alltoallv(input, &slens, &soffs, out, &rlens, &roffs));
-                }
-            }
-            let (input, slens, soffs) = if in_place(send) {
-                // SAFETY: as above.
-                (unsafe { rb.pack(recv) }, rb.lens(), rb.offs())
+            // In place, the input is the result buffer's blocks.
+            let sb = if in_place(send) {
+                None
             } else {
                 // SAFETY: as above.
-                let sb = unsafe { VBlocks::new(scounts, sdispls, n, stype) }?;
+                Some(unsafe { VBlocks::new(scounts, sdispls, n, stype) }?)
+            };
+            if let Some(sb) = &sb
+                && let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) = (sb.in_buffer(), rb.in_buffer())
+            {
+                // SAFETY: as above; MPI forbids the two to overlap.
+                let (input, out) = unsafe { (user_bytes_ref(send, sspan)?, user_bytes(recv, rspan)?) };
+                return from_vpml(c.alltoallv(input, &slens, &soffs, out, &rlens, &roffs));
+            }
+            let (input, slens, soffs) = match &sb {
                 // SAFETY: as above.
-                (unsafe { sb.pack(send) }, sb.lens(), sb.offs())
+                Some(sb) => (unsafe { sb.pack(send) }, sb.lens(), sb.offs()),
+                // SAFETY: as above.
+                None => (unsafe { rb.pack(recv) }, rb.lens(), rb.offs()),
             };
             let mut out = vec![0; rb.total()];
             from_vpml(c.alltoallv(&input, &slens, &soffs, &mut out, &rb.lens(), &rb.offs()))?;

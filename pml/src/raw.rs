@@ -10,7 +10,7 @@
 //! logging protocol sees exactly the same sends, receives and completion
 //! calls.
 
-use crate::comm::{Comm, Mode};
+use crate::comm::Comm;
 use crate::error::Result;
 use crate::matching::Source;
 use crate::protocol::CompletionKind;
@@ -38,21 +38,11 @@ impl Comm {
         sync: bool,
     ) -> Result<RawRequest> {
         let dest = self.check_dest(dest, tag)?;
-        let mode = if sync {
-            Mode::Synchronous
-        } else {
-            Mode::Standard
-        };
         // SAFETY: the caller's contract.
         unsafe {
-            self.engine.borrow_mut().start_send(
-                dest,
-                tag,
-                self.context,
-                ptr,
-                len,
-                mode == Mode::Synchronous,
-            )
+            self.engine
+                .borrow_mut()
+                .start_send(dest, tag, self.context, ptr, len, sync)
         }
     }
 
