@@ -44,8 +44,9 @@ pub(crate) struct ReqEntry {
     pub active: Option<Active>,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
-    /// Set for `Send_init`/`Recv_init` requests: inactive between uses.
-    pub persistent: Option<PersistentOp>,
+    /// Set for `Send_init`/`Recv_init` requests: inactive between uses
+    /// (boxed, as rare: an entry stays small).
+    pub persistent: Option<Box<PersistentOp>>,
     /// The packed copy a non-contiguous datatype travels in (the
     /// operation reads or writes it until it completes).
     pub staging: Option<crate::types::Message>,

@@ -168,6 +168,39 @@ static void point_to_point(void) {
     MPI_Get_count(&st, MPI_INT, &n);
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && n == 0 && one == MPI_REQUEST_NULL, "PROC_NULL source %d count %d", st.MPI_SOURCE, n);
     MPI_Send(&w, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    /* Mixed arrays (null, MPI_PROC_NULL, active) with statuses: each
+     * status where its request is, empty for the null one. */
+    for (int call = 0; call < 3; call++) {
+        MPI_Request mix[3];
+        MPI_Status ms[3];
+        memset(ms, 0x5a, sizeof ms);
+        mix[0] = MPI_REQUEST_NULL;
+        MPI_Irecv(&v[1], 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &mix[1]);
+        MPI_Irecv(&v[2], 1, MPI_INT, left, 50 + call, MPI_COMM_WORLD, &mix[2]);
+        MPI_Send(&w, 1, MPI_INT, right, 50 + call, MPI_COMM_WORLD);
+        if (call == 0) {
+            MPI_Waitall(3, mix, ms);
+        } else if (call == 1) {
+            flag = 0;
+            while (!flag) MPI_Testall(3, mix, &flag, ms);
+        } else {
+            int got = 0, ids[3];
+            MPI_Status some[3];
+            while (got < 2) {
+                MPI_Waitsome(3, mix, &outcount, ids, some);
+                for (int k = 0; k < outcount; k++) ms[ids[k]] = some[k];
+                got += outcount;
+            }
+            ms[0].MPI_SOURCE = MPI_ANY_SOURCE;
+            ms[0].MPI_TAG = MPI_ANY_TAG;
+        }
+        CHECK(ms[0].MPI_SOURCE == MPI_ANY_SOURCE && ms[0].MPI_TAG == MPI_ANY_TAG, "mixed %d: null status %d", call, ms[0].MPI_SOURCE);
+        CHECK(ms[1].MPI_SOURCE == MPI_PROC_NULL && ms[1].MPI_TAG == MPI_ANY_TAG, "mixed %d: PROC_NULL status %d", call, ms[1].MPI_SOURCE);
+        MPI_Get_count(&ms[2], MPI_INT, &n);
+        CHECK(ms[2].MPI_SOURCE == left && ms[2].MPI_TAG == 50 + call && n == 1 && v[2] == left,
+              "mixed %d: status %d %d %d", call, ms[2].MPI_SOURCE, ms[2].MPI_TAG, n);
+        for (int k = 0; k < 3; k++) CHECK(mix[k] == MPI_REQUEST_NULL, "mixed %d frees %d", call, k);
+    }
     /* Probe, Iprobe, Get_count, then the receive. */
     long big[10];
     for (int k = 0; k < 10; k++) big[k] = rank * 10 + k;

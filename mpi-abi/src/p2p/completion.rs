@@ -64,9 +64,19 @@ unsafe fn retire(s: &mut State, h: *mut Request) {
     }
 }
 
-/// Completed request indices with their statuses (`None`: an operation
-/// on `MPI_PROC_NULL`); `None` overall when nothing was active.
-pub(super) type Completions = Option<Vec<(usize, Option<vpml::Status>)>>;
+/// What one completion call did.
+pub(super) enum Outcome {
+    /// No request was active or on `MPI_PROC_NULL`: the `MPI_UNDEFINED`
+    /// answers.
+    Inactive,
+    /// `count` requests completed (none: a test found nothing, or
+    /// `MPI_Testall` found some still pending), and the first error among
+    /// their statuses, as (class, message).
+    Completed {
+        count: usize,
+        error: Option<(c_int, String)>,
+    },
+}
 
 /// Which completion call to run over the active requests.
 #[derive(Clone, Copy, PartialEq)]
@@ -80,29 +90,63 @@ pub(super) enum Call {
     TestSome,
 }
 
-/// The requests of `hs` as the engine knows them (`None`: null, inactive
-/// or on `MPI_PROC_NULL`), the indices of operations on `MPI_PROC_NULL`,
-/// the communicator whose error handler applies (the first request's),
-/// and a communicator to run the completion call on (any active
-/// request's: they share one engine). `Err` for an invalid handle.
-#[allow(clippy::type_complexity)]
-fn look_up(
-    hs: &[Request],
-) -> Result<
-    (
-        Vec<Option<RawRequest>>,
-        Vec<usize>,
-        Comm,
-        Option<vpml::Comm>,
-    ),
-    (),
-> {
-    STATE.with(|s| {
+/// Buffers a completion call reuses from one call to the next, so that a
+/// `MPI_Waitall` over a window of requests allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// The requests as the engine knows them (`None`: null, inactive or
+    /// on `MPI_PROC_NULL`).
+    reqs: Vec<Option<RawRequest>>,
+    /// The indices the call completes, in order.
+    done: Vec<usize>,
+}
+
+thread_local! {
+    /// Taken out for the length of a call (a nested call, from an error
+    /// handler, finds it empty and starts afresh).
+    static SCRATCH: std::cell::Cell<Scratch> = const {
+        std::cell::Cell::new(Scratch {
+            reqs: Vec::new(),
+            done: Vec::new(),
+        })
+    };
+}
+
+/// One completion call over `hs`: `each(index, status)` for every request
+/// it completes, in index order (`None`: an operation on
+/// `MPI_PROC_NULL`, whose status is empty), after the request was retired.
+/// Returns what the call did and the communicator whose error handler
+/// applies (the first request's), or the error code.
+pub(super) fn complete(
+    func: &str,
+    hs: &mut [Request],
+    call: Call,
+    mut each: impl FnMut(usize, Option<&vpml::Status>),
+) -> Result<(Outcome, Comm), c_int> {
+    let mut scratch = SCRATCH.take();
+    let r = complete_with(&mut scratch, func, hs, call, &mut each);
+    scratch.reqs.clear();
+    scratch.done.clear();
+    SCRATCH.set(scratch);
+    r
+}
+
+fn complete_with(
+    scratch: &mut Scratch,
+    func: &str,
+    hs: &mut [Request],
+    call: Call,
+    each: &mut dyn FnMut(usize, Option<&vpml::Status>),
+) -> Result<(Outcome, Comm), c_int> {
+    let Scratch { reqs, done } = scratch;
+    // The requests as the engine knows them, the operations on
+    // MPI_PROC_NULL, and a communicator to run the call on (any active
+    // request's: they share one engine).
+    let looked_up = STATE.with(|s| {
         let s = s.borrow();
-        let mut reqs = Vec::with_capacity(hs.len());
-        let mut proc_null = Vec::new();
         let mut comm = None;
         let mut engine = None;
+        let mut first_proc_null = None;
         for (i, &h) in hs.iter().enumerate() {
             if h == MPI_REQUEST_NULL {
                 reqs.push(None);
@@ -111,7 +155,7 @@ fn look_up(
             let e = request_slot(h).and_then(|k| s.requests.get(k)).ok_or(())?;
             comm.get_or_insert(e.comm);
             if e.proc_null {
-                proc_null.push(i);
+                first_proc_null.get_or_insert(i);
             }
             if let Some(a) = &e.active
                 && engine.is_none()
@@ -120,109 +164,110 @@ fn look_up(
             }
             reqs.push(e.active.as_ref().map(|a| a.id));
         }
-        Ok((reqs, proc_null, comm.unwrap_or(MPI_COMM_WORLD), engine))
-    })
-}
-
-/// One completion call over `hs`. Returns the completed indices with
-/// their statuses (`None`: an operation on `MPI_PROC_NULL`), or `None`
-/// when nothing was active (the `MPI_UNDEFINED` answers), or the error
-/// code.
-pub(super) fn complete(
-    func: &str,
-    hs: &mut [Request],
-    call: Call,
-) -> Result<(Completions, Comm), c_int> {
-    let (reqs, proc_null, comm, engine) = look_up(hs)
-        .map_err(|()| error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "invalid request"))?;
-    if engine.is_none() && proc_null.is_empty() {
-        return Ok((None, comm));
+        Ok((comm.unwrap_or(MPI_COMM_WORLD), engine, first_proc_null))
+    });
+    let (comm, engine, first_proc_null) =
+        looked_up.map_err(|()| error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "invalid request"))?;
+    if engine.is_none() && first_proc_null.is_none() {
+        return Ok((Outcome::Inactive, comm));
     }
-    let mut done: Vec<(usize, Option<vpml::Status>)> = Vec::new();
     // Operations on MPI_PROC_NULL are complete: the "any" calls take the
     // first, the "some" calls take them all and only test the others.
-    let call = match call {
-        Call::WaitAny | Call::TestAny if !proc_null.is_empty() => {
-            done.push((proc_null[0], None));
+    let call = match (call, first_proc_null) {
+        (Call::WaitAny | Call::TestAny, Some(i)) => {
+            done.push(i);
             None
         }
-        Call::WaitSome if !proc_null.is_empty() => Some(Call::TestSome),
-        other => Some(other),
+        (Call::WaitSome, Some(_)) => Some(Call::TestSome),
+        (other, _) => Some(other),
     };
     if let (Some(call), Some(engine)) = (call, &engine) {
-        let kind = |k| engine.completion_raw(k, &reqs);
-        let outcome = match call {
-            Call::WaitAll => engine
-                .wait_all_raw(&reqs)
-                .map(|()| (0..reqs.len()).filter(|&i| reqs[i].is_some()).collect()),
-            Call::TestAll => kind(CompletionKind::TestAll),
-            Call::WaitAny => kind(CompletionKind::WaitAny),
-            Call::TestAny => kind(CompletionKind::TestAny),
-            Call::Test => engine.completion_raw(CompletionKind::Test, &reqs[..1]),
-            Call::WaitSome => kind(CompletionKind::WaitSome),
-            Call::TestSome => kind(CompletionKind::TestSome),
+        let kind = |k| engine.completion_raw(k, reqs);
+        let completed = match call {
+            Call::WaitAll => engine.wait_all_raw(reqs).map(|()| {
+                done.extend((0..reqs.len()).filter(|&i| reqs[i].is_some()));
+            }),
+            Call::TestAll => kind(CompletionKind::TestAll).map(|v| done.extend(v)),
+            Call::WaitAny => kind(CompletionKind::WaitAny).map(|v| done.extend(v)),
+            Call::TestAny => kind(CompletionKind::TestAny).map(|v| done.extend(v)),
+            Call::Test => engine
+                .completion_raw(CompletionKind::Test, &reqs[..1])
+                .map(|v| done.extend(v)),
+            Call::WaitSome => kind(CompletionKind::WaitSome).map(|v| done.extend(v)),
+            Call::TestSome => kind(CompletionKind::TestSome).map(|v| done.extend(v)),
         };
-        let finished = outcome.and_then(|idx: Vec<usize>| {
-            // Each status, in the numbering of its request's communicator.
-            STATE.with(|s| {
-                let s = s.borrow();
-                idx.into_iter()
-                    .filter_map(|i| Some((i, reqs[i]?)))
-                    .map(|(i, r)| {
-                        // In the numbering of the request's communicator.
-                        let c = request_slot(hs[i])
-                            .and_then(|k| s.requests.get(k))
-                            .and_then(|e| e.active.as_ref())
-                            .map_or(engine, |a| &a.on);
-                        Ok((i, Some(c.finish_raw(r)?)))
-                    })
-                    .collect::<vpml::Result<Vec<_>>>()
-            })
-        });
-        match finished {
-            Ok(v) => {
-                if matches!(call, Call::TestAll) && v.is_empty() {
-                    // Test_all: not all done; complete nothing.
-                    return Ok((Some(Vec::new()), comm));
-                }
-                done.extend(v);
-            }
-            Err(e) => return Err(vpml_error(comm, func, &e)),
+        completed.map_err(|e| vpml_error(comm, func, &e))?;
+        if call == Call::TestAll && done.is_empty() {
+            // Not all done: complete nothing.
+            return Ok((
+                Outcome::Completed {
+                    count: 0,
+                    error: None,
+                },
+                comm,
+            ));
         }
     }
     // The all-calls (once everything is done), the some-calls and Test
     // also complete every operation on MPI_PROC_NULL.
-    if matches!(
-        call,
-        Some(Call::WaitAll | Call::TestAll | Call::TestSome | Call::Test)
-    ) {
-        done.extend(proc_null.iter().map(|&i| (i, None)));
-        done.sort_by_key(|(i, _)| *i);
+    if first_proc_null.is_some()
+        && matches!(
+            call,
+            Some(Call::WaitAll | Call::TestAll | Call::TestSome | Call::Test)
+        )
+    {
+        done.extend((0..hs.len()).filter(|&i| reqs[i].is_none() && is_proc_null(hs[i])));
+        done.sort_unstable();
     }
-    STATE.with(|s| {
+    let mut first_error = None;
+    let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
-        for (i, st) in &done {
-            // Received data of a non-contiguous datatype goes to the C
-            // buffer.
-            if let Some(st) = st
-                && let Some(m) = request_slot(hs[*i])
-                    .and_then(|k| s.requests.get(k))
-                    .and_then(|e| e.staging.as_ref())
-            {
-                m.finish(Some(st.len()));
-            }
+        for &i in done.iter() {
+            let status = match reqs[i] {
+                Some(r) => {
+                    let e = request_slot(hs[i]).and_then(|k| s.requests.get(k));
+                    // In the numbering of the request's communicator.
+                    let on = e.and_then(|e| e.active.as_ref()).map(|a| &a.on);
+                    let st = on.or(engine.as_ref()).map(|c| c.finish_raw(r));
+                    let st = match st {
+                        Some(Ok(st)) => st,
+                        Some(Err(e)) => return Err(e),
+                        None => continue,
+                    };
+                    // Received data of a non-contiguous datatype goes to
+                    // the C buffer.
+                    if let Some(m) = e.and_then(|e| e.staging.as_ref()) {
+                        m.finish(Some(st.len()));
+                    }
+                    if first_error.is_none() {
+                        first_error = st.error().map(|e| (class_of(e), e.to_string()));
+                    }
+                    Some(st)
+                }
+                None => None,
+            };
             // SAFETY: `hs[i]` is a handle of the caller's array.
-            unsafe { retire(&mut s, &mut hs[*i]) };
+            unsafe { retire(&mut s, &mut hs[i]) };
+            each(i, status.as_ref());
         }
+        Ok(())
     });
-    Ok((Some(done), comm))
+    finished.map_err(|e| vpml_error(comm, func, &e))?;
+    let outcome = Outcome::Completed {
+        count: done.len(),
+        error: first_error,
+    };
+    Ok((outcome, comm))
 }
 
-/// The first error among completed requests, as (class, message).
-pub(super) fn first_error(done: &[(usize, Option<vpml::Status>)]) -> Option<(c_int, String)> {
-    done.iter()
-        .find_map(|(_, s)| s.as_ref()?.error())
-        .map(|e| (class_of(e), e.to_string()))
+/// Is `h` an operation on `MPI_PROC_NULL`?
+fn is_proc_null(h: Request) -> bool {
+    STATE.with(|s| {
+        let s = s.borrow();
+        request_slot(h)
+            .and_then(|k| s.requests.get(k))
+            .is_some_and(|e| e.proc_null)
+    })
 }
 
 /// Report a completed request's error once the statuses are written: its

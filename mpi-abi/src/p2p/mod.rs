@@ -132,7 +132,7 @@ fn start(
             c.irecv_raw(source_of(peer), tag_of(tag), ptr, len)
         }
     };
-    let staging = matches!(msg, Message::Staged { .. }).then_some(msg);
+    let staging = matches!(msg, Message::Staged(_)).then_some(msg);
     r.map(|id| (Some(Active { id, on: c }), staging))
         .map_err(|e| vpml_error(h, func, &e))
 }

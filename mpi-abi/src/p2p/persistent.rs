@@ -46,7 +46,7 @@ fn persistent(
         comm: h,
         active: None,
         proc_null: false,
-        persistent: Some(op),
+        persistent: Some(Box::new(op)),
         staging: None,
     };
     // SAFETY: a handle pointer (caller contract).
@@ -74,7 +74,7 @@ export! {
             let s = s.borrow();
             request_slot(h)
                 .and_then(|i| s.requests.get(i))
-                .and_then(|e| Some((e.comm, e.persistent?, e.active.is_some() || e.proc_null)))
+                .and_then(|e| Some((e.comm, *e.persistent.as_deref()?, e.active.is_some() || e.proc_null)))
         });
         let Some((c, op, busy)) = found else {
             return error(MPI_COMM_WORLD, "MPI_Start", MPI_ERR_REQUEST, "not a persistent request");

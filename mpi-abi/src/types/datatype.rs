@@ -210,7 +210,11 @@ pub(crate) unsafe fn unpack(data: &[u8], buf: *mut u8, t: &DerivedType) {
 
 /// Bytes of `count` elements of `dt`.
 pub(crate) fn span(count: c_int, dt: Datatype) -> Result<usize, (c_int, &'static str)> {
-    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+    span_of(count, &info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?)
+}
+
+/// As [`span`], for a type already looked up.
+pub(crate) fn span_of(count: c_int, t: &TypeInfo) -> Result<usize, (c_int, &'static str)> {
     let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count"))?;
     n.checked_mul(t.size)
         .ok_or((MPI_ERR_COUNT, "count too large"))

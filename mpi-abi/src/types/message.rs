@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::datatype::{info, layout, pack, span, unpack};
+use super::datatype::{info, layout, pack, span_of, unpack};
 use crate::consts::*;
 use crate::state::DerivedType;
 
@@ -13,12 +13,15 @@ use crate::state::DerivedType;
 pub(crate) enum Message {
     /// The C buffer.
     Direct { ptr: *mut u8, len: usize },
-    /// A staging buffer for `count` elements of `layout` at `user`.
-    Staged {
-        data: Box<[u8]>,
-        user: *mut u8,
-        layout: DerivedType,
-    },
+    /// A staging buffer (boxed: rare, and a request entry stays small).
+    Staged(Box<Staged>),
+}
+
+/// A packed copy of `count` elements of `layout` at `user`.
+pub(crate) struct Staged {
+    data: Box<[u8]>,
+    user: *mut u8,
+    layout: DerivedType,
 }
 
 impl Message {
@@ -33,8 +36,8 @@ impl Message {
         dt: Datatype,
         send: bool,
     ) -> Result<Message, (c_int, &'static str)> {
-        let len = span(count, dt)?;
         let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
+        let len = span_of(count, &t)?;
         if t.contiguous || len == 0 {
             if len > 0 && buf.is_null() {
                 return Err((MPI_ERR_BUFFER, "null buffer"));
@@ -52,18 +55,18 @@ impl Message {
         } else {
             vec![0u8; len].into_boxed_slice()
         };
-        Ok(Message::Staged {
+        Ok(Message::Staged(Box::new(Staged {
             data,
             user: buf as *mut u8,
             layout,
-        })
+        })))
     }
 
     /// Where the transfer reads or writes, and how many bytes.
     pub(crate) fn target(&mut self) -> (*mut u8, usize) {
         match self {
             Message::Direct { ptr, len } => (*ptr, *len),
-            Message::Staged { data, .. } => (data.as_mut_ptr(), data.len()),
+            Message::Staged(s) => (s.data.as_mut_ptr(), s.data.len()),
         }
     }
 
@@ -75,18 +78,18 @@ impl Message {
             // SAFETY: the C buffer holds `len` bytes for the duration of
             // the call that made this message (the C caller's contract).
             Message::Direct { ptr, len } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
-            Message::Staged { data, .. } => data,
+            Message::Staged(s) => &mut s.data,
         }
     }
 
     /// A transfer into this buffer completed with `received` bytes (all of
     /// them when `None`): move them into the C buffer if they were staged.
     pub(crate) fn finish(&self, received: Option<usize>) {
-        if let Message::Staged { data, user, layout } = self {
-            let n = received.map_or(data.len(), |r| r.min(data.len()));
+        if let Message::Staged(s) = self {
+            let n = received.map_or(s.data.len(), |r| r.min(s.data.len()));
             // SAFETY: `user` holds the elements (the contract of the call
             // that made this message).
-            unsafe { unpack(&data[..n], *user, layout) };
+            unsafe { unpack(&s.data[..n], s.user, &s.layout) };
         }
     }
 }
