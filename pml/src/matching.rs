@@ -155,10 +155,15 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
     /// [`MatchQueues::match_arrival`], keeping what [`MatchQueues::repost`]
     /// needs to undo the match.
     pub fn match_arrival_entry(&mut self, env: &Envelope) -> Option<Posted<P>> {
-        let i = self.posted.iter().position(|(_, s, _)| s.accepts(env))?;
-        self.posted
-            .remove(i)
-            .map(|(order, spec, item)| Posted { order, spec, item })
+        // Most often the oldest receive matches (a window of receives of
+        // one kind).
+        let entry = if self.posted.front().is_some_and(|(_, s, _)| s.accepts(env)) {
+            self.posted.pop_front()
+        } else {
+            let i = self.posted.iter().position(|(_, s, _)| s.accepts(env))?;
+            self.posted.remove(i)
+        };
+        entry.map(|(order, spec, item)| Posted { order, spec, item })
     }
 
     /// Put a receive taken by [`MatchQueues::match_arrival_entry`] back at

@@ -49,10 +49,16 @@ impl Engine {
     }
 
     /// Tell the protocol about ANY_SOURCE receives matched since last time.
+    #[inline]
     pub(super) fn report_matches(&mut self) -> Result<()> {
         if self.core.matches.is_empty() {
             return Ok(());
         }
+        self.report_pending_matches()
+    }
+
+    #[cold]
+    fn report_pending_matches(&mut self) -> Result<()> {
         let mut matches = std::mem::take(&mut self.core.matches);
         let reported = self.hook(|p| {
             matches
@@ -233,19 +239,11 @@ impl Engine {
 
     /// Take the status of a completed request and free its slot.
     pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {
-        let slot = self
-            .core
-            .slot_mut(id)
-            .ok_or(Error::RequestState("stale request handle"))?;
-        if !slot.done {
-            return Err(Error::RequestState("request is not complete"));
-        }
-        let st = slot.status.take();
-        self.core.free_slot(id);
+        let st = self.core.take_done(id);
         if let Some(why) = &self.failed {
             return Err(Error::EngineFailed(why.clone()));
         }
-        st.ok_or(Error::RequestState("status already taken"))
+        st
     }
 
     /// The user dropped an active request: keep `keepalive` (the buffer)
@@ -293,10 +291,16 @@ impl Engine {
     /// A re-executed receive held back for a logged cancel completes only
     /// at that cancel: waiting for it first would never end, and means the
     /// re-execution left the logged one.
+    #[inline]
     fn check_not_held(&mut self, id: ReqId) -> Result<()> {
         if self.replay_end == 0 {
             return Ok(());
         }
+        self.check_not_held_replaying(id)
+    }
+
+    #[cold]
+    fn check_not_held_replaying(&mut self, id: ReqId) -> Result<()> {
         let Some(call) = self
             .core
             .slot(id)

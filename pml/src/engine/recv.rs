@@ -25,13 +25,11 @@ impl Engine {
         let mut spec = spec;
         let call = self.next_call();
         let plan = self.hook(|p| p.post_recv(call, &mut spec))?;
-        let id = self.core.alloc(SlotKind::Recv, RawBytes { ptr, len });
-        if let Some(s) = self.core.slot_mut(id) {
-            s.call = call;
-            // Its match is reported to the protocol.
-            s.any_source = spec.source.is_none();
-            s.held_for_cancel = plan == RecvPlan::HoldForCancel;
-        }
+        let (id, s) = self.core.alloc_slot(SlotKind::Recv, RawBytes { ptr, len });
+        s.call = call;
+        // Its match is reported to the protocol.
+        s.any_source = spec.source.is_none();
+        s.held_for_cancel = plan == RecvPlan::HoldForCancel;
         if plan == RecvPlan::HoldForCancel {
             return Ok(id);
         }

@@ -185,6 +185,12 @@ impl Core {
     }
 
     pub(super) fn alloc(&mut self, kind: SlotKind, buf: RawBytes) -> ReqId {
+        self.alloc_slot(kind, buf).0
+    }
+
+    /// A fresh slot for a request of `kind` on `buf`: its id, and the slot
+    /// to fill in further.
+    pub(super) fn alloc_slot(&mut self, kind: SlotKind, buf: RawBytes) -> (ReqId, &mut Slot) {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -219,10 +225,11 @@ impl Core {
         s.any_source = false;
         s.completed_at_start = false;
         s.held_for_cancel = false;
-        ReqId {
+        let id = ReqId {
             idx,
             generation: s.generation,
-        }
+        };
+        (id, s)
     }
 
     /// Send `id` just completed as it started: mark it if it is a standard
@@ -255,6 +262,24 @@ impl Core {
         }
     }
 
+    /// Take the status of completed request `id` and free its slot (one
+    /// lookup: this runs once per completed request).
+    pub(super) fn take_done(&mut self, id: ReqId) -> Result<Status> {
+        let s = self
+            .slots
+            .get_mut(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+            .ok_or(Error::RequestState("stale request handle"))?;
+        if !s.done {
+            return Err(Error::RequestState("request is not complete"));
+        }
+        let st = s.status.take();
+        s.in_use = false;
+        s.keepalive = None;
+        self.free.push(id.idx);
+        st.ok_or(Error::RequestState("status already taken"))
+    }
+
     pub(super) fn set_status(&mut self, id: ReqId, st: Status) {
         if let Some(s) = self.slot_mut(id) {
             s.status = Some(st);
@@ -273,17 +298,29 @@ impl Core {
 
     /// Copy `data` into receive `id` and complete it (truncating if needed).
     fn fill(&mut self, id: ReqId, env: &Envelope, data: &[u8]) {
-        let Some(slot) = self.slot_mut(id) else {
+        // One lookup (this runs for every message received): copy, note
+        // an ANY_SOURCE match (as `note_match`), set the status, complete.
+        let Some(slot) = self
+            .slots
+            .get_mut(id.idx as usize)
+            .filter(|s| s.in_use && s.generation == id.generation)
+        else {
             return;
         };
-        let n = data.len().min(slot.buf.len);
+        let buf_len = slot.buf.len;
+        let n = data.len().min(buf_len);
         // SAFETY: `slot.buf` belongs to an active receive (Slot invariant).
         unsafe { slot.buf.as_mut_slice()[..n].copy_from_slice(&data[..n]) };
-        let buf_len = slot.buf.len;
-        self.note_match(id, env.source);
-        let st = self.recv_status(env, buf_len);
-        self.set_status(id, st);
-        self.complete(id);
+        if slot.any_source {
+            slot.any_source = false;
+            self.matches.push((slot.call, env.source));
+        }
+        self.stats.messages_received += 1;
+        slot.status = Some(recv_status(env, buf_len));
+        slot.done = true;
+        if slot.detached {
+            self.free_slot(id);
+        }
     }
 
     /// Copy `bytes` into receive `id` at `offset`, dropping what does not
@@ -317,16 +354,7 @@ impl Core {
 
     pub(super) fn recv_status(&mut self, env: &Envelope, buf_len: usize) -> Status {
         self.stats.messages_received += 1;
-        let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
-        if env.len > buf_len {
-            st.error = Some(Box::new(Error::Truncated {
-                source_rank: env.source,
-                tag: env.tag,
-                message_len: env.len,
-                buffer_len: buf_len,
-            }));
-        }
-        st
+        recv_status(env, buf_len)
     }
 
     /// Check and advance the channel sequence number of `source`.
@@ -459,6 +487,21 @@ impl Core {
         }
         Ok(())
     }
+}
+
+/// The status of a receive into `buf_len` bytes of the message `env`
+/// (truncated if it is longer).
+fn recv_status(env: &Envelope, buf_len: usize) -> Status {
+    let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
+    if env.len > buf_len {
+        st.error = Some(Box::new(Error::Truncated {
+            source_rank: env.source,
+            tag: env.tag,
+            message_len: env.len,
+            buffer_len: buf_len,
+        }));
+    }
+    st
 }
 
 #[cfg(test)]

@@ -110,14 +110,13 @@ impl Engine {
         if !sync && self.can_write_now(dest, seq, len) {
             // As `try_send_now`, with a request that is complete at once.
             self.send_now(&mut msg)?;
-            let id = self.core.alloc(SlotKind::Send, data);
-            if let Some(s) = self.core.slot_mut(id) {
-                s.call = msg.call;
-                // A standard send within the eager limit (`can_write_now`).
-                s.completed_at_start = true;
-            }
-            self.core.set_status(id, Status::new(dest, tag, len, seq));
-            self.core.complete(id);
+            let (id, s) = self.core.alloc_slot(SlotKind::Send, data);
+            s.call = msg.call;
+            // A standard send within the eager limit (`can_write_now`).
+            s.completed_at_start = true;
+            s.status = Some(Status::new(dest, tag, len, seq));
+            // Complete (a fresh slot is not detached).
+            s.done = true;
             return Ok(id);
         }
         self.protocol_send(&mut msg)?;
