@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 
 /// Bytes of frame data in each ring.
 pub(crate) const RING_CAPACITY: usize = 256 * 1024;
+const _: () = assert!(RING_CAPACITY.is_power_of_two());
 const CONTROL_PAGE: usize = 4096;
 const SLOT: usize = RING_CONTROL + RING_CAPACITY;
 const DOORBELL_OFFSET: usize = 0;

@@ -3,7 +3,8 @@
 //! Layout of one ring: a 128-byte control block (the reader's `head` on the
 //! first cache line, the writer's `writer_waiting` flag on the second), then
 //! `cap` bytes of frames. Positions are absolute byte counts that only grow;
-//! `position % cap` is the offset in the data area. Every frame starts on a
+//! `position % cap` is the offset in the data area (`cap` is a power of
+//! two, so that is a mask, not a division, on every poll). Every frame starts on a
 //! 64-byte boundary with a [`FrameHeader`] whose first word, the *stamp*, is
 //! `position + 1` and is stored last (release). The reader polls the stamp
 //! at its head: one cache line carries both the "ready" signal and a small
@@ -142,6 +143,13 @@ pub(crate) unsafe fn reset(base: *mut u8, cap: usize) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Where absolute position `pos` lies in a data area of `cap` bytes, a
+/// power of two.
+#[inline]
+fn offset(pos: u64, cap: u64) -> u64 {
+    pos & (cap - 1)
+}
+
 pub(crate) struct RingWriter {
     ctrl: *const RingControl,
     data: *mut u8,
@@ -155,10 +163,14 @@ impl RingWriter {
     ///
     /// `base` points to `RING_CONTROL + cap` bytes of zero-initialised (or
     /// previously used by this protocol) shared memory, 64-byte aligned,
-    /// that stay mapped while the writer lives; `cap` is a multiple of 64;
-    /// no other writer exists for this ring.
+    /// that stay mapped while the writer lives; `cap` is a power of two of
+    /// at least 64; no other writer exists for this ring.
     pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> Self {
-        debug_assert!(cap.is_multiple_of(FRAME_ALIGN) && (base as usize).is_multiple_of(64));
+        assert!(
+            cap.is_power_of_two() && cap >= FRAME_ALIGN,
+            "ring capacity {cap}"
+        );
+        debug_assert!((base as usize).is_multiple_of(64));
         RingWriter {
             ctrl: base as *const RingControl,
             // SAFETY: the data area follows the control block inside the mapping.
@@ -190,7 +202,7 @@ impl RingWriter {
     /// Caller guarantees that `frame` bytes are free and that the frame does
     /// not cross the end of the data area.
     fn put(&mut self, hdr: &FrameHeader, payload: &[u8], frame: u64) {
-        let off = (self.tail % self.cap) as usize;
+        let off = offset(self.tail, self.cap) as usize;
         let mut h = *hdr;
         h.frame_len = frame as u32;
         let start = payload_offset(h.kind);
@@ -224,7 +236,7 @@ impl RingWriter {
     /// `payload.len()` must not exceed a quarter of the ring minus one header.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
         let frame = frame_size(hdr.kind, payload.len());
-        let to_end = self.cap - self.tail % self.cap;
+        let to_end = self.cap - offset(self.tail, self.cap);
         if !self.has_space(self.needed(hdr.kind, payload.len())) {
             return false;
         }
@@ -248,7 +260,7 @@ impl RingWriter {
     /// tail, including the SKIP frame in front of it if it must wrap.
     fn needed(&self, k: u8, payload: usize) -> u64 {
         let frame = frame_size(k, payload);
-        let to_end = self.cap - self.tail % self.cap;
+        let to_end = self.cap - offset(self.tail, self.cap);
         if frame > to_end {
             to_end + frame
         } else {
@@ -274,6 +286,10 @@ impl RingReader {
     ///
     /// Same as [`RingWriter::new`]; no other reader exists for this ring.
     pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> Self {
+        assert!(
+            cap.is_power_of_two() && cap >= FRAME_ALIGN,
+            "ring capacity {cap}"
+        );
         RingReader {
             ctrl: base as *const RingControl,
             // SAFETY: the data area follows the control block inside the mapping.
@@ -291,7 +307,7 @@ impl RingReader {
 
     /// True if a frame (possibly a SKIP) is ready.
     pub(crate) fn has_frame(&self) -> bool {
-        let off = (self.head % self.cap) as usize;
+        let off = offset(self.head, self.cap) as usize;
         // SAFETY: `off` is a 64-aligned offset inside the data area.
         let stamp = unsafe { (*(self.data.add(off) as *const AtomicU64)).load(Ordering::Acquire) };
         stamp == self.head + 1
@@ -303,7 +319,7 @@ impl RingReader {
             if !self.has_frame() {
                 return Ok(None);
             }
-            let off = self.head % self.cap;
+            let off = offset(self.head, self.cap);
             // SAFETY: the acquire load in has_frame saw the writer's release
             // of this stamp, so the header bytes are complete; the writer does
             // not touch them until we move `head` past them.
@@ -338,7 +354,7 @@ impl RingReader {
                 hdr.frame_len
             ));
         }
-        let off = (self.head % self.cap) as usize + start;
+        let off = offset(self.head, self.cap) as usize + start;
         // SAFETY: the bytes lie inside the current frame (checked above and
         // in peek), which the writer leaves alone until `consume`.
         Ok(unsafe { std::slice::from_raw_parts(self.data.add(off), len) })
@@ -351,7 +367,7 @@ impl RingReader {
     }
 
     fn zero_line_starts(&mut self, from: u64, len: u64) {
-        let off = (from % self.cap) as usize;
+        let off = offset(from, self.cap) as usize;
         for line in (0..len as usize).step_by(FRAME_ALIGN) {
             // SAFETY: [off, off+len) is the current frame, inside the data
             // area (validated in peek) and not yet released to the writer;
