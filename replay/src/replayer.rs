@@ -221,6 +221,11 @@ impl Protocol for Replayer {
         Ok(())
     }
 
+    fn hears_waits(&self) -> bool {
+        // `waited` has nothing to do.
+        false
+    }
+
     fn waited(&mut self, _kind: WaitKind, _requests: &[Option<RequestInfo>]) -> Result<()> {
         // Determined: nothing was recorded, nothing to check.
         Ok(())

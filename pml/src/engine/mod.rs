@@ -150,6 +150,8 @@ pub(crate) struct Engine {
     /// The protocol's [`Protocol::send_gate`]: sends of fewer payload
     /// bytes skip its `send` call (0 without a gate).
     send_gate: SendGate,
+    /// The protocol's [`Protocol::hears_waits`].
+    hears_waits: bool,
     /// Last call id handed out.
     last_call: CallId,
     /// The protocol's [`Protocol::replay_end`]: calls up to it are
@@ -201,6 +203,7 @@ impl Engine {
     /// the running job.
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.send_gate = p.send_gate().unwrap_or_default();
+        self.hears_waits = p.hears_waits();
         self.replay_end = p.replay_end();
         self.protocol = p;
         self.after_protocol_installed()

@@ -265,11 +265,15 @@ impl Core {
     /// Take the status of completed request `id` and free its slot (one
     /// lookup: this runs once per completed request).
     pub(super) fn take_done(&mut self, id: ReqId) -> Result<Status> {
-        let s = self
+        // (`let … else` rather than `ok_or`: an `Error` built eagerly is
+        // dropped through a call on the success path.)
+        let Some(s) = self
             .slots
             .get_mut(id.idx as usize)
             .filter(|s| s.in_use && s.generation == id.generation)
-            .ok_or(Error::RequestState("stale request handle"))?;
+        else {
+            return Err(Error::RequestState("stale request handle"));
+        };
         if !s.done {
             return Err(Error::RequestState("request is not complete"));
         }
@@ -277,7 +281,10 @@ impl Core {
         s.in_use = false;
         s.keepalive = None;
         self.free.push(id.idx);
-        st.ok_or(Error::RequestState("status already taken"))
+        let Some(st) = st else {
+            return Err(Error::RequestState("status already taken"));
+        };
+        Ok(st)
     }
 
     pub(super) fn set_status(&mut self, id: ReqId, st: Status) {

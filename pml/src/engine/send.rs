@@ -261,13 +261,14 @@ impl Engine {
     }
 
     fn peer_mut(&mut self, p: usize) -> Result<&mut Peer> {
-        self.peers
-            .get_mut(p)
-            .and_then(Option::as_mut)
-            .ok_or(Error::InvalidRank {
+        let size = self.size;
+        match self.peers.get_mut(p).and_then(Option::as_mut) {
+            Some(peer) => Ok(peer),
+            None => Err(Error::InvalidRank {
                 rank: p as i64,
-                size: self.size,
-            })
+                size,
+            }),
+        }
     }
 
     /// Write as many queued frames to `dest` as fit. Returns true if any was written.

@@ -361,6 +361,13 @@ pub trait Protocol {
     /// bypasses it.
     fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()>;
 
+    /// Does [`Protocol::waited`] do anything? Asked once, when the
+    /// protocol is installed; `false` spares every blocking wait the call
+    /// (and describing its requests). The default: `true`.
+    fn hears_waits(&self) -> bool {
+        true
+    }
+
     /// A communicator was made (`dup`, `split`) or freed. The world and
     /// `self_comm` are never announced; `Freed` comes only from an explicit
     /// `free` (a communicator dropped without one is not reported, and a

@@ -67,6 +67,9 @@ impl Protocol for NoProtocol {
     ) -> Result<()> {
         Ok(())
     }
+    fn hears_waits(&self) -> bool {
+        false
+    }
     fn waited(&mut self, _: WaitKind, _: &[Option<RequestInfo>]) -> Result<()> {
         Ok(())
     }

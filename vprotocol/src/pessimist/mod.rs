@@ -370,6 +370,11 @@ impl Protocol for Pessimist {
         })
     }
 
+    fn hears_waits(&self) -> bool {
+        // `waited` has nothing to do.
+        false
+    }
+
     fn waited(&mut self, _kind: WaitKind, _requests: &[Option<RequestInfo>]) -> Result<()> {
         // Determined: every request passed completes, whatever the timing
         // (a re-execution waits for the same ones).
