@@ -2,8 +2,12 @@
 //! as the shared-memory rings (a 64-byte [`FrameHeader`] whose `frame_len`
 //! is 64 + payload bytes, then the payload), nonblocking, `TCP_NODELAY`.
 //!
-//! Large messages go as fragments (there is no single-copy read across a
-//! socket). Connections are set up during bootstrap through the launcher's
+//! Large messages go as fragments of up to [`MAX_FRAME_PAYLOAD`] bytes
+//! (there is no single-copy read across a socket). A fragment's payload
+//! that has not arrived yet when its header has is read from the socket
+//! straight into the receive's buffer ([`TcpConn::start_direct`]), and a
+//! fragment leaves from the sender's memory (see [`DIRECT_PAYLOAD`]): the
+//! bytes are copied by the kernel only. Connections are set up during bootstrap through the launcher's
 //! key/value exchange: every rank listens on the interface that reaches the
 //! launcher (loopback on one host), publishes its
 //! address, connects to the ranks below it and accepts the ranks above it;
@@ -18,12 +22,19 @@ use std::time::{Duration, Instant};
 
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
-use crate::shm::ring::{FrameHeader, HEADER_LEN};
+use crate::shm::ring::{FrameHeader, HEADER_LEN, kind};
 
 /// Largest payload of one frame on a connection.
-pub(crate) const MAX_FRAME_PAYLOAD: usize = 64 * 1024;
-/// Bytes a writer may queue before `try_write` reports "full".
+pub(crate) const MAX_FRAME_PAYLOAD: usize = 256 * 1024;
+/// Bytes a writer may queue before `try_write` reports "full" for a
+/// small frame.
 const MAX_QUEUED: usize = 8 << 20;
+/// Frames with at least this many payload bytes (fragments of large
+/// messages) are accepted only when nothing is queued: they go from the
+/// sender's memory straight to the socket, and only the part the socket did
+/// not take is copied. The rest wait in the engine's queue, still in the
+/// sender's memory, instead of being copied into `out` first.
+const DIRECT_PAYLOAD: usize = 8 * 1024;
 /// Receive buffer: room for many frames per read, so that compaction
 /// (moving a partial frame to the front) is rare and cheap.
 const INBUF: usize = 1 << 20;
@@ -39,6 +50,17 @@ pub(crate) struct TcpConn {
     out: Vec<u8>,
     out_pos: usize,
     closed: bool,
+    /// A fragment's payload being read straight into a receive's buffer.
+    direct: Option<DirectRead>,
+}
+
+/// The payload of the frame `hdr` going to `dst` (`len` bytes, `done` of
+/// them there).
+struct DirectRead {
+    hdr: FrameHeader,
+    dst: *mut u8,
+    len: usize,
+    done: usize,
 }
 
 impl TcpConn {
@@ -53,6 +75,7 @@ impl TcpConn {
             out: Vec::new(),
             out_pos: 0,
             closed: false,
+            direct: None,
         })
     }
 
@@ -66,17 +89,22 @@ impl TcpConn {
         self.out.len() - self.out_pos
     }
 
-    /// Room for another frame?
-    pub(crate) fn has_room(&mut self) -> bool {
-        if self.queued() > MAX_QUEUED {
+    /// Room for a frame with `payload` bytes? (See [`DIRECT_PAYLOAD`].)
+    pub(crate) fn has_room(&mut self, payload: usize) -> bool {
+        let limit = if payload >= DIRECT_PAYLOAD {
+            0
+        } else {
+            MAX_QUEUED
+        };
+        if self.queued() > limit {
             self.flush();
         }
-        self.queued() <= MAX_QUEUED
+        self.queued() <= limit
     }
 
     /// Queue one frame and start writing it. False if too much is queued.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
-        if !self.has_room() {
+        if !self.has_room(payload.len()) {
             return false;
         }
         let mut h = *hdr;
@@ -163,7 +191,10 @@ impl TcpConn {
                 }
                 Ok(n) => {
                     self.end += n;
-                    if self.end == self.inbuf.len() {
+                    // A large fragment whose payload is still coming: leave
+                    // the rest in the socket, for the engine to read it
+                    // straight into its receive (`start_direct`).
+                    if self.end == self.inbuf.len() || self.incomplete_fragment().is_some() {
                         return;
                     }
                 }
@@ -191,14 +222,20 @@ impl TcpConn {
 
     /// Is a whole frame buffered?
     pub(crate) fn has_frame(&self) -> bool {
-        self.header().is_some_and(|h| {
-            (h.frame_len as usize) <= self.end - self.start && h.frame_len as usize >= HEADER_LEN
-        })
+        self.direct.is_none()
+            && self.header().is_some_and(|h| {
+                (h.frame_len as usize) <= self.end - self.start
+                    && h.frame_len as usize >= HEADER_LEN
+            })
     }
 
     /// The next complete frame's header, reading what the socket has.
     pub(crate) fn peek(&mut self) -> std::result::Result<Option<FrameHeader>, String> {
         self.flush();
+        if self.direct.is_some() {
+            // The stream is inside a payload read directly.
+            return Ok(None);
+        }
         if !self.has_frame() {
             self.fill();
         }
@@ -229,6 +266,87 @@ impl TcpConn {
         }
         let at = self.start + HEADER_LEN;
         Ok(&self.inbuf[at..at + len])
+    }
+
+    /// The header of the next frame if it is a fragment of at least
+    /// [`DIRECT_PAYLOAD`] bytes whose payload has not all arrived: it can
+    /// go straight where it belongs ([`TcpConn::start_direct`]).
+    pub(crate) fn incomplete_fragment(&self) -> Option<FrameHeader> {
+        if self.direct.is_some() {
+            return None;
+        }
+        let h = self.header()?;
+        let len = h.frame_len as usize;
+        let large = h.kind == kind::FRAG
+            && (HEADER_LEN + DIRECT_PAYLOAD..=HEADER_LEN + MAX_FRAME_PAYLOAD).contains(&len)
+            && h.aux0 == (len - HEADER_LEN) as u64;
+        (large && self.end - self.start < len).then_some(h)
+    }
+
+    /// Read the payload of the frame [`TcpConn::incomplete_fragment`]
+    /// returned into `dst`: what is buffered now, the rest straight from
+    /// the socket as it comes ([`TcpConn::continue_direct`]).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of the frame's payload bytes, and nothing
+    /// else uses them, until `continue_direct` returned the header or the
+    /// connection is dropped or abandoned ([`TcpConn::abandon_direct`]).
+    pub(crate) unsafe fn start_direct(&mut self, hdr: FrameHeader, dst: *mut u8) {
+        let len = hdr.frame_len as usize - HEADER_LEN;
+        let have = self.end - self.start - HEADER_LEN;
+        debug_assert!(have < len);
+        // SAFETY: the caller's contract; `have` < `len` buffered bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.inbuf[self.start + HEADER_LEN..].as_ptr(), dst, have)
+        };
+        // Everything buffered belonged to this frame.
+        self.start = 0;
+        self.end = 0;
+        self.direct = Some(DirectRead {
+            hdr,
+            dst,
+            len,
+            done: have,
+        });
+    }
+
+    /// Go on with a direct read: its frame's header once the whole payload
+    /// is in place (the frame is then consumed).
+    pub(crate) fn continue_direct(&mut self) -> Option<FrameHeader> {
+        let d = self.direct.as_mut()?;
+        while d.done < d.len && !self.closed {
+            // SAFETY: `start_direct`'s contract; done < len.
+            let rest = unsafe { std::slice::from_raw_parts_mut(d.dst.add(d.done), d.len - d.done) };
+            match self.stream.read(rest) {
+                Ok(0) => self.closed = true,
+                Ok(n) => d.done += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!("tcp read failed: {e}");
+                    self.closed = true;
+                }
+            }
+        }
+        if d.done < d.len {
+            return None;
+        }
+        let hdr = d.hdr;
+        self.direct = None;
+        Some(hdr)
+    }
+
+    /// Is a direct read under way?
+    pub(crate) fn direct_pending(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Forget a direct read (its buffer is gone); the stream, left inside
+    /// a frame, is unusable from then on.
+    pub(crate) fn abandon_direct(&mut self) {
+        if self.direct.take().is_some() {
+            self.closed = true;
+        }
     }
 
     /// Drop the current frame.
@@ -384,6 +502,80 @@ mod tests {
             attempt(b"GET / HTTP/1.0\n"),
             Err("not a vpml connection".into())
         );
+    }
+
+    /// The bytes of frame `h` with `payload` as `try_write` sends them.
+    fn frame_bytes(h: &FrameHeader, payload: &[u8]) -> Vec<u8> {
+        let mut h = *h;
+        h.frame_len = (HEADER_LEN + payload.len()) as u32;
+        let mut out = vec![0u8; HEADER_LEN];
+        // SAFETY: as in `try_write`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                &h as *const FrameHeader as *const u8,
+                out.as_mut_ptr(),
+                std::mem::size_of::<FrameHeader>(),
+            );
+        }
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Read from `rx` until `f` gives something (the bytes were written to
+    /// loopback already; each try reads what arrived).
+    fn until<T>(rx: &mut TcpConn, mut f: impl FnMut(&mut TcpConn) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(v) = f(rx) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "loopback bytes never arrived");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_large_fragment_still_arriving_is_read_straight_into_its_destination() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let mut rx = TcpConn::new(b).unwrap();
+        let payload: Vec<u8> = (0..MAX_FRAME_PAYLOAD)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let mut h = FrameHeader::new(kind::FRAG);
+        h.seq = 5;
+        h.aux0 = payload.len() as u64;
+        let bytes = frame_bytes(&h, &payload);
+        // The header and a first part: the fragment is seen, incomplete,
+        // and the connection reads no further into its buffer.
+        tx.write_all(&bytes[..HEADER_LEN + 1000]).unwrap();
+        let seen = until(&mut rx, |rx| {
+            assert!(rx.peek().unwrap().is_none(), "the frame is not whole yet");
+            rx.incomplete_fragment()
+        });
+        assert_eq!((seen.seq, seen.aux0), (5, payload.len() as u64));
+        let mut dst = vec![0u8; payload.len()];
+        // SAFETY: `dst` holds the payload and outlives the read below.
+        unsafe { rx.start_direct(seen, dst.as_mut_ptr()) };
+        assert!(rx.direct_pending() && !rx.has_frame());
+        // The rest of the payload, then a small frame behind it.
+        tx.write_all(&bytes[HEADER_LEN + 1000..]).unwrap();
+        let mut next = FrameHeader::new(kind::EAGER);
+        next.seq = 6;
+        tx.write_all(&frame_bytes(&next, b"after")).unwrap();
+        let done = until(&mut rx, |rx| {
+            assert!(
+                rx.peek().unwrap().is_none(),
+                "nothing is read past the payload"
+            );
+            rx.continue_direct()
+        });
+        assert_eq!(done.seq, 5);
+        assert!(dst == payload, "the payload arrived whole, in order");
+        let h = until(&mut rx, |rx| rx.peek().unwrap());
+        assert_eq!(h.seq, 6);
+        assert_eq!(rx.payload(&h, 5).unwrap(), b"after");
     }
 
     #[test]

@@ -167,28 +167,82 @@ impl Core {
                     PartialDest::Buffered(data) => data.extend_from_slice(bytes),
                 }
                 part.got += bytes.len();
-                if part.got == part.env.len
-                    && let Some(part) = peer.partial.take()
-                {
-                    self.accept_seq(p, part.env.seq)?;
-                    match part.dest {
-                        PartialDest::Buffered(data) => {
-                            self.deliver_owned(part.env, data, part.sync)
-                        }
-                        PartialDest::Posted(Posted { item: id, .. }) => {
-                            // (Its match was reported at the first fragment.)
-                            let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
-                            let st = self.recv_status(&part.env, buf_len);
-                            self.set_status(id, st);
-                            self.complete(id);
-                            if let Some(token) = part.sync {
-                                self.ack(part.env.source, kind::SYNC_ACK, token, part.env.seq);
-                            }
-                        }
-                    }
-                }
+                self.finish_partial(p, peer)?;
             }
             other => return Err(corrupt(format!("unknown frame kind {other}"))),
+        }
+        Ok(())
+    }
+}
+
+impl Core {
+    /// Where the payload of fragment `hdr` (not a first one) from `peer`
+    /// goes, if it can be read straight there: into the posted receive its
+    /// message matched, which has room for it. `None`: the usual path
+    /// (copied from the connection's buffer, checked by `handle_frame`).
+    pub(super) fn direct_destination(&self, peer: &Peer, hdr: &FrameHeader) -> Option<*mut u8> {
+        let part = peer.partial.as_ref()?;
+        let PartialDest::Posted(posted) = &part.dest else {
+            return None;
+        };
+        let chunk = usize::try_from(hdr.aux0).ok()?;
+        let fits = hdr.flags & flags::FIRST == 0
+            && hdr.seq == part.env.seq
+            && hdr.msg_len == part.env.len as u64
+            && part.got + chunk <= part.env.len;
+        let slot = self.slot(posted.item)?;
+        if !fits || part.got + chunk > slot.buf.len {
+            return None;
+        }
+        // SAFETY: got + chunk <= the buffer's length: the offset stays
+        // inside the receive's buffer.
+        let dst = unsafe { slot.buf.ptr.add(part.got) };
+        Some(dst)
+    }
+
+    /// The payload of fragment `hdr` from peer `p` was read straight into
+    /// [`Core::direct_destination`]: account for it as `handle_frame` does.
+    pub(super) fn fragment_placed(
+        &mut self,
+        p: usize,
+        peer: &mut Peer,
+        hdr: &FrameHeader,
+    ) -> Result<()> {
+        let Some(part) = peer.partial.as_mut() else {
+            return Err(Error::CorruptFrame {
+                peer: p,
+                reason: "fragment without a first fragment".into(),
+            });
+        };
+        part.got += hdr.aux0 as usize;
+        self.finish_partial(p, peer)
+    }
+
+    /// Deliver the fragmented message from `p` if all of it arrived.
+    fn finish_partial(&mut self, p: usize, peer: &mut Peer) -> Result<()> {
+        if peer
+            .partial
+            .as_ref()
+            .is_none_or(|part| part.got < part.env.len)
+        {
+            return Ok(());
+        }
+        let Some(part) = peer.partial.take() else {
+            return Ok(());
+        };
+        self.accept_seq(p, part.env.seq)?;
+        match part.dest {
+            PartialDest::Buffered(data) => self.deliver_owned(part.env, data, part.sync),
+            PartialDest::Posted(Posted { item: id, .. }) => {
+                // (Its match was reported at the first fragment.)
+                let buf_len = self.slot(id).map_or(0, |s| s.buf.len);
+                let st = self.recv_status(&part.env, buf_len);
+                self.set_status(id, st);
+                self.complete(id);
+                if let Some(token) = part.sync {
+                    self.ack(part.env.source, kind::SYNC_ACK, token, part.env.seq);
+                }
+            }
         }
         Ok(())
     }

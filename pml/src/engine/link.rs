@@ -155,7 +155,7 @@ impl Link {
     pub(super) fn has_room(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.has_room(k, len),
-            Link::Tcp(c) => c.has_room(),
+            Link::Tcp(c) => c.has_room(len),
             Link::Dead => false,
             Link::Feed(_) => true,
             Link::Sim(l) => l.has_room(),
@@ -173,7 +173,7 @@ impl Link {
     fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.announce_waiting(k, len),
-            Link::Tcp(c) => c.has_room(),
+            Link::Tcp(c) => c.has_room(len),
             Link::Dead => false,
             Link::Feed(_) => true,
             Link::Sim(l) => l.has_room(),
@@ -228,9 +228,48 @@ impl Link {
             Link::Sim(l) => l.consume(),
         }
     }
+    /// Over TCP, the header of a large fragment whose payload is still on
+    /// its way (see [`crate::tcp::TcpConn::incomplete_fragment`]).
+    pub(super) fn incomplete_fragment(&self) -> Option<FrameHeader> {
+        match self {
+            Link::Tcp(c) => c.incomplete_fragment(),
+            _ => None,
+        }
+    }
+    /// Start reading that fragment's payload into `dst` (TCP only).
+    ///
+    /// # Safety
+    /// As [`crate::tcp::TcpConn::start_direct`].
+    pub(super) unsafe fn start_direct(&mut self, hdr: FrameHeader, dst: *mut u8) {
+        if let Link::Tcp(c) = self {
+            // SAFETY: the caller's contract.
+            unsafe { c.start_direct(hdr, dst) };
+        }
+    }
+    /// Go on with a direct read: the frame's header once its payload is
+    /// all in place.
+    pub(super) fn continue_direct(&mut self) -> Option<FrameHeader> {
+        match self {
+            Link::Tcp(c) => c.continue_direct(),
+            _ => None,
+        }
+    }
+    /// Is a direct read under way?
+    pub(super) fn direct_pending(&self) -> bool {
+        matches!(self, Link::Tcp(c) if c.direct_pending())
+    }
+    /// Forget a direct read whose buffer is going away.
+    pub(super) fn abandon_direct(&mut self) {
+        if let Link::Tcp(c) = self {
+            c.abandon_direct();
+        }
+    }
     /// Payload bytes per fragment of a large message.
     pub(super) fn fragment_size(&self) -> usize {
-        FRAGMENT
+        match self {
+            Link::Tcp(_) => crate::tcp::MAX_FRAME_PAYLOAD,
+            _ => FRAGMENT,
+        }
     }
     /// Bytes accepted but not yet handed to the operating system.
     pub(super) fn unsent(&self) -> usize {

@@ -127,6 +127,8 @@ impl Engine {
         for peer in self.peers.iter_mut().flatten() {
             peer.pending.clear();
             peer.partial = None;
+            // Nothing may keep pointing at a receive's buffer.
+            peer.link.abandon_direct();
         }
         for id in self.core.matching.drain_posted() {
             self.core.complete(id);
@@ -174,21 +176,51 @@ impl Engine {
             };
             let mut frames = 0;
             let mut died = false;
-            loop {
-                let hdr = match peer.link.peek() {
-                    Ok(Some(h)) => h,
-                    Ok(None) => break,
-                    Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
-                };
-                self.core.handle_frame(p, peer, &hdr)?;
-                if self.core.gone.take().is_some() {
-                    died = true;
-                    break;
+            // Over TCP, a fragment read straight into its receive goes on
+            // first: nothing else can be read before its payload is in.
+            let mut reading = true;
+            if peer.link.direct_pending() {
+                match peer.link.continue_direct() {
+                    Some(hdr) => {
+                        self.core.fragment_placed(p, peer, &hdr)?;
+                        frames += 1;
+                    }
+                    None => reading = false,
                 }
-                peer.link.consume(&hdr);
-                frames += 1;
-                if frames >= 64 {
-                    break;
+            }
+            if reading {
+                loop {
+                    let hdr = match peer.link.peek() {
+                        Ok(Some(h)) => h,
+                        Ok(None) => break,
+                        Err(reason) => return Err(Error::CorruptFrame { peer: p, reason }),
+                    };
+                    self.core.handle_frame(p, peer, &hdr)?;
+                    if self.core.gone.take().is_some() {
+                        died = true;
+                        break;
+                    }
+                    peer.link.consume(&hdr);
+                    frames += 1;
+                    if frames >= 64 {
+                        break;
+                    }
+                }
+            }
+            if reading
+                && !died
+                && let Some(hdr) = peer.link.incomplete_fragment()
+                && let Some(dst) = self.core.direct_destination(peer, &hdr)
+            {
+                // SAFETY: `dst` lies in the buffer of a receive that
+                // matched this message and stays active until its last
+                // fragment is in (a matched receive cannot be cancelled);
+                // `fail` and `drop_link` abandon the read before the
+                // receive could complete otherwise.
+                unsafe { peer.link.start_direct(hdr, dst) };
+                if let Some(hdr) = peer.link.continue_direct() {
+                    self.core.fragment_placed(p, peer, &hdr)?;
+                    frames += 1;
                 }
             }
             if died {
