@@ -3,17 +3,18 @@
 //! is 64 + payload bytes, then the payload), nonblocking, `TCP_NODELAY`.
 //!
 //! Large messages go as fragments of up to [`MAX_FRAME_PAYLOAD`] bytes
-//! (there is no single-copy read across a socket). A fragment's payload
-//! that has not arrived yet when its header has is read from the socket
-//! straight into the receive's buffer ([`TcpConn::start_direct`]), and a
-//! fragment leaves from the sender's memory (see [`DIRECT_PAYLOAD`]): the
-//! bytes are copied by the kernel only. Connections are set up during bootstrap through the launcher's
+//! (there is no single-copy read across a socket). A fragment leaves from
+//! the sender's memory (see [`DIRECT_PAYLOAD`]), and a fragment whose
+//! payload is still arriving when its header has is read from the socket
+//! straight into the receive's buffer ([`TcpConn::start_direct`]): the
+//! bytes are copied by the kernel only.
+//!
+//! Connections are set up during bootstrap through the launcher's
 //! key/value exchange: every rank listens on the interface that reaches the
-//! launcher (loopback on one host), publishes its
-//! address, connects to the ranks below it and accepts the ranks above it;
-//! each connection starts with the job token and the connecting rank, and a
-//! connection with a wrong token is refused (and logged) without affecting
-//! the job.
+//! launcher (loopback on one host), publishes its address, connects to
+//! the ranks below it and accepts the ranks above it; each connection
+//! starts with the job token and the connecting rank, and a connection with
+//! a wrong token is refused (and logged) without affecting the job.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -29,14 +30,14 @@ pub(crate) const MAX_FRAME_PAYLOAD: usize = 256 * 1024;
 /// Bytes a writer may queue before `try_write` reports "full" for a
 /// small frame.
 const MAX_QUEUED: usize = 8 << 20;
-/// Frames with at least this many payload bytes (fragments of large
-/// messages) are accepted only when nothing is queued: they go from the
-/// sender's memory straight to the socket, and only the part the socket did
-/// not take is copied. The rest wait in the engine's queue, still in the
-/// sender's memory, instead of being copied into `out` first.
+/// Fragments of large messages with at least this many payload bytes are
+/// accepted only when nothing is queued: they go from the sender's memory
+/// straight to the socket, and only the part the socket did not take is
+/// copied. The rest wait in the engine's queue, still in the sender's
+/// memory, instead of being copied into `out` first.
 const DIRECT_PAYLOAD: usize = 8 * 1024;
-/// Receive buffer: room for many frames per read, so that compaction
-/// (moving a partial frame to the front) is rare and cheap.
+/// Receive buffer: room for many small frames per read; a partial frame is
+/// moved to the front when less than a largest frame's room is left.
 const INBUF: usize = 1 << 20;
 /// How long bootstrap waits for connections.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -89,9 +90,10 @@ impl TcpConn {
         self.out.len() - self.out_pos
     }
 
-    /// Room for a frame with `payload` bytes? (See [`DIRECT_PAYLOAD`].)
-    pub(crate) fn has_room(&mut self, payload: usize) -> bool {
-        let limit = if payload >= DIRECT_PAYLOAD {
+    /// Room for a frame of kind `k` with `payload` bytes? (See
+    /// [`DIRECT_PAYLOAD`].)
+    pub(crate) fn has_room(&mut self, k: u8, payload: usize) -> bool {
+        let limit = if k == kind::FRAG && payload >= DIRECT_PAYLOAD {
             0
         } else {
             MAX_QUEUED
@@ -104,7 +106,7 @@ impl TcpConn {
 
     /// Queue one frame and start writing it. False if too much is queued.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
-        if !self.has_room(payload.len()) {
+        if !self.has_room(hdr.kind, payload.len()) {
             return false;
         }
         let mut h = *hdr;
@@ -311,8 +313,10 @@ impl TcpConn {
     }
 
     /// Go on with a direct read: its frame's header once the whole payload
-    /// is in place (the frame is then consumed).
+    /// is in place (the frame is then consumed). Queued output goes on
+    /// too: the peer may be waiting for it before it sends the rest.
     pub(crate) fn continue_direct(&mut self) -> Option<FrameHeader> {
+        self.flush();
         let d = self.direct.as_mut()?;
         while d.done < d.len && !self.closed {
             // SAFETY: `start_direct`'s contract; done < len.
@@ -576,6 +580,58 @@ mod tests {
         let h = until(&mut rx, |rx| rx.peek().unwrap());
         assert_eq!(h.seq, 6);
         assert_eq!(rx.payload(&h, 5).unwrap(), b"after");
+    }
+
+    #[test]
+    fn output_queued_behind_a_full_socket_still_leaves_during_a_direct_read() {
+        // Two ranks sending each other large messages at once: each may
+        // wait in a direct read for bytes the other sends only once its
+        // own queued output got out.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut conn = TcpConn::new(s).unwrap();
+        let fragment = vec![3u8; MAX_FRAME_PAYLOAD];
+        let mut h = FrameHeader::new(kind::FRAG);
+        h.aux0 = fragment.len() as u64;
+        // The peer reads nothing yet: fill the socket until a tail waits.
+        let mut accepted = 0;
+        while conn.try_write(&h, &fragment) {
+            accepted += HEADER_LEN + fragment.len();
+        }
+        assert!(conn.queued() > 0, "a tail waits behind the full socket");
+        // A fragment from the peer, begun: read directly.
+        let mut incoming = FrameHeader::new(kind::FRAG);
+        incoming.aux0 = fragment.len() as u64;
+        let bytes = frame_bytes(&incoming, &fragment);
+        (&peer).write_all(&bytes[..HEADER_LEN + 100]).unwrap();
+        // (Reading only: `peek` would also flush.)
+        let seen = until(&mut conn, |c| {
+            c.fill();
+            c.incomplete_fragment()
+        });
+        assert!(conn.queued() > 0);
+        let mut dst = vec![0u8; fragment.len()];
+        // SAFETY: `dst` holds the payload and outlives the read.
+        unsafe { conn.start_direct(seen, dst.as_mut_ptr()) };
+        // The peer drains everything this side accepted; only then does
+        // it send the rest of its fragment.
+        peer.set_nonblocking(true).unwrap();
+        let mut got = 0;
+        let mut buf = vec![0u8; 1 << 20];
+        until(&mut conn, |c| {
+            assert!(c.continue_direct().is_none(), "the rest is not sent yet");
+            match (&peer).read(&mut buf) {
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            (got == accepted).then_some(())
+        });
+        peer.set_nonblocking(false).unwrap();
+        (&peer).write_all(&bytes[HEADER_LEN + 100..]).unwrap();
+        until(&mut conn, TcpConn::continue_direct);
+        assert!(dst == fragment);
     }
 
     #[test]

@@ -191,10 +191,10 @@ static void point_to_point(void) {
                 for (int k = 0; k < outcount; k++) ms[ids[k]] = some[k];
                 got += outcount;
             }
-            ms[0].MPI_SOURCE = MPI_ANY_SOURCE;
-            ms[0].MPI_TAG = MPI_ANY_TAG;
         }
-        CHECK(ms[0].MPI_SOURCE == MPI_ANY_SOURCE && ms[0].MPI_TAG == MPI_ANY_TAG, "mixed %d: null status %d", call, ms[0].MPI_SOURCE);
+        /* (Waitsome reports completed requests only.) */
+        if (call < 2)
+            CHECK(ms[0].MPI_SOURCE == MPI_ANY_SOURCE && ms[0].MPI_TAG == MPI_ANY_TAG, "mixed %d: null status %d", call, ms[0].MPI_SOURCE);
         CHECK(ms[1].MPI_SOURCE == MPI_PROC_NULL && ms[1].MPI_TAG == MPI_ANY_TAG, "mixed %d: PROC_NULL status %d", call, ms[1].MPI_SOURCE);
         MPI_Get_count(&ms[2], MPI_INT, &n);
         CHECK(ms[2].MPI_SOURCE == left && ms[2].MPI_TAG == 50 + call && n == 1 && v[2] == left,

@@ -220,6 +220,7 @@ fn complete_with(
         done.sort_unstable();
     }
     let mut first_error = None;
+    let mut count = 0;
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
         for &i in done.iter() {
@@ -249,12 +250,13 @@ fn complete_with(
             // SAFETY: `hs[i]` is a handle of the caller's array.
             unsafe { retire(&mut s, &mut hs[i]) };
             each(i, status.as_ref());
+            count += 1;
         }
         Ok(())
     });
     finished.map_err(|e| vpml_error(comm, func, &e))?;
     let outcome = Outcome::Completed {
-        count: done.len(),
+        count,
         error: first_error,
     };
     Ok((outcome, comm))

@@ -53,13 +53,25 @@ export! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, reqs: *mut Request, statuses: *mut MpiStatus) -> c_int {
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
-        // SAFETY: `statuses` holds `count` statuses or is ignored.
-        unsafe { write_empty_statuses(statuses, hs.len()) };
+        let n = hs.len();
+        // Empty statuses first (for the null and inactive requests), once
+        // the call got that far; each completed one's over its own.
+        let mut wrote_empty = false;
         let each = |i, st: Option<&vpml::Status>| {
+            if !wrote_empty {
+                wrote_empty = true;
+                // SAFETY: `statuses` holds `count` statuses or is ignored.
+                unsafe { write_empty_statuses(statuses, n) };
+            }
             // SAFETY: as above.
             unsafe { write_completed(nth(statuses, i), st) }
         };
-        match complete("MPI_Waitall", hs, Call::WaitAll, each) {
+        let r = complete("MPI_Waitall", hs, Call::WaitAll, each);
+        if matches!(r, Ok((Outcome::Inactive, _))) {
+            // SAFETY: as above.
+            unsafe { write_empty_statuses(statuses, n) };
+        }
+        match r {
             Ok((Outcome::Completed { error, .. }, c)) => raise("MPI_Waitall", c, error, true),
             Ok((Outcome::Inactive, _)) => MPI_SUCCESS,
             Err(code) => code,

@@ -155,7 +155,7 @@ impl Link {
     pub(super) fn has_room(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.has_room(k, len),
-            Link::Tcp(c) => c.has_room(len),
+            Link::Tcp(c) => c.has_room(k, len),
             Link::Dead => false,
             Link::Feed(_) => true,
             Link::Sim(l) => l.has_room(),
@@ -173,7 +173,7 @@ impl Link {
     fn announce_waiting(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.announce_waiting(k, len),
-            Link::Tcp(c) => c.has_room(len),
+            Link::Tcp(c) => c.has_room(k, len),
             Link::Dead => false,
             Link::Feed(_) => true,
             Link::Sim(l) => l.has_room(),

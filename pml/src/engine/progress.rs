@@ -215,8 +215,8 @@ impl Engine {
                 // SAFETY: `dst` lies in the buffer of a receive that
                 // matched this message and stays active until its last
                 // fragment is in (a matched receive cannot be cancelled);
-                // `fail` and `drop_link` abandon the read before the
-                // receive could complete otherwise.
+                // `fail` abandons the read and `drop_link` drops the
+                // connection before the receive could complete otherwise.
                 unsafe { peer.link.start_direct(hdr, dst) };
                 if let Some(hdr) = peer.link.continue_direct() {
                     self.core.fragment_placed(p, peer, &hdr)?;

@@ -358,7 +358,8 @@ pub trait Protocol {
     /// A blocking wait whose answer is determined (`kind`) returned: every
     /// request in `requests` completed. No call id: there is nothing to
     /// log or replay; the protocol hears of it so that no entry point
-    /// bypasses it.
+    /// bypasses it, unless it said it has nothing to do with it
+    /// ([`Protocol::hears_waits`]).
     fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()>;
 
     /// Does [`Protocol::waited`] do anything? Asked once, when the

@@ -4,9 +4,9 @@
 //! first cache line, the writer's `writer_waiting` flag on the second), then
 //! `cap` bytes of frames. Positions are absolute byte counts that only grow;
 //! `position % cap` is the offset in the data area (`cap` is a power of
-//! two, so that is a mask, not a division, on every poll). Every frame starts on a
-//! 64-byte boundary with a [`FrameHeader`] whose first word, the *stamp*, is
-//! `position + 1` and is stored last (release). The reader polls the stamp
+//! two: a mask, not a division, on every poll). Every frame starts on a
+//! 64-byte boundary with a [`FrameHeader`] whose first word, the *stamp*,
+//! is `position + 1` and is stored last (release). The reader polls the stamp
 //! at its head: one cache line carries both the "ready" signal and a small
 //! message.
 //!
