@@ -81,12 +81,17 @@ impl Comm {
         if std::mem::size_of_val(send) > LARGE && len >= fold.p2 {
             // Large vectors: the allreduce's reduce-scatter spreads the
             // combining over every rank (the same tree shape, so the same
-            // bits); its allgather brings the root as much as a gather
-            // would.
+            // bits), then a binomial gather brings the blocks to the root.
+            let large =
+                |acc: &mut [T]| with_scratch(len, |tmp| self.reduce_large(acc, tmp, op, root));
             if r == root {
-                return self.allreduce(send, recv, op);
+                recv.copy_from_slice(send);
+                return large(recv);
             }
-            return with_scratch(len, |out: &mut [T]| self.allreduce(send, out, op));
+            return with_scratch(len, |acc: &mut [T]| {
+                acc.copy_from_slice(send);
+                large(acc)
+            });
         }
         if r != root
             && let Some(parent) = fold.leaf_parent(r)
@@ -145,6 +150,59 @@ impl Comm {
             } else if r == root {
                 self.c_recv(holder, tag::REDUCE, bytes_mut(acc))?;
             }
+        }
+        Ok(())
+    }
+
+    /// The large-vector reduce of [`Comm::reduce`], with this rank's
+    /// contribution in `acc` (at the root, its result buffer) and `tmp`
+    /// for what partners send: the folding and reduce-scatter of
+    /// [`Comm::allreduce`] (so the same bits), then the mirror-image steps
+    /// as a binomial gather towards the root's participant — the root's
+    /// partner when the root was folded away, which passes the result on.
+    fn reduce_large<T: Pod, O: Op<T>>(
+        &self,
+        acc: &mut [T],
+        tmp: &mut [T],
+        op: &O,
+        root: usize,
+    ) -> Result<()> {
+        let r = self.rank();
+        let fold = Fold::new(self.size());
+        let gatherer = if root < 2 * fold.rem && root.is_multiple_of(2) {
+            root + 1
+        } else {
+            root
+        };
+        if r < 2 * fold.rem {
+            if r.is_multiple_of(2) {
+                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
+                if r == root {
+                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
+                }
+                return Ok(());
+            }
+            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
+            fold_left(op, tmp, acc);
+        }
+        let (Some(p), Some(target)) = (fold.participant(r), fold.participant(gatherer)) else {
+            return Err(mismatch("rank outside the reduction tree".into()));
+        };
+        let steps = self.reduce_scatter(p, &fold, acc, tmp, op, tag::REDUCE)?;
+        // Largest distance first: a participant whose number differs from
+        // the target's in the step's bit hands over all it holds.
+        for step in steps.into_iter().rev() {
+            let elem = std::mem::size_of::<T>();
+            if (p ^ target) & step.mask != 0 {
+                let keep = &acc[step.keep];
+                return self.c_send(step.partner, tag::REDUCE, bytes(keep));
+            }
+            let give = step.give.start * elem..step.give.end * elem;
+            self.c_recv(step.partner, tag::REDUCE, &mut bytes_mut(acc)[give])?;
+        }
+        if r != root {
+            // The gatherer of a root folded away.
+            self.c_send(root, tag::REDUCE, bytes(acc))?;
         }
         Ok(())
     }
@@ -226,8 +284,7 @@ impl Comm {
     }
 
     /// Large-vector allreduce among the `fold.p2` participants: recursive
-    /// halving with doubling distance (each step combines aligned blocks of
-    /// ranks lower half first), then the mirror-image allgather.
+    /// halving ([`Comm::reduce_scatter`]), then the mirror-image allgather.
     fn reduce_scatter_allgather<T: Pod, O: Op<T>>(
         &self,
         p: usize,
@@ -236,6 +293,33 @@ impl Comm {
         tmp: &mut [T],
         op: &O,
     ) -> Result<()> {
+        let steps = self.reduce_scatter(p, fold, acc, tmp, op, tag::ALLREDUCE)?;
+        for step in steps.into_iter().rev() {
+            let elem = std::mem::size_of::<T>();
+            let whole = bytes_mut(acc);
+            let (out, inp) = disjoint(
+                whole,
+                step.keep.start * elem..step.keep.end * elem,
+                step.give.start * elem..step.give.end * elem,
+            )?;
+            self.c_sendrecv(step.partner, out, step.partner, inp, tag::ALLREDUCE)?;
+        }
+        Ok(())
+    }
+
+    /// Recursive halving among the `fold.p2` participants, with doubling
+    /// distance: each step combines aligned blocks, ranks lower half first.
+    /// Participant `p` ends with the result of its block; the steps, to
+    /// undo them.
+    fn reduce_scatter<T: Pod, O: Op<T>>(
+        &self,
+        p: usize,
+        fold: &Fold,
+        acc: &mut [T],
+        tmp: &mut [T],
+        op: &O,
+        tag: i32,
+    ) -> Result<Vec<Halving>> {
         let (mut lo, mut hi) = (0, acc.len());
         let mut steps = Vec::new();
         let mut mask = 1;
@@ -253,27 +337,32 @@ impl Comm {
                 bytes(&acc[give.clone()]),
                 partner,
                 bytes_mut(&mut tmp[keep.clone()]),
-                tag::ALLREDUCE,
+                tag,
             )?;
             if lower {
                 fold_right(op, &mut acc[keep.clone()], &tmp[keep.clone()]);
             } else {
                 fold_left(op, &tmp[keep.clone()], &mut acc[keep.clone()]);
             }
-            steps.push((partner, keep.clone(), give));
+            steps.push(Halving {
+                partner,
+                mask,
+                keep: keep.clone(),
+                give,
+            });
             (lo, hi) = (keep.start, keep.end);
             mask <<= 1;
         }
-        for (partner, keep, give) in steps.into_iter().rev() {
-            let elem = std::mem::size_of::<T>();
-            let whole = bytes_mut(acc);
-            let (out, inp) = disjoint(
-                whole,
-                keep.start * elem..keep.end * elem,
-                give.start * elem..give.end * elem,
-            )?;
-            self.c_sendrecv(partner, out, partner, inp, tag::ALLREDUCE)?;
-        }
-        Ok(())
+        Ok(steps)
     }
+}
+
+/// One step of [`Comm::reduce_scatter`]: with `partner` (the participant
+/// differing in bit `mask`), this rank kept the elements `keep` and gave
+/// away `give`.
+struct Halving {
+    partner: usize,
+    mask: usize,
+    keep: std::ops::Range<usize>,
+    give: std::ops::Range<usize>,
 }
