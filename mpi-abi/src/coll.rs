@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{DerivedType, comm, error, vpml_error};
-use crate::types::{CombineOp, Message, Reduction, layout, pack, reduce, unpack};
+use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
 
 /// Shorthand: run `f` or report its error on `h` as `func`.
 fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
@@ -75,72 +75,88 @@ fn root_of(c: &vpml::Comm, root: c_int) -> Result<usize, (c_int, String)> {
     usize::try_from(root)
         .ok()
         .filter(|&r| r < c.size())
-        .ok_or((MPI_ERR_ROOT, format!("invalid root {root}")))
+        .ok_or_else(|| (MPI_ERR_ROOT, format!("invalid root {root}")))
 }
 
 /// The blocks of a `v` collective's buffer: `counts[i]` elements of the
 /// datatype at element displacement `displs[i]` (in extents). They travel
-/// packed one after the other, so any datatype works.
-struct VBlocks {
-    t: DerivedType,
+/// packed one after the other, so any datatype works; for a contiguous
+/// datatype they stay where they are (`in_buffer`). The caller's arrays are
+/// read in place: a small `v` collective allocates little besides what
+/// the collective needs.
+struct VBlocks<'a> {
+    /// Bytes of data per element.
     size: usize,
-    counts: Vec<usize>,
-    displs: Vec<isize>,
+    /// The layout of a datatype that is not contiguous (elements are
+    /// packed); `None` for a contiguous one, whose extent is `size`.
+    layout: Option<DerivedType>,
+    counts: &'a [c_int],
+    displs: &'a [c_int],
 }
 
-impl VBlocks {
+impl VBlocks<'_> {
     /// # Safety
-    /// `counts` and `displs` hold `n` ints each (the C caller's contract).
-    unsafe fn new(
+    /// `counts` and `displs` hold `n` ints each (the C caller's contract)
+    /// and are left alone while the blocks are used.
+    unsafe fn new<'a>(
         counts: *const c_int,
         displs: *const c_int,
         n: usize,
         dt: Datatype,
-    ) -> Result<VBlocks, (c_int, String)> {
-        let t = layout(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
-        let size = t.blocks.iter().map(|b| b.1).sum();
+    ) -> Result<VBlocks<'a>, (c_int, String)> {
+        let t = info(dt).ok_or_else(|| (MPI_ERR_TYPE, "invalid datatype".to_string()))?;
         if n > 0 && (counts.is_null() || displs.is_null()) {
             return Err((MPI_ERR_ARG, "null count or displacement array".into()));
         }
-        // SAFETY: caller contract.
-        let (c, d) = unsafe {
-            (
-                std::slice::from_raw_parts(counts, n),
-                std::slice::from_raw_parts(displs, n),
-            )
+        let (counts, displs): (&[c_int], &[c_int]) = if n == 0 {
+            (&[], &[])
+        } else {
+            // SAFETY: caller contract.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(counts, n),
+                    std::slice::from_raw_parts(displs, n),
+                )
+            }
         };
-        let counts = c
-            .iter()
-            .map(|&x| usize::try_from(x))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
+        if counts.iter().any(|&c| c < 0) {
+            return Err((MPI_ERR_COUNT, "negative count".to_string()));
+        }
+        let layout = if t.contiguous && t.size > 0 {
+            None
+        } else {
+            Some(layout(dt).ok_or_else(|| (MPI_ERR_TYPE, "invalid datatype".to_string()))?)
+        };
         Ok(VBlocks {
-            t,
-            size,
+            size: t.size,
+            layout,
             counts,
-            displs: d.iter().map(|&x| x as isize).collect(),
+            displs,
         })
     }
 
     /// Bytes of each block, packed.
     fn lens(&self) -> Vec<usize> {
-        self.counts.iter().map(|c| c * self.size).collect()
+        self.counts
+            .iter()
+            .map(|&c| c as usize * self.size)
+            .collect()
     }
 
     /// Where each block starts in the packed run.
     fn offs(&self) -> Vec<usize> {
-        self.lens()
+        self.counts
             .iter()
-            .scan(0, |at, l| {
+            .scan(0, |at, &c| {
                 let o = *at;
-                *at += l;
+                *at += c as usize * self.size;
                 Some(o)
             })
             .collect()
     }
 
     fn total(&self) -> usize {
-        self.lens().iter().sum()
+        self.counts.iter().map(|&c| c as usize * self.size).sum()
     }
 
     /// Where the blocks lie in the caller's buffer, when the collective
@@ -148,10 +164,7 @@ impl VBlocks {
     /// displacement): each block's bytes and byte offset, and how many
     /// bytes the buffer spans.
     fn in_buffer(&self) -> Option<(Vec<usize>, Vec<usize>, usize)> {
-        let t = &self.t;
-        let contiguous =
-            t.lb == 0 && matches!(t.blocks[..], [(0, len)] if len > 0 && len as isize == t.extent);
-        if !contiguous {
+        if self.layout.is_some() {
             return None;
         }
         let lens = self.lens();
@@ -177,16 +190,35 @@ impl VBlocks {
         Some((lens, offs, span))
     }
 
+    /// The layout elements are packed with, and the stride between them.
+    fn element(&self) -> (std::borrow::Cow<'_, DerivedType>, isize) {
+        match &self.layout {
+            Some(t) => (std::borrow::Cow::Borrowed(t), t.extent),
+            None => {
+                let t = DerivedType {
+                    blocks: vec![(0, self.size)],
+                    lb: 0,
+                    extent: self.size as isize,
+                    base: None,
+                    per: 1,
+                    align: 1,
+                };
+                (std::borrow::Cow::Owned(t), self.size as isize)
+            }
+        }
+    }
+
     /// The blocks of `buf`, packed.
     ///
     /// # Safety
     /// `buf` holds the blocks.
     unsafe fn pack(&self, buf: *const c_void) -> Vec<u8> {
+        let (t, extent) = self.element();
         let mut out = Vec::with_capacity(self.total());
-        for (c, d) in self.counts.iter().zip(&self.displs) {
-            let at = (buf as *const u8).wrapping_offset(d * self.t.extent);
+        for (&c, &d) in self.counts.iter().zip(self.displs) {
+            let at = (buf as *const u8).wrapping_offset(d as isize * extent);
             // SAFETY: caller contract.
-            out.extend(unsafe { pack(at, *c, &self.t) });
+            out.extend(unsafe { pack(at, c as usize, &t) });
         }
         out
     }
@@ -196,10 +228,11 @@ impl VBlocks {
     /// # Safety
     /// `buf` holds the blocks, writable.
     unsafe fn unpack(&self, data: &[u8], buf: *mut c_void) {
-        for ((l, o), d) in self.lens().iter().zip(self.offs()).zip(&self.displs) {
-            let at = (buf as *mut u8).wrapping_offset(d * self.t.extent);
+        let (t, extent) = self.element();
+        for ((l, o), &d) in self.lens().iter().zip(self.offs()).zip(self.displs) {
+            let at = (buf as *mut u8).wrapping_offset(d as isize * extent);
             // SAFETY: caller contract.
-            unsafe { unpack(&data[o..o + l], at, &self.t) };
+            unsafe { unpack(&data[o..o + l], at, &t) };
         }
     }
 }

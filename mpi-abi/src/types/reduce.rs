@@ -111,7 +111,7 @@ pub(crate) fn reduce(
         return user_reduce(comm, kind, send, recv, f, dt, count)
             .map_err(|e| (crate::state::class_of(&e), e.to_string()));
     }
-    let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype".to_string()))?;
+    let t = info(dt).ok_or_else(|| (MPI_ERR_TYPE, "invalid datatype".to_string()))?;
     let Some(base) = t.base else {
         return Err((
             MPI_ERR_TYPE,
@@ -333,11 +333,9 @@ fn run_on<T: Element, O: vpml::Op<T>>(
         Reduction::Scatter { start } => {
             let mut all = input.into_owned();
             comm.allreduce_in_place(&mut all, op)?;
-            let mine = all
-                .get(start..start + out.len())
-                .ok_or(vpml::Error::Collective(
-                    "reduce-scatter counts exceed the contribution".into(),
-                ))?;
+            let mine = all.get(start..start + out.len()).ok_or_else(|| {
+                vpml::Error::Collective("reduce-scatter counts exceed the contribution".into())
+            })?;
             out.copy_from_slice(mine);
         }
     }
