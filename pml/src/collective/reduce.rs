@@ -34,17 +34,28 @@ impl Fold {
             Some(r - self.rem)
         }
     }
-    /// The rank a leaf of the reduction tree (a rank that receives from
-    /// nobody) sends its contribution to; `None` for the other ranks.
-    fn leaf_parent(&self, r: usize) -> Option<usize> {
+    /// The rank a leaf of the reduction tree gathered at participant
+    /// `target` (a rank that receives from nobody) sends its contribution
+    /// to; `None` for the other ranks.
+    fn leaf_parent(&self, r: usize, target: usize) -> Option<usize> {
         if r < 2 * self.rem {
             // Folded pairs: the even rank only sends.
             return r.is_multiple_of(2).then_some(r + 1);
         }
         let p = self.participant(r)?;
-        // A participant receives from p + 1, p + 2, … up to its lowest set
-        // bit: with bit 0 set, from nobody.
-        (p & 1 == 1).then(|| self.rank(p - 1))
+        // The pair of blocks of one participant each: one holds on.
+        let holder = holder(p & !1, 2, target);
+        (self.p2 > 1 && holder != p).then(|| self.rank(holder))
+    }
+
+    /// The participant that gathers the result for `root`: the root's, or
+    /// for a root folded away, its partner's (which passes it on).
+    fn target(&self, root: usize) -> Option<usize> {
+        if root < 2 * self.rem && root.is_multiple_of(2) {
+            self.participant(root + 1)
+        } else {
+            self.participant(root)
+        }
     }
 
     /// Rank of participant `p`.
@@ -54,6 +65,17 @@ impl Fold {
         } else {
             p + self.rem
         }
+    }
+}
+
+/// Who holds the partial result of the aligned block of `size`
+/// participants starting at `start` in a reduction gathered at `target`:
+/// the target if it is in the block, else the block's first participant.
+fn holder(start: usize, size: usize, target: usize) -> usize {
+    if target & !(size - 1) == start {
+        target
+    } else {
+        start
     }
 }
 
@@ -94,7 +116,7 @@ impl Comm {
             });
         }
         if r != root
-            && let Some(parent) = fold.leaf_parent(r)
+            && let Some(parent) = fold.target(root).and_then(|t| fold.leaf_parent(r, t))
         {
             // Nothing to combine here: the contribution goes up as it is.
             return self.c_send(parent, tag::REDUCE, bytes(send));
@@ -111,7 +133,11 @@ impl Comm {
 
     /// The binomial reduce of [`Comm::reduce`] with this rank's
     /// contribution in `acc` (at the root, its result buffer) and `tmp`
-    /// for what children send.
+    /// for what children send. The tree is fixed (aligned blocks of
+    /// participants, the lower block's partial result first: the bits of
+    /// [`Comm::allreduce`]); who combines two blocks is not: the holder of
+    /// the block with the root's participant, so the result ends there
+    /// without another hop.
     fn reduce_into<T: Pod, O: Op<T>>(
         &self,
         acc: &mut [T],
@@ -121,35 +147,46 @@ impl Comm {
     ) -> Result<()> {
         let (r, n) = (self.rank(), self.size());
         let fold = Fold::new(n);
+        let Some(target) = fold.target(root) else {
+            return Err(mismatch("root outside the reduction tree".into()));
+        };
         if r < 2 * fold.rem {
             if r % 2 == 0 {
                 self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
+                if r == root {
+                    // A root folded away: its partner gathers for it.
+                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
+                }
+                return Ok(());
+            }
+            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
+            fold_left(op, tmp, acc);
+        }
+        let Some(p) = fold.participant(r) else {
+            return Err(mismatch("rank outside the reduction tree".into()));
+        };
+        // This participant holds its block's partial result; each step
+        // joins it with the partner block of the same size.
+        let mut size = 1;
+        while size < fold.p2 {
+            let mine = p & !(size - 1);
+            let theirs = mine ^ size;
+            let joined = holder(mine & !(2 * size - 1), 2 * size, target);
+            let other = holder(theirs, size, target);
+            if joined != p {
+                return self.c_send(fold.rank(joined), tag::REDUCE, bytes(acc));
+            }
+            self.c_recv(fold.rank(other), tag::REDUCE, bytes_mut(tmp))?;
+            if mine < theirs {
+                fold_right(op, acc, tmp);
             } else {
-                self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
                 fold_left(op, tmp, acc);
             }
+            size <<= 1;
         }
-        let holder = fold.rank(0);
-        if let Some(p) = fold.participant(r) {
-            let mut mask = 1;
-            while mask < fold.p2 {
-                if p & mask != 0 {
-                    self.c_send(fold.rank(p - mask), tag::REDUCE, bytes(acc))?;
-                    break;
-                }
-                self.c_recv(fold.rank(p + mask), tag::REDUCE, bytes_mut(tmp))?;
-                fold_right(op, acc, tmp);
-                mask <<= 1;
-            }
-        }
-        // The result is in the holder's `acc`; at the root, `acc` is the
-        // result buffer (its own partial result was sent on above).
-        if holder != root {
-            if r == holder {
-                self.c_send(root, tag::REDUCE, bytes(acc))?;
-            } else if r == root {
-                self.c_recv(holder, tag::REDUCE, bytes_mut(acc))?;
-            }
+        // The target holds the result; a root folded away gets it.
+        if r != root {
+            self.c_send(root, tag::REDUCE, bytes(acc))?;
         }
         Ok(())
     }
