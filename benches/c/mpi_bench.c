@@ -20,10 +20,11 @@
  * How many repetitions: by default each test moves a bounded volume per
  * size (so that a sender log that only grows stays within memory); with
  * --budget-ms MS each test and size runs for about MS milliseconds within
- * that volume (the count is calibrated on a few timed calls and agreed by
- * all ranks), which keeps slow configurations (oversubscribed, competing
- * processes) short. Untimed calls come first: the latency test's warm-up
- * round, and each collective once with every rank as the root.
+ * that volume (the count is calibrated on timed calls — one, for a
+ * collective — and agreed by all ranks), which keeps slow configurations
+ * (oversubscribed, competing processes) short. Untimed calls come first,
+ * outside that volume: the latency test's warm-up round, and each
+ * collective once (rooted ones once per root).
  *
  * Output: one line per test and size, or JSON with --json:
  *   {"impl":"mpi","ranks":2,"test":"bw","bytes":1024,"value":123.4}
@@ -231,10 +232,12 @@ static void collectives(long s, long max) {
         if (t == 0 ? s != 0 : s == 0) continue;
         if ((t == 2 || t == 3 || t >= 12) && s < 8) continue;
         if (t == 12 && nranks > 64) continue;
-        /* Warm up with every rank as the root once (first calls fault in
-         * the buffers an MPI keeps between calls, as OSU's skipped
-         * iterations do), then time one call to calibrate the count. */
-        for (int w = 0; w < nranks; w++) collective(t, s, w, send, recv, counts, displs);
+        /* Warm up (first calls fault in the buffers an MPI keeps between
+         * calls, as OSU's skipped iterations do): a rooted collective once
+         * with every rank as the root, the others once; then time one
+         * call to calibrate the count. */
+        int rooted = t == 1 || t == 2 || (t >= 4 && t <= 7);
+        for (int w = 0; w < (rooted ? nranks : 1); w++) collective(t, s, w, send, recv, counts, displs);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         collective(t, s, 0, send, recv, counts, displs);

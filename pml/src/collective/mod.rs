@@ -22,8 +22,9 @@
 //! Algorithms by size: barrier — dissemination; bcast — binomial tree, or a
 //! pipelined chain of 128 KiB segments above 64 KiB; allreduce — recursive
 //! doubling, or reduce-scatter + allgather above 64 KiB; reduce — binomial
-//! tree, or the allreduce above 64 KiB (its reduce-scatter spreads the
-//! combining over every rank); allgather(v) — recursive doubling for small
+//! tree gathered at the root's side, or above 64 KiB the allreduce's
+//! reduce-scatter (which spreads the combining over every rank) and a
+//! binomial gather to the root; allgather(v) — recursive doubling for small
 //! power-of-two groups, ring otherwise; alltoall(v) — all at once when
 //! small, pairwise exchange when large; gather(v)/scatter(v) — direct
 //! to/from the root; scan/exscan — a chain up to 16 ranks, recursive

@@ -394,9 +394,9 @@ impl Comm {
     }
 }
 
-/// One step of [`Comm::reduce_scatter`]: with `partner` (the participant
-/// differing in bit `mask`), this rank kept the elements `keep` and gave
-/// away `give`.
+/// One step of [`Comm::reduce_scatter`]: with `partner` (the rank of the
+/// participant differing in bit `mask`), this rank kept the elements
+/// `keep` and gave away `give`.
 struct Halving {
     partner: usize,
     mask: usize,
