@@ -94,6 +94,9 @@ struct VBlocks<'a> {
     displs: &'a [c_int],
 }
 
+/// A per-rank table of a `v` collective: on the stack for small jobs.
+type PerRank = smallvec::SmallVec<[usize; 8]>;
+
 impl VBlocks<'_> {
     /// # Safety
     /// `counts` and `displs` hold `n` ints each (the C caller's contract)
@@ -136,7 +139,7 @@ impl VBlocks<'_> {
     }
 
     /// Bytes of each block, packed.
-    fn lens(&self) -> Vec<usize> {
+    fn lens(&self) -> PerRank {
         self.counts
             .iter()
             .map(|&c| c as usize * self.size)
@@ -144,7 +147,7 @@ impl VBlocks<'_> {
     }
 
     /// Where each block starts in the packed run.
-    fn offs(&self) -> Vec<usize> {
+    fn offs(&self) -> PerRank {
         self.counts
             .iter()
             .scan(0, |at, &c| {
@@ -163,7 +166,7 @@ impl VBlocks<'_> {
     /// can use them there (a contiguous datatype, no negative
     /// displacement): each block's bytes and byte offset, and how many
     /// bytes the buffer spans.
-    fn in_buffer(&self) -> Option<(Vec<usize>, Vec<usize>, usize)> {
+    fn in_buffer(&self) -> Option<(PerRank, PerRank, usize)> {
         if self.layout.is_some() {
             return None;
         }
@@ -178,7 +181,7 @@ impl VBlocks<'_> {
                 0 => Some(0),
                 _ => usize::try_from(d).ok()?.checked_mul(self.size),
             })
-            .collect::<Option<Vec<usize>>>()?;
+            .collect::<Option<PerRank>>()?;
         let span = lens
             .iter()
             .zip(&offs)

@@ -1,7 +1,7 @@
 //! Alltoall(v): every exchange at once when small, pairwise exchange
 //! when large.
 
-use super::{LARGE, bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
+use super::{LARGE, PerRank, bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -29,7 +29,7 @@ impl Comm {
         let bb = b * std::mem::size_of::<T>();
         let (out, inp) = (bytes(send), bytes_mut(recv));
         if std::mem::size_of_val(send) <= LARGE {
-            let sends: Vec<(usize, &[u8])> = (0..n)
+            let sends: PerRank<(usize, &[u8])> = (0..n)
                 .filter(|&i| i != r)
                 .map(|i| (i, &out[i * bb..(i + 1) * bb]))
                 .collect();
@@ -88,7 +88,7 @@ impl Comm {
         recv[rr[r].clone()].copy_from_slice(&send[sr[r].clone()]);
         let total = std::mem::size_of_val(send);
         if total <= LARGE {
-            let sends: Vec<(usize, &[u8])> = (0..n)
+            let sends: PerRank<(usize, &[u8])> = (0..n)
                 .filter(|&i| i != r)
                 .map(|i| (i, bytes(&send[sr[i].clone()])))
                 .collect();

@@ -1,6 +1,6 @@
 //! Gather(v) and scatter(v): direct to and from the root.
 
-use super::{bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
+use super::{PerRank, bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -72,7 +72,7 @@ impl Comm {
         recv.copy_from_slice(&send[r * b..(r + 1) * b]);
         let bb = std::mem::size_of_val(recv);
         let data = bytes(send);
-        let sends: Vec<(usize, &[u8])> = (0..n)
+        let sends: PerRank<(usize, &[u8])> = (0..n)
             .filter(|&i| i != r)
             .map(|i| (i, &data[i * bb..(i + 1) * bb]))
             .collect();
@@ -103,7 +103,7 @@ impl Comm {
             )));
         }
         recv.copy_from_slice(&send[ranges[r].clone()]);
-        let sends: Vec<(usize, &[u8])> = (0..n)
+        let sends: PerRank<(usize, &[u8])> = (0..n)
             .filter(|&i| i != r)
             .map(|i| (i, bytes(&send[ranges[i].clone()])))
             .collect();

@@ -126,13 +126,19 @@ fn disjoint_mut(
 
 /// Check counts/displacements against a buffer of `len` elements and
 /// return each rank's element range.
+/// Per-rank lists of a collective: on the stack up to this many ranks.
+const INLINE_RANKS: usize = 8;
+
+/// A per-rank list (see [`INLINE_RANKS`]).
+type PerRank<T> = smallvec::SmallVec<[T; INLINE_RANKS]>;
+
 fn layout(
     n: usize,
     counts: &[usize],
     displs: &[usize],
     len: usize,
     what: &str,
-) -> Result<Vec<std::ops::Range<usize>>> {
+) -> Result<PerRank<std::ops::Range<usize>>> {
     if counts.len() != n || displs.len() != n {
         return Err(mismatch(format!(
             "{what}: {} counts and {} displacements for {n} ranks",
@@ -161,10 +167,10 @@ fn carve<'a>(
     ranges: &[std::ops::Range<usize>],
     elem: usize,
     skip: usize,
-) -> Result<Vec<(usize, &'a mut [u8])>> {
-    let mut order: Vec<usize> = (0..ranges.len()).filter(|&i| i != skip).collect();
+) -> Result<PerRank<(usize, &'a mut [u8])>> {
+    let mut order: PerRank<usize> = (0..ranges.len()).filter(|&i| i != skip).collect();
     order.sort_by_key(|&i| ranges[i].start);
-    let mut slots = Vec::with_capacity(order.len());
+    let mut slots = PerRank::with_capacity(order.len());
     let mut rest = buf;
     let mut consumed = 0;
     for i in order {
@@ -183,7 +189,7 @@ fn carve<'a>(
 
 /// `buf` cut into `n` equal blocks, as receive slots of every rank but
 /// `skip`.
-fn equal_blocks(buf: &mut [u8], n: usize, skip: usize) -> Vec<(usize, &mut [u8])> {
+fn equal_blocks(buf: &mut [u8], n: usize, skip: usize) -> PerRank<(usize, &mut [u8])> {
     let bb = buf.len() / n.max(1);
     if bb == 0 {
         return (0..n)

@@ -2,7 +2,7 @@
 //! sends, receives and exchanges every collective is built on, checking
 //! that each contribution has the expected length.
 
-use super::mismatch;
+use super::{PerRank, mismatch};
 use crate::comm::{Comm, Mode};
 use crate::engine::ReqId;
 use crate::error::{Error, Result};
@@ -98,8 +98,9 @@ impl Comm {
     ) -> Result<()> {
         let mut eng = self.engine.borrow_mut();
         let ctx = self.collective_context();
-        let mut ids: Vec<(ReqId, Option<(usize, usize)>)> =
-            Vec::with_capacity(sends.len() + recvs.len());
+        // Each request, and for a receive its source and room.
+        let mut ids: PerRank<(ReqId, Option<(usize, usize)>)> =
+            PerRank::with_capacity(sends.len() + recvs.len());
         for (from, buf) in recvs.iter_mut() {
             // SAFETY: `buf` is borrowed for this whole function, which waits
             // for the receive below (or the engine failed and dropped it).
