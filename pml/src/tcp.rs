@@ -185,28 +185,17 @@ impl TcpConn {
             self.end -= self.start;
             self.start = 0;
         }
-        loop {
-            match self.stream.read(&mut self.inbuf[self.end..]) {
-                Ok(0) => {
-                    self.closed = true;
-                    return;
-                }
-                Ok(n) => {
-                    self.end += n;
-                    // A large fragment whose payload is still coming: leave
-                    // the rest in the socket, for the engine to read it
-                    // straight into its receive (`start_direct`).
-                    if self.end == self.inbuf.len() || self.incomplete_fragment().is_some() {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    tracing::debug!("tcp read failed: {e}");
-                    self.closed = true;
-                    return;
-                }
+        while let Some(n) = read_some(
+            &mut self.stream,
+            &mut self.closed,
+            &mut self.inbuf[self.end..],
+        ) {
+            self.end += n;
+            // A large fragment whose payload is still coming: leave the
+            // rest in the socket, for the engine to read it straight into
+            // its receive (`start_direct`).
+            if self.end == self.inbuf.len() || self.incomplete_fragment().is_some() {
+                return;
             }
         }
     }
@@ -318,18 +307,12 @@ impl TcpConn {
     pub(crate) fn continue_direct(&mut self) -> Option<FrameHeader> {
         self.flush();
         let d = self.direct.as_mut()?;
-        while d.done < d.len && !self.closed {
+        while d.done < d.len {
             // SAFETY: `start_direct`'s contract; done < len.
             let rest = unsafe { std::slice::from_raw_parts_mut(d.dst.add(d.done), d.len - d.done) };
-            match self.stream.read(rest) {
-                Ok(0) => self.closed = true,
-                Ok(n) => d.done += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    tracing::debug!("tcp read failed: {e}");
-                    self.closed = true;
-                }
+            match read_some(&mut self.stream, &mut self.closed, rest) {
+                Some(n) => d.done += n,
+                None => break,
             }
         }
         if d.done < d.len {
@@ -361,6 +344,25 @@ impl TcpConn {
             self.end = 0;
         }
     }
+}
+
+/// One read of what `stream` has into `buf` (not empty): the bytes read,
+/// or `None` when nothing is there now or the connection ended (`closed`
+/// is then set; the launcher deals with dead ranks).
+fn read_some(stream: &mut TcpStream, closed: &mut bool, buf: &mut [u8]) -> Option<usize> {
+    while !*closed {
+        match stream.read(buf) {
+            Ok(0) => *closed = true,
+            Ok(n) => return Some(n),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!("tcp read failed: {e}");
+                *closed = true;
+            }
+        }
+    }
+    None
 }
 
 /// Connect every pair of ranks (see the module docs). Returns the

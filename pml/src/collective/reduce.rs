@@ -145,25 +145,9 @@ impl Comm {
         op: &O,
         root: usize,
     ) -> Result<()> {
-        let (r, n) = (self.rank(), self.size());
-        let fold = Fold::new(n);
-        let Some(target) = fold.target(root) else {
-            return Err(mismatch("root outside the reduction tree".into()));
-        };
-        if r < 2 * fold.rem {
-            if r % 2 == 0 {
-                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
-                if r == root {
-                    // A root folded away: its partner gathers for it.
-                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
-                }
-                return Ok(());
-            }
-            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
-            fold_left(op, tmp, acc);
-        }
-        let Some(p) = fold.participant(r) else {
-            return Err(mismatch("rank outside the reduction tree".into()));
+        let fold = Fold::new(self.size());
+        let Some((p, target)) = self.reduce_fold_in(&fold, acc, tmp, op, root)? else {
+            return Ok(());
         };
         // This participant holds its block's partial result; each step
         // joins it with the partner block of the same size.
@@ -184,8 +168,44 @@ impl Comm {
             }
             size <<= 1;
         }
-        // The target holds the result; a root folded away gets it.
-        if r != root {
+        self.reduce_hand_over(acc, root)
+    }
+
+    /// The folding of a reduce to `root` (see the module docs): an even
+    /// rank below 2·rem hands its contribution to the next one — and gets
+    /// the result back from it if it is the root — and is done (`None`);
+    /// the next one combines it first. Every other rank gets its
+    /// participant number and that of the participant gathering the result.
+    fn reduce_fold_in<T: Pod, O: Op<T>>(
+        &self,
+        fold: &Fold,
+        acc: &mut [T],
+        tmp: &mut [T],
+        op: &O,
+        root: usize,
+    ) -> Result<Option<(usize, usize)>> {
+        let r = self.rank();
+        if r < 2 * fold.rem {
+            if r.is_multiple_of(2) {
+                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
+                if r == root {
+                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
+                }
+                return Ok(None);
+            }
+            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
+            fold_left(op, tmp, acc);
+        }
+        match (fold.participant(r), fold.target(root)) {
+            (Some(p), Some(target)) => Ok(Some((p, target))),
+            _ => Err(mismatch("rank outside the reduction tree".into())),
+        }
+    }
+
+    /// The gathering participant holds the result: a root folded away
+    /// gets it from its partner.
+    fn reduce_hand_over<T: Pod>(&self, acc: &[T], root: usize) -> Result<()> {
+        if self.rank() != root {
             self.c_send(root, tag::REDUCE, bytes(acc))?;
         }
         Ok(())
@@ -204,26 +224,9 @@ impl Comm {
         op: &O,
         root: usize,
     ) -> Result<()> {
-        let r = self.rank();
         let fold = Fold::new(self.size());
-        let gatherer = if root < 2 * fold.rem && root.is_multiple_of(2) {
-            root + 1
-        } else {
-            root
-        };
-        if r < 2 * fold.rem {
-            if r.is_multiple_of(2) {
-                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
-                if r == root {
-                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
-                }
-                return Ok(());
-            }
-            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
-            fold_left(op, tmp, acc);
-        }
-        let (Some(p), Some(target)) = (fold.participant(r), fold.participant(gatherer)) else {
-            return Err(mismatch("rank outside the reduction tree".into()));
+        let Some((p, target)) = self.reduce_fold_in(&fold, acc, tmp, op, root)? else {
+            return Ok(());
         };
         let steps = self.reduce_scatter(p, &fold, acc, tmp, op, tag::REDUCE)?;
         // Largest distance first: a participant whose number differs from
@@ -237,11 +240,7 @@ impl Comm {
             let give = step.give.start * elem..step.give.end * elem;
             self.c_recv(step.partner, tag::REDUCE, &mut bytes_mut(acc)[give])?;
         }
-        if r != root {
-            // The gatherer of a root folded away.
-            self.c_send(root, tag::REDUCE, bytes(acc))?;
-        }
-        Ok(())
+        self.reduce_hand_over(acc, root)
     }
 
     /// Combine `send` of every member with `op` (in rank order) into `recv`
