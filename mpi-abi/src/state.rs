@@ -302,6 +302,24 @@ pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize
     }
 }
 
+/// Run `f` on the communicator behind handle `h`, borrowed (no clone), and
+/// the state's request table; `None` if `h` is no valid communicator (or
+/// MPI is not initialized: the table is empty then), for the caller to
+/// report through [`comm`]. The hot path of the point-to-point calls.
+///
+/// `f` must not call back into the library: the state stays borrowed.
+#[inline]
+pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -> R) -> Option<R> {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let State {
+            comms, requests, ..
+        } = &mut *s;
+        let c = &comm_slot(h).and_then(|i| comms.get(i))?.as_ref()?.comm;
+        Some(f(c, requests))
+    })
+}
+
 /// The communicator behind handle `h` (a cheap clone), or the error code.
 pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
     let found = STATE.with(|s| {

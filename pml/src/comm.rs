@@ -39,6 +39,7 @@ pub(crate) struct Group {
 
 impl Group {
     /// Translate world ranks in a status into communicator ranks.
+    #[inline]
     pub(crate) fn localize(&self, mut st: Status) -> Status {
         let local = |w: usize| self.rank_of_world.get(w).copied().unwrap_or(usize::MAX);
         st.source = local(st.source);
@@ -50,6 +51,7 @@ impl Group {
 }
 
 /// Translate a status for `group` (identity for the world).
+#[inline]
 pub(crate) fn localize(group: &Option<Rc<Group>>, st: Status) -> Status {
     match group {
         Some(g) => g.localize(st),
@@ -99,6 +101,7 @@ impl Comm {
         (0..self.size()).map(|r| self.world_rank(r)).collect()
     }
 
+    #[inline]
     pub(crate) fn localize(&self, st: Status) -> Status {
         localize(&self.group, st)
     }

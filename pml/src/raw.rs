@@ -84,6 +84,7 @@ impl Comm {
 
     /// The status of a completed request (ranks as this communicator
     /// numbers them), freeing it.
+    #[inline]
     pub fn finish_raw(&self, r: RawRequest) -> Result<Status> {
         let st = self.engine.borrow_mut().take_status(r)?;
         Ok(self.localize(st))

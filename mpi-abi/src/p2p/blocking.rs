@@ -5,8 +5,34 @@ use std::ffi::{c_int, c_void};
 
 use super::{MPI_Irecv, MPI_Request_free, MPI_Wait, rank_of, source_of, tag_of, write_status};
 use crate::consts::*;
-use crate::state::{STATE, comm, error, put, vpml_error};
+use crate::state::{STATE, comm, error, put, vpml_error, with_comm};
 use crate::types::Message;
+
+/// The `len` bytes of a C buffer at `ptr` to read (null allowed when
+/// empty).
+///
+/// # Safety
+/// `ptr` holds `len` bytes, unchanged for the lifetime chosen.
+unsafe fn c_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: caller contract.
+    unsafe { std::slice::from_raw_parts(ptr, len) }
+}
+
+/// The `len` bytes of a C buffer at `ptr` to write (null allowed when
+/// empty).
+///
+/// # Safety
+/// `ptr` holds `len` bytes, unused by anyone else for the lifetime chosen.
+unsafe fn c_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: caller contract.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
 
 /// How a blocking send completes.
 #[derive(Clone, Copy)]
@@ -31,6 +57,25 @@ fn blocking_send(
     tag: c_int,
     h: Comm,
 ) -> c_int {
+    // The common case without cloning the communicator: a predefined
+    // datatype (the C buffer itself) to a real peer.
+    if dest != MPI_PROC_NULL
+        && !matches!(how, Blocking::Buffered)
+        && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+    {
+        // SAFETY: the caller's buffer holds `len` bytes for the call.
+        let data = unsafe { c_bytes(ptr, len) };
+        let sent = with_comm(h, |c, _| match how {
+            Blocking::Synchronous => c.ssend(rank_of(dest), tag, data),
+            _ => c.send(rank_of(dest), tag, data),
+        });
+        match sent {
+            Some(Ok(())) => return MPI_SUCCESS,
+            Some(Err(e)) => return vpml_error(h, func, &e),
+            // No valid communicator: the general path says so.
+            None => {}
+        }
+    }
     let c = match comm(func, h) {
         Ok(c) => c,
         Err(code) => return code,
@@ -89,6 +134,20 @@ export! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        // The common case without cloning the communicator (as MPI_Send).
+        if source != MPI_PROC_NULL && let Some((ptr, len)) = Message::predefined(buf, count, dt) {
+            // SAFETY: the caller's buffer holds `len` bytes for the call.
+            let data = unsafe { c_bytes_mut(ptr, len) };
+            match with_comm(h, |c, _| c.recv(source_of(source), tag_of(tag), data)) {
+                Some(Ok(st)) => {
+                    // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                    unsafe { write_status(status, Some(&st), false) };
+                    return MPI_SUCCESS;
+                }
+                Some(Err(e)) => return vpml_error(h, "MPI_Recv", &e),
+                None => {}
+            }
+        }
         let c = match comm("MPI_Recv", h) { Ok(c) => c, Err(code) => return code };
         if source == MPI_PROC_NULL {
             // SAFETY: a status pointer or MPI_STATUS_IGNORE.

@@ -139,6 +139,11 @@ fn complete_with(
     each: &mut dyn FnMut(usize, Option<&vpml::Status>),
 ) -> Result<(Outcome, Comm), c_int> {
     let Scratch { reqs, done } = scratch;
+    if call == Call::WaitAll
+        && let Some(r) = wait_all_plain(reqs, func, hs, each)
+    {
+        return r;
+    }
     // The requests as the engine knows them, the operations on
     // MPI_PROC_NULL, and a communicator to run the call on (any active
     // request's: they share one engine).
@@ -260,6 +265,80 @@ fn complete_with(
         error: first_error,
     };
     Ok((outcome, comm))
+}
+
+/// `MPI_Wait`/`MPI_Waitall` when every request is null or a plain
+/// operation in flight (not persistent, staged or on `MPI_PROC_NULL`): a
+/// pass to find them, the engine's wait, and a pass that takes each
+/// status and frees its entry. `None`, with nothing done, for any other
+/// set of requests (the general path takes them).
+fn wait_all_plain(
+    reqs: &mut Vec<Option<RawRequest>>,
+    func: &str,
+    hs: &mut [Request],
+    each: &mut dyn FnMut(usize, Option<&vpml::Status>),
+) -> Option<Result<(Outcome, Comm), c_int>> {
+    let looked_up = STATE.with(|s| {
+        let s = s.borrow();
+        let mut first = None;
+        for &h in hs.iter() {
+            if h == MPI_REQUEST_NULL {
+                reqs.push(None);
+                continue;
+            }
+            let e = request_slot(h).and_then(|k| s.requests.get(k))?;
+            let a = e
+                .active
+                .as_ref()
+                .filter(|_| e.persistent.is_none() && e.staging.is_none())?;
+            if first.is_none() {
+                // Any request's communicator reaches the engine.
+                first = Some((e.comm, a.on.clone()));
+            }
+            reqs.push(Some(a.id));
+        }
+        first
+    });
+    let Some((comm, engine)) = looked_up else {
+        reqs.clear();
+        return None;
+    };
+    if let Err(e) = engine.wait_all_raw(reqs) {
+        return Some(Err(vpml_error(comm, func, &e)));
+    }
+    let mut first_error = None;
+    let mut count = 0;
+    let finished = STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        for (i, r) in reqs.iter().enumerate() {
+            let (Some(r), Some(k)) = (*r, request_slot(hs[i])) else {
+                continue;
+            };
+            let Some(active) = s.requests.get(k).and_then(|e| e.active.as_ref()) else {
+                continue;
+            };
+            // In the numbering of the request's communicator.
+            let st = active.on.finish_raw(r)?;
+            s.requests.remove(k);
+            hs[i] = MPI_REQUEST_NULL;
+            if first_error.is_none() {
+                first_error = st.error().map(|e| (class_of(e), e.to_string()));
+            }
+            each(i, Some(&st));
+            count += 1;
+        }
+        Ok(())
+    });
+    Some(match finished {
+        Ok(()) => Ok((
+            Outcome::Completed {
+                count,
+                error: first_error,
+            },
+            comm,
+        )),
+        Err(e) => Err(vpml_error(comm, func, &e)),
+    })
 }
 
 /// Is `h` an operation on `MPI_PROC_NULL`?

@@ -3,9 +3,10 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{new_request, start};
+use super::{new_request, rank_of, source_of, start, tag_of};
 use crate::consts::*;
-use crate::state::{ReqEntry, put};
+use crate::state::{Active, ReqEntry, put, request_handle, vpml_error, with_comm};
+use crate::types::Message;
 
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn nonblocking(
@@ -20,6 +21,42 @@ fn nonblocking(
     h: Comm,
     req: *mut Request,
 ) -> c_int {
+    // The common case in one visit to the state: a predefined datatype
+    // (the C buffer itself), a valid communicator, a real peer.
+    if peer != MPI_PROC_NULL
+        && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+    {
+        let started = with_comm(h, |c, requests| {
+            // SAFETY: MPI's contract keeps the C buffer valid until the
+            // request completes.
+            let r = unsafe {
+                if send {
+                    c.isend_raw(rank_of(peer), tag, ptr, len, sync)
+                } else {
+                    c.irecv_raw(source_of(peer), tag_of(tag), ptr, len)
+                }
+            };
+            r.map(|id| {
+                requests.insert(ReqEntry {
+                    comm: h,
+                    active: Some(Active { id, on: c.clone() }),
+                    proc_null: false,
+                    persistent: None,
+                    staging: None,
+                })
+            })
+        });
+        match started {
+            Some(Ok(slot)) => {
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(req, request_handle(slot)) };
+                return MPI_SUCCESS;
+            }
+            Some(Err(e)) => return vpml_error(h, func, &e),
+            // No valid communicator: the general path says so.
+            None => {}
+        }
+    }
     match start(func, h, send, sync, buf, count, dt, peer, tag) {
         Ok((active, staging)) => {
             let entry = ReqEntry {

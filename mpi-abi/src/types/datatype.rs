@@ -22,7 +22,8 @@ pub(crate) struct TypeInfo {
 }
 
 /// Size of a predefined datatype, if `dt` is one.
-fn predefined_size(dt: Datatype) -> Option<usize> {
+#[inline]
+pub(crate) fn predefined_size(dt: Datatype) -> Option<usize> {
     let h = dt as u32;
     if h >> 24 == 0x4c {
         return Some(((h >> 8) & 0xff) as usize);

@@ -25,6 +25,22 @@ pub(crate) struct Staged {
 }
 
 impl Message {
+    /// The C buffer of `count` elements of predefined datatype `dt`, as
+    /// (address, bytes), without building a `Message`: the hot path of the
+    /// point-to-point calls. `None` for any other datatype, and for
+    /// arguments [`Message::new`] rejects (it names the error).
+    #[inline]
+    pub(crate) fn predefined(
+        buf: *const c_void,
+        count: c_int,
+        dt: Datatype,
+    ) -> Option<(*mut u8, usize)> {
+        let size = super::predefined_size(dt).filter(|&s| s > 0)?;
+        // A non-negative `c_int` times a size below 256 fits a `usize`.
+        let len = usize::try_from(count).ok()? * size;
+        (len == 0 || !buf.is_null()).then_some((buf as *mut u8, len))
+    }
+
     /// The buffer for `count` elements of `dt` at `buf`; packed now when
     /// `send`.
     ///

@@ -241,6 +241,7 @@ impl Engine {
     }
 
     /// Take the status of a completed request and free its slot.
+    #[inline]
     pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {
         let st = self.core.take_done(id);
         if let Some(why) = &self.failed {

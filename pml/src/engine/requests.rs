@@ -264,6 +264,7 @@ impl Core {
 
     /// Take the status of completed request `id` and free its slot (one
     /// lookup: this runs once per completed request).
+    #[inline]
     pub(super) fn take_done(&mut self, id: ReqId) -> Result<Status> {
         // (`let … else` rather than `ok_or`: an `Error` built eagerly is
         // dropped through a call on the success path.)

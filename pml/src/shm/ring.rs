@@ -98,6 +98,7 @@ pub(crate) struct FrameHeader {
 }
 
 const _: () = assert!(std::mem::size_of::<FrameHeader>() <= HEADER_LEN);
+const _: () = assert!(EAGER_PAYLOAD <= std::mem::size_of::<FrameHeader>());
 
 impl FrameHeader {
     /// A header of the given kind with everything else zero.
@@ -206,18 +207,21 @@ impl RingWriter {
         let mut h = *hdr;
         h.frame_len = frame as u32;
         let start = payload_offset(h.kind);
-        let header_bytes = start.min(std::mem::size_of::<FrameHeader>());
         // SAFETY: [off, off+frame) lies in the data area (caller contract)
         // and in free space, which the reader does not touch until the stamp
         // below is published. Offsets are multiples of 64, so the stamp is
         // an aligned u64.
         unsafe {
             let dst = self.data.add(off);
-            std::ptr::copy_nonoverlapping(
-                (&h as *const FrameHeader as *const u8).add(8),
-                dst.add(8),
-                header_bytes - 8,
-            );
+            let src = (&h as *const FrameHeader as *const u8).add(8);
+            // The header after the stamp, as far as the payload (a length
+            // known at compile time on each branch: plain moves, no call).
+            if start == EAGER_PAYLOAD {
+                std::ptr::copy_nonoverlapping(src, dst.add(8), EAGER_PAYLOAD - 8);
+            } else {
+                const WHOLE: usize = std::mem::size_of::<FrameHeader>();
+                std::ptr::copy_nonoverlapping(src, dst.add(8), WHOLE - 8);
+            }
             if !payload.is_empty() {
                 std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(start), payload.len());
             }
