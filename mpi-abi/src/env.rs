@@ -2,9 +2,13 @@
 //! memory, and the handle-less datatype and operation calls.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
 
 use crate::consts::*;
-use crate::state::{CommEntry, DerivedType, STATE, UserFn, error, handle_of, insert, put, release};
+use crate::state::{
+    CommEntry, DerivedType, FINALIZED, INITIALIZED, STATE, THREAD_LEVEL, UserFn, error, handle_of,
+    insert, put, release,
+};
 use crate::types::Builder;
 
 /// MPI's text for error class `code`.
@@ -58,6 +62,7 @@ fn init(func: &str) -> c_int {
         ];
         s.world = Some(world);
     });
+    INITIALIZED.store(true, Ordering::Release);
     MPI_SUCCESS
 }
 
@@ -70,9 +75,9 @@ export! {
         let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
         let r = init("MPI_Init_thread");
         if r == MPI_SUCCESS {
-            STATE.with(|s| s.borrow_mut().thread_level = level);
+            THREAD_LEVEL.store(level, Ordering::Release);
             // From now on every call takes the call lock.
-            crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, std::sync::atomic::Ordering::Release);
+            crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, Ordering::Release);
         }
         // SAFETY: an int pointer (caller contract).
         unsafe { put(provided, level) };
@@ -80,24 +85,21 @@ export! {
     }
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) -> c_int {
-        let level = STATE.with(|s| s.borrow().thread_level);
+        let level = THREAD_LEVEL.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(provided, level) };
         MPI_SUCCESS
     }
 
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) -> c_int {
-        let v = STATE.with(|s| {
-            let s = s.borrow();
-            s.world.is_some() || s.finalized
-        });
+        let v = INITIALIZED.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(flag, c_int::from(v)) };
         MPI_SUCCESS
     }
 
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) -> c_int {
-        let v = STATE.with(|s| s.borrow().finalized);
+        let v = FINALIZED.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(flag, c_int::from(v)) };
         MPI_SUCCESS
@@ -114,7 +116,7 @@ export! {
                 staging.extend(e.staging);
             }
             s.comms.clear();
-            s.finalized = true;
+            FINALIZED.store(true, Ordering::Release);
             (world, staging)
         });
         let Some(world) = world else {

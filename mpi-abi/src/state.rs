@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::ThreadId;
 
@@ -76,7 +76,6 @@ pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_i
 /// Everything the library keeps between calls.
 pub(crate) struct State {
     pub world: Option<vpml::World>,
-    pub finalized: bool,
     /// Slot 0 is `MPI_COMM_WORLD`, slot 1 `MPI_COMM_SELF`.
     pub comms: Vec<Option<CommEntry>>,
     pub requests: Requests,
@@ -88,22 +87,18 @@ pub(crate) struct State {
     /// The buffer given to `MPI_Buffer_attach` (buffered sends copy their
     /// message instead, so it only has to be given back).
     pub attached: Option<(*mut c_void, c_int)>,
-    /// The thread support granted at init.
-    pub thread_level: c_int,
 }
 
 impl State {
     const fn new() -> State {
         State {
             world: None,
-            finalized: false,
             comms: Vec::new(),
             requests: Requests::new(),
             types: Vec::new(),
             ops: Vec::new(),
             orphans: Vec::new(),
             attached: None,
-            thread_level: MPI_THREAD_FUNNELED,
         }
     }
 }
@@ -131,6 +126,17 @@ impl Shared {
 
 /// The library's state.
 pub(crate) static STATE: Shared = Shared(RefCell::new(State::new()));
+
+/// `MPI_Init` succeeded (it stays set after `MPI_Finalize`), and
+/// `MPI_Finalize` ran; and the thread support granted at init. Outside the
+/// state: `MPI_Initialized`, `MPI_Finalized` and `MPI_Query_thread` may be
+/// called from any thread at any time, even while another thread blocks in
+/// a call that holds the state.
+pub(crate) static INITIALIZED: AtomicBool = AtomicBool::new(false);
+/// See [`INITIALIZED`].
+pub(crate) static FINALIZED: AtomicBool = AtomicBool::new(false);
+/// See [`INITIALIZED`].
+pub(crate) static THREAD_LEVEL: AtomicI32 = AtomicI32::new(MPI_THREAD_FUNNELED);
 
 /// Set by `MPI_Init_thread` when the program asked for
 /// `MPI_THREAD_SERIALIZED` (or more): calls then take the call lock.
@@ -307,7 +313,9 @@ pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize
 /// MPI is not initialized: the table is empty then), for the caller to
 /// report through [`comm`]. The hot path of the point-to-point calls.
 ///
-/// `f` must not call back into the library: the state stays borrowed.
+/// `f` must not call back into the library nor wait for a peer: the state
+/// stays borrowed (the calls any thread may make at any time, such as
+/// `MPI_Initialized`, do not touch it).
 #[inline]
 pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -> R) -> Option<R> {
     STATE.with(|s| {
