@@ -57,24 +57,24 @@ fn blocking_send(
     tag: c_int,
     h: Comm,
 ) -> c_int {
-    // The common case without cloning the communicator: a predefined
-    // datatype (the C buffer itself) to a real peer.
+    // The common case: a predefined datatype (the C buffer itself) to a
+    // real peer. (The communicator is cloned and the state let go before
+    // the call blocks.)
     if dest != MPI_PROC_NULL
         && !matches!(how, Blocking::Buffered)
         && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+        && let Some(c) = with_comm(h, |c, _| c.clone())
     {
         // SAFETY: the caller's buffer holds `len` bytes for the call.
         let data = unsafe { c_bytes(ptr, len) };
-        let sent = with_comm(h, |c, _| match how {
+        let sent = match how {
             Blocking::Synchronous => c.ssend(rank_of(dest), tag, data),
             _ => c.send(rank_of(dest), tag, data),
-        });
-        match sent {
-            Some(Ok(())) => return MPI_SUCCESS,
-            Some(Err(e)) => return vpml_error(h, func, &e),
-            // No valid communicator: the general path says so.
-            None => {}
-        }
+        };
+        return match sent {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => vpml_error(h, func, &e),
+        };
     }
     let c = match comm(func, h) {
         Ok(c) => c,
@@ -134,19 +134,21 @@ export! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
-        // The common case without cloning the communicator (as MPI_Send).
-        if source != MPI_PROC_NULL && let Some((ptr, len)) = Message::predefined(buf, count, dt) {
+        // The common case, as in MPI_Send.
+        if source != MPI_PROC_NULL
+            && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+            && let Some(c) = with_comm(h, |c, _| c.clone())
+        {
             // SAFETY: the caller's buffer holds `len` bytes for the call.
             let data = unsafe { c_bytes_mut(ptr, len) };
-            match with_comm(h, |c, _| c.recv(source_of(source), tag_of(tag), data)) {
-                Some(Ok(st)) => {
+            return match c.recv(source_of(source), tag_of(tag), data) {
+                Ok(st) => {
                     // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                     unsafe { write_status(status, Some(&st), false) };
-                    return MPI_SUCCESS;
+                    MPI_SUCCESS
                 }
-                Some(Err(e)) => return vpml_error(h, "MPI_Recv", &e),
-                None => {}
-            }
+                Err(e) => vpml_error(h, "MPI_Recv", &e),
+            };
         }
         let c = match comm("MPI_Recv", h) { Ok(c) => c, Err(code) => return code };
         if source == MPI_PROC_NULL {

@@ -36,8 +36,7 @@ impl Message {
         dt: Datatype,
     ) -> Option<(*mut u8, usize)> {
         let size = super::predefined_size(dt).filter(|&s| s > 0)?;
-        // A non-negative `c_int` times a size below 256 fits a `usize`.
-        let len = usize::try_from(count).ok()? * size;
+        let len = usize::try_from(count).ok()?.checked_mul(size)?;
         (len == 0 || !buf.is_null()).then_some((buf as *mut u8, len))
     }
 
