@@ -109,6 +109,27 @@ static void communicators(void) {
     MPI_Send(&a, 1, MPI_INT, right, 5, dup);
     MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
     CHECK(b == left && c == left + 100, "dup isolation %d %d", b, c);
+    /* One Waitall over requests of two communicators numbers each status
+     * in its own: the partner in `half` is world rank ^ 2, half rank 1 - r. */
+    int hpeer = 1 - r, wpeer = rank ^ 2;
+    int hin = -1, win = -1, hout = rank + 200, wout = rank + 300;
+    MPI_Request mix[4];
+    MPI_Status ms[4];
+    MPI_Irecv(&hin, 1, MPI_INT, hpeer, 6, half, &mix[0]);
+    MPI_Irecv(&win, 1, MPI_INT, MPI_ANY_SOURCE, 6, MPI_COMM_WORLD, &mix[1]);
+    MPI_Isend(&hout, 1, MPI_INT, hpeer, 6, half, &mix[2]);
+    MPI_Isend(&wout, 1, MPI_INT, wpeer, 6, MPI_COMM_WORLD, &mix[3]);
+    MPI_Waitall(4, mix, ms);
+    CHECK(hin == wpeer + 200 && win == wpeer + 300, "mixed Waitall data %d %d", hin, win);
+    CHECK(ms[0].MPI_SOURCE == hpeer && ms[1].MPI_SOURCE == wpeer, "mixed Waitall sources %d %d", ms[0].MPI_SOURCE, ms[1].MPI_SOURCE);
+    /* A blocking receive on `half` too. */
+    if (r == 0) {
+        MPI_Send(&hout, 1, MPI_INT, 1, 7, half);
+    } else {
+        MPI_Status hs;
+        MPI_Recv(&hin, 1, MPI_INT, 0, 7, half, &hs);
+        CHECK(hs.MPI_SOURCE == 0 && hs.MPI_TAG == 7 && hin == wpeer + 200, "Recv on half %d %d", hs.MPI_SOURCE, hin);
+    }
     int color = MPI_UNDEFINED;
     MPI_Comm none;
     MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : color, 0, &none);
@@ -578,6 +599,39 @@ static void errors(void) {
     MPI_Error_class(rc, &cls);
     MPI_Error_class(ts[0].MPI_ERROR, &ecls);
     CHECK(cls == MPI_ERR_IN_STATUS && ecls == MPI_ERR_TRUNCATE, "Waitall truncation %d %d", cls, ecls);
+    /* Argument errors of the point-to-point calls, each with its class;
+     * an empty message needs no buffer. */
+    MPI_Request er;
+    rc = MPI_Send(&x, -1, MPI_INT, right, 0, c);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COUNT, "negative count %d", cls);
+    rc = MPI_Isend(NULL, 1, MPI_INT, right, 0, c, &er);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "Isend null buffer %d", cls);
+    rc = MPI_Recv(NULL, 1, MPI_INT, left, 0, c, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "Recv null buffer %d", cls);
+    MPI_Status zs;
+    MPI_Irecv(NULL, 0, MPI_INT, left, 92, c, &er);
+    rc = MPI_Send(NULL, 0, MPI_INT, right, 92, c);
+    CHECK(rc == MPI_SUCCESS, "empty Send %d", rc);
+    rc = MPI_Wait(&er, &zs);
+    MPI_Get_count(&zs, MPI_INT, &len);
+    CHECK(rc == MPI_SUCCESS && len == 0 && zs.MPI_SOURCE == left, "empty Recv %d %d", rc, len);
+    /* A blocking receive that truncates: its own class. */
+    MPI_Send(two, 2, MPI_INT, right, 93, c);
+    rc = MPI_Recv(&one, 1, MPI_INT, left, 93, c, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE, "Recv truncation %d", cls);
+    /* No communicator: MPI_ERR_COMM, on the world's error handler. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rc = MPI_Send(&x, 1, MPI_INT, right, 0, MPI_COMM_NULL);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COMM, "Send on COMM_NULL %d", cls);
+    rc = MPI_Irecv(&x, 1, MPI_INT, left, 0, MPI_COMM_NULL, &er);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COMM, "Irecv on COMM_NULL %d", cls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Errhandler_free(&eh);
     MPI_Comm_free(&c);
     /* Functions vpml does not implement fail with their own class. */
