@@ -151,6 +151,36 @@ fn offset(pos: u64, cap: u64) -> u64 {
     pos & (cap - 1)
 }
 
+/// Map the pages of `len` bytes at `p` into this process now, contents
+/// unchanged (best effort: older kernels refuse, and nothing changes).
+///
+/// Without it, the first lap of a ring takes a page fault every 64 small
+/// frames on each side, and a fault costs microseconds in a virtual
+/// machine; a ring is mapped only once a frame goes through it, so jobs
+/// whose ranks talk to few peers do not pay for every pair's ring.
+fn prefault(p: *mut u8, len: usize, write: bool) {
+    #[cfg(not(miri))]
+    {
+        use rustix::mm::{Advice, madvise};
+        let page = rustix::param::page_size();
+        let start = (p as usize).next_multiple_of(page);
+        let end = (p as usize + len) / page * page;
+        if end > start {
+            let advice = if write {
+                Advice::LinuxPopulateWrite
+            } else {
+                Advice::LinuxPopulateRead
+            };
+            // SAFETY: the range lies inside the ring's data area, mapped
+            // read-write for as long as the ring exists; populating pages
+            // changes no byte of them.
+            let _ = unsafe { madvise(start as *mut std::ffi::c_void, end - start, advice) };
+        }
+    }
+    #[cfg(miri)]
+    let _ = (p, len, write);
+}
+
 pub(crate) struct RingWriter {
     ctrl: *const RingControl,
     data: *mut u8,
@@ -207,6 +237,10 @@ impl RingWriter {
         let mut h = *hdr;
         h.frame_len = frame as u32;
         let start = payload_offset(h.kind);
+        if self.tail == 0 {
+            // The first frame of this writer: map the whole ring now.
+            prefault(self.data, self.cap as usize, true);
+        }
         // SAFETY: [off, off+frame) lies in the data area (caller contract)
         // and in free space, which the reader does not touch until the stamp
         // below is published. Offsets are multiples of 64, so the stamp is
@@ -322,6 +356,10 @@ impl RingReader {
         loop {
             if !self.has_frame() {
                 return Ok(None);
+            }
+            if self.head == 0 {
+                // The first frame from this writer (see `prefault`).
+                prefault(self.data, self.cap as usize, false);
             }
             let off = offset(self.head, self.cap);
             // SAFETY: the acquire load in has_frame saw the writer's release
