@@ -530,6 +530,46 @@ mod tests {
     }
 
     #[test]
+    fn payloads_holding_later_laps_stamps_are_never_taken_for_them() {
+        // Every word of every payload holds the stamp a frame starting on
+        // its line would carry one or two laps later; frames of varied
+        // lengths end on every line, and the reader catches up with the
+        // writer often, polling exactly where the next stamp goes (the
+        // line starts the reader zeroes are what keeps these apart).
+        let cap = 1024u64;
+        let mut mem = Mem::new(cap as usize);
+        let base = mem.base();
+        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
+        let (mut w, mut r) =
+            unsafe { (RingWriter::new(base, cap as usize), RingReader::new(base, cap as usize)) };
+        let (mut written, mut read) = (0u64, 0u64);
+        for round in 0..400u64 {
+            for _ in 0..(round % 5) {
+                let len = ((round * 53 + written * 29) % 200 + 8) as usize / 8 * 8;
+                let start = w.tail + EAGER_PAYLOAD as u64;
+                let payload: Vec<u8> = (0..len as u64 / 8)
+                    .flat_map(|i| {
+                        let line = (start + i * 8) / 64 * 64;
+                        (line + cap * (1 + i % 2) + 1).to_le_bytes()
+                    })
+                    .collect();
+                if !w.try_write(&eager(written), &payload) {
+                    break;
+                }
+                written += 1;
+            }
+            while let Some(h) = r.peek().unwrap() {
+                assert_eq!(h.seq, read, "round {round}");
+                r.consume(&h);
+                read += 1;
+            }
+            r.publish();
+            assert_eq!(read, written, "round {round}");
+        }
+        assert!(written > 500, "{written} frames");
+    }
+
+    #[test]
     fn a_drained_ring_takes_the_largest_frame_without_a_publish() {
         let cap = 4096;
         let mut mem = Mem::new(cap);
