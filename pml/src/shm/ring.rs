@@ -162,7 +162,15 @@ fn prefault(p: *mut u8, len: usize, write: bool) {
     #[cfg(not(miri))]
     {
         use rustix::mm::{Advice, madvise};
-        let page = rustix::param::page_size();
+        // (Not `rustix::param::page_size`: its auxiliary-vector reader
+        // crashes a program run under valgrind.)
+        // SAFETY: sysconf reads a constant of the system.
+        let Ok(page) = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) else {
+            return;
+        };
+        if page == 0 {
+            return;
+        }
         let start = (p as usize).next_multiple_of(page);
         let end = (p as usize + len) / page * page;
         if end > start {
