@@ -36,7 +36,8 @@ pub(crate) fn error_text(code: c_int) -> &'static str {
     }
 }
 
-fn init(func: &str) -> c_int {
+/// `MPI_Init` and `MPI_Init_thread`, granting thread support `level`.
+fn init(func: &str, level: c_int) -> c_int {
     if STATE.with(|s| s.borrow().world.is_some()) {
         return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "called twice");
     }
@@ -62,28 +63,29 @@ fn init(func: &str) -> c_int {
         ];
         s.world = Some(world);
     });
+    // The thread level (and from now on, under SERIALIZED, the call lock)
+    // before another thread can see MPI initialized.
+    THREAD_LEVEL.store(level, Ordering::Release);
+    crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, Ordering::Release);
     INITIALIZED.store(true, Ordering::Release);
     MPI_SUCCESS
 }
 
 export! {
     fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
-        init("MPI_Init")
+        init("MPI_Init", MPI_THREAD_FUNNELED)
     }
 
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
         let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
-        let r = init("MPI_Init_thread");
-        if r == MPI_SUCCESS {
-            THREAD_LEVEL.store(level, Ordering::Release);
-            // From now on every call takes the call lock.
-            crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, Ordering::Release);
-        }
+        let r = init("MPI_Init_thread", level);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(provided, level) };
         r
     }
+}
 
+export_any_thread! {
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) -> c_int {
         let level = THREAD_LEVEL.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).
@@ -104,6 +106,9 @@ export! {
         unsafe { put(flag, c_int::from(v)) };
         MPI_SUCCESS
     }
+}
+
+export! {
 
     fn MPI_Finalize / PMPI_Finalize() -> c_int {
         let (world, staging) = STATE.with(|s| {
@@ -116,13 +121,14 @@ export! {
                 staging.extend(e.staging);
             }
             s.comms.clear();
-            FINALIZED.store(true, Ordering::Release);
             (world, staging)
         });
         let Some(world) = world else {
             return error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, "called before MPI_Init");
         };
         let r = world.finalize();
+        // MPI_Finalized: MPI_Finalize has completed.
+        FINALIZED.store(true, Ordering::Release);
         drop(staging);
         match r {
             Ok(()) => MPI_SUCCESS,

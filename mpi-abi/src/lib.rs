@@ -68,6 +68,33 @@ macro_rules! export {
     };
 }
 
+/// [`export!`] for the calls any thread may make at any time
+/// (`MPI_Initialized`, `MPI_Finalized`, `MPI_Query_thread`): they take no
+/// call lock, so they answer even while another thread is inside a
+/// blocking call, and they touch no state but atomics.
+macro_rules! export_any_thread {
+    ($(fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),*) -> c_int $body:block)*) => {
+        $(
+            /// MPI binding (see the crate docs); callable from any thread.
+            ///
+            /// # Safety
+            /// The pointers follow the MPI standard's contract for this call.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int $body
+
+            /// Profiling entry point of the same function.
+            ///
+            /// # Safety
+            /// As the `MPI_` function.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $pname($($arg: $ty),*) -> c_int {
+                // SAFETY: same contract.
+                unsafe { $name($($arg),*) }
+            }
+        )*
+    };
+}
+
 pub mod coll;
 pub mod comm;
 pub mod consts;
