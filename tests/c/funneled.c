@@ -4,11 +4,13 @@
    standard lets any thread call at any time. Rank 0 prints a checksum. */
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
 static atomic_int stop;
 static long asked, wrong;
+static int provided = -1;
 
 static void *watcher(void *arg) {
     (void)arg;
@@ -17,15 +19,20 @@ static void *watcher(void *arg) {
         MPI_Initialized(&init);
         MPI_Finalized(&fin);
         MPI_Query_thread(&level);
-        if (init != 1 || fin != 0 || level != MPI_THREAD_FUNNELED) wrong++;
+        if (init != 1 || fin != 0 || level != provided) wrong++;
         asked++;
+        sched_yield();
     }
     return NULL;
 }
 
 int main(int argc, char **argv) {
-    int provided = -1, rank, size;
+    int rank, size;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (provided < MPI_THREAD_FUNNELED) {
+        printf("FAIL thread level %d\n", provided);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     pthread_t t;
@@ -57,5 +64,9 @@ int main(int argc, char **argv) {
     MPI_Allreduce(&sum, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("funneled checksum %ld\n", total);
     MPI_Finalize();
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init != 1 || fin != 1) printf("FAIL after MPI_Finalize: initialized %d finalized %d\n", init, fin);
     return 0;
 }

@@ -548,12 +548,17 @@ mod tests {
         let mut mem = Mem::new(cap as usize);
         let base = mem.base();
         // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) =
-            unsafe { (RingWriter::new(base, cap as usize), RingReader::new(base, cap as usize)) };
+        let (mut w, mut r) = unsafe {
+            (
+                RingWriter::new(base, cap as usize),
+                RingReader::new(base, cap as usize),
+            )
+        };
         let (mut written, mut read) = (0u64, 0u64);
         for round in 0..400u64 {
             for _ in 0..(round % 5) {
-                let len = ((round * 53 + written * 29) % 200 + 8) as usize / 8 * 8;
+                // Up to 184 bytes: within a quarter of the ring less a header.
+                let len = ((round * 53 + written * 29) % 184 + 8) as usize / 8 * 8;
                 let start = w.tail + EAGER_PAYLOAD as u64;
                 let payload: Vec<u8> = (0..len as u64 / 8)
                     .flat_map(|i| {
