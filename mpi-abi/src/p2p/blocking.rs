@@ -8,32 +8,6 @@ use crate::consts::*;
 use crate::state::{STATE, comm, error, put, vpml_error, with_comm};
 use crate::types::Message;
 
-/// The `len` bytes of a C buffer at `ptr` to read (null allowed when
-/// empty).
-///
-/// # Safety
-/// `ptr` holds `len` bytes, unchanged for the lifetime chosen.
-unsafe fn c_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: caller contract.
-    unsafe { std::slice::from_raw_parts(ptr, len) }
-}
-
-/// The `len` bytes of a C buffer at `ptr` to write (null allowed when
-/// empty).
-///
-/// # Safety
-/// `ptr` holds `len` bytes, unused by anyone else for the lifetime chosen.
-unsafe fn c_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: caller contract.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
-}
-
 /// How a blocking send completes.
 #[derive(Clone, Copy)]
 enum Blocking {
@@ -62,11 +36,10 @@ fn blocking_send(
     // the call blocks.)
     if dest != MPI_PROC_NULL
         && !matches!(how, Blocking::Buffered)
-        && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+        && let Some(mut msg) = Message::predefined(buf, count, dt)
         && let Some(c) = with_comm(h, |c, _| c.clone())
     {
-        // SAFETY: the caller's buffer holds `len` bytes for the call.
-        let data = unsafe { c_bytes(ptr, len) };
+        let data = &*msg.bytes();
         let sent = match how {
             Blocking::Synchronous => c.ssend(rank_of(dest), tag, data),
             _ => c.send(rank_of(dest), tag, data),
@@ -136,12 +109,10 @@ export! {
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
         // The common case, as in MPI_Send.
         if source != MPI_PROC_NULL
-            && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+            && let Some(mut msg) = Message::predefined(buf, count, dt)
             && let Some(c) = with_comm(h, |c, _| c.clone())
         {
-            // SAFETY: the caller's buffer holds `len` bytes for the call.
-            let data = unsafe { c_bytes_mut(ptr, len) };
-            return match c.recv(source_of(source), tag_of(tag), data) {
+            return match c.recv(source_of(source), tag_of(tag), msg.bytes()) {
                 Ok(st) => {
                     // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                     unsafe { write_status(status, Some(&st), false) };

@@ -24,8 +24,9 @@ fn nonblocking(
     // The common case in one visit to the state: a predefined datatype
     // (the C buffer itself), a valid communicator, a real peer.
     if peer != MPI_PROC_NULL
-        && let Some((ptr, len)) = Message::predefined(buf, count, dt)
+        && let Some(mut msg) = Message::predefined(buf, count, dt)
     {
+        let (ptr, len) = msg.target();
         let started = with_comm(h, |c, requests| {
             // SAFETY: MPI's contract keeps the C buffer valid until the
             // request completes.

@@ -25,19 +25,18 @@ pub(crate) struct Staged {
 }
 
 impl Message {
-    /// The C buffer of `count` elements of predefined datatype `dt`, as
-    /// (address, bytes), without building a `Message`: the hot path of the
-    /// point-to-point calls. `None` for any other datatype, and for
-    /// arguments [`Message::new`] rejects (it names the error).
+    /// [`Message::new`] for a predefined datatype (the C buffer itself),
+    /// without looking the type up: the hot path of the point-to-point
+    /// calls. `None` for any other datatype, and for arguments
+    /// [`Message::new`] rejects (it names the error).
     #[inline]
-    pub(crate) fn predefined(
-        buf: *const c_void,
-        count: c_int,
-        dt: Datatype,
-    ) -> Option<(*mut u8, usize)> {
+    pub(crate) fn predefined(buf: *const c_void, count: c_int, dt: Datatype) -> Option<Message> {
         let size = super::predefined_size(dt).filter(|&s| s > 0)?;
         let len = usize::try_from(count).ok()?.checked_mul(size)?;
-        (len == 0 || !buf.is_null()).then_some((buf as *mut u8, len))
+        (len == 0 || !buf.is_null()).then_some(Message::Direct {
+            ptr: buf as *mut u8,
+            len,
+        })
     }
 
     /// The buffer for `count` elements of `dt` at `buf`; packed now when
