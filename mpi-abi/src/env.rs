@@ -85,7 +85,9 @@ export! {
     }
 }
 
-export_any_thread! {
+export! {
+    any_thread:
+
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) -> c_int {
         let level = THREAD_LEVEL.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).

@@ -41,9 +41,17 @@
 
 use std::ffi::c_int;
 
-/// Export each function as `MPI_x` and its profiling twin `PMPI_x`.
+/// Export each function as `MPI_x` and its profiling twin `PMPI_x`. Each
+/// call holds the call lock (see `state::enter`), except in a block that
+/// starts with `any_thread:` — the calls any thread may make at any time
+/// (`MPI_Initialized`, `MPI_Finalized`, `MPI_Query_thread`), which answer
+/// even while another thread is inside a blocking call and touch no state
+/// but atomics.
 macro_rules! export {
-    ($(fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),*) -> c_int $body:block)*) => {
+    (any_thread: $($fns:tt)*) => {
+        export!(@each false; $($fns)*);
+    };
+    (@each $lock:literal; $(fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),*) -> c_int $body:block)*) => {
         $(
             /// MPI binding (see the crate docs).
             ///
@@ -51,7 +59,7 @@ macro_rules! export {
             /// The pointers follow the MPI standard's contract for this call.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                let _call = crate::state::enter();
+                let _call = $lock.then(crate::state::enter);
                 $body
             }
 
@@ -66,32 +74,8 @@ macro_rules! export {
             }
         )*
     };
-}
-
-/// [`export!`] for the calls any thread may make at any time
-/// (`MPI_Initialized`, `MPI_Finalized`, `MPI_Query_thread`): they take no
-/// call lock, so they answer even while another thread is inside a
-/// blocking call, and they touch no state but atomics.
-macro_rules! export_any_thread {
-    ($(fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),*) -> c_int $body:block)*) => {
-        $(
-            /// MPI binding (see the crate docs); callable from any thread.
-            ///
-            /// # Safety
-            /// The pointers follow the MPI standard's contract for this call.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int $body
-
-            /// Profiling entry point of the same function.
-            ///
-            /// # Safety
-            /// As the `MPI_` function.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $pname($($arg: $ty),*) -> c_int {
-                // SAFETY: same contract.
-                unsafe { $name($($arg),*) }
-            }
-        )*
+    ($($fns:tt)*) => {
+        export!(@each true; $($fns)*);
     };
 }
 
