@@ -157,9 +157,7 @@ impl Engine {
         // Every pass, under a protocol: a peer restarted (the job page's
         // epoch moved), a restarted peer's connection is due, or this
         // process is catching up. One look in the common case.
-        if let Some(rc) = &self.recovery
-            && (rc.page.epoch() != rc.seen_epoch || rc.expected > 0 || rc.catching_up.is_some())
-        {
+        if self.recovery_due() {
             self.notice_restarts();
             self.accept_restarted()?;
             self.check_caught_up();
@@ -257,6 +255,16 @@ impl Engine {
         Ok(any)
     }
 
+    /// Recovery business for this pass: a peer restarted (the job page's
+    /// epoch moved), a restarted peer's connection is due, or this process
+    /// is catching up.
+    #[inline]
+    fn recovery_due(&self) -> bool {
+        self.recovery.as_ref().is_some_and(|rc| {
+            rc.page.epoch() != rc.seen_epoch || rc.expected > 0 || rc.catching_up.is_some()
+        })
+    }
+
     /// Nothing for a pass to do, seen in one look per peer: no frame in
     /// any ring, nothing queued to send, no recovery business, and only
     /// shared-memory links (a socket must be read to know). A waiting
@@ -267,9 +275,7 @@ impl Engine {
         if self.chaos != 0
             || !self.core.control_out.is_empty()
             || !self.core.gc_notices.is_empty()
-            || self.recovery.as_ref().is_some_and(|rc| {
-                rc.page.epoch() != rc.seen_epoch || rc.expected > 0 || rc.catching_up.is_some()
-            })
+            || self.recovery_due()
         {
             return false;
         }
