@@ -313,9 +313,10 @@ pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize
 /// MPI is not initialized: the table is empty then), for the caller to
 /// report through [`comm`]. The hot path of the point-to-point calls.
 ///
-/// `f` must not call back into the library nor wait for a peer: the state
-/// stays borrowed (the calls any thread may make at any time, such as
-/// `MPI_Initialized`, do not touch it).
+/// `f` must not call back into the library: the state stays borrowed. (A
+/// protocol's send hook may wait for its event logger meanwhile; the calls
+/// another thread may make then, such as `MPI_Initialized`, do not touch
+/// the state.)
 #[inline]
 pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -> R) -> Option<R> {
     STATE.with(|s| {

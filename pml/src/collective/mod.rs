@@ -124,14 +124,14 @@ fn disjoint_mut(
     }
 }
 
-/// Check counts/displacements against a buffer of `len` elements and
-/// return each rank's element range.
 /// Per-rank lists of a collective: on the stack up to this many ranks.
 const INLINE_RANKS: usize = 8;
 
 /// A per-rank list (see [`INLINE_RANKS`]).
 type PerRank<T> = smallvec::SmallVec<[T; INLINE_RANKS]>;
 
+/// Check counts/displacements against a buffer of `len` elements and
+/// return each rank's element range.
 fn layout(
     n: usize,
     counts: &[usize],
