@@ -267,10 +267,14 @@ impl RingWriter {
     /// The reader zeroes a frame's stamp last, with release, when it
     /// releases the frame, so a zero stamp at the last frame means that
     /// the reader is done with everything written.
+    ///
+    /// Only for a `frame` that fits in what the skipped lap frees (`off`
+    /// bytes once the reader is done), so a frame `has_room` accepted
+    /// always fits.
     #[inline]
-    fn wrap_if_drained(&mut self) {
+    fn wrap_if_drained(&mut self, frame: u64) {
         let off = offset(self.tail, self.cap);
-        if off >= self.short_lap && self.tail - off != self.looked_in_lap {
+        if off >= self.short_lap && self.tail - off != self.looked_in_lap && frame <= off {
             self.wrap_if_drained_now(off);
         }
     }
@@ -338,8 +342,8 @@ impl RingWriter {
     /// Append one frame. Returns false, writing nothing, if the ring is full.
     /// `payload.len()` must not exceed a quarter of the ring minus one header.
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
-        self.wrap_if_drained();
         let frame = frame_size(hdr.kind, payload.len());
+        self.wrap_if_drained(frame);
         let to_end = self.cap - offset(self.tail, self.cap);
         if !self.has_space(self.needed(hdr.kind, payload.len())) {
             return false;
@@ -686,9 +690,16 @@ mod tests {
         let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
         let mut furthest = 0;
         for seq in 0..2000u64 {
-            // One message, read before the next (a ping-pong).
-            let payload = vec![seq as u8; (seq as usize * 13) % 300];
-            assert!(w.try_write(&eager(seq), &payload));
+            // One message, read before the next (a ping-pong); every 7th
+            // larger than the short lap, up to the largest frame.
+            let len = if seq % 7 == 0 {
+                (cap / 4 - HEADER_LEN) >> (seq % 3)
+            } else {
+                (seq as usize * 13) % 300
+            };
+            let payload = vec![seq as u8; len];
+            assert!(w.has_room(kind::EAGER, len), "frame {seq}");
+            assert!(w.try_write(&eager(seq), &payload), "frame {seq}");
             furthest = furthest.max(offset(w.tail, cap as u64));
             let h = r.peek().unwrap().unwrap();
             assert_eq!(h.seq, seq);
@@ -697,15 +708,34 @@ mod tests {
             r.publish();
         }
         assert!(
-            furthest <= SHORT_LAP + 512,
+            furthest <= SHORT_LAP + cap as u64 / 4,
             "answered messages went {furthest} bytes into the lap"
         );
+        // The largest frame, when the writer looks next: the early lap must
+        // leave it room.
+        let largest = vec![9u8; cap / 4 - HEADER_LEN];
+        for round in 0..3u64 {
+            let mut seq = 0;
+            while offset(w.tail, cap as u64) < SHORT_LAP || seq == 0 {
+                assert!(w.try_write(&eager(seq), &[1u8; 100]));
+                let h = r.peek().unwrap().unwrap();
+                r.consume(&h);
+                seq += 1;
+            }
+            assert!(w.has_room(kind::EAGER, largest.len()));
+            assert!(w.try_write(&eager(seq), &largest), "round {round}");
+            let h = r.peek().unwrap().unwrap();
+            assert_eq!(r.payload(&h, largest.len()).unwrap(), &largest[..]);
+            r.consume(&h);
+            r.publish();
+        }
         // A burst the reader does not keep up with goes past the short lap.
         let mut seq = 0;
         while w.try_write(&eager(seq), &[1u8; 200]) {
             seq += 1;
         }
-        assert!(seq * 256 > cap as u64 / 2, "{seq} frames of a burst fit");
+        // (Less than the whole ring: the reader published lazily.)
+        assert!(seq * 256 > 2 * SHORT_LAP, "{seq} frames of a burst fit");
         for want in 0..seq {
             let h = r.peek().unwrap().unwrap();
             assert_eq!(h.seq, want);
