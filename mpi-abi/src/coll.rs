@@ -383,7 +383,7 @@ export! {
         if count.checked_mul(n).is_none() {
             return error(h, "MPI_Reduce_scatter_block", MPI_ERR_COUNT, "count times the number of ranks is too large");
         }
-        run_reduction("MPI_Reduce_scatter_block", |c| Ok(Reduction::Scatter { start: c.rank() * usize::try_from(count).unwrap_or(0) }), send, recv, count.saturating_mul(n), count, dt, op, h)
+        run_reduction("MPI_Reduce_scatter_block", |c| Ok(Reduction::scatter(std::iter::repeat_n(usize::try_from(count).unwrap_or(0), c.size()))), send, recv, count.saturating_mul(n), count, dt, op, h)
     }
 
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter(send: *const c_void, recv: *mut c_void, counts: *const c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
@@ -396,12 +396,11 @@ export! {
         if counts.iter().any(|&n| n < 0) {
             return error(h, "MPI_Reduce_scatter", MPI_ERR_COUNT, "negative count");
         }
-        let start: usize = counts[..c.rank()].iter().map(|&n| n as usize).sum();
         let total = counts.iter().map(|&n| i64::from(n)).sum::<i64>();
         let Ok(total) = c_int::try_from(total) else {
             return error(h, "MPI_Reduce_scatter", MPI_ERR_COUNT, "counts too large");
         };
-        run_reduction("MPI_Reduce_scatter", |_| Ok(Reduction::Scatter { start }), send, recv, total, counts[c.rank()], dt, op, h)
+        run_reduction("MPI_Reduce_scatter", |_| Ok(Reduction::scatter(counts.iter().map(|&n| n as usize))), send, recv, total, counts[c.rank()], dt, op, h)
     }
 
     fn MPI_Gather / PMPI_Gather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {

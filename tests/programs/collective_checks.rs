@@ -167,6 +167,37 @@ fn reductions(c: &Comm, n: usize) -> R {
             })?;
         }
     }
+    // Reduce-scatter: each rank's block of the allreduce, in its bits;
+    // blocks even and uneven (some empty, the last rank's the largest).
+    let even: Vec<usize> = (0..=size).map(|q| q * n / size).collect();
+    let uneven: Vec<usize> = (0..=size)
+        .map(|q| {
+            if q == size {
+                n
+            } else {
+                n * q * q / (2 * size * size)
+            }
+        })
+        .collect();
+    for bounds in [even, uneven] {
+        let block = bounds[r]..bounds[r + 1];
+        let mut part = vec![0f64; block.len()];
+        c.reduce_scatter(&fmine, &mut part, &bounds, &Sum)?;
+        check(bits(&part) == bits(&fall[block.clone()]), || {
+            format!("reduce-scatter block {block:?} and allreduce differ in bits")
+        })?;
+        let mut ipart = vec![0i64; block.len()];
+        let last = op::from_fn(|_a: i64, b: i64| b);
+        c.reduce_scatter(&mine, &mut ipart, &bounds, &last)?;
+        check(ipart[..] == want(&|_, b| b)[block.clone()], || {
+            "reduce-scatter must combine the last rank last".into()
+        })?;
+        let first = op::from_fn(|a: i64, _b: i64| a);
+        c.reduce_scatter(&mine, &mut ipart, &bounds, &first)?;
+        check(ipart[..] == want(&|a, _| a)[block.clone()], || {
+            "reduce-scatter must combine rank 0 first".into()
+        })?;
+    }
     let mut hashes = vec![0u64; size];
     c.allgather(&[hash(&fall)], &mut hashes)?;
     check(hashes.iter().all(|&h| h == hashes[0]), || {

@@ -74,17 +74,31 @@ impl<T: Element> vpml::Op<T> for CombineOp {
 }
 
 /// Which reduction collective to run.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) enum Reduction {
     All,
     To(usize),
     Scan,
     Exscan,
-    /// Reduce-scatter: this rank keeps the result's elements (of the
-    /// datatype) from `start` on (as many as its result buffer holds).
+    /// Reduce-scatter: rank `i` keeps the result's elements (of the
+    /// datatype) `bounds[i]..bounds[i + 1]` (`bounds` has one entry per
+    /// rank and a last one, the whole count).
     Scatter {
-        start: usize,
+        bounds: std::rc::Rc<[usize]>,
     },
+}
+
+impl Reduction {
+    /// The reduce-scatter of `counts[i]` elements to each rank `i`.
+    pub(crate) fn scatter(counts: impl Iterator<Item = usize>) -> Reduction {
+        let bounds = std::iter::once(0)
+            .chain(counts.scan(0, |at, c| {
+                *at += c;
+                Some(*at)
+            }))
+            .collect();
+        Reduction::Scatter { bounds }
+    }
 }
 
 /// Run reduction `kind` over `count` elements of `dt`, packed in `send`
@@ -120,8 +134,8 @@ pub(crate) fn reduce(
     };
     // From here on elements are the base type's: one of `dt` holds `per`.
     let kind = match kind {
-        Reduction::Scatter { start } => Reduction::Scatter {
-            start: start * t.per,
+        Reduction::Scatter { bounds } => Reduction::Scatter {
+            bounds: bounds.iter().map(|b| b * t.per).collect(),
         },
         other => other,
     };
@@ -242,7 +256,8 @@ fn user_reduce(
         Reduction::To(root) => (r == root).then(|| fold(0..n)),
         Reduction::Scan => Some(fold(0..r + 1)),
         Reduction::Exscan => (r > 0).then(|| fold(0..r)),
-        Reduction::Scatter { start } => {
+        Reduction::Scatter { bounds } => {
+            let start = bounds.get(r).copied().unwrap_or(0);
             let whole = fold(0..n);
             let at = (start * send.len() / count.max(1)).min(whole.len());
             let end = (at + recv.len()).min(whole.len());
@@ -330,14 +345,7 @@ fn run_on<T: Element, O: vpml::Op<T>>(
         }
         Reduction::Scan => comm.scan(&input, out, op)?,
         Reduction::Exscan => comm.exscan(&input, out, op)?,
-        Reduction::Scatter { start } => {
-            let mut all = input.into_owned();
-            comm.allreduce_in_place(&mut all, op)?;
-            let mine = all.get(start..start + out.len()).ok_or_else(|| {
-                vpml::Error::Collective("reduce-scatter counts exceed the contribution".into())
-            })?;
-            out.copy_from_slice(mine);
-        }
+        Reduction::Scatter { bounds } => comm.reduce_scatter(&input, out, &bounds, op)?,
     }
     Ok(())
 }

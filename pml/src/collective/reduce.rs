@@ -1,6 +1,6 @@
 //! Reduce and allreduce over the fixed reduction tree (see the module
-//! docs of `collective`): binomial reduce, recursive-doubling allreduce,
-//! and reduce-scatter + allgather for large vectors.
+//! docs of `collective`): binomial reduce at every size, recursive-doubling
+//! allreduce, and reduce-scatter + allgather for large vectors.
 
 use super::scratch::with_scratch;
 use super::{LARGE, bytes, bytes_mut, disjoint, mismatch, tag};
@@ -10,15 +10,15 @@ use crate::error::Result;
 use crate::op::{Op, fold_left, fold_right};
 
 /// How the reduction tree renumbers ranks (see the module docs).
-struct Fold {
+pub(super) struct Fold {
     /// Largest power of two ≤ n.
-    p2: usize,
+    pub(super) p2: usize,
     /// n − p2: ranks below 2·rem are folded pairwise.
-    rem: usize,
+    pub(super) rem: usize,
 }
 
 impl Fold {
-    fn new(n: usize) -> Fold {
+    pub(super) fn new(n: usize) -> Fold {
         let p2 = if n.is_power_of_two() {
             n
         } else {
@@ -27,7 +27,7 @@ impl Fold {
         Fold { p2, rem: n - p2 }
     }
     /// Participant number of rank `r`, or `None` for ranks folded away.
-    fn participant(&self, r: usize) -> Option<usize> {
+    pub(super) fn participant(&self, r: usize) -> Option<usize> {
         if r < 2 * self.rem {
             (r % 2 == 1).then_some(r / 2)
         } else {
@@ -59,7 +59,7 @@ impl Fold {
     }
 
     /// Rank of participant `p`.
-    fn rank(&self, p: usize) -> usize {
+    pub(super) fn rank(&self, p: usize) -> usize {
         if p < self.rem {
             2 * p + 1
         } else {
@@ -100,53 +100,36 @@ impl Comm {
         }
         let len = send.len();
         let fold = Fold::new(self.size());
-        if std::mem::size_of_val(send) > LARGE && len >= fold.p2 {
-            // Large vectors: the allreduce's reduce-scatter spreads the
-            // combining over every rank (the same tree shape, so the same
-            // bits), then a binomial gather brings the blocks to the root.
-            let large =
-                |acc: &mut [T]| with_scratch(len, |tmp| self.reduce_large(acc, tmp, op, root));
-            if r == root {
-                recv.copy_from_slice(send);
-                return large(recv);
-            }
-            return with_scratch(len, |acc: &mut [T]| {
-                acc.copy_from_slice(send);
-                large(acc)
-            });
-        }
         if r != root
             && let Some(parent) = fold.target(root).and_then(|t| fold.leaf_parent(r, t))
         {
             // Nothing to combine here: the contribution goes up as it is.
             return self.c_send(parent, tag::REDUCE, bytes(send));
         }
-        if r == root {
-            recv.copy_from_slice(send);
-            return with_scratch(len, |tmp| self.reduce_into(recv, tmp, op, root));
-        }
-        with_scratch(len, |acc: &mut [T]| {
-            acc.copy_from_slice(send);
-            with_scratch(len, |tmp| self.reduce_into(acc, tmp, op, root))
+        with_scratch(len, |tmp| {
+            if r == root {
+                return self.reduce_into(&mut Partial::new(send, recv, tmp), op, root);
+            }
+            with_scratch(len, |acc| {
+                self.reduce_into(&mut Partial::new(send, acc, tmp), op, root)
+            })
         })
     }
 
-    /// The binomial reduce of [`Comm::reduce`] with this rank's
-    /// contribution in `acc` (at the root, its result buffer) and `tmp`
-    /// for what children send. The tree is fixed (aligned blocks of
-    /// participants, the lower block's partial result first: the bits of
-    /// [`Comm::allreduce`]); who combines two blocks is not: the holder of
-    /// the block with the root's participant, so the result ends there
-    /// without another hop.
+    /// The binomial reduce of [`Comm::reduce`] (at the root, `part`'s
+    /// accumulator is its result buffer). The tree is fixed (aligned
+    /// blocks of participants, the lower block's partial result first:
+    /// the bits of [`Comm::allreduce`]); who combines two blocks is not:
+    /// the holder of the block with the root's participant, so the result
+    /// ends there without another hop.
     fn reduce_into<T: Pod, O: Op<T>>(
         &self,
-        acc: &mut [T],
-        tmp: &mut [T],
+        part: &mut Partial<'_, T>,
         op: &O,
         root: usize,
     ) -> Result<()> {
         let fold = Fold::new(self.size());
-        let Some((p, target)) = self.reduce_fold_in(&fold, acc, tmp, op, root)? else {
+        let Some((p, target)) = self.reduce_fold_in(&fold, part, op, root)? else {
             return Ok(());
         };
         // This participant holds its block's partial result; each step
@@ -158,17 +141,16 @@ impl Comm {
             let joined = holder(mine & !(2 * size - 1), 2 * size, target);
             let other = holder(theirs, size, target);
             if joined != p {
-                return self.c_send(fold.rank(joined), tag::REDUCE, bytes(acc));
+                return self.c_send(fold.rank(joined), tag::REDUCE, bytes(part.current()));
             }
-            self.c_recv(fold.rank(other), tag::REDUCE, bytes_mut(tmp))?;
-            if mine < theirs {
-                fold_right(op, acc, tmp);
-            } else {
-                fold_left(op, tmp, acc);
-            }
+            part.combine_from(self, fold.rank(other), op, theirs < mine)?;
             size <<= 1;
         }
-        self.reduce_hand_over(acc, root)
+        if self.rank() == root {
+            part.settle();
+            return Ok(());
+        }
+        self.c_send(root, tag::REDUCE, bytes(part.current()))
     }
 
     /// The folding of a reduce to `root` (see the module docs): an even
@@ -179,68 +161,25 @@ impl Comm {
     fn reduce_fold_in<T: Pod, O: Op<T>>(
         &self,
         fold: &Fold,
-        acc: &mut [T],
-        tmp: &mut [T],
+        part: &mut Partial<'_, T>,
         op: &O,
         root: usize,
     ) -> Result<Option<(usize, usize)>> {
         let r = self.rank();
         if r < 2 * fold.rem {
             if r.is_multiple_of(2) {
-                self.c_send(r + 1, tag::REDUCE, bytes(acc))?;
+                self.c_send(r + 1, tag::REDUCE, bytes(part.current()))?;
                 if r == root {
-                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(acc))?;
+                    self.c_recv(r + 1, tag::REDUCE, bytes_mut(part.acc))?;
                 }
                 return Ok(None);
             }
-            self.c_recv(r - 1, tag::REDUCE, bytes_mut(tmp))?;
-            fold_left(op, tmp, acc);
+            part.combine_from(self, r - 1, op, true)?;
         }
         match (fold.participant(r), fold.target(root)) {
             (Some(p), Some(target)) => Ok(Some((p, target))),
             _ => Err(mismatch("rank outside the reduction tree".into())),
         }
-    }
-
-    /// The gathering participant holds the result: a root folded away
-    /// gets it from its partner.
-    fn reduce_hand_over<T: Pod>(&self, acc: &[T], root: usize) -> Result<()> {
-        if self.rank() != root {
-            self.c_send(root, tag::REDUCE, bytes(acc))?;
-        }
-        Ok(())
-    }
-
-    /// The large-vector reduce of [`Comm::reduce`], with this rank's
-    /// contribution in `acc` (at the root, its result buffer) and `tmp`
-    /// for what partners send: the folding and reduce-scatter of
-    /// [`Comm::allreduce`] (so the same bits), then the mirror-image steps
-    /// as a binomial gather towards the root's participant — the root's
-    /// partner when the root was folded away, which passes the result on.
-    fn reduce_large<T: Pod, O: Op<T>>(
-        &self,
-        acc: &mut [T],
-        tmp: &mut [T],
-        op: &O,
-        root: usize,
-    ) -> Result<()> {
-        let fold = Fold::new(self.size());
-        let Some((p, target)) = self.reduce_fold_in(&fold, acc, tmp, op, root)? else {
-            return Ok(());
-        };
-        let steps = self.reduce_scatter(p, &fold, acc, tmp, op, tag::REDUCE)?;
-        // Largest distance first: a participant whose number differs from
-        // the target's in the step's bit hands over all it holds.
-        for step in steps.into_iter().rev() {
-            let elem = std::mem::size_of::<T>();
-            if (p ^ target) & step.mask != 0 {
-                let keep = &acc[step.keep];
-                return self.c_send(step.partner, tag::REDUCE, bytes(keep));
-            }
-            let give = step.give.start * elem..step.give.end * elem;
-            self.c_recv(step.partner, tag::REDUCE, &mut bytes_mut(acc)[give])?;
-        }
-        self.reduce_hand_over(acc, root)
     }
 
     /// Combine `send` of every member with `op` (in rank order) into `recv`
@@ -320,7 +259,7 @@ impl Comm {
     }
 
     /// Large-vector allreduce among the `fold.p2` participants: recursive
-    /// halving ([`Comm::reduce_scatter`]), then the mirror-image allgather.
+    /// halving ([`Comm::recursive_halving`]), then the mirror-image allgather.
     fn reduce_scatter_allgather<T: Pod, O: Op<T>>(
         &self,
         p: usize,
@@ -329,7 +268,7 @@ impl Comm {
         tmp: &mut [T],
         op: &O,
     ) -> Result<()> {
-        let steps = self.reduce_scatter(p, fold, acc, tmp, op, tag::ALLREDUCE)?;
+        let steps = self.recursive_halving(p, fold, acc, tmp, op, tag::ALLREDUCE)?;
         for step in steps.into_iter().rev() {
             let elem = std::mem::size_of::<T>();
             let whole = bytes_mut(acc);
@@ -347,7 +286,7 @@ impl Comm {
     /// distance: each step combines aligned blocks, ranks lower half first.
     /// Participant `p` ends with the result of its block; the steps, to
     /// undo them.
-    fn reduce_scatter<T: Pod, O: Op<T>>(
+    fn recursive_halving<T: Pod, O: Op<T>>(
         &self,
         p: usize,
         fold: &Fold,
@@ -382,7 +321,6 @@ impl Comm {
             }
             steps.push(Halving {
                 partner,
-                mask,
                 keep: keep.clone(),
                 give,
             });
@@ -393,12 +331,78 @@ impl Comm {
     }
 }
 
-/// One step of [`Comm::reduce_scatter`]: with `partner` (the rank of the
-/// participant differing in bit `mask`), this rank kept the elements
+/// One rank's partial result in a binomial reduce: its own contribution
+/// `mine` until it combines a first partner's, then `acc`. The first
+/// partner's part is received straight into `acc` and combined with
+/// `mine` there, and `mine` goes to a parent as it is: no copy of the
+/// caller's vector, and a parent reads the caller's own buffer.
+struct Partial<'a, T> {
+    mine: &'a [T],
+    acc: &'a mut [T],
+    /// For what partners send once `acc` holds the partial result.
+    tmp: &'a mut [T],
+    /// `acc` holds the partial result.
+    started: bool,
+}
+
+impl<'a, T: Pod> Partial<'a, T> {
+    /// Nothing combined yet: the partial result is `mine`.
+    fn new(mine: &'a [T], acc: &'a mut [T], tmp: &'a mut [T]) -> Self {
+        Partial {
+            mine,
+            acc,
+            tmp,
+            started: false,
+        }
+    }
+
+    /// The partial result as it stands.
+    fn current(&self) -> &[T] {
+        if self.started { self.acc } else { self.mine }
+    }
+
+    /// Receive a partner's partial result from `src` and combine it with
+    /// ours, theirs first if `theirs_first` (it covers lower ranks).
+    fn combine_from<O: Op<T>>(
+        &mut self,
+        comm: &Comm,
+        src: usize,
+        op: &O,
+        theirs_first: bool,
+    ) -> Result<()> {
+        if !self.started {
+            comm.c_recv(src, tag::REDUCE, bytes_mut(self.acc))?;
+            if theirs_first {
+                fold_right(op, self.acc, self.mine);
+            } else {
+                fold_left(op, self.mine, self.acc);
+            }
+            self.started = true;
+            return Ok(());
+        }
+        comm.c_recv(src, tag::REDUCE, bytes_mut(self.tmp))?;
+        if theirs_first {
+            fold_left(op, self.tmp, self.acc);
+        } else {
+            fold_right(op, self.acc, self.tmp);
+        }
+        Ok(())
+    }
+
+    /// Leave the partial result in `acc`.
+    fn settle(&mut self) {
+        if !self.started {
+            self.acc.copy_from_slice(self.mine);
+            self.started = true;
+        }
+    }
+}
+
+/// One step of [`Comm::recursive_halving`]: with `partner` (the rank of the
+/// participant differing in the step's bit), this rank kept the elements
 /// `keep` and gave away `give`.
 struct Halving {
     partner: usize,
-    mask: usize,
     keep: std::ops::Range<usize>,
     give: std::ops::Range<usize>,
 }
