@@ -552,6 +552,27 @@ static void collectives(void) {
         CHECK(rp_out[0] == size * 100 * (2 * rs_at) + size * (size - 1) / 2, "Reduce_scatter of pairs %d", rp_out[0]);
         MPI_Type_free(&pair);
     }
+    {
+        /* Above the 64 KiB switch, uneven blocks (rank 0's empty): each
+         * rank's block must carry the bits of the allreduce, from a
+         * separate buffer and in place. */
+        enum { N = 48000 };
+        int counts_big[64], total = 0;
+        for (int i = 0; i < size && i < 64; i++) total += counts_big[i] = i * N / size;
+        double *in = malloc(sizeof(double) * total), *all = malloc(sizeof(double) * total);
+        double *out = malloc(sizeof(double) * (counts_big[rank] + 1));
+        for (int i = 0; i < total; i++) in[i] = 1.0 / (i + 1) + rank * 1e-3 / (i % 7 + 1);
+        MPI_Allreduce(in, all, total, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Reduce_scatter(in, out, counts_big, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        long at = 0;
+        for (int i = 0; i < rank; i++) at += counts_big[i];
+        CHECK(memcmp(out, all + at, sizeof(double) * counts_big[rank]) == 0, "large Reduce_scatter differs from Allreduce");
+        MPI_Reduce_scatter(MPI_IN_PLACE, in, counts_big, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(memcmp(in, all + at, sizeof(double) * counts_big[rank]) == 0, "large Reduce_scatter in place differs");
+        free(in);
+        free(all);
+        free(out);
+    }
     /* The same buffer for input and result without MPI_IN_PLACE is an
      * error (MPI forbids the aliasing), reported, not a wrong answer. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -198,6 +198,15 @@ fn reductions(c: &Comm, n: usize) -> R {
             "reduce-scatter must combine rank 0 first".into()
         })?;
     }
+    // Bounds that do not start at 0 are refused on every rank alike.
+    if n > 0 {
+        let shifted: Vec<usize> = (0..=size).map(|q| if q == size { n } else { 1 }).collect();
+        let mut part = vec![0f64; shifted[r + 1] - shifted[r]];
+        check(
+            c.reduce_scatter(&fmine, &mut part, &shifted, &Sum).is_err(),
+            || "reduce-scatter bounds from 1 must be refused".into(),
+        )?;
+    }
     let mut hashes = vec![0u64; size];
     c.allgather(&[hash(&fall)], &mut hashes)?;
     check(hashes.iter().all(|&h| h == hashes[0]), || {

@@ -11,7 +11,8 @@
 //! `2·(n − p2)` are folded first (`p2` the largest power of two ≤ n), then
 //! aligned blocks of doubling size are combined lower-half-first. Every
 //! algorithm (binomial reduce, recursive-doubling allreduce, the
-//! reduce-scatter/allgather allreduce for large vectors) uses that shape,
+//! reduce-scatter/allgather allreduce for large vectors, the recursive
+//! halving of reduce-scatter) uses that shape,
 //! so results are bitwise identical across runs, across algorithms and
 //! between `reduce` and `allreduce`, and user operations need only be
 //! associative. Prefix reductions (`scan`, `exscan`) group as their
@@ -26,7 +27,8 @@
 //! goes out from the caller's buffer and its first partner's is combined
 //! in place, so no vector is copied; measured on 2-8 ranks it beat the
 //! reduce-scatter + gather it replaced by 1.3-2.5× from 256 KiB on);
-//! allgather(v) — recursive doubling for small
+//! reduce-scatter — the allreduce, each rank keeping its block, or above
+//! 64 KiB recursive halving by rank blocks; allgather(v) — recursive doubling for small
 //! power-of-two groups, ring otherwise; alltoall(v) — all at once when
 //! small, pairwise exchange when large; gather(v)/scatter(v) — direct
 //! to/from the root; scan/exscan — a chain up to 16 ranks, recursive
@@ -38,7 +40,7 @@
 //! calls (`scratch`): fresh memory costs more than the collective.
 //!
 //! One module per algorithm family (`barrier`, `bcast`, `reduce` with
-//! allreduce, `scan`, `gather` with scatter, `allgather`, `alltoall`), on
+//! allreduce, `reduce_scatter`, `scan`, `gather` with scatter, `allgather`, `alltoall`), on
 //! the point-to-point helpers of `transport`. This module holds the tags,
 //! the size thresholds and the buffer helpers they share.
 

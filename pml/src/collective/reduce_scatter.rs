@@ -7,9 +7,10 @@
 //! (`m` = 1, 2, 4, …), a participant keeps the blocks of the participants
 //! that agree with it on bit `m` and hands the partner the others, one
 //! message per block, so that after the last step it holds its own block,
-//! combined over every rank. Each rank sends about `(n−1)/n` of the vector
-//! instead of the allreduce's twice as much, and its first step sends from
-//! the caller's buffer.
+//! combined over every rank. With blocks of about equal size each rank
+//! sends about `(n−1)/n` of the vector instead of the allreduce's twice as
+//! much (a rank with most of the vector combines it at every step), and
+//! its first step sends from the caller's buffer.
 
 use super::reduce::Fold;
 use super::scratch::with_scratch;
@@ -22,8 +23,9 @@ use crate::op::{Op, fold_left, fold_right};
 impl Comm {
     /// Combine `send` of every member with `op` (in rank order, the bits of
     /// [`Comm::allreduce`]) and leave in `recv` this rank's block of the
-    /// result: elements `bounds[rank]..bounds[rank + 1]`. `bounds` has one
-    /// entry per rank and a last one, `send.len()`, and never decreases.
+    /// result: elements `bounds[rank]..bounds[rank + 1]`. `bounds` starts
+    /// at 0, has one entry per rank and a last one, `send.len()`, and
+    /// never decreases.
     pub fn reduce_scatter<T: Pod, O: Op<T>>(
         &self,
         send: &[T],
@@ -33,6 +35,7 @@ impl Comm {
     ) -> Result<()> {
         let (r, n) = (self.rank(), self.size());
         if bounds.len() != n + 1
+            || bounds[0] != 0
             || bounds[n] != send.len()
             || bounds.windows(2).any(|w| w[0] > w[1])
         {
@@ -59,13 +62,14 @@ impl Comm {
                 Ok(())
             });
         }
+        if r < 2 * fold.rem && r.is_multiple_of(2) {
+            // Folded away: the partner combines for both.
+            self.c_send(r + 1, tag::REDUCE_SCATTER, bytes(send))?;
+            return self.c_recv(r + 1, tag::REDUCE_SCATTER, bytes_mut(recv));
+        }
         with_scratch(send.len(), |acc: &mut [T]| {
             with_scratch(send.len(), |tmp: &mut [T]| {
                 self.halve(&fold, send, acc, tmp, bounds, op)?;
-                if r < 2 * fold.rem && r.is_multiple_of(2) {
-                    // Folded away: the partner combined for both.
-                    return self.c_recv(r + 1, tag::REDUCE_SCATTER, bytes_mut(recv));
-                }
                 if r < 2 * fold.rem {
                     let theirs = bounds[r - 1]..bounds[r];
                     self.c_send(r - 1, tag::REDUCE_SCATTER, bytes(&acc[theirs]))?;
@@ -76,9 +80,9 @@ impl Comm {
         })
     }
 
-    /// The folding and recursive halving of [`Comm::reduce_scatter`]: a
-    /// participant ends with its blocks combined in `acc`; a rank folded
-    /// away has handed its vector over.
+    /// The folding and recursive halving of [`Comm::reduce_scatter`] on a
+    /// participant (not a rank folded away): it ends with its blocks
+    /// combined in `acc`.
     fn halve<T: Pod, O: Op<T>>(
         &self,
         fold: &Fold,
@@ -92,9 +96,6 @@ impl Comm {
         // `acc` holds this rank's partial result (else it is `send`).
         let mut started = false;
         if r < 2 * fold.rem {
-            if r.is_multiple_of(2) {
-                return self.c_send(r + 1, tag::REDUCE_SCATTER, bytes(send));
-            }
             self.c_recv(r - 1, tag::REDUCE_SCATTER, bytes_mut(acc))?;
             fold_right(op, acc, send);
             started = true;
