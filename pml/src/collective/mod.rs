@@ -27,8 +27,8 @@
 //! goes out from the caller's buffer and its first partner's is combined
 //! in place, so no vector is copied; measured on 2-8 ranks it beat the
 //! reduce-scatter + gather it replaced by 1.3-2.5× from 256 KiB on);
-//! reduce-scatter — the allreduce, each rank keeping its block, or above
-//! 64 KiB recursive halving by rank blocks; allgather(v) — recursive doubling for small
+//! reduce-scatter — the allreduce, each rank keeping its block, or from
+//! blocks of 2 KiB on average recursive halving by rank blocks; allgather(v) — recursive doubling for small
 //! power-of-two groups, ring otherwise; alltoall(v) — all at once when
 //! small, pairwise exchange when large; gather(v)/scatter(v) — direct
 //! to/from the root; scan/exscan — a chain up to 16 ranks, recursive

@@ -1,7 +1,7 @@
 //! Reduce-scatter: the reduction of [`Comm::allreduce`], of which each
 //! rank keeps one block.
 //!
-//! Small vectors take the allreduce and keep their block. Large ones take
+//! Small blocks take the allreduce and keep their part. Larger ones take
 //! recursive halving over the fixed tree (so the same bits as the
 //! allreduce): in the step that pairs participants differing in bit `m`
 //! (`m` = 1, 2, 4, …), a participant keeps the blocks of the participants
@@ -14,11 +14,17 @@
 
 use super::reduce::Fold;
 use super::scratch::with_scratch;
-use super::{LARGE, PerRank, bytes, bytes_mut, mismatch, tag};
+use super::{PerRank, bytes, bytes_mut, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::op::{Op, fold_left, fold_right};
+
+/// Blocks of this many bytes on average and more take recursive halving;
+/// smaller ones the allreduce, which sends fewer messages (measured, on
+/// 2, 4 and 8 ranks: halving is 1.3-4× faster from 4 KiB blocks on, and
+/// level or up to 1.2× slower below 2 KiB).
+const HALVING_BLOCKS: usize = 2 * 1024;
 
 impl Comm {
     /// Combine `send` of every member with `op` (in rank order, the bits of
@@ -54,7 +60,7 @@ impl Comm {
             )));
         }
         let fold = Fold::new(n);
-        if std::mem::size_of_val(send) <= LARGE || n == 1 {
+        if std::mem::size_of_val(send) < HALVING_BLOCKS * n || n == 1 {
             return with_scratch(send.len(), |acc: &mut [T]| {
                 acc.copy_from_slice(send);
                 self.allreduce_in_place(acc, op)?;
