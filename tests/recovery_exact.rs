@@ -93,6 +93,36 @@ fn recovery_of_every_nondeterministic_c_call_is_consistent_after_random_kills() 
 }
 
 #[test]
+fn recovery_from_a_random_kill_drawn_in_the_first_millisecond() {
+    // Random kill instants count from the moment every rank has joined:
+    // drawn from the job's start, a 1 ms window killed ranks in start-up,
+    // which stops the job instead of testing recovery.
+    let _g = serial();
+    let prog = mpicc("nondet");
+    let want = "nondet: 200 iterations on 4 ranks, conservation ok\n";
+    let s = seed();
+    eprintln!("kill seed {s} (VPML_TEST_SEED={s} replays it)");
+    let launcher: Vec<String> = [
+        "--inject-failure",
+        "random:1@0.001",
+        "--inject-seed",
+        &s.to_string(),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let out = job(&launcher, &prog, &["200", "0"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success() && text(&out.stdout) == want,
+        "{} (stdout {:?})\n{stderr}",
+        out.status,
+        text(&out.stdout)
+    );
+    assert_eq!(restarts(&stderr), 1, "{stderr}");
+}
+
+#[test]
 fn recovery_c_output_printed_before_a_checkpoint_is_neither_lost_nor_repeated() {
     let _g = serial();
     let prog = mpicc("ckpt");

@@ -113,8 +113,8 @@ pub struct RunArgs {
     /// `logger:I@SECONDS`
     /// kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
-    /// (K kills of random ranks at random instants within SECONDS,
-    /// default 2; the seed is printed). At a protocol step instead of an
+    /// (K kills of random ranks at random instants within SECONDS after
+    /// every rank has joined the job, default 2; the seed is printed). At a protocol step instead of an
     /// instant (debug builds): `RANK@point:NAME[#N]` — the rank's process
     /// dies the N-th time it reaches fault point NAME;
     /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted

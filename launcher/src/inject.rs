@@ -25,6 +25,10 @@ pub(crate) struct Injection {
     pub target: Target,
     /// `after` counts from the rank's next restart, not from the start.
     pub after_restart: bool,
+    /// `after` counts from when every rank has joined the job (random
+    /// kills: a kill during start-up stops the job instead of testing
+    /// recovery).
+    pub after_join: bool,
     pub after: Duration,
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
@@ -166,6 +170,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 out.kills.push(Injection {
                     target: Target::Rank(rank),
                     after_restart: false,
+                    after_join: true,
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
                     lose_files: false,
@@ -239,6 +244,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
         out.kills.push(Injection {
             target,
             after_restart,
+            after_join: false,
             after: Duration::from_secs_f64(secs),
             corrupt_checkpoint,
             lose_files,

@@ -71,6 +71,12 @@ pub struct Supervisor<J: SupervisedJob> {
     /// Timed kills counted from the start, in order, and the next one due.
     injections: Vec<Injection>,
     next_injection: usize,
+    /// Timed injections counted from `all_joined_at`, in time order, and
+    /// the next one due.
+    after_join: Vec<Injection>,
+    next_after_join: usize,
+    /// When the last rank joined the job.
+    all_joined_at: Option<Instant>,
     /// Kills that wait for a restart of their rank, in order, and those armed.
     on_restart: Vec<VecDeque<Duration>>,
     armed: Vec<(Instant, usize)>,
@@ -117,8 +123,10 @@ impl<J: SupervisedJob> Supervisor<J> {
     pub(crate) fn with_plan(policy: Policy, job: J, plan: &inject::Plan) -> Self {
         let n = policy.ranks;
         let start = Instant::now();
-        let (relative, injections): (Vec<Injection>, Vec<Injection>) =
+        let (relative, timed): (Vec<Injection>, Vec<Injection>) =
             plan.kills.iter().partition(|i| i.after_restart);
+        let (after_join, injections): (Vec<Injection>, Vec<Injection>) =
+            timed.into_iter().partition(|i| i.after_join);
         let mut on_restart: Vec<VecDeque<Duration>> = vec![Default::default(); n];
         for i in relative {
             if let Target::Rank(r) = i.target
@@ -151,6 +159,9 @@ impl<J: SupervisedJob> Supervisor<J> {
             incarnation: vec![0; n],
             injections,
             next_injection: 0,
+            after_join,
+            next_after_join: 0,
+            all_joined_at: None,
             on_restart,
             armed: Vec::new(),
             killed_at: vec![None; n],
@@ -218,6 +229,15 @@ impl<J: SupervisedJob> Supervisor<J> {
     /// restarted when it dies.
     pub fn on_joined(&mut self, rank: usize) {
         self.joined[rank] = true;
+        if self.all_joined_at.is_none() && self.joined.iter().all(|&j| j) {
+            self.all_joined_at = Some(Instant::now());
+        }
+    }
+
+    /// When the next injection counted from the join is due, if known.
+    fn next_after_join_at(&self) -> Option<Instant> {
+        let inj = self.after_join.get(self.next_after_join)?;
+        Some(self.all_joined_at? + inj.after)
     }
 
     /// When [`Supervisor::on_timer`] has something to do next, if ever.
@@ -227,6 +247,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             .get(self.next_injection)
             .map(|i| self.start + i.after)
             .into_iter()
+            .chain(self.next_after_join_at())
             .chain(self.armed.iter().map(|(t, _)| *t))
             .min();
         [
@@ -285,6 +306,16 @@ impl<J: SupervisedJob> Supervisor<J> {
             && self.start + inj.after <= now
         {
             self.next_injection += 1;
+            if self.failure.is_some() || self.all_finalized {
+                continue;
+            }
+            self.inject(&inj, now);
+        }
+        while let Some(at) = self.next_after_join_at()
+            && at <= now
+        {
+            let inj = self.after_join[self.next_after_join];
+            self.next_after_join += 1;
             if self.failure.is_some() || self.all_finalized {
                 continue;
             }
