@@ -114,8 +114,9 @@ pub struct RunArgs {
     /// kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
     /// (K kills of random ranks at random instants within SECONDS after
-    /// every rank has joined the job, default 2; the seed is printed). At a protocol step instead of an
-    /// instant (debug builds): `RANK@point:NAME[#N]` — the rank's process
+    /// every rank has joined the job, default 2; the seed is printed). At
+    /// a protocol step instead of an instant (debug builds):
+    /// `RANK@point:NAME[#N]` — the rank's process
     /// dies the N-th time it reaches fault point NAME;
     /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted
     /// process; `logger:I@point:NAME[#N]` in event logger I. A wrong name

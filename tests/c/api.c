@@ -553,7 +553,7 @@ static void collectives(void) {
         MPI_Type_free(&pair);
     }
     {
-        /* Above the 64 KiB switch, uneven blocks (rank 0's empty): each
+        /* Blocks above the 2 KiB switch, uneven (rank 0's empty): each
          * rank's block must carry the bits of the allreduce, from a
          * separate buffer and in place. */
         enum { N = 48000 };

@@ -119,7 +119,8 @@ impl<J: SupervisedJob> Supervisor<J> {
     }
 
     /// [`Supervisor::new`] with the failures of `plan` to inject (their
-    /// clock starts now too).
+    /// clock starts now too, but for random kills: when every rank has
+    /// joined).
     pub(crate) fn with_plan(policy: Policy, job: J, plan: &inject::Plan) -> Self {
         let n = policy.ranks;
         let start = Instant::now();
@@ -230,7 +231,15 @@ impl<J: SupervisedJob> Supervisor<J> {
     pub fn on_joined(&mut self, rank: usize) {
         self.joined[rank] = true;
         if self.all_joined_at.is_none() && self.joined.iter().all(|&j| j) {
-            self.all_joined_at = Some(Instant::now());
+            let now = Instant::now();
+            self.all_joined_at = Some(now);
+            if !self.after_join.is_empty() {
+                notice!(
+                    self,
+                    "every rank joined the job at {:.3} s: random failures count from now",
+                    now.duration_since(self.start).as_secs_f64()
+                );
+            }
         }
     }
 
