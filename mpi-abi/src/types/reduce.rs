@@ -74,7 +74,6 @@ impl<T: Element> vpml::Op<T> for CombineOp {
 }
 
 /// Which reduction collective to run.
-#[derive(Clone)]
 pub(crate) enum Reduction {
     All,
     To(usize),
@@ -84,7 +83,7 @@ pub(crate) enum Reduction {
     /// datatype) `bounds[i]..bounds[i + 1]` (`bounds` has one entry per
     /// rank and a last one, the whole count).
     Scatter {
-        bounds: std::rc::Rc<[usize]>,
+        bounds: Vec<usize>,
     },
 }
 

@@ -28,8 +28,9 @@
 //! in place, so no vector is copied; measured on 2-8 ranks it beat the
 //! reduce-scatter + gather it replaced by 1.3-2.5× from 256 KiB on);
 //! reduce-scatter — the allreduce, each rank keeping its block, or from
-//! blocks of 2 KiB on average recursive halving by rank blocks; allgather(v) — recursive doubling for small
-//! power-of-two groups, ring otherwise; alltoall(v) — all at once when
+//! blocks of 2 KiB on average recursive halving by rank blocks;
+//! allgather(v) — recursive doubling for small power-of-two groups, ring
+//! otherwise; alltoall(v) — all at once when
 //! small, pairwise exchange when large; gather(v)/scatter(v) — direct
 //! to/from the root; scan/exscan — a chain up to 16 ranks, recursive
 //! doubling beyond. The equal-block collectives (allgather, alltoall,
@@ -40,8 +41,9 @@
 //! calls (`scratch`): fresh memory costs more than the collective.
 //!
 //! One module per algorithm family (`barrier`, `bcast`, `reduce` with
-//! allreduce, `reduce_scatter`, `scan`, `gather` with scatter, `allgather`, `alltoall`), on
-//! the point-to-point helpers of `transport`. This module holds the tags,
+//! allreduce, `reduce_scatter`, `scan`, `gather` with scatter,
+//! `allgather`, `alltoall`), on the point-to-point helpers of
+//! `transport`. This module holds the tags,
 //! the size thresholds and the buffer helpers they share.
 
 use crate::buffer::Pod;

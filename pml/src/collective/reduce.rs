@@ -370,22 +370,21 @@ impl<'a, T: Pod> Partial<'a, T> {
         op: &O,
         theirs_first: bool,
     ) -> Result<()> {
-        if !self.started {
-            comm.c_recv(src, tag::REDUCE, bytes_mut(self.acc))?;
-            if theirs_first {
-                fold_right(op, self.acc, self.mine);
-            } else {
-                fold_left(op, self.mine, self.acc);
-            }
-            self.started = true;
-            return Ok(());
-        }
-        comm.c_recv(src, tag::REDUCE, bytes_mut(self.tmp))?;
-        if theirs_first {
-            fold_left(op, self.tmp, self.acc);
+        let into = if self.started {
+            &mut *self.tmp
         } else {
-            fold_right(op, self.acc, self.tmp);
-        }
+            &mut *self.acc
+        };
+        comm.c_recv(src, tag::REDUCE, bytes_mut(into))?;
+        combine(
+            op,
+            self.started,
+            theirs_first,
+            self.mine,
+            self.acc,
+            self.tmp,
+        );
+        self.started = true;
         Ok(())
     }
 
@@ -395,6 +394,26 @@ impl<'a, T: Pod> Partial<'a, T> {
             self.acc.copy_from_slice(self.mine);
             self.started = true;
         }
+    }
+}
+
+/// Combine a partner's partial result, just received, with ours into
+/// `acc`, in rank order (`theirs_first`: theirs covers lower ranks).
+/// Before this rank's first combine (`!started`) ours is `mine` and theirs
+/// was received into `acc`; after it, ours is `acc` and theirs is in `tmp`.
+pub(super) fn combine<T: Copy, O: Op<T>>(
+    op: &O,
+    started: bool,
+    theirs_first: bool,
+    mine: &[T],
+    acc: &mut [T],
+    tmp: &[T],
+) {
+    match (started, theirs_first) {
+        (false, true) => fold_right(op, acc, mine),
+        (false, false) => fold_left(op, mine, acc),
+        (true, true) => fold_left(op, tmp, acc),
+        (true, false) => fold_right(op, acc, tmp),
     }
 }
 

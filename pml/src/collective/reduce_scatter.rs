@@ -12,13 +12,13 @@
 //! much (a rank with most of the vector combines it at every step), and
 //! its first step sends from the caller's buffer.
 
-use super::reduce::Fold;
+use super::reduce::{Fold, combine};
 use super::scratch::with_scratch;
 use super::{PerRank, bytes, bytes_mut, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
-use crate::op::{Op, fold_left, fold_right};
+use crate::op::Op;
 
 /// Blocks of this many bytes on average and more take recursive halving;
 /// smaller ones the allreduce, which sends fewer messages (measured, on
@@ -87,8 +87,8 @@ impl Comm {
     }
 
     /// The folding and recursive halving of [`Comm::reduce_scatter`] on a
-    /// participant (not a rank folded away): it ends with its blocks
-    /// combined in `acc`.
+    /// participant (not a rank folded away) of at least two: it ends with
+    /// its blocks combined in `acc`.
     fn halve<T: Pod, O: Op<T>>(
         &self,
         fold: &Fold,
@@ -103,7 +103,7 @@ impl Comm {
         let mut started = false;
         if r < 2 * fold.rem {
             self.c_recv(r - 1, tag::REDUCE_SCATTER, bytes_mut(acc))?;
-            fold_right(op, acc, send);
+            combine(op, false, true, send, acc, tmp);
             started = true;
         }
         let Some(p) = fold.participant(r) else {
@@ -128,22 +128,13 @@ impl Comm {
                 self.exchange_blocks(to, send, acc, &give, &keep, block)?;
             }
             // Lower participants' partial results first.
-            let ours_first = p < partner;
             for &q in &keep {
                 let b = block(q);
-                match (started, ours_first) {
-                    (false, true) => fold_left(op, &send[b.clone()], &mut acc[b]),
-                    (false, false) => fold_right(op, &mut acc[b.clone()], &send[b]),
-                    (true, true) => fold_right(op, &mut acc[b.clone()], &tmp[b]),
-                    (true, false) => fold_left(op, &tmp[b.clone()], &mut acc[b]),
-                }
+                let (mine, tmp) = (&send[b.clone()], &tmp[b.clone()]);
+                combine(op, started, partner < p, mine, &mut acc[b], tmp);
             }
             started = true;
             mask <<= 1;
-        }
-        if !started {
-            // A single participant: its vector is the result.
-            acc.copy_from_slice(send);
         }
         Ok(())
     }

@@ -204,12 +204,10 @@ pub(crate) struct RingWriter {
     /// Where the lap starts in which the writer last looked whether the
     /// ring was drained (once per lap; `u64::MAX` before the first).
     looked_in_lap: u64,
-    /// [`SHORT_LAP`], or a quarter of a smaller ring.
-    short_lap: u64,
 }
 
 /// How far into a lap the writer goes before it starts the next lap early
-/// when the reader has caught up (at most a quarter of the ring).
+/// when the reader has caught up (a quarter of a smaller ring).
 const SHORT_LAP: u64 = 8 * 1024;
 
 impl RingWriter {
@@ -234,7 +232,6 @@ impl RingWriter {
             head_cache: 0,
             last_frame: 0,
             looked_in_lap: u64::MAX,
-            short_lap: SHORT_LAP.min(cap as u64 / 4),
         }
     }
 
@@ -281,7 +278,8 @@ impl RingWriter {
     #[inline]
     fn wrap_if_drained(&mut self, frame: u64) {
         let off = offset(self.tail, self.cap);
-        if off >= self.short_lap && self.tail - off != self.looked_in_lap && frame <= off {
+        let short_lap = SHORT_LAP.min(self.cap / 4);
+        if off >= short_lap && self.tail - off != self.looked_in_lap && frame <= off {
             self.wrap_if_drained_now(off);
         }
     }
