@@ -23,12 +23,8 @@ pub(crate) enum Target {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Injection {
     pub target: Target,
-    /// `after` counts from the rank's next restart, not from the start.
-    pub after_restart: bool,
-    /// `after` counts from when every rank has joined the job (random
-    /// kills: a kill during start-up stops the job instead of testing
-    /// recovery).
-    pub after_join: bool,
+    /// What `after` counts from.
+    pub clock: Clock,
     pub after: Duration,
     /// Damage the rank's newest checkpoint before restarting it (testing
     /// the fall-back to the older one).
@@ -37,6 +33,18 @@ pub(crate) struct Injection {
     /// before its restart, as the loss of a machine would (testing
     /// off-host checkpoint copies).
     pub lose_files: bool,
+}
+
+/// What a timed injection's delay counts from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Clock {
+    /// The job's start (`RANK@SECONDS`).
+    Start,
+    /// The moment every rank has joined the job (random kills: a kill in
+    /// start-up would stop the job instead of testing recovery).
+    Join,
+    /// The rank's next restart (`RANK@restart+SECONDS`).
+    Restart,
 }
 
 /// A fault point armed in one process: the `incarnation`-th process of
@@ -169,8 +177,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
                 out.kills.push(Injection {
                     target: Target::Rank(rank),
-                    after_restart: false,
-                    after_join: true,
+                    clock: Clock::Join,
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
                     lose_files: false,
@@ -243,8 +250,11 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
         }
         out.kills.push(Injection {
             target,
-            after_restart,
-            after_join: false,
+            clock: if after_restart {
+                Clock::Restart
+            } else {
+                Clock::Start
+            },
             after: Duration::from_secs_f64(secs),
             corrupt_checkpoint,
             lose_files,

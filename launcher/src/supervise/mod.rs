@@ -18,7 +18,7 @@ use crossbeam_channel::Receiver;
 use rustix::process::Signal;
 
 use crate::event::Event;
-use crate::inject::{self, Injection, Target};
+use crate::inject::{self, Clock, Injection, Target};
 use crate::process::reap;
 
 /// Say `format!(…)` to the user through the supervised job.
@@ -68,13 +68,10 @@ pub struct Supervisor<J: SupervisedJob> {
     all_finalized: bool,
     alive: Vec<bool>,
     incarnation: Vec<u32>,
-    /// Timed kills counted from the start, in order, and the next one due.
-    injections: Vec<Injection>,
-    next_injection: usize,
-    /// Timed injections counted from `all_joined_at`, in time order, and
-    /// the next one due.
-    after_join: Vec<Injection>,
-    next_after_join: usize,
+    /// Timed kills counted from the start.
+    from_start: Timed,
+    /// Timed kills counted from `all_joined_at`.
+    from_join: Timed,
     /// When the last rank joined the job.
     all_joined_at: Option<Instant>,
     /// Kills that wait for a restart of their rank, in order, and those armed.
@@ -111,6 +108,30 @@ pub struct Policy {
     pub log_dir: Option<PathBuf>,
 }
 
+/// Timed kills on one clock, in time order, and the next one due.
+struct Timed {
+    kills: Vec<Injection>,
+    next: usize,
+}
+
+impl Timed {
+    /// When the next kill is due, on a clock that started at `base` (not
+    /// yet started: `None`).
+    fn next_at(&self, base: Option<Instant>) -> Option<Instant> {
+        Some(base? + self.kills.get(self.next)?.after)
+    }
+
+    /// The next kill, if it is due at `now`.
+    fn take_due(&mut self, base: Option<Instant>, now: Instant) -> Option<Injection> {
+        let inj = *self.kills.get(self.next)?;
+        if base? + inj.after > now {
+            return None;
+        }
+        self.next += 1;
+        Some(inj)
+    }
+}
+
 impl<J: SupervisedJob> Supervisor<J> {
     /// A supervisor of `job`, whose ranks are all started; the clock of
     /// `--timeout` starts now.
@@ -118,16 +139,23 @@ impl<J: SupervisedJob> Supervisor<J> {
         Supervisor::with_plan(policy, job, &inject::Plan::default())
     }
 
-    /// [`Supervisor::new`] with the failures of `plan` to inject (their
-    /// clock starts now too, but for random kills: when every rank has
-    /// joined).
+    /// [`Supervisor::new`] with the failures of `plan` to inject (timed
+    /// from now, from when every rank has joined, or from a restart, as
+    /// each says).
     pub(crate) fn with_plan(policy: Policy, job: J, plan: &inject::Plan) -> Self {
         let n = policy.ranks;
         let start = Instant::now();
-        let (relative, timed): (Vec<Injection>, Vec<Injection>) =
-            plan.kills.iter().partition(|i| i.after_restart);
-        let (after_join, injections): (Vec<Injection>, Vec<Injection>) =
-            timed.into_iter().partition(|i| i.after_join);
+        let timed_on = |clock| Timed {
+            kills: plan
+                .kills
+                .iter()
+                .filter(|i| i.clock == clock)
+                .copied()
+                .collect(),
+            next: 0,
+        };
+        let (from_start, from_join) = (timed_on(Clock::Start), timed_on(Clock::Join));
+        let relative = plan.kills.iter().filter(|i| i.clock == Clock::Restart);
         let mut on_restart: Vec<VecDeque<Duration>> = vec![Default::default(); n];
         for i in relative {
             if let Target::Rank(r) = i.target
@@ -158,10 +186,8 @@ impl<J: SupervisedJob> Supervisor<J> {
             all_finalized: false,
             alive: vec![true; n],
             incarnation: vec![0; n],
-            injections,
-            next_injection: 0,
-            after_join,
-            next_after_join: 0,
+            from_start,
+            from_join,
             all_joined_at: None,
             on_restart,
             armed: Vec::new(),
@@ -233,7 +259,7 @@ impl<J: SupervisedJob> Supervisor<J> {
         if self.all_joined_at.is_none() && self.joined.iter().all(|&j| j) {
             let now = Instant::now();
             self.all_joined_at = Some(now);
-            if !self.after_join.is_empty() {
+            if !self.from_join.kills.is_empty() {
                 notice!(
                     self,
                     "every rank joined the job at {:.3} s: random failures count from now",
@@ -243,20 +269,13 @@ impl<J: SupervisedJob> Supervisor<J> {
         }
     }
 
-    /// When the next injection counted from the join is due, if known.
-    fn next_after_join_at(&self) -> Option<Instant> {
-        let inj = self.after_join.get(self.next_after_join)?;
-        Some(self.all_joined_at? + inj.after)
-    }
-
     /// When [`Supervisor::on_timer`] has something to do next, if ever.
     pub fn next_wake(&self) -> Option<Instant> {
         let injection_at = self
-            .injections
-            .get(self.next_injection)
-            .map(|i| self.start + i.after)
+            .from_start
+            .next_at(Some(self.start))
             .into_iter()
-            .chain(self.next_after_join_at())
+            .chain(self.from_join.next_at(self.all_joined_at))
             .chain(self.armed.iter().map(|(t, _)| *t))
             .min();
         [
@@ -311,20 +330,11 @@ impl<J: SupervisedJob> Supervisor<J> {
                 self.job.signal(rank, Signal::KILL);
             }
         }
-        while let Some(&inj) = self.injections.get(self.next_injection)
-            && self.start + inj.after <= now
+        while let Some(inj) = self
+            .from_start
+            .take_due(Some(self.start), now)
+            .or_else(|| self.from_join.take_due(self.all_joined_at, now))
         {
-            self.next_injection += 1;
-            if self.failure.is_some() || self.all_finalized {
-                continue;
-            }
-            self.inject(&inj, now);
-        }
-        while let Some(at) = self.next_after_join_at()
-            && at <= now
-        {
-            let inj = self.after_join[self.next_after_join];
-            self.next_after_join += 1;
             if self.failure.is_some() || self.all_finalized {
                 continue;
             }
