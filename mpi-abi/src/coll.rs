@@ -170,23 +170,22 @@ impl VBlocks<'_> {
         if self.layout.is_some() {
             return None;
         }
-        let lens = self.lens();
-        // A block of no bytes may name any displacement: it is never
-        // touched, so it is placed at 0 and does not count in the span.
-        let offs = self
-            .displs
-            .iter()
-            .zip(&lens)
-            .map(|(&d, &l)| match l {
-                0 => Some(0),
-                _ => usize::try_from(d).ok()?.checked_mul(self.size),
-            })
-            .collect::<Option<PerRank>>()?;
-        let span = lens
-            .iter()
-            .zip(&offs)
-            .map(|(l, o)| l.checked_add(*o))
-            .try_fold(0, |m, e| Some(m.max(e?)))?;
+        // One pass (this runs on every call of a small `v` collective).
+        let n = self.counts.len();
+        let (mut lens, mut offs) = (PerRank::with_capacity(n), PerRank::with_capacity(n));
+        let mut span = 0usize;
+        for (&c, &d) in self.counts.iter().zip(self.displs) {
+            let len = (c as usize).checked_mul(self.size)?;
+            // A block of no bytes may name any displacement: it is never
+            // touched, so it is placed at 0 and does not count in the span.
+            let off = match len {
+                0 => 0,
+                _ => usize::try_from(d).ok()?.checked_mul(self.size)?,
+            };
+            span = span.max(len.checked_add(off)?);
+            lens.push(len);
+            offs.push(off);
+        }
         if isize::try_from(span).is_err() {
             return None;
         }

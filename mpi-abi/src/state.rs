@@ -28,12 +28,72 @@ pub(crate) struct PersistentOp {
     pub tag: c_int,
 }
 
-/// An operation in flight: the engine's request, and the communicator it
-/// was started on (a clone: the program may free its handle first, as MPI
-/// allows; the status's ranks are numbered in it).
-pub(crate) struct Active {
-    pub id: vpml::raw::RawRequest,
-    pub on: vpml::Comm,
+/// An operation in flight.
+pub(crate) enum Active {
+    /// The engine's request, and the communicator it was started on (a
+    /// clone: the program may free its handle first, as MPI allows; the
+    /// status's ranks are numbered in it).
+    Engine {
+        id: vpml::raw::RawRequest,
+        on: vpml::Comm,
+    },
+    /// A send that completed when it started: the engine keeps nothing of
+    /// it but the call in its id, and its status is made here (the rank
+    /// it went to, in its communicator).
+    Sent {
+        id: vpml::raw::RawRequest,
+        dest: usize,
+        tag: c_int,
+        len: usize,
+    },
+}
+
+impl Active {
+    /// What the engine started on `on` (`dest`, `tag` and `len` for the
+    /// status of a send complete at start; the communicator is cloned only
+    /// for another request).
+    pub(crate) fn new(
+        id: vpml::raw::RawRequest,
+        on: &vpml::Comm,
+        dest: c_int,
+        tag: c_int,
+        len: usize,
+    ) -> Active {
+        if id.is_complete_send() {
+            Active::Sent {
+                id,
+                dest: dest as usize,
+                tag,
+                len,
+            }
+        } else {
+            Active::Engine { id, on: on.clone() }
+        }
+    }
+
+    /// The engine's id of the operation.
+    pub(crate) fn id(&self) -> vpml::raw::RawRequest {
+        match self {
+            Active::Engine { id, .. } | Active::Sent { id, .. } => *id,
+        }
+    }
+
+    /// The communicator it runs on, if the engine still has it.
+    pub(crate) fn on(&self) -> Option<&vpml::Comm> {
+        match self {
+            Active::Engine { on, .. } => Some(on),
+            Active::Sent { .. } => None,
+        }
+    }
+
+    /// The status of the completed operation, freeing what the engine
+    /// kept of it.
+    pub(crate) fn finish(&self) -> vpml::Result<vpml::Status> {
+        match self {
+            Active::Engine { id, on } => on.finish_raw(*id),
+            &Active::Sent { dest, tag, len, .. } => Ok(vpml::Status::of_send(dest, tag, len)),
+        }
+    }
 }
 
 /// A request the C program holds a handle to.
@@ -284,6 +344,17 @@ impl Requests {
         Some(e)
     }
 
+    /// Free slot `i`, dropping its entry where it lies (a completion
+    /// retires every request it completes: no move of the entry).
+    pub(crate) fn free(&mut self, i: usize) {
+        if let Some(e) = self.entries.get_mut(i)
+            && e.is_some()
+        {
+            *e = None;
+            self.free.push(i);
+        }
+    }
+
     /// Every entry, emptying the table.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = ReqEntry> + '_ {
         self.free.clear();
@@ -327,6 +398,12 @@ pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -
         let c = &comm_slot(h).and_then(|i| comms.get(i))?.as_ref()?.comm;
         Some(f(c, requests))
     })
+}
+
+/// A communicator that reaches the engine (every communicator shares
+/// it): the world's, while MPI is initialized.
+pub(crate) fn engine_comm(s: &State) -> Option<vpml::Comm> {
+    Some(s.comms.first()?.as_ref()?.comm.clone())
 }
 
 /// The communicator behind handle `h` (a cheap clone), or the error code.

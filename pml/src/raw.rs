@@ -23,7 +23,10 @@ pub type RawRequest = crate::engine::ReqId;
 
 impl Comm {
     /// Start sending `len` bytes at `ptr` to `dest` (synchronous mode when
-    /// `sync`).
+    /// `sync`). A standard send written whole at once leaves nothing in the
+    /// engine: its id [`is_complete_send`](RawRequest::is_complete_send),
+    /// every completion call finds it done, and [`Comm::finish_raw`] has
+    /// no status for it — make it with [`Status::of_send`].
     ///
     /// # Safety
     /// The bytes stay valid and unmodified until the request completes, or,
@@ -42,7 +45,7 @@ impl Comm {
         unsafe {
             self.engine
                 .borrow_mut()
-                .start_send(dest, tag, self.context, ptr, len, sync)
+                .start_send_lean(dest, tag, self.context, ptr, len, sync)
         }
     }
 
@@ -83,7 +86,8 @@ impl Comm {
     }
 
     /// The status of a completed request (ranks as this communicator
-    /// numbers them), freeing it.
+    /// numbers them), freeing it (an error for a send complete at start,
+    /// see [`Comm::isend_raw`]).
     #[inline]
     pub fn finish_raw(&self, r: RawRequest) -> Result<Status> {
         let st = self.engine.borrow_mut().take_status(r)?;

@@ -28,6 +28,14 @@ impl Status {
         }
     }
 
+    /// What a send of `len` bytes with `tag` to rank `dest` reports
+    /// (sequence number 0): the status of a raw send that completed when it
+    /// started ([`crate::raw::RawRequest::is_complete_send`]), which the
+    /// engine does not keep.
+    pub fn of_send(dest: usize, tag: i32, len: usize) -> Self {
+        Status::new(dest, tag, len, 0)
+    }
+
     /// Rank the message came from (for a send: the rank it went to).
     pub fn source(&self) -> usize {
         self.source

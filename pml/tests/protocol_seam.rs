@@ -47,12 +47,25 @@ impl Protocol for Recorder {
     }
     fn completion(
         &mut self,
-        _call: CallId,
+        call: CallId,
         kind: CompletionKind,
-        _requests: &[Option<RequestInfo>],
+        requests: &[Option<RequestInfo>],
         done: &[usize],
     ) -> Result<()> {
-        self.note(format!("completion {kind:?} done {done:?}"));
+        let requests: Vec<String> = requests
+            .iter()
+            .map(|r| match r {
+                Some(r) => format!(
+                    "call {} send {} at start {}",
+                    r.call, r.is_send, r.completed_at_start
+                ),
+                None => "none".to_string(),
+            })
+            .collect();
+        self.note(format!(
+            "completion {call} {kind:?} done {done:?}: {}",
+            requests.join(", ")
+        ));
         Ok(())
     }
     fn waited(&mut self, kind: WaitKind, requests: &[Option<RequestInfo>]) -> Result<()> {
@@ -256,4 +269,65 @@ fn waits_communicators_and_persistent_requests_reach_the_protocol() {
     assert!(heard("checkpoint"), "{:?}", lines.borrow());
     world.finalize().expect("finalize");
     assert!(heard("finalize"), "{:?}", lines.borrow());
+}
+
+/// A raw send written whole at once keeps no request in the engine, yet
+/// a completion call over it tells the protocol the same as for any send
+/// complete at start: its call, a send, complete at start.
+#[test]
+fn a_raw_send_complete_at_start_is_described_to_the_protocol_like_any_other() {
+    let lines = Rc::new(RefCell::new(Vec::new()));
+    let net = SimNet::new(2, 4);
+    let hooks: Rc<dyn SimHooks> = Rc::new(NeverIdle);
+    let protocol = Recorder(Rc::clone(&lines));
+    let r0 = vpml_pml::sim::join(
+        0,
+        &net,
+        Rc::clone(&hooks),
+        None,
+        Some(Box::new(protocol)),
+        0,
+    )
+    .expect("join 0");
+    let r1 = vpml_pml::sim::join(1, &net, hooks, None, None, 0).expect("join 1");
+
+    let out = [5u8; 24];
+    let mut inp = [0u8; 8];
+    // SAFETY: both buffers outlive the requests, which complete below.
+    let (sent, pending) = unsafe {
+        (
+            r0.isend_raw(1, 3, out.as_ptr(), out.len(), false)
+                .expect("isend_raw"),
+            r0.irecv_raw(1, 4, inp.as_mut_ptr(), inp.len())
+                .expect("irecv_raw"),
+        )
+    };
+    assert!(sent.is_complete_send());
+    assert!(!pending.is_complete_send());
+    // The engine has no status for it; the binding makes it.
+    assert!(r0.finish_raw(sent).is_err());
+    let st = vpml_pml::Status::of_send(1, 3, 24);
+    assert_eq!((st.source(), st.tag(), st.len()), (1, 3, 24));
+
+    let done = r0
+        .completion_raw(CompletionKind::WaitAny, &[Some(sent), Some(pending)])
+        .expect("waitany");
+    assert_eq!(done, [0]);
+    assert_eq!(
+        lines.borrow().last().map(String::as_str),
+        Some(
+            "completion 3 WaitAny done [0]: call 1 send true at start true, call 2 send false at start false"
+        ),
+    );
+    // Cancelling or freeing it is harmless: it is complete.
+    assert!(!r0.cancel_raw(sent).expect("cancel"));
+    r0.detach_raw(sent);
+
+    // The bytes went: rank 1 receives them.
+    let mut got = [0u8; 24];
+    // SAFETY: `got` outlives the receive, waited for below.
+    let r = unsafe { r1.irecv_raw(0, 3, got.as_mut_ptr(), got.len()) }.expect("irecv");
+    r1.wait_all_raw(&[Some(r)]).expect("wait");
+    let st = r1.finish_raw(r).expect("status");
+    assert_eq!((st.source(), st.len(), got), (0, 24, out));
 }

@@ -19,7 +19,9 @@ export! {
             match entry {
                 Some(e) => {
                     if let Some(a) = e.active {
-                        a.on.detach_raw(a.id);
+                        if let Some(on) = a.on() {
+                            on.detach_raw(a.id());
+                        }
                         s.orphans.extend(e.staging);
                     }
                     true
@@ -41,7 +43,8 @@ export! {
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
-            Some(e.active.as_ref().map(|a| a.on.cancel_raw(a.id)))
+            // (A send complete at start cannot be cancelled.)
+            Some(e.active.as_ref().and_then(|a| Some(a.on()?.cancel_raw(a.id()))))
         });
         match r {
             None => error(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST, "invalid request"),

@@ -9,7 +9,7 @@ use vpml::protocol::CompletionKind;
 use vpml::raw::RawRequest;
 
 use crate::consts::*;
-use crate::state::{STATE, State, class_of, error, request_slot, vpml_error};
+use crate::state::{Active, STATE, State, class_of, engine_comm, error, request_slot, vpml_error};
 
 /// How a request handle stands.
 pub(super) enum Standing {
@@ -50,7 +50,7 @@ fn retire(s: &mut State, k: usize, h: &mut Request) {
             e.staging = None;
         }
         Some(_) => {
-            s.requests.remove(k);
+            s.requests.free(k);
             *h = MPI_REQUEST_NULL;
         }
         None => {}
@@ -145,6 +145,7 @@ fn complete_with(
         let mut comm = None;
         let mut engine = None;
         let mut first_proc_null = None;
+        let mut any_active = false;
         for (i, &h) in hs.iter().enumerate() {
             if h == MPI_REQUEST_NULL {
                 reqs.push(None);
@@ -155,12 +156,18 @@ fn complete_with(
             if e.proc_null {
                 first_proc_null.get_or_insert(i);
             }
-            if let Some(a) = &e.active
-                && engine.is_none()
-            {
-                engine = Some(a.on.clone());
+            if let Some(a) = &e.active {
+                any_active = true;
+                if engine.is_none() {
+                    engine = a.on().cloned();
+                }
             }
-            reqs.push(e.active.as_ref().map(|a| a.id));
+            reqs.push(e.active.as_ref().map(Active::id));
+        }
+        // Sends complete at start alone: any communicator reaches the
+        // engine (which still runs the completion call).
+        if any_active && engine.is_none() {
+            engine = engine_comm(&s);
         }
         Ok((comm.unwrap_or(MPI_COMM_WORLD), engine, first_proc_null))
     });
@@ -227,16 +234,16 @@ fn complete_with(
                 continue;
             };
             let status = match reqs[i] {
-                Some(r) => {
-                    let Some(e) = s.requests.get(k) else {
+                Some(_) => {
+                    let Some((e, a)) = s
+                        .requests
+                        .get(k)
+                        .and_then(|e| Some((e, e.active.as_ref()?)))
+                    else {
                         continue;
                     };
                     // In the numbering of the request's communicator.
-                    let on = e.active.as_ref().map(|a| &a.on);
-                    let Some(on) = on.or(engine.as_ref()) else {
-                        continue;
-                    };
-                    let st = on.finish_raw(r)?;
+                    let st = a.finish()?;
                     // Received data of a non-contiguous datatype goes to
                     // the C buffer.
                     if let Some(m) = &e.staging {
@@ -280,6 +287,7 @@ fn wait_all_plain(
     let looked_up = STATE.with(|s| {
         let s = s.borrow();
         let mut first = None;
+        let mut engine = None;
         for &h in hs.iter() {
             if h == MPI_REQUEST_NULL {
                 reqs.push(None);
@@ -291,12 +299,17 @@ fn wait_all_plain(
                 .as_ref()
                 .filter(|_| e.persistent.is_none() && e.staging.is_none())?;
             if first.is_none() {
-                // Any request's communicator reaches the engine.
-                first = Some((e.comm, a.on.clone()));
+                first = Some(e.comm);
             }
-            reqs.push(Some(a.id));
+            if engine.is_none() {
+                // Any request's communicator reaches the engine.
+                engine = a.on().cloned();
+            }
+            reqs.push(Some(a.id()));
         }
-        first
+        // Sends complete at start alone: any communicator reaches the
+        // engine (whose wait tells the protocol).
+        Some((first?, engine.or_else(|| engine_comm(&s))?))
     });
     let Some((comm, engine)) = looked_up else {
         reqs.clear();
@@ -310,14 +323,14 @@ fn wait_all_plain(
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
         for (i, r) in reqs.iter().enumerate() {
-            let (Some(r), Some(k)) = (*r, request_slot(hs[i])) else {
+            let (Some(_), Some(k)) = (*r, request_slot(hs[i])) else {
                 continue;
             };
             let Some(active) = s.requests.get(k).and_then(|e| e.active.as_ref()) else {
                 continue;
             };
             // In the numbering of the request's communicator.
-            let st = active.on.finish_raw(r)?;
+            let st = active.finish()?;
             retire(&mut s, k, &mut hs[i]);
             if first_error.is_none() {
                 first_error = st.error().map(|e| (class_of(e), e.to_string()));

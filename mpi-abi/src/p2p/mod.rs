@@ -133,7 +133,7 @@ fn start(
         }
     };
     let staging = matches!(msg, Message::Staged(_)).then_some(msg);
-    r.map(|id| (Some(Active { id, on: c }), staging))
+    r.map(|id| (Some(Active::new(id, &c, peer, tag, len)), staging))
         .map_err(|e| vpml_error(h, func, &e))
 }
 

@@ -40,7 +40,7 @@ fn nonblocking(
             r.map(|id| {
                 requests.insert(ReqEntry {
                     comm: h,
-                    active: Some(Active { id, on: c.clone() }),
+                    active: Some(Active::new(id, c, peer, tag, len)),
                     proc_null: false,
                     persistent: None,
                     staging: None,

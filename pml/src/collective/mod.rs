@@ -154,18 +154,16 @@ fn layout(
             displs.len()
         )));
     }
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(&c, &d)| {
-            let end = d.checked_add(c).filter(|&e| e <= len);
-            end.map(|e| d..e).ok_or_else(|| {
-                mismatch(format!(
-                    "{what}: block at {d} of {c} elements exceeds the {len}-element buffer"
-                ))
-            })
-        })
-        .collect()
+    let mut ranges = PerRank::with_capacity(n);
+    for (&c, &d) in counts.iter().zip(displs) {
+        let Some(end) = d.checked_add(c).filter(|&e| e <= len) else {
+            return Err(mismatch(format!(
+                "{what}: block at {d} of {c} elements exceeds the {len}-element buffer"
+            )));
+        };
+        ranges.push(d..end);
+    }
+    Ok(ranges)
 }
 
 /// Cut `buf` into the byte blocks of every rank but `skip`, as receive slots.

@@ -90,14 +90,13 @@ impl Engine {
             let passed: Vec<CallId> = ids
                 .iter()
                 .flatten()
-                .filter_map(|&id| self.core.slot(id).map(|s| s.call))
+                .filter_map(|&id| self.call_of(id))
                 .collect();
             // Only sends that completed when they started: the answer is
             // the same every time, and was never logged.
             let determined = ids.iter().flatten().all(|&id| {
-                self.core
-                    .slot(id)
-                    .is_some_and(|s| s.kind == SlotKind::Send && s.completed_at_start)
+                self.request_info(Some(id))
+                    .is_some_and(|r| r.is_send && r.completed_at_start)
             });
             match self.hook(|p| p.replay_completion(call, &passed))? {
                 // Never logged: the answer is the same every time.
@@ -110,8 +109,8 @@ impl Engine {
                 let want: Vec<usize> = (0..ids.len())
                     .filter(|&i| {
                         ids[i]
-                            .and_then(|id| self.core.slot(id))
-                            .is_some_and(|s| calls.contains(&s.call))
+                            .and_then(|id| self.call_of(id))
+                            .is_some_and(|call| calls.contains(&call))
                     })
                     .collect();
                 if want.len() != calls.len() {
@@ -206,7 +205,15 @@ impl Engine {
 
     /// What the protocol is told of request `id`.
     fn request_info(&self, id: Option<ReqId>) -> Option<RequestInfo> {
-        let s = self.core.slot(id?)?;
+        let id = id?;
+        if let Some(call) = id.sent_call() {
+            return Some(RequestInfo {
+                call,
+                is_send: true,
+                completed_at_start: true,
+            });
+        }
+        let s = self.core.slot(id)?;
         Some(RequestInfo {
             call: s.call,
             is_send: s.kind == SlotKind::Send,
@@ -236,8 +243,9 @@ impl Engine {
 
     // ----------------------------------------------------------- completions
 
+    #[inline]
     pub(crate) fn is_done(&self, id: ReqId) -> bool {
-        self.core.slot(id).is_some_and(|s| s.done)
+        id.is_complete_send() || self.core.slot(id).is_some_and(|s| s.done)
     }
 
     /// Take the status of a completed request and free its slot.

@@ -226,7 +226,8 @@ impl Engine {
 
     /// The call id that created request `id`.
     pub(crate) fn call_of(&self, id: ReqId) -> Option<CallId> {
-        self.core.slot(id).map(|s| s.call)
+        id.sent_call()
+            .or_else(|| self.core.slot(id).map(|s| s.call))
     }
 
     fn next_call(&mut self) -> CallId {

@@ -139,10 +139,7 @@ impl Engine {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.in_use && !s.done)
-            .map(|(i, s)| ReqId {
-                idx: i as u32,
-                generation: s.generation,
-            })
+            .map(|(i, s)| ReqId::slot(i as u32, s.generation))
             .collect();
         for id in active {
             self.core.complete(id);

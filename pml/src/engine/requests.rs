@@ -9,23 +9,69 @@ use crate::protocol::CallId;
 use crate::shm::ring::{FrameHeader, kind};
 use crate::status::Status;
 
-/// Identifies an entry of the request table; the generation makes stale
-/// handles detectable. Language bindings hold it as a [`crate::raw::RawRequest`].
+/// Identifies a request: an entry of the request table, whose generation
+/// makes stale handles detectable, or a send that completed when it
+/// started and took no entry (see [`Engine::start_send_lean`]). Language
+/// bindings hold it as a [`crate::raw::RawRequest`].
+///
+/// [`Engine::start_send_lean`]: super::Engine::start_send_lean
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReqId {
-    pub(super) idx: u32,
-    pub(super) generation: u32,
+pub struct ReqId(Id);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Id {
+    Slot {
+        idx: u32,
+        generation: u32,
+    },
+    /// A standard send within the eager limit that was written whole into
+    /// the ring by call `call`: complete, nothing left in the engine.
+    Sent {
+        call: CallId,
+    },
 }
 
 impl ReqId {
+    pub(super) fn slot(idx: u32, generation: u32) -> ReqId {
+        ReqId(Id::Slot { idx, generation })
+    }
+    pub(super) fn sent(call: CallId) -> ReqId {
+        ReqId(Id::Sent { call })
+    }
+    /// The table entry's index and generation (`None` for a send complete
+    /// at start).
+    #[inline]
+    fn key(self) -> Option<(usize, u32)> {
+        match self.0 {
+            Id::Slot { idx, generation } => Some((idx as usize, generation)),
+            Id::Sent { .. } => None,
+        }
+    }
+    /// The call of a send that completed when it started and took no
+    /// table entry.
+    #[inline]
+    pub(super) fn sent_call(self) -> Option<CallId> {
+        match self.0 {
+            Id::Sent { call } => Some(call),
+            Id::Slot { .. } => None,
+        }
+    }
+    /// A standard send that completed when it started and left nothing in
+    /// the engine: its status is the caller's to make (see
+    /// [`crate::Status::of_send`]).
+    pub fn is_complete_send(self) -> bool {
+        self.sent_call().is_some()
+    }
+    /// The id a peer echoes back in control frames (0, "no token", for a
+    /// send complete at start, which never waits for one).
     pub(super) fn token(self) -> u64 {
-        (u64::from(self.generation) << 32) | u64::from(self.idx)
+        match self.0 {
+            Id::Slot { idx, generation } => (u64::from(generation) << 32) | u64::from(idx),
+            Id::Sent { .. } => 0,
+        }
     }
     pub(super) fn from_token(t: u64) -> ReqId {
-        ReqId {
-            idx: t as u32,
-            generation: (t >> 32) as u32,
-        }
+        ReqId::slot(t as u32, (t >> 32) as u32)
     }
 }
 
@@ -225,11 +271,7 @@ impl Core {
         s.any_source = false;
         s.completed_at_start = false;
         s.held_for_cancel = false;
-        let id = ReqId {
-            idx,
-            generation: s.generation,
-        };
-        (id, s)
+        (ReqId::slot(idx, s.generation), s)
     }
 
     /// Send `id` just completed as it started: mark it if it is a standard
@@ -241,16 +283,20 @@ impl Core {
         }
     }
 
+    #[inline]
     pub(super) fn slot(&self, id: ReqId) -> Option<&Slot> {
+        let (idx, generation) = id.key()?;
         self.slots
-            .get(id.idx as usize)
-            .filter(|s| s.in_use && s.generation == id.generation)
+            .get(idx)
+            .filter(|s| s.in_use && s.generation == generation)
     }
 
+    #[inline]
     pub(super) fn slot_mut(&mut self, id: ReqId) -> Option<&mut Slot> {
+        let (idx, generation) = id.key()?;
         self.slots
-            .get_mut(id.idx as usize)
-            .filter(|s| s.in_use && s.generation == id.generation)
+            .get_mut(idx)
+            .filter(|s| s.in_use && s.generation == generation)
     }
 
     pub(super) fn free_slot(&mut self, id: ReqId) {
@@ -258,7 +304,9 @@ impl Core {
             s.in_use = false;
             s.keepalive = None;
             s.status = None;
-            self.free.push(id.idx);
+            if let Some((idx, _)) = id.key() {
+                self.free.push(idx as u32);
+            }
         }
     }
 
@@ -268,10 +316,15 @@ impl Core {
     pub(super) fn take_done(&mut self, id: ReqId) -> Result<Status> {
         // (`let … else` rather than `ok_or`: an `Error` built eagerly is
         // dropped through a call on the success path.)
+        let Some((idx, generation)) = id.key() else {
+            return Err(Error::RequestState(
+                "a send complete at start has no status in the engine",
+            ));
+        };
         let Some(s) = self
             .slots
-            .get_mut(id.idx as usize)
-            .filter(|s| s.in_use && s.generation == id.generation)
+            .get_mut(idx)
+            .filter(|s| s.in_use && s.generation == generation)
         else {
             return Err(Error::RequestState("stale request handle"));
         };
@@ -281,7 +334,7 @@ impl Core {
         let st = s.status.take();
         s.in_use = false;
         s.keepalive = None;
-        self.free.push(id.idx);
+        self.free.push(idx as u32);
         let Some(st) = st else {
             return Err(Error::RequestState("status already taken"));
         };
@@ -308,10 +361,13 @@ impl Core {
     fn fill(&mut self, id: ReqId, env: &Envelope, data: &[u8]) {
         // One lookup (this runs for every message received): copy, note
         // an ANY_SOURCE match (as `note_match`), set the status, complete.
+        let Some((idx, generation)) = id.key() else {
+            return;
+        };
         let Some(slot) = self
             .slots
-            .get_mut(id.idx as usize)
-            .filter(|s| s.in_use && s.generation == id.generation)
+            .get_mut(idx)
+            .filter(|s| s.in_use && s.generation == generation)
         else {
             return;
         };
@@ -527,7 +583,7 @@ mod tests {
         core.free_slot(id);
         core.slots[0].generation = u32::MAX;
         let id = core.alloc(SlotKind::Send, empty);
-        assert_eq!(id.generation, 1);
+        assert_eq!(id.key(), Some((0, 1)));
         assert_ne!(
             id.token(),
             0,

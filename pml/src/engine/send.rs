@@ -83,12 +83,49 @@ impl Engine {
         Ok(())
     }
 
-    /// Start a send of `len` bytes at `ptr`.
+    /// Start a send of `len` bytes at `ptr`: a request with a table entry,
+    /// whose status gives the destination, tag and length.
     ///
     /// # Safety
     /// `ptr..ptr+len` stays valid and unmodified until the returned request
     /// completes (the caller owns it through a request handle or blocks).
     pub(crate) unsafe fn start_send(
+        &mut self,
+        dest: usize,
+        tag: i32,
+        ctx: u32,
+        ptr: *const u8,
+        len: usize,
+        sync: bool,
+    ) -> Result<ReqId> {
+        // SAFETY: caller contract.
+        let id = unsafe { self.start_send_lean(dest, tag, ctx, ptr, len, sync)? };
+        let Some(call) = id.sent_call() else {
+            return Ok(id);
+        };
+        let status = Status::new(dest, tag, len, self.send_seq[dest]);
+        let data = RawBytes {
+            ptr: ptr as *mut u8,
+            len,
+        };
+        let (id, s) = self.core.alloc_slot(SlotKind::Send, data);
+        s.call = call;
+        s.completed_at_start = true;
+        s.status = Some(status);
+        // Complete (a fresh slot is not detached).
+        s.done = true;
+        Ok(id)
+    }
+
+    /// Start a send of `len` bytes at `ptr`, as [`Engine::start_send`],
+    /// except that a standard send written whole into the ring at once
+    /// takes no table entry: its id only says so (and which call made it),
+    /// every completion call finds it done, and its status is the
+    /// caller's to make. What a binding with its own request table uses.
+    ///
+    /// # Safety
+    /// As [`Engine::start_send`].
+    pub(crate) unsafe fn start_send_lean(
         &mut self,
         dest: usize,
         tag: i32,
@@ -108,16 +145,10 @@ impl Engine {
         let payload = unsafe { data.as_slice() };
         let mut msg = outgoing(dest, ctx, tag, seq, payload, sync);
         if !sync && self.can_write_now(dest, seq, len) {
-            // As `try_send_now`, with a request that is complete at once.
+            // As `try_send_now`: a standard send within the eager limit
+            // (`can_write_now`), complete at once.
             self.send_now(&mut msg)?;
-            let (id, s) = self.core.alloc_slot(SlotKind::Send, data);
-            s.call = msg.call;
-            // A standard send within the eager limit (`can_write_now`).
-            s.completed_at_start = true;
-            s.status = Some(Status::new(dest, tag, len, seq));
-            // Complete (a fresh slot is not detached).
-            s.done = true;
-            return Ok(id);
+            return Ok(ReqId::sent(msg.call));
         }
         self.protocol_send(&mut msg)?;
         let call = msg.call;
