@@ -120,6 +120,34 @@ fn every_implemented_function_passes_its_checks_built_with_mpich() {
     api_checks_pass(Compiler::Mpich);
 }
 
+/// `tests/c/topo.c`: groups, communicators made from them and virtual
+/// topologies, with and without a protocol.
+fn topology_checks_pass(compiler: Compiler) {
+    let _g = serial();
+    let Some(prog) = build("topo", compiler) else {
+        return;
+    };
+    for protocol in ["none", "pessimist"] {
+        let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
+        assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
+        assert!(
+            stdout.starts_with("topo ok ") && !stdout.contains("FAIL"),
+            "{protocol}: {stdout}"
+        );
+    }
+    let _ = std::fs::remove_file(&prog);
+}
+
+#[test]
+fn groups_and_topologies_pass_their_checks_built_with_vpml_mpicc() {
+    topology_checks_pass(Compiler::Vpml);
+}
+
+#[test]
+fn groups_and_topologies_pass_their_checks_built_with_mpich() {
+    topology_checks_pass(Compiler::Mpich);
+}
+
 #[test]
 fn threads_take_turns_under_mpi_thread_serialized() {
     let _g = serial();

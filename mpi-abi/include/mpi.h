@@ -134,6 +134,20 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_MAX_LIBRARY_VERSION_STRING 8192
 #define MPI_BSEND_OVERHEAD 96
 
+/* Groups and virtual topologies */
+#define MPI_GROUP_NULL  ((MPI_Group)0x08000000)
+#define MPI_GROUP_EMPTY ((MPI_Group)0x48000000)
+#define MPI_INFO_ENV    ((MPI_Info)0x5c000001)
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
+#define MPI_MAX_OBJECT_NAME 128
+#define MPI_COMM_TYPE_SHARED 1
+#define MPI_GRAPH       1
+#define MPI_CART        2
+#define MPI_DIST_GRAPH  3
+extern int * const MPI_UNWEIGHTED;
+extern int * const MPI_WEIGHTS_EMPTY;
+
 /* Error classes */
 #define MPI_SUCCESS          0
 #define MPI_ERR_BUFFER       1
@@ -145,6 +159,8 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_ERR_ROOT         7
 #define MPI_ERR_GROUP        8
 #define MPI_ERR_OP           9
+#define MPI_ERR_TOPOLOGY    10
+#define MPI_ERR_DIMS        11
 #define MPI_ERR_ARG         12
 #define MPI_ERR_UNKNOWN     13
 #define MPI_ERR_TRUNCATE    14
@@ -153,6 +169,10 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_ERR_IN_STATUS   17
 #define MPI_ERR_PENDING     18
 #define MPI_ERR_REQUEST     19
+#define MPI_ERR_INFO        28
+#define MPI_ERR_INFO_KEY    29
+#define MPI_ERR_INFO_VALUE  30
+#define MPI_ERR_INFO_NOKEY  31
 #define MPI_ERR_NO_MEM      34
 #define MPI_ERR_UNSUPPORTED_OPERATION 44
 #define MPI_ERR_LASTCODE    0x3fffffff
@@ -161,6 +181,110 @@ MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
 MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp);
 MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 MPI_Aint PMPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int PMPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int PMPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
+int PMPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
+int MPI_Group_size(MPI_Group group, int *size);
+int PMPI_Group_size(MPI_Group group, int *size);
+int MPI_Group_rank(MPI_Group group, int *rank);
+int PMPI_Group_rank(MPI_Group group, int *rank);
+int MPI_Group_free(MPI_Group *group);
+int PMPI_Group_free(MPI_Group *group);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int PMPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int PMPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int PMPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int PMPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_union(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int PMPI_Group_union(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int MPI_Group_intersection(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int PMPI_Group_intersection(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int MPI_Group_difference(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int PMPI_Group_difference(MPI_Group a, MPI_Group b, MPI_Group *newgroup);
+int MPI_Group_translate_ranks(MPI_Group a, int n, const int ranks_a[], MPI_Group b, int ranks_b[]);
+int PMPI_Group_translate_ranks(MPI_Group a, int n, const int ranks_a[], MPI_Group b, int ranks_b[]);
+int MPI_Group_compare(MPI_Group a, MPI_Group b, int *result);
+int PMPI_Group_compare(MPI_Group a, MPI_Group b, int *result);
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int PMPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *newcomm);
+int PMPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *newcomm);
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
+int PMPI_Cartdim_get(MPI_Comm comm, int *ndims);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int PMPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int PMPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int PMPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *source, int *dest);
+int PMPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *source, int *dest);
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
+int PMPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank);
+int PMPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank);
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *newcomm);
+int PMPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *newcomm);
+int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges);
+int PMPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges);
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
+int PMPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors);
+int PMPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors);
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
+int PMPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank);
+int PMPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank);
+int MPI_Topo_test(MPI_Comm comm, int *status);
+int PMPI_Topo_test(MPI_Comm comm, int *status);
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[], int outdegree, const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *newcomm);
+int PMPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[], int outdegree, const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *newcomm);
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[], const int weights[], MPI_Info info, int reorder, MPI_Comm *newcomm);
+int PMPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[], const int weights[], MPI_Info info, int reorder, MPI_Comm *newcomm);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted);
+int PMPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree, int destinations[], int destweights[]);
+int PMPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree, int destinations[], int destweights[]);
+int MPI_Comm_set_name(MPI_Comm comm, const char *name);
+int PMPI_Comm_set_name(MPI_Comm comm, const char *name);
+int MPI_Comm_get_name(MPI_Comm comm, char *name, int *resultlen);
+int PMPI_Comm_get_name(MPI_Comm comm, char *name, int *resultlen);
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int PMPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+int PMPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
+int PMPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Info_create(MPI_Info *info);
+int PMPI_Info_create(MPI_Info *info);
+int MPI_Info_free(MPI_Info *info);
+int PMPI_Info_free(MPI_Info *info);
+int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int PMPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int MPI_Info_set(MPI_Info info, const char *key, const char *value);
+int PMPI_Info_set(MPI_Info info, const char *key, const char *value);
+int MPI_Info_delete(MPI_Info info, const char *key);
+int PMPI_Info_delete(MPI_Info info, const char *key);
+int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value, int *flag);
+int PMPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value, int *flag);
+int MPI_Info_get_string(MPI_Info info, const char *key, int *buflen, char *value, int *flag);
+int PMPI_Info_get_string(MPI_Info info, const char *key, int *buflen, char *value, int *flag);
+int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
+int PMPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
+int MPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int PMPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int PMPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int MPI_Is_thread_main(int *flag);
+int PMPI_Is_thread_main(int *flag);
 double MPI_Wtime(void);
 double PMPI_Wtime(void);
 double MPI_Wtick(void);

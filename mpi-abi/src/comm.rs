@@ -1,7 +1,7 @@
 //! Communicators: rank and size, dup, split, free, compare, error
 //! handlers.
 
-use std::ffi::c_int;
+use std::ffi::{CStr, c_char, c_int};
 
 use crate::consts::*;
 use crate::state::{
@@ -9,7 +9,17 @@ use crate::state::{
 };
 
 /// Register `c` (inheriting `parent`'s error handler); its handle.
-fn register(parent: Comm, c: vpml::Comm) -> Comm {
+pub(crate) fn register(parent: Comm, c: vpml::Comm) -> Comm {
+    register_with(parent, c, None)
+}
+
+/// Register `c` with `topology` (inheriting `parent`'s error handler);
+/// its handle.
+pub(crate) fn register_with(
+    parent: Comm,
+    c: vpml::Comm,
+    topology: Option<crate::topo::Topology>,
+) -> Comm {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let errhandler = comm_slot(parent)
@@ -21,6 +31,8 @@ fn register(parent: Comm, c: vpml::Comm) -> Comm {
             CommEntry {
                 comm: c,
                 errhandler,
+                topology,
+                name: None,
             },
         ))
     })
@@ -56,8 +68,10 @@ export! {
         };
         match c.dup() {
             Ok(d) => {
+                // A duplicate keeps the topology.
+                let topology = crate::topo::topology_of(h);
                 // SAFETY: a handle pointer (caller contract).
-                unsafe { put(new, register(h, d)) };
+                unsafe { put(new, register_with(h, d, topology)) };
                 MPI_SUCCESS
             }
             Err(e) => vpml_error(h, "MPI_Comm_dup", &e),
@@ -160,4 +174,96 @@ export! {
             None => error(MPI_COMM_WORLD, "MPI_Comm_get_errhandler", MPI_ERR_COMM, "invalid communicator"),
         }
     }
+
+    fn MPI_Comm_set_name / PMPI_Comm_set_name(h: Comm, name: *const c_char) -> c_int {
+        if name.is_null() {
+            return error(h, "MPI_Comm_set_name", MPI_ERR_ARG, "null name");
+        }
+        // SAFETY: a NUL-terminated string (caller contract).
+        let text = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        // Names longer than MPI_MAX_OBJECT_NAME - 1 are cut, as MPICH does.
+        let text: String = text.chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        let set = STATE.with(|s| match comm_slot(h).and_then(|i| s.borrow_mut().comms.get_mut(i)?.as_mut().map(|e| e.name = Some(text))) {
+            Some(()) => true,
+            None => false,
+        });
+        if set { MPI_SUCCESS } else { error(MPI_COMM_WORLD, "MPI_Comm_set_name", MPI_ERR_COMM, "invalid communicator") }
+    }
+
+    fn MPI_Comm_get_name / PMPI_Comm_get_name(h: Comm, name: *mut c_char, len: *mut c_int) -> c_int {
+        let found = STATE.with(|s| {
+            let s = s.borrow();
+            let e = comm_slot(h).and_then(|i| s.comms.get(i)?.as_ref())?;
+            Some(match (&e.name, h) {
+                (Some(n), _) => n.clone(),
+                (None, MPI_COMM_WORLD) => "MPI_COMM_WORLD".to_string(),
+                (None, MPI_COMM_SELF) => "MPI_COMM_SELF".to_string(),
+                (None, _) => String::new(),
+            })
+        });
+        match found {
+            Some(text) => {
+                // SAFETY: `name` holds MPI_MAX_OBJECT_NAME chars; `len` an int (caller contract).
+                unsafe { crate::env::copy_string(&text, name, len, MPI_MAX_OBJECT_NAME) };
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Comm_get_name", MPI_ERR_COMM, "invalid communicator"),
+        }
+    }
+
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(h: Comm, _info: Info, new: *mut Comm) -> c_int {
+        // No hint changes what vpml does.
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { MPI_Comm_dup(h, new) }
+    }
+
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(h: Comm, _info: Info) -> c_int {
+        match comm("MPI_Comm_set_info", h) {
+            Ok(_) => MPI_SUCCESS,
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(h: Comm, info: *mut Info) -> c_int {
+        match comm("MPI_Comm_get_info", h) {
+            Ok(_) => {
+                // No hint is in use: a new, empty info.
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(info, crate::info::new_info(Vec::new())) };
+                MPI_SUCCESS
+            }
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(h: Comm, split_type: c_int, key: c_int, _info: Info, new: *mut Comm) -> c_int {
+        let func = "MPI_Comm_split_type";
+        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        // Every type vpml knows is "the ranks of one host" (shared
+        // memory); MPI_UNDEFINED joins none.
+        let host = fnv1a(crate::env::hostname().as_bytes());
+        let mut hosts = vec![0u64; c.size()];
+        if let Err(e) = c.allgather(&[host], &mut hosts) {
+            return vpml_error(h, func, &e);
+        }
+        // The color of a host: its lowest rank here.
+        let color = (split_type != MPI_UNDEFINED)
+            .then(|| hosts.iter().position(|&x| x == host).unwrap_or(0) as u32);
+        match c.split(color, i64::from(key)) {
+            Ok(d) => {
+                let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(new, handle) };
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(h, func, &e),
+        }
+    }
+}
+
+/// A 64-bit FNV-1a hash (host names to compare across ranks).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

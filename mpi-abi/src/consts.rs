@@ -10,6 +10,8 @@ pub type Datatype = c_int;
 pub type Op = c_int;
 pub type Request = c_int;
 pub type Errhandler = c_int;
+pub type Group = c_int;
+pub type Info = c_int;
 pub type Aint = isize;
 
 pub const MPI_SUCCESS: c_int = 0;
@@ -20,7 +22,10 @@ pub const MPI_ERR_TAG: c_int = 4;
 pub const MPI_ERR_COMM: c_int = 5;
 pub const MPI_ERR_RANK: c_int = 6;
 pub const MPI_ERR_ROOT: c_int = 7;
+pub const MPI_ERR_GROUP: c_int = 8;
 pub const MPI_ERR_OP: c_int = 9;
+pub const MPI_ERR_TOPOLOGY: c_int = 10;
+pub const MPI_ERR_DIMS: c_int = 11;
 pub const MPI_ERR_ARG: c_int = 12;
 pub const MPI_ERR_UNKNOWN: c_int = 13;
 pub const MPI_ERR_TRUNCATE: c_int = 14;
@@ -29,6 +34,10 @@ pub const MPI_ERR_INTERN: c_int = 16;
 pub const MPI_ERR_IN_STATUS: c_int = 17;
 pub const MPI_ERR_PENDING: c_int = 18;
 pub const MPI_ERR_REQUEST: c_int = 19;
+pub const MPI_ERR_INFO: c_int = 28;
+pub const MPI_ERR_INFO_KEY: c_int = 29;
+pub const MPI_ERR_INFO_VALUE: c_int = 30;
+pub const MPI_ERR_INFO_NOKEY: c_int = 31;
 pub const MPI_ERR_NO_MEM: c_int = 34;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
@@ -38,6 +47,16 @@ pub const MPI_COMM_WORLD: Comm = 0x4400_0000;
 pub const MPI_COMM_SELF: Comm = 0x4400_0001;
 /// Kind bits of the communicators this library creates.
 pub const USER_COMM_KIND: u32 = 0x8400_0000;
+pub const MPI_GROUP_NULL: Group = 0x0800_0000;
+pub const MPI_GROUP_EMPTY: Group = 0x4800_0000;
+/// Kind bits of the groups this library creates.
+pub const USER_GROUP_KIND: u32 = 0x8800_0000;
+pub const MPI_INFO_NULL: Info = 0x1c00_0000;
+pub const MPI_INFO_ENV: Info = 0x5c00_0001;
+/// Kind bits of the info objects this library creates.
+pub const USER_INFO_KIND: u32 = 0x9c00_0000;
+pub const MPI_COMM_TYPE_SHARED: c_int = 1;
+pub const MPI_MAX_OBJECT_NAME: usize = 128;
 pub const MPI_REQUEST_NULL: Request = 0x2c00_0000;
 /// Kind bits of request handles.
 pub const REQUEST_KIND: u32 = 0x2c00_0000;
@@ -56,6 +75,9 @@ pub const MPI_CONGRUENT: c_int = 1;
 pub const MPI_SIMILAR: c_int = 2;
 pub const MPI_UNEQUAL: c_int = 3;
 pub const MPI_UNDEFINED: c_int = -32766;
+pub const MPI_GRAPH: c_int = 1;
+pub const MPI_CART: c_int = 2;
+pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_PROC_NULL: c_int = -1;
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;

@@ -22,12 +22,19 @@ pub(crate) fn error_text(code: c_int) -> &'static str {
         MPI_ERR_COMM => "invalid communicator",
         MPI_ERR_RANK => "invalid rank",
         MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_GROUP => "invalid group",
         MPI_ERR_OP => "invalid reduce operation",
+        MPI_ERR_TOPOLOGY => "invalid topology",
+        MPI_ERR_DIMS => "invalid dimension argument",
         MPI_ERR_ARG => "invalid argument",
         MPI_ERR_TRUNCATE => "message truncated",
         MPI_ERR_IN_STATUS => "error code is in status",
         MPI_ERR_PENDING => "pending request",
         MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_INFO => "invalid info object",
+        MPI_ERR_INFO_KEY => "invalid info key",
+        MPI_ERR_INFO_VALUE => "invalid info value",
+        MPI_ERR_INFO_NOKEY => "no such info key",
         MPI_ERR_NO_MEM => "out of memory",
         MPI_ERR_INTERN => "internal error",
         MPI_ERR_UNSUPPORTED_OPERATION => "unsupported operation",
@@ -36,11 +43,15 @@ pub(crate) fn error_text(code: c_int) -> &'static str {
     }
 }
 
+/// The thread that initialized MPI (`MPI_Is_thread_main`).
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
 /// `MPI_Init` and `MPI_Init_thread`, granting thread support `level`.
 fn init(func: &str, level: c_int) -> c_int {
     if STATE.with(|s| s.borrow().world.is_some()) {
         return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "called twice");
     }
+    let _ = MAIN_THREAD.set(std::thread::current().id());
     let world = match vpml::init() {
         Ok(w) => w,
         Err(e) => return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, &e.to_string()),
@@ -55,10 +66,14 @@ fn init(func: &str, level: c_int) -> c_int {
             Some(CommEntry {
                 comm: worldc,
                 errhandler: MPI_ERRORS_ARE_FATAL,
+                topology: None,
+                name: None,
             }),
             Some(CommEntry {
                 comm: selfc,
                 errhandler: MPI_ERRORS_ARE_FATAL,
+                topology: None,
+                name: None,
             }),
         ];
         s.world = Some(world);
@@ -99,6 +114,13 @@ export! {
         let v = INITIALIZED.load(Ordering::Acquire);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(flag, c_int::from(v)) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
+        let main = MAIN_THREAD.get() == Some(&std::thread::current().id());
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(flag, c_int::from(main)) };
         MPI_SUCCESS
     }
 
@@ -167,11 +189,7 @@ export! {
     }
 
     fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) -> c_int {
-        let mut buf = [0u8; MPI_MAX_PROCESSOR_NAME];
-        // SAFETY: gethostname writes at most buf.len() - 1 bytes.
-        unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len() - 1) };
-        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len() - 1);
-        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let text = hostname();
         // SAFETY: `name` holds MPI_MAX_PROCESSOR_NAME chars (caller contract).
         unsafe { copy_string(&text, name, len, MPI_MAX_PROCESSOR_NAME) };
         MPI_SUCCESS
@@ -422,12 +440,21 @@ unsafe fn array<'a, T>(p: *const T, n: usize) -> Result<&'a [T], &'static str> {
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
+/// This host's name.
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; MPI_MAX_PROCESSOR_NAME];
+    // SAFETY: gethostname writes at most buf.len() - 1 bytes.
+    unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len() - 1) };
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len() - 1);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
 /// Copy `text` into a C string of at most `max` chars (with its NUL) and
 /// its length into `len`.
 ///
 /// # Safety
 /// `out` holds `max` chars; `len` is an int pointer.
-unsafe fn copy_string(text: &str, out: *mut c_char, len: *mut c_int, max: usize) {
+pub(crate) unsafe fn copy_string(text: &str, out: *mut c_char, len: *mut c_int, max: usize) {
     let n = text.len().min(max - 1);
     if !out.is_null() {
         // SAFETY: caller contract.

@@ -84,8 +84,11 @@ pub mod comm;
 pub mod consts;
 pub mod env;
 pub mod ext;
+pub mod group;
+pub mod info;
 pub mod p2p;
 pub mod state;
+pub mod topo;
 pub mod types;
 pub mod unsupported;
 

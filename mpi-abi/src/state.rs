@@ -14,6 +14,10 @@ use crate::consts::*;
 pub(crate) struct CommEntry {
     pub comm: vpml::Comm,
     pub errhandler: Errhandler,
+    /// The virtual topology attached by `MPI_Cart_create` and friends.
+    pub topology: Option<crate::topo::Topology>,
+    /// The name given by `MPI_Comm_set_name`.
+    pub name: Option<String>,
 }
 
 /// What a persistent request does each time it is started.
@@ -139,6 +143,10 @@ pub(crate) struct State {
     /// Slot 0 is `MPI_COMM_WORLD`, slot 1 `MPI_COMM_SELF`.
     pub comms: Vec<Option<CommEntry>>,
     pub requests: Requests,
+    /// Groups: the world ranks of their members, in group rank order.
+    pub groups: Vec<Option<Vec<usize>>>,
+    /// Info objects: their key/value pairs, in the order first set.
+    pub infos: Vec<Option<Vec<(String, String)>>>,
     pub types: Vec<Option<DerivedType>>,
     pub ops: Vec<Option<UserFn>>,
     /// Staging buffers of requests freed while active: the engine may
@@ -155,6 +163,8 @@ impl State {
             world: None,
             comms: Vec::new(),
             requests: Requests::new(),
+            groups: Vec::new(),
+            infos: Vec::new(),
             types: Vec::new(),
             ops: Vec::new(),
             orphans: Vec::new(),

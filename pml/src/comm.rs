@@ -159,13 +159,51 @@ impl Comm {
             .collect();
         members.sort();
         let world: Vec<usize> = members.iter().map(|&(_, r)| self.world_rank(r)).collect();
+        let comm = self.with_members(context, world);
+        comm.announce()?;
+        Ok(Some(comm))
+    }
+
+    /// A communicator of `members` (world ranks, in the order of their new
+    /// ranks), made by them alone: collective over `members` only, who all
+    /// pass the same list (MPI's `MPI_Comm_create_group`); a process not
+    /// in the list gets `None` at once. Every member must belong to this
+    /// communicator, once. The members agree on the new context over this
+    /// communicator's collective channel, so two such calls on one
+    /// communicator whose member lists overlap must come in the same
+    /// order at every common member.
+    pub fn create_group(&self, members: &[usize]) -> Result<Option<Comm>> {
+        let mine = self.world_ranks();
+        let mut seen = vec![false; self.engine.borrow().size()];
+        for &w in members {
+            if !mine.contains(&w) || std::mem::replace(&mut seen[w], true) {
+                return Err(Error::Collective(format!(
+                    "create_group: world rank {w} is not a member, or listed twice"
+                )));
+            }
+        }
+        if !members.contains(&self.world_rank(self.rank())) {
+            return Ok(None);
+        }
+        // The members alone, on this communicator's channels, agree on
+        // the context.
+        let among = self.with_members(self.context, members.to_vec());
+        let context = among.agree_context()?;
+        let comm = self.with_members(context, members.to_vec());
+        comm.announce()?;
+        Ok(Some(comm))
+    }
+
+    /// A communicator of `world` (world ranks in rank order, this process
+    /// among them) on `context`.
+    fn with_members(&self, context: u32, world: Vec<usize>) -> Comm {
         let me = self.world_rank(self.rank());
         let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
         for (i, &w) in world.iter().enumerate() {
             rank_of_world[w] = i;
         }
         let rank = rank_of_world[me];
-        let comm = Comm {
+        Comm {
             engine: self.engine.clone(),
             context,
             group: Some(Rc::new(Group {
@@ -173,9 +211,7 @@ impl Comm {
                 rank,
                 rank_of_world,
             })),
-        };
-        comm.announce()?;
-        Ok(Some(comm))
+        }
     }
 
     /// A communicator of this process alone (MPI's `MPI_COMM_SELF`). Made

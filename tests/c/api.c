@@ -51,6 +51,9 @@ static void environment(void) {
     CHECK(flag, "Initialized");
     MPI_Query_thread(&provided);
     CHECK(provided == MPI_THREAD_FUNNELED, "Query_thread %d", provided);
+    int main_thread = -1;
+    MPI_Is_thread_main(&main_thread);
+    CHECK(main_thread == 1, "Is_thread_main %d", main_thread);
     MPI_Get_version(&v, &sv);
     CHECK(v == 3 && sv == 1, "Get_version %d.%d", v, sv);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -13,6 +13,9 @@ static long total[2];
 static void *worker(void *arg) {
     int id = (int)(long)arg;
     int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    int main_thread = -1;
+    MPI_Is_thread_main(&main_thread);
+    if (main_thread != 0) printf("FAIL Is_thread_main in a worker: %d\n", main_thread);
     for (int i = 0; i < 200; i++) {
         long out = rank * 1000 + i, in = -1;
         MPI_Request rq[2];
