@@ -148,6 +148,31 @@ fn groups_and_topologies_pass_their_checks_built_with_mpich() {
     topology_checks_pass(Compiler::Mpich);
 }
 
+/// `tests/c/errhan.c`: user error handlers, classes, codes and strings.
+fn errhan_checks_pass(compiler: Compiler) {
+    let _g = serial();
+    let Some(prog) = build("errhan", compiler) else {
+        return;
+    };
+    let (stdout, stderr, code) = run(&[], &prog, &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("errhan ok ") && !stdout.contains("FAIL"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(&prog);
+}
+
+#[test]
+fn user_error_handlers_and_codes_pass_their_checks_built_with_vpml_mpicc() {
+    errhan_checks_pass(Compiler::Vpml);
+}
+
+#[test]
+fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
+    errhan_checks_pass(Compiler::Mpich);
+}
+
 #[test]
 fn threads_take_turns_under_mpi_thread_serialized() {
     let _g = serial();

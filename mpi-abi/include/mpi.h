@@ -51,6 +51,8 @@ typedef void (MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 #define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
 #define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x54000001)
+#define MPI_ERRORS_ABORT     ((MPI_Errhandler)0x54000003)
+typedef void (MPI_Comm_errhandler_function)(MPI_Comm *, int *, ...);
 #define MPI_INFO_NULL      ((MPI_Info)0x1c000000)
 
 /* Datatypes: 0x4c00SSxx is SS bytes */
@@ -285,6 +287,16 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
 int PMPI_Info_get_nthkey(MPI_Info info, int n, char *key);
 int MPI_Is_thread_main(int *flag);
 int PMPI_Is_thread_main(int *flag);
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *errhandler);
+int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *errhandler);
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+int PMPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+int MPI_Add_error_class(int *errorclass);
+int PMPI_Add_error_class(int *errorclass);
+int MPI_Add_error_code(int errorclass, int *errorcode);
+int PMPI_Add_error_code(int errorclass, int *errorcode);
+int MPI_Add_error_string(int errorcode, const char *string);
+int PMPI_Add_error_string(int errorcode, const char *string);
 double MPI_Wtime(void);
 double PMPI_Wtime(void);
 double MPI_Wtick(void);

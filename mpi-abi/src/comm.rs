@@ -144,7 +144,7 @@ export! {
     }
 
     fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(h: Comm, handler: Errhandler) -> c_int {
-        if !matches!(handler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN) {
+        if !crate::errhan::is_handler(handler) {
             return error(h, "MPI_Comm_set_errhandler", MPI_ERR_ARG, "unknown error handler");
         }
         let set = STATE.with(|s| {
@@ -239,8 +239,15 @@ export! {
     fn MPI_Comm_split_type / PMPI_Comm_split_type(h: Comm, split_type: c_int, key: c_int, _info: Info, new: *mut Comm) -> c_int {
         let func = "MPI_Comm_split_type";
         let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
-        // Every type vpml knows is "the ranks of one host" (shared
-        // memory); MPI_UNDEFINED joins none.
+        // The one type vpml knows is MPI_COMM_TYPE_SHARED (the ranks of
+        // one host). MPI_UNDEFINED joins none; so do the hardware types
+        // (MPI 4.0's HW_GUIDED/UNGUIDED, which may give MPI_COMM_NULL),
+        // which every process passes alike, so no one needs to talk.
+        if split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED {
+            // SAFETY: a handle pointer (caller contract).
+            unsafe { put(new, MPI_COMM_NULL) };
+            return MPI_SUCCESS;
+        }
         let host = fnv1a(crate::env::hostname().as_bytes());
         let mut hosts = vec![0u64; c.size()];
         if let Err(e) = c.allgather(&[host], &mut hosts) {

@@ -69,6 +69,9 @@ pub const USER_OP_KIND: u32 = 0x9800_0000;
 pub const MPI_ERRHANDLER_NULL: Errhandler = 0x1400_0000;
 pub const MPI_ERRORS_ARE_FATAL: Errhandler = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: Errhandler = 0x5400_0001;
+pub const MPI_ERRORS_ABORT: Errhandler = 0x5400_0003;
+/// Kind bits of user error handlers.
+pub const USER_ERRHANDLER_KIND: u32 = 0x9400_0000;
 
 pub const MPI_IDENT: c_int = 0;
 pub const MPI_CONGRUENT: c_int = 1;

@@ -196,22 +196,30 @@ export! {
     }
 
     fn MPI_Error_string / PMPI_Error_string(code: c_int, text: *mut c_char, len: *mut c_int) -> c_int {
+        let t = crate::errhan::user_string(code).unwrap_or_else(|| error_text(code).to_string());
         // SAFETY: `text` holds MPI_MAX_ERROR_STRING chars (caller contract).
-        unsafe { copy_string(error_text(code), text, len, MPI_MAX_ERROR_STRING) };
+        unsafe { copy_string(&t, text, len, MPI_MAX_ERROR_STRING) };
         MPI_SUCCESS
     }
 
     fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
-        // Every code this library returns is a class.
+        // Every code this library returns is a class; user codes have theirs.
+        let c = crate::errhan::user_class(code)
+            .unwrap_or(if (0..=MPI_ERR_LASTCODE).contains(&code) { code } else { MPI_ERR_UNKNOWN });
         // SAFETY: an int pointer (caller contract).
-        unsafe { put(class, if (0..=MPI_ERR_LASTCODE).contains(&code) { code } else { MPI_ERR_UNKNOWN }) };
+        unsafe { put(class, c) };
         MPI_SUCCESS
     }
 
     fn MPI_Errhandler_free / PMPI_Errhandler_free(handler: *mut Errhandler) -> c_int {
-        // The predefined handlers are the only ones; freeing one just
-        // clears the caller's handle.
         // SAFETY: a handle pointer (caller contract).
+        let h = unsafe { handler.as_ref().copied() }.unwrap_or(MPI_ERRHANDLER_NULL);
+        if !crate::errhan::is_handler(h) {
+            return error(MPI_COMM_WORLD, "MPI_Errhandler_free", MPI_ERR_ARG, "invalid error handler");
+        }
+        // A user handler stays (communicators that use it keep it); the
+        // caller's handle is cleared.
+        // SAFETY: as above.
         unsafe { put(handler, MPI_ERRHANDLER_NULL) };
         MPI_SUCCESS
     }

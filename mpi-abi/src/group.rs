@@ -85,25 +85,50 @@ fn checked_ranks(func: &str, ranks: &[c_int], size: usize) -> Result<Vec<usize>,
 }
 
 /// The ranks the triplets `(first, last, stride)` name in a group of
-/// `size`, in order, checked as `checked_ranks` does.
+/// `size`, in order, checked as `checked_ranks` does (each triplet before
+/// it is expanded: a huge range is an error, not an allocation).
 fn range_ranks(func: &str, ranges: &[[c_int; 3]], size: usize) -> Result<Vec<usize>, c_int> {
     let mut ranks = Vec::new();
     for &[first, last, stride] in ranges {
-        if stride == 0 {
-            return Err(error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "stride 0"));
-        }
-        let n = (i64::from(last) - i64::from(first)) / i64::from(stride);
-        if n < 0 {
-            return Err(error(
+        let bad = |why: &str| {
+            error(
                 MPI_COMM_WORLD,
                 func,
                 MPI_ERR_ARG,
-                &format!("range ({first}, {last}, {stride}) runs backwards"),
-            ));
+                &format!("range ({first}, {last}, {stride}): {why}"),
+            )
+        };
+        if stride == 0 {
+            return Err(bad("stride 0"));
+        }
+        let span = i64::from(last) - i64::from(first);
+        if span != 0 && (span < 0) != (stride < 0) {
+            return Err(bad("runs away from its last rank"));
+        }
+        let n = span / i64::from(stride);
+        let in_group = |r: i64| (0..size as i64).contains(&r);
+        if !in_group(i64::from(first)) || !in_group(i64::from(first) + n * i64::from(stride)) {
+            return Err(bad(&format!("outside a group of {size}")));
+        }
+        if ranks.len() as i64 + n + 1 > size as i64 {
+            return Err(bad("names more ranks than the group has"));
         }
         ranks.extend((0..=n).map(|k| (i64::from(first) + k * i64::from(stride)) as c_int));
     }
     checked_ranks(func, &ranks, size)
+}
+
+/// A count argument of `func`, checked (negative is an error).
+fn count(func: &str, n: c_int) -> Result<c_int, c_int> {
+    if n < 0 {
+        return Err(error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_ARG,
+            &format!("negative count {n}"),
+        ));
+    }
+    Ok(n)
 }
 
 /// Write a new group's handle through `out`.
@@ -165,6 +190,9 @@ export! {
     fn MPI_Group_incl / PMPI_Group_incl(g: Group, n: c_int, ranks: *const c_int, out: *mut Group) -> c_int {
         let func = "MPI_Group_incl";
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
+        if let Err(code) = count(func, n) {
+            return code;
+        }
         // SAFETY: `ranks` holds `n` ints (caller contract).
         match checked_ranks(func, unsafe { array(ranks, n) }, m.len()) {
             // SAFETY: a group handle pointer (caller contract).
@@ -176,6 +204,9 @@ export! {
     fn MPI_Group_excl / PMPI_Group_excl(g: Group, n: c_int, ranks: *const c_int, out: *mut Group) -> c_int {
         let func = "MPI_Group_excl";
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
+        if let Err(code) = count(func, n) {
+            return code;
+        }
         // SAFETY: `ranks` holds `n` ints (caller contract).
         match checked_ranks(func, unsafe { array(ranks, n) }, m.len()) {
             Ok(rs) => {
@@ -190,6 +221,9 @@ export! {
     fn MPI_Group_range_incl / PMPI_Group_range_incl(g: Group, n: c_int, ranges: *const [c_int; 3], out: *mut Group) -> c_int {
         let func = "MPI_Group_range_incl";
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
+        if let Err(code) = count(func, n) {
+            return code;
+        }
         // SAFETY: `ranges` holds `n` triplets (caller contract).
         match range_ranks(func, unsafe { array(ranges, n) }, m.len()) {
             // SAFETY: a group handle pointer (caller contract).
@@ -201,6 +235,9 @@ export! {
     fn MPI_Group_range_excl / PMPI_Group_range_excl(g: Group, n: c_int, ranges: *const [c_int; 3], out: *mut Group) -> c_int {
         let func = "MPI_Group_range_excl";
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
+        if let Err(code) = count(func, n) {
+            return code;
+        }
         // SAFETY: `ranges` holds `n` triplets (caller contract).
         match range_ranks(func, unsafe { array(ranges, n) }, m.len()) {
             Ok(rs) => {
@@ -251,6 +288,9 @@ export! {
             (Ok(x), Ok(y)) => (x, y),
             (Err(code), _) | (_, Err(code)) => return code,
         };
+        if let Err(code) = count(func, n) {
+            return code;
+        }
         // SAFETY: `ranks` holds `n` ints (caller contract).
         let ranks = unsafe { array(ranks, n) };
         let mut translated = Vec::with_capacity(ranks.len());

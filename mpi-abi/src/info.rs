@@ -57,10 +57,15 @@ unsafe fn text(func: &str, p: *const c_char, max: usize, what: &str) -> Result<S
     // SAFETY: caller contract.
     let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
     if s.is_empty() || s.len() > max {
+        let class = if what == "key" {
+            MPI_ERR_INFO_KEY
+        } else {
+            MPI_ERR_INFO_VALUE
+        };
         return Err(error(
             MPI_COMM_WORLD,
             func,
-            MPI_ERR_INFO_KEY,
+            class,
             &format!("{what} of {} bytes (1 to {max})", s.len()),
         ));
     }

@@ -83,6 +83,7 @@ pub mod coll;
 pub mod comm;
 pub mod consts;
 pub mod env;
+pub mod errhan;
 pub mod ext;
 pub mod group;
 pub mod info;

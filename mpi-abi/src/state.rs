@@ -147,6 +147,11 @@ pub(crate) struct State {
     pub groups: Vec<Option<Vec<usize>>>,
     /// Info objects: their key/value pairs, in the order first set.
     pub infos: Vec<Option<Vec<(String, String)>>>,
+    /// User error handlers (kept until the end: a communicator may still
+    /// use one its handle was freed for).
+    pub errhandlers: Vec<Option<crate::errhan::CommErrhandlerFn>>,
+    /// User error classes, codes and strings.
+    pub user_errors: crate::errhan::UserErrors,
     pub types: Vec<Option<DerivedType>>,
     pub ops: Vec<Option<UserFn>>,
     /// Staging buffers of requests freed while active: the engine may
@@ -165,6 +170,8 @@ impl State {
             requests: Requests::new(),
             groups: Vec::new(),
             infos: Vec::new(),
+            errhandlers: Vec::new(),
+            user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
             ops: Vec::new(),
             orphans: Vec::new(),
@@ -452,13 +459,19 @@ pub(crate) fn error(comm: Comm, func: &str, code: c_int, why: &str) -> c_int {
             s.comms.get(i)?.as_ref().map(|e| e.errhandler)
         })
     });
-    if handler == Some(MPI_ERRORS_RETURN) {
-        return code;
+    match handler {
+        Some(MPI_ERRORS_RETURN) => return code,
+        Some(h) => {
+            if let Some(f) = crate::errhan::handler_fn(h) {
+                crate::errhan::call_user(f, comm, code);
+                return code;
+            }
+        }
+        None => {}
     }
-    eprintln!(
-        "vpml libmpi: {func}: {why} ({})",
-        crate::env::error_text(code)
-    );
+    let text = crate::errhan::user_string(code)
+        .unwrap_or_else(|| crate::env::error_text(code).to_string());
+    eprintln!("vpml libmpi: {func}: {why} ({text})");
     STATE.with(|s| {
         if let Ok(s) = s.try_borrow()
             && let Some(world) = s.world.as_ref()

@@ -228,6 +228,16 @@ fn search(
     current: &mut Vec<usize>,
     best: &mut Option<Vec<usize>>,
 ) {
+    if rest == 1 {
+        // Only ones left (however many dimensions: no recursion).
+        let before = current.len();
+        current.resize(before + left, 1);
+        if best.as_ref().is_none_or(|b| better(current, b)) {
+            *best = Some(current.clone());
+        }
+        current.truncate(before);
+        return;
+    }
     if left == 1 {
         if rest <= cap {
             current.push(rest);
@@ -431,15 +441,24 @@ export! {
                     return error(h, func, MPI_ERR_ARG, &format!("direction {direction} of a {}-dimensional grid", d.len()));
                 };
                 let here = coords_of(&d, c.rank());
-                let at = |delta: c_int| {
+                let at = |delta: i64| {
                     let mut co = here.clone();
-                    co[dir] = co[dir].saturating_add(delta);
+                    let moved = i64::from(co[dir]) + delta;
+                    co[dir] = if p[dir] {
+                        // Periodic: wrap before it can leave an int.
+                        moved.rem_euclid(i64::from(d[dir].max(1))) as c_int
+                    } else {
+                        match c_int::try_from(moved) {
+                            Ok(v) => v,
+                            Err(_) => return MPI_PROC_NULL,
+                        }
+                    };
                     rank_at(&d, &p, &co).map_or(MPI_PROC_NULL, |r| r as c_int)
                 };
                 // SAFETY: int pointers (caller contract).
                 unsafe {
-                    put(source, at(disp.saturating_neg()));
-                    put(dest, at(disp));
+                    put(source, at(-i64::from(disp)));
+                    put(dest, at(i64::from(disp)));
                 }
                 MPI_SUCCESS
             }
@@ -643,10 +662,15 @@ export! {
         // (and `weights`, unless a sentinel) the sum of the degrees
         // (caller contract).
         let (srcs, degs) = unsafe { (array(sources, n), array(degrees, n)) };
+        if srcs.len() != n as usize || degs.len() != n as usize {
+            return error(h, func, MPI_ERR_ARG, "null source or degree array");
+        }
         if degs.iter().any(|&d| d < 0) {
             return error(h, func, MPI_ERR_ARG, "negative degree");
         }
-        let total: c_int = degs.iter().sum();
+        let Some(total) = degs.iter().try_fold(0 as c_int, |t, &d| t.checked_add(d)) else {
+            return error(h, func, MPI_ERR_ARG, "the degrees add up to more than an int holds");
+        };
         // SAFETY: as above.
         let dsts = unsafe { array(destinations, total) };
         let weighted = !std::ptr::eq(weights, MPI_UNWEIGHTED.0);
@@ -656,6 +680,9 @@ export! {
             // SAFETY: as above.
             unsafe { array(weights, total) }.to_vec()
         };
+        if dsts.len() != total as usize || ws.len() != total as usize {
+            return error(h, func, MPI_ERR_ARG, "null destination or weight array");
+        }
         if let Err(code) = check_ranks(h, func, srcs, c.size()).and_then(|()| check_ranks(h, func, dsts, c.size())) {
             return code;
         }
@@ -774,6 +801,9 @@ mod tests {
         assert_eq!(dims_create(221184, &[0; 3]), Some(vec![64, 64, 54]));
         assert_eq!(dims_create(221184, &[0; 6]), Some(vec![9, 8, 8, 8, 8, 6]));
         // Powers that overflow 128 bits on the way.
+        // A million dimensions: no recursion per dimension.
+        let wide = dims_create(6, &vec![0; 1_000_000]).expect("fits");
+        assert_eq!((wide[0], wide[1], wide[2]), (3, 2, 1));
         let many = dims_create(221184, &[0; 17]).expect("fits");
         assert_eq!(many.iter().product::<i32>(), 221184);
         assert!(many.windows(2).all(|w| w[0] >= w[1]), "{many:?}");

@@ -54,6 +54,14 @@ static void groups(void) {
     MPI_Group_compare(evens, evens2, &cmp);
     CHECK(group_size(evens) == 2 && cmp == MPI_IDENT, "Group_range_incl/excl %d", cmp);
 
+    /* Bad ranges are errors (returned here), never a huge allocation. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Group bad = MPI_GROUP_NULL;
+    int huge[1][3] = {{0, 2147483647, 1}}, backwards[1][3] = {{1, 0, 2}};
+    CHECK(MPI_Group_range_incl(world, 1, huge, &bad) != MPI_SUCCESS, "a range past the group");
+    CHECK(MPI_Group_range_incl(world, 1, backwards, &bad) != MPI_SUCCESS, "a range running away from its end");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+
     MPI_Group_union(odd, evens, &all);
     MPI_Group_compare(all, world, &cmp);
     CHECK(group_size(all) == 4 && cmp == MPI_SIMILAR, "Group_union/compare %d", cmp);

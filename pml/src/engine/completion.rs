@@ -80,6 +80,8 @@ impl Engine {
         kind: CompletionKind,
         ids: &[Option<ReqId>],
     ) -> Result<Vec<usize>> {
+        // (Sends complete at start have no status to carry the failure.)
+        self.check_alive()?;
         let call = self.next_call();
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
         // Past the last logged event (always, without a protocol), there
@@ -274,6 +276,7 @@ impl Engine {
 
     /// Wait for one request.
     pub(crate) fn wait(&mut self, id: ReqId) -> Result<()> {
+        self.check_alive()?;
         self.check_not_held(id)?;
         self.wait_until(|e| e.is_done(id))?;
         self.report_waited(WaitKind::One, &[Some(id)])
@@ -281,6 +284,9 @@ impl Engine {
 
     /// Wait for every request of `ids`.
     pub(crate) fn wait_all(&mut self, ids: &[Option<ReqId>]) -> Result<()> {
+        // A failed engine says so even to a wait over sends complete at
+        // start, which have no status to carry it.
+        self.check_alive()?;
         for &id in ids.iter().flatten() {
             self.check_not_held(id)?;
         }
