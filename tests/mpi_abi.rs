@@ -93,17 +93,20 @@ fn ring_checksum() -> i64 {
     want
 }
 
-fn api_checks_pass(compiler: Compiler) {
+/// `tests/c/<name>.c` built with `compiler` runs on 4 ranks under each
+/// protocol of `protocols` and ends with "<name> ok <checks>" and no FAIL
+/// line.
+fn c_checks_pass(name: &str, compiler: Compiler, protocols: &[&str]) {
     let _g = serial();
-    let Some(prog) = build("api", compiler) else {
+    let Some(prog) = build(name, compiler) else {
         return;
     };
-    for protocol in ["none", "pessimist"] {
+    for protocol in protocols {
         let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
         assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
         assert!(stderr.contains("runs on vpml's MPI library"), "{stderr}");
         assert!(
-            stdout.starts_with("api ok ") && !stdout.contains("FAIL"),
+            stdout.starts_with(&format!("{name} ok ")) && !stdout.contains("FAIL"),
             "{protocol}: {stdout}"
         );
     }
@@ -112,65 +115,35 @@ fn api_checks_pass(compiler: Compiler) {
 
 #[test]
 fn every_implemented_function_passes_its_checks_built_with_vpml_mpicc() {
-    api_checks_pass(Compiler::Vpml);
+    c_checks_pass("api", Compiler::Vpml, &["none", "pessimist"]);
 }
 
 #[test]
 fn every_implemented_function_passes_its_checks_built_with_mpich() {
-    api_checks_pass(Compiler::Mpich);
+    c_checks_pass("api", Compiler::Mpich, &["none", "pessimist"]);
 }
 
-/// `tests/c/topo.c`: groups, communicators made from them and virtual
-/// topologies, with and without a protocol.
-fn topology_checks_pass(compiler: Compiler) {
-    let _g = serial();
-    let Some(prog) = build("topo", compiler) else {
-        return;
-    };
-    for protocol in ["none", "pessimist"] {
-        let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
-        assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
-        assert!(
-            stdout.starts_with("topo ok ") && !stdout.contains("FAIL"),
-            "{protocol}: {stdout}"
-        );
-    }
-    let _ = std::fs::remove_file(&prog);
-}
-
+/// `tests/c/topo.c`: groups, communicators made from them, virtual
+/// topologies, names, info objects and split by type.
 #[test]
 fn groups_and_topologies_pass_their_checks_built_with_vpml_mpicc() {
-    topology_checks_pass(Compiler::Vpml);
+    c_checks_pass("topo", Compiler::Vpml, &["none", "pessimist"]);
 }
 
 #[test]
 fn groups_and_topologies_pass_their_checks_built_with_mpich() {
-    topology_checks_pass(Compiler::Mpich);
+    c_checks_pass("topo", Compiler::Mpich, &["none", "pessimist"]);
 }
 
 /// `tests/c/errhan.c`: user error handlers, classes, codes and strings.
-fn errhan_checks_pass(compiler: Compiler) {
-    let _g = serial();
-    let Some(prog) = build("errhan", compiler) else {
-        return;
-    };
-    let (stdout, stderr, code) = run(&[], &prog, &[]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(
-        stdout.starts_with("errhan ok ") && !stdout.contains("FAIL"),
-        "{stdout}"
-    );
-    let _ = std::fs::remove_file(&prog);
-}
-
 #[test]
 fn user_error_handlers_and_codes_pass_their_checks_built_with_vpml_mpicc() {
-    errhan_checks_pass(Compiler::Vpml);
+    c_checks_pass("errhan", Compiler::Vpml, &["none"]);
 }
 
 #[test]
 fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
-    errhan_checks_pass(Compiler::Mpich);
+    c_checks_pass("errhan", Compiler::Mpich, &["none"]);
 }
 
 #[test]

@@ -13,18 +13,10 @@
 int MPI_Win_fence(int assertion, int win);
 #endif
 
-static int rank, size, checks, failed;
+#include "check.h"
 
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failed++;                                        \
-            printf("FAIL rank %d line %d: ", rank, __LINE__); \
-            printf(__VA_ARGS__);                             \
-            printf("\n");                                    \
-        }                                                    \
-    } while (0)
+static int size;
+
 
 static void my_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
     (void)dt;

@@ -6,19 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rank, checks, failed, calls, last_code;
+#include "check.h"
+
+static int calls, last_code;
 static MPI_Comm last_comm;
 
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failed++;                                        \
-            printf("FAIL rank %d line %d: ", rank, __LINE__); \
-            printf(__VA_ARGS__);                             \
-            printf("\n");                                    \
-        }                                                    \
-    } while (0)
 
 static void handler(MPI_Comm *comm, int *code, ...) {
     calls++;

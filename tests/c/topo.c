@@ -8,18 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, checks, failed;
+#include "check.h"
 
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failed++;                                        \
-            printf("FAIL rank %d line %d: ", rank, __LINE__); \
-            printf(__VA_ARGS__);                             \
-            printf("\n");                                    \
-        }                                                    \
-    } while (0)
+static int size;
+
 
 static int group_size(MPI_Group g) {
     int n = -1;
