@@ -316,6 +316,47 @@ export! {
         })
     }
 
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklen: c_int, displs: *const c_int, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_indexed_block", new, || {
+            let o = old_type(old)?;
+            // SAFETY: `displs` holds `count` ints (caller contract).
+            let offs = unsafe { ints(displs, counted(count)?)? };
+            let at: Vec<isize> = offs.iter().map(|&d| d as isize * o.extent).collect();
+            blocks_at(&o, &at, counted(blocklen)?)
+        })
+    }
+
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklens: *const c_int, displs: *const Aint, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_hindexed", new, || {
+            let o = old_type(old)?;
+            let n = counted(count)?;
+            // SAFETY: the arrays hold `count` entries (caller contract).
+            let (lens, offs) = unsafe { (ints(blocklens, n)?, array(displs, n)?) };
+            let mut b = Builder::default();
+            for (len, off) in lens.iter().zip(offs) {
+                for j in 0..counted(*len)? {
+                    b.place(&o, off + j as isize * o.extent);
+                }
+            }
+            Ok(b.build(false))
+        })
+    }
+
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklen: c_int, displs: *const Aint, old: Datatype, new: *mut Datatype) -> c_int {
+        make_type("MPI_Type_create_hindexed_block", new, || {
+            let o = old_type(old)?;
+            // SAFETY: `displs` holds `count` entries (caller contract).
+            let offs = unsafe { array(displs, counted(count)?)? };
+            blocks_at(&o, offs, counted(blocklen)?)
+        })
+    }
+
+    fn MPI_Type_dup / PMPI_Type_dup(old: Datatype, new: *mut Datatype) -> c_int {
+        // A copy of the layout (a predefined type becomes a derived one
+        // with the same layout).
+        make_type("MPI_Type_dup", new, || old_type(old))
+    }
+
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const Aint, types: *const Datatype, new: *mut Datatype) -> c_int {
         make_type("MPI_Type_create_struct", new, || {
             let n = counted(count)?;
@@ -406,6 +447,17 @@ fn old_type(dt: Datatype) -> Result<DerivedType, &'static str> {
 
 fn counted(n: c_int) -> Result<usize, &'static str> {
     usize::try_from(n).map_err(|_| "negative count")
+}
+
+/// Blocks of `blocklen` elements of `o` starting at the byte offsets `at`.
+fn blocks_at(o: &DerivedType, at: &[isize], blocklen: usize) -> Result<DerivedType, &'static str> {
+    let mut b = Builder::default();
+    for &off in at {
+        for j in 0..blocklen {
+            b.place(o, off + j as isize * o.extent);
+        }
+    }
+    Ok(b.build(false))
 }
 
 /// `count` blocks of `blocklen` elements of `o`, `stride` bytes apart.

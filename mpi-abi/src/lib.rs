@@ -88,6 +88,7 @@ pub mod ext;
 pub mod group;
 pub mod info;
 pub mod p2p;
+pub mod pack;
 pub mod state;
 pub mod topo;
 pub mod types;

@@ -384,6 +384,66 @@ static void datatypes(void) {
     MPI_Type_free(&pt_type);
 }
 
+/* Packing, and the type constructors with blocks at given places. */
+static void packing(void) {
+    /* Pack an int and every other double of 6, send the packed bytes,
+       unpack them on the other side. */
+    int n = 7 + rank, packed_size = -1, pos = 0;
+    double d[6] = {0, 1, 2, 3, 4, 5};
+    MPI_Datatype every_other;
+    MPI_Type_vector(3, 1, 2, MPI_DOUBLE, &every_other);
+    MPI_Type_commit(&every_other);
+    int sz_int = -1, sz_dbl = -1;
+    MPI_Pack_size(1, MPI_INT, MPI_COMM_WORLD, &sz_int);
+    MPI_Pack_size(1, every_other, MPI_COMM_WORLD, &sz_dbl);
+    CHECK(sz_int == 4 && sz_dbl == 24, "Pack_size %d %d", sz_int, sz_dbl);
+    packed_size = sz_int + sz_dbl;
+    char buf[64];
+    MPI_Pack(&n, 1, MPI_INT, buf, sizeof buf, &pos, MPI_COMM_WORLD);
+    MPI_Pack(d, 1, every_other, buf, sizeof buf, &pos, MPI_COMM_WORLD);
+    CHECK(pos == packed_size, "Pack position %d", pos);
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    char in[64];
+    MPI_Sendrecv(buf, pos, MPI_PACKED, right, 31, in, sizeof in, MPI_PACKED, left, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int got_n = -1, at = 0;
+    double got[3] = {-1, -1, -1};
+    MPI_Unpack(in, packed_size, &at, &got_n, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Unpack(in, packed_size, &at, got, 3, MPI_DOUBLE, MPI_COMM_WORLD);
+    CHECK(got_n == 7 + left && got[0] == 0 && got[1] == 2 && got[2] == 4 && at == packed_size,
+          "Unpack %d %g %g %g %d", got_n, got[0], got[1], got[2], at);
+    /* Too little room is an error (returned here). */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int small = 0;
+    CHECK(MPI_Pack(d, 1, every_other, buf, 8, &small, MPI_COMM_WORLD) != MPI_SUCCESS, "Pack past the end");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+
+    /* Blocks at given places: elements 4-5 and 0-1; bytes 8 and 32. */
+    int at_el[2] = {4, 0};
+    MPI_Aint at_b[2] = {8, 32};
+    int lens[2] = {1, 2};
+    MPI_Datatype ib, hb, hi, dup;
+    MPI_Type_create_indexed_block(2, 2, at_el, MPI_DOUBLE, &ib);
+    MPI_Type_create_hindexed_block(2, 1, at_b, MPI_DOUBLE, &hb);
+    MPI_Type_create_hindexed(2, lens, at_b, MPI_DOUBLE, &hi);
+    MPI_Type_dup(ib, &dup);
+    MPI_Datatype ts[4] = {ib, hb, hi, dup};
+    double want[4][4] = {{4, 5, 0, 1}, {1, 4, -1, -1}, {1, 4, 5, -1}, {4, 5, 0, 1}};
+    int count[4] = {4, 2, 3, 4};
+    for (int k = 0; k < 4; k++) {
+        MPI_Type_commit(&ts[k]);
+        double out[4] = {-1, -1, -1, -1};
+        int p = 0, tsz = -1;
+        MPI_Type_size(ts[k], &tsz);
+        MPI_Pack(d, 1, ts[k], buf, sizeof buf, &p, MPI_COMM_WORLD);
+        int q = 0;
+        MPI_Unpack(buf, p, &q, out, count[k], MPI_DOUBLE, MPI_COMM_WORLD);
+        CHECK(tsz == 8 * count[k] && memcmp(out, want[k], sizeof out) == 0,
+              "type %d: size %d, %g %g %g %g", k, tsz, out[0], out[1], out[2], out[3]);
+        MPI_Type_free(&ts[k]);
+    }
+    MPI_Type_free(&every_other);
+}
+
 static void collectives(void) {
     int x = rank + 1, sum = 0, max = 0;
     MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -684,6 +744,7 @@ int main(int argc, char **argv) {
     communicators();
     point_to_point();
     datatypes();
+    packing();
     collectives();
     errors();
     int total = 0;
