@@ -6,24 +6,18 @@
 use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
-use crate::state::{error, put};
-use crate::types::{layout, pack, span, unpack};
+use crate::state::{comm, error, put};
+use crate::types::{info, layout, pack, span, unpack};
 
 /// `*position` as a byte offset, or the error of `func`.
 ///
 /// # Safety
 /// `position` is an int pointer.
-unsafe fn offset(func: &str, position: *mut c_int) -> Result<usize, c_int> {
+unsafe fn offset(h: Comm, func: &str, position: *mut c_int) -> Result<usize, c_int> {
     // SAFETY: caller contract.
     let p = unsafe { position.as_ref().copied() };
-    p.and_then(|p| usize::try_from(p).ok()).ok_or_else(|| {
-        error(
-            MPI_COMM_WORLD,
-            func,
-            MPI_ERR_ARG,
-            "null or negative position",
-        )
-    })
+    p.and_then(|p| usize::try_from(p).ok())
+        .ok_or_else(|| error(h, func, MPI_ERR_ARG, "null or negative position"))
 }
 
 export! {
@@ -39,42 +33,57 @@ export! {
         }
     }
 
-    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, count: c_int, dt: Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Comm) -> c_int {
+    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, count: c_int, dt: Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, h: Comm) -> c_int {
         let func = "MPI_Pack";
-        // SAFETY: an int pointer (caller contract).
-        let at = match unsafe { offset(func, position) } { Ok(p) => p, Err(code) => return code };
-        let Some(t) = layout(dt) else { return error(comm, func, MPI_ERR_TYPE, "invalid datatype") };
-        let Ok(n) = usize::try_from(count) else { return error(comm, func, MPI_ERR_COUNT, "negative count") };
-        if n > 0 && inbuf.is_null() {
-            return error(comm, func, MPI_ERR_BUFFER, "null input buffer");
+        if let Err(code) = comm(func, h) {
+            return code;
         }
-        // SAFETY: `inbuf` holds `count` elements of `dt` (caller contract).
-        let data = unsafe { pack(inbuf as *const u8, n, &t) };
+        // SAFETY: an int pointer (caller contract).
+        let at = match unsafe { offset(h, func, position) } { Ok(p) => p, Err(code) => return code };
+        let (Some(t), Some(ti)) = (layout(dt), info(dt)) else { return error(h, func, MPI_ERR_TYPE, "invalid datatype") };
+        // What it takes, checked against the room before anything is packed.
+        let len = match span(count, dt) { Ok(l) => l, Err((code, why)) => return error(h, func, code, why) };
         let room = usize::try_from(outsize).unwrap_or(0);
-        let Some(end) = at.checked_add(data.len()).filter(|&e| e <= room) else {
-            return error(comm, func, MPI_ERR_TRUNCATE, &format!("{} bytes at {at} do not fit {room}", data.len()));
+        let Some(end) = at.checked_add(len).filter(|&e| e <= room) else {
+            return error(h, func, MPI_ERR_TRUNCATE, &format!("{len} bytes at {at} do not fit {room}"));
         };
-        if !data.is_empty() {
-            // SAFETY: `outbuf` holds `outsize` bytes and at..end lies inside.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (outbuf as *mut u8).add(at), data.len()) };
+        if len > 0 {
+            // A non-contiguous type may address absolute memory from
+            // MPI_BOTTOM (null); the packed buffer may not be null.
+            if (ti.contiguous && inbuf.is_null()) || outbuf.is_null() {
+                return error(h, func, MPI_ERR_BUFFER, "null buffer");
+            }
+            // SAFETY: `inbuf` holds `count` elements of `dt` (caller
+            // contract; `span` accepted `count`, so it is not negative);
+            // `outbuf` holds `outsize` bytes and at..end lies inside.
+            unsafe {
+                let data = pack(inbuf as *const u8, count as usize, &t);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), (outbuf as *mut u8).add(at), data.len().min(len));
+            }
         }
         // SAFETY: as above; `end` <= outsize, an int.
         unsafe { put(position, end as c_int) };
         MPI_SUCCESS
     }
 
-    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, count: c_int, dt: Datatype, comm: Comm) -> c_int {
+    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, count: c_int, dt: Datatype, h: Comm) -> c_int {
         let func = "MPI_Unpack";
+        if let Err(code) = comm(func, h) {
+            return code;
+        }
+        let comm = h;
         // SAFETY: an int pointer (caller contract).
-        let at = match unsafe { offset(func, position) } { Ok(p) => p, Err(code) => return code };
-        let Some(t) = layout(dt) else { return error(comm, func, MPI_ERR_TYPE, "invalid datatype") };
+        let at = match unsafe { offset(h, func, position) } { Ok(p) => p, Err(code) => return code };
+        let (Some(t), Some(ti)) = (layout(dt), info(dt)) else { return error(comm, func, MPI_ERR_TYPE, "invalid datatype") };
         let len = match span(count, dt) { Ok(l) => l, Err((code, why)) => return error(comm, func, code, why) };
         let room = usize::try_from(insize).unwrap_or(0);
         let Some(end) = at.checked_add(len).filter(|&e| e <= room) else {
             return error(comm, func, MPI_ERR_TRUNCATE, &format!("{len} bytes at {at} are past the {room}-byte input"));
         };
         if len > 0 {
-            if inbuf.is_null() || outbuf.is_null() {
+            // (Elements of a non-contiguous type may be at absolute
+            // addresses from MPI_BOTTOM, null.)
+            if inbuf.is_null() || (ti.contiguous && outbuf.is_null()) {
                 return error(comm, func, MPI_ERR_BUFFER, "null buffer");
             }
             // SAFETY: `inbuf` holds `insize` bytes, at..end inside;

@@ -415,6 +415,11 @@ static void packing(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int small = 0;
     CHECK(MPI_Pack(d, 1, every_other, buf, 8, &small, MPI_COMM_WORLD) != MPI_SUCCESS, "Pack past the end");
+    int past = 8; /* 8 + 24 bytes, past the 28 packed */
+    CHECK(MPI_Unpack(in, packed_size, &past, got, 3, MPI_DOUBLE, MPI_COMM_WORLD) != MPI_SUCCESS, "Unpack past the end");
+    int none_pos = 0;
+    CHECK(MPI_Pack(NULL, 0, MPI_INT, buf, sizeof buf, &none_pos, MPI_COMM_WORLD) == MPI_SUCCESS && none_pos == 0,
+          "Pack of nothing from a null buffer");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
     /* Blocks at given places: elements 4-5 and 0-1; bytes 8 and 32. */
@@ -439,6 +444,9 @@ static void packing(void) {
         MPI_Unpack(buf, p, &q, out, count[k], MPI_DOUBLE, MPI_COMM_WORLD);
         CHECK(tsz == 8 * count[k] && memcmp(out, want[k], sizeof out) == 0,
               "type %d: size %d, %g %g %g %g", k, tsz, out[0], out[1], out[2], out[3]);
+        MPI_Aint lb = -1, ext = -1, want_lb[4] = {0, 8, 8, 0}, want_ext[4] = {48, 32, 40, 48};
+        MPI_Type_get_extent(ts[k], &lb, &ext);
+        CHECK(lb == want_lb[k] && ext == want_ext[k], "type %d: lb %ld extent %ld", k, (long)lb, (long)ext);
         MPI_Type_free(&ts[k]);
     }
     MPI_Type_free(&every_other);
