@@ -10,7 +10,7 @@ use std::ffi::c_int;
 
 use crate::comm::register;
 use crate::consts::*;
-use crate::state::{STATE, comm, error, handle_of, insert, put, slot_of, vpml_error};
+use crate::state::{STATE, c_array, comm, error, handle_of, insert, put, slot_of, vpml_error};
 
 /// The members of group `g` (world ranks), or `None` for an invalid handle.
 pub(crate) fn members(g: Group) -> Option<Vec<usize>> {
@@ -48,16 +48,9 @@ fn group(func: &str, g: Group) -> Result<Vec<usize>, c_int> {
     members(g).ok_or_else(|| error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "invalid group"))
 }
 
-/// The C array `p[0..n]` (empty for n <= 0).
-///
-/// # Safety
-/// `p` holds `n` values when `n > 0`.
-unsafe fn array<'a, T>(p: *const T, n: c_int) -> &'a [T] {
-    match usize::try_from(n) {
-        // SAFETY: caller contract.
-        Ok(n) if n > 0 && !p.is_null() => unsafe { std::slice::from_raw_parts(p, n) },
-        _ => &[],
-    }
+/// The members of groups `a` and `b`, or the `MPI_ERR_GROUP` error of `func`.
+fn two_groups(func: &str, a: Group, b: Group) -> Result<(Vec<usize>, Vec<usize>), c_int> {
+    Ok((group(func, a)?, group(func, b)?))
 }
 
 /// Group ranks `ranks` of a group of `size`, checked: in range and
@@ -194,7 +187,7 @@ export! {
             return code;
         }
         // SAFETY: `ranks` holds `n` ints (caller contract).
-        match checked_ranks(func, unsafe { array(ranks, n) }, m.len()) {
+        match checked_ranks(func, unsafe { c_array(ranks, n) }, m.len()) {
             // SAFETY: a group handle pointer (caller contract).
             Ok(rs) => unsafe { give(out, rs.iter().map(|&r| m[r]).collect()) },
             Err(code) => code,
@@ -208,7 +201,7 @@ export! {
             return code;
         }
         // SAFETY: `ranks` holds `n` ints (caller contract).
-        match checked_ranks(func, unsafe { array(ranks, n) }, m.len()) {
+        match checked_ranks(func, unsafe { c_array(ranks, n) }, m.len()) {
             Ok(rs) => {
                 let kept = (0..m.len()).filter(|r| !rs.contains(r)).map(|r| m[r]).collect();
                 // SAFETY: a group handle pointer (caller contract).
@@ -225,7 +218,7 @@ export! {
             return code;
         }
         // SAFETY: `ranges` holds `n` triplets (caller contract).
-        match range_ranks(func, unsafe { array(ranges, n) }, m.len()) {
+        match range_ranks(func, unsafe { c_array(ranges, n) }, m.len()) {
             // SAFETY: a group handle pointer (caller contract).
             Ok(rs) => unsafe { give(out, rs.iter().map(|&r| m[r]).collect()) },
             Err(code) => code,
@@ -239,7 +232,7 @@ export! {
             return code;
         }
         // SAFETY: `ranges` holds `n` triplets (caller contract).
-        match range_ranks(func, unsafe { array(ranges, n) }, m.len()) {
+        match range_ranks(func, unsafe { c_array(ranges, n) }, m.len()) {
             Ok(rs) => {
                 let kept = (0..m.len()).filter(|r| !rs.contains(r)).map(|r| m[r]).collect();
                 // SAFETY: a group handle pointer (caller contract).
@@ -251,10 +244,7 @@ export! {
 
     fn MPI_Group_union / PMPI_Group_union(a: Group, b: Group, out: *mut Group) -> c_int {
         let func = "MPI_Group_union";
-        let (ma, mb) = match (group(func, a), group(func, b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(code), _) | (_, Err(code)) => return code,
-        };
+        let (ma, mb) = match two_groups(func, a, b) { Ok(v) => v, Err(code) => return code };
         // `a`'s members, then `b`'s that are not in `a`.
         let extra: Vec<usize> = mb.iter().copied().filter(|w| !ma.contains(w)).collect();
         // SAFETY: a group handle pointer (caller contract).
@@ -263,10 +253,7 @@ export! {
 
     fn MPI_Group_intersection / PMPI_Group_intersection(a: Group, b: Group, out: *mut Group) -> c_int {
         let func = "MPI_Group_intersection";
-        let (ma, mb) = match (group(func, a), group(func, b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(code), _) | (_, Err(code)) => return code,
-        };
+        let (ma, mb) = match two_groups(func, a, b) { Ok(v) => v, Err(code) => return code };
         // In `a`'s order.
         // SAFETY: a group handle pointer (caller contract).
         unsafe { give(out, ma.into_iter().filter(|w| mb.contains(w)).collect()) }
@@ -274,25 +261,19 @@ export! {
 
     fn MPI_Group_difference / PMPI_Group_difference(a: Group, b: Group, out: *mut Group) -> c_int {
         let func = "MPI_Group_difference";
-        let (ma, mb) = match (group(func, a), group(func, b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(code), _) | (_, Err(code)) => return code,
-        };
+        let (ma, mb) = match two_groups(func, a, b) { Ok(v) => v, Err(code) => return code };
         // SAFETY: a group handle pointer (caller contract).
         unsafe { give(out, ma.into_iter().filter(|w| !mb.contains(w)).collect()) }
     }
 
     fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(a: Group, n: c_int, ranks: *const c_int, b: Group, out: *mut c_int) -> c_int {
         let func = "MPI_Group_translate_ranks";
-        let (ma, mb) = match (group(func, a), group(func, b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(code), _) | (_, Err(code)) => return code,
-        };
+        let (ma, mb) = match two_groups(func, a, b) { Ok(v) => v, Err(code) => return code };
         if let Err(code) = count(func, n) {
             return code;
         }
         // SAFETY: `ranks` holds `n` ints (caller contract).
-        let ranks = unsafe { array(ranks, n) };
+        let ranks = unsafe { c_array(ranks, n) };
         let mut translated = Vec::with_capacity(ranks.len());
         for &r in ranks {
             if r == MPI_PROC_NULL {
@@ -313,10 +294,7 @@ export! {
 
     fn MPI_Group_compare / PMPI_Group_compare(a: Group, b: Group, result: *mut c_int) -> c_int {
         let func = "MPI_Group_compare";
-        let (ma, mb) = match (group(func, a), group(func, b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(code), _) | (_, Err(code)) => return code,
-        };
+        let (ma, mb) = match two_groups(func, a, b) { Ok(v) => v, Err(code) => return code };
         let r = if ma == mb {
             MPI_IDENT
         } else {

@@ -379,6 +379,18 @@ impl Requests {
     }
 }
 
+/// The C array `p[0..n]` (empty for n <= 0 or a null pointer).
+///
+/// # Safety
+/// `p` holds `n` values when `n > 0` and it is not null.
+pub(crate) unsafe fn c_array<'a, T>(p: *const T, n: c_int) -> &'a [T] {
+    match usize::try_from(n) {
+        // SAFETY: caller contract.
+        Ok(n) if n > 0 && !p.is_null() => unsafe { std::slice::from_raw_parts(p, n) },
+        _ => &[],
+    }
+}
+
 /// Store `v` in the first free slot of `table`; its index.
 pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize {
     if table.len() < first {

@@ -11,7 +11,7 @@ use std::ffi::c_int;
 
 use crate::comm::register_with;
 use crate::consts::*;
-use crate::state::{STATE, comm, comm_slot, error, put, vpml_error};
+use crate::state::{STATE, c_array, comm, comm_slot, error, put, vpml_error};
 
 /// A communicator's virtual topology.
 #[derive(Clone, Debug)]
@@ -62,18 +62,6 @@ pub(crate) fn topology_of(h: Comm) -> Option<Topology> {
         let s = s.borrow();
         s.comms.get(comm_slot(h)?)?.as_ref()?.topology.clone()
     })
-}
-
-/// The C array `p[0..n]` (empty for n <= 0 or a null pointer).
-///
-/// # Safety
-/// `p` holds `n` values when `n > 0` and it is not null.
-unsafe fn array<'a, T>(p: *const T, n: c_int) -> &'a [T] {
-    match usize::try_from(n) {
-        // SAFETY: caller contract.
-        Ok(n) if n > 0 && !p.is_null() => unsafe { std::slice::from_raw_parts(p, n) },
-        _ => &[],
-    }
 }
 
 /// Copy `v` to the C array `out` of room `max` (as much as fits).
@@ -335,7 +323,7 @@ export! {
             return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "negative node or dimension count");
         };
         // SAFETY: `dims` holds `ndims` ints (caller contract).
-        let given = unsafe { array(dims as *const c_int, ndims) };
+        let given = unsafe { c_array(dims as *const c_int, ndims) };
         if given.iter().any(|&d| d < 0) {
             return error(MPI_COMM_WORLD, func, MPI_ERR_DIMS, "negative dimension");
         }
@@ -356,7 +344,7 @@ export! {
             return error(h, func, MPI_ERR_DIMS, "negative dimension count");
         }
         // SAFETY: both arrays hold `ndims` ints (caller contract).
-        let (dims, periods) = unsafe { (array(dims, ndims).to_vec(), array(periods, ndims)) };
+        let (dims, periods) = unsafe { (c_array(dims, ndims).to_vec(), c_array(periods, ndims)) };
         let Some(size) = grid_size(&dims) else {
             return error(h, func, MPI_ERR_DIMS, "a dimension is not positive");
         };
@@ -404,7 +392,7 @@ export! {
         match cart(func, h) {
             Ok((_, d, p)) => {
                 // SAFETY: `coords` holds one int per dimension (caller contract).
-                let coords = unsafe { array(coords, d.len() as c_int) };
+                let coords = unsafe { c_array(coords, d.len() as c_int) };
                 match rank_at(&d, &p, coords) {
                     Some(r) => {
                         // SAFETY: an int pointer (caller contract).
@@ -470,7 +458,7 @@ export! {
         let func = "MPI_Cart_sub";
         let (c, d, p) = match cart(func, h) { Ok(t) => t, Err(code) => return code };
         // SAFETY: `remain` holds one int per dimension (caller contract).
-        let remain = unsafe { array(remain, d.len() as c_int) };
+        let remain = unsafe { c_array(remain, d.len() as c_int) };
         let keep = |i: usize| remain.get(i).is_some_and(|&k| k != 0);
         let here = coords_of(&d, c.rank());
         // Ranks that share the dropped coordinates form one grid; their
@@ -496,7 +484,7 @@ export! {
         let func = "MPI_Cart_map";
         let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
         // SAFETY: `dims` holds `ndims` ints (caller contract).
-        let Some(size) = grid_size(unsafe { array(dims, ndims) }) else {
+        let Some(size) = grid_size(unsafe { c_array(dims, ndims) }) else {
             return error(h, func, MPI_ERR_DIMS, "a dimension is not positive");
         };
         if size > c.size() {
@@ -517,13 +505,13 @@ export! {
             return error(h, func, MPI_ERR_ARG, &format!("a graph of {nnodes} nodes on {} ranks", c.size()));
         };
         // SAFETY: `index` holds `nnodes` ints, `edges` index[nnodes-1] (caller contract).
-        let index = unsafe { array(index, nnodes) }.to_vec();
+        let index = unsafe { c_array(index, nnodes) }.to_vec();
         let nedges = index.last().copied().unwrap_or(0);
         if index.windows(2).any(|w| w[1] < w[0]) || index.first().is_some_and(|&i| i < 0) {
             return error(h, func, MPI_ERR_ARG, "the index array decreases");
         }
         // SAFETY: as above.
-        let edges = unsafe { array(edges, nedges) }.to_vec();
+        let edges = unsafe { c_array(edges, nedges) }.to_vec();
         if let Err(code) = check_ranks(h, func, &edges, n) {
             return code;
         }
@@ -631,10 +619,10 @@ export! {
         // sentinels when there are no weights (caller contract).
         let topo = unsafe {
             Topology::DistGraph {
-                sources: array(sources, indegree).to_vec(),
-                source_weights: if no_weights(sourceweights) { Vec::new() } else { array(sourceweights, indegree).to_vec() },
-                destinations: array(destinations, outdegree).to_vec(),
-                dest_weights: if no_weights(destweights) { Vec::new() } else { array(destweights, outdegree).to_vec() },
+                sources: c_array(sources, indegree).to_vec(),
+                source_weights: if no_weights(sourceweights) { Vec::new() } else { c_array(sourceweights, indegree).to_vec() },
+                destinations: c_array(destinations, outdegree).to_vec(),
+                dest_weights: if no_weights(destweights) { Vec::new() } else { c_array(destweights, outdegree).to_vec() },
                 weighted,
             }
         };
@@ -661,7 +649,7 @@ export! {
         // SAFETY: `sources` and `degrees` hold `n` ints, `destinations`
         // (and `weights`, unless a sentinel) the sum of the degrees
         // (caller contract).
-        let (srcs, degs) = unsafe { (array(sources, n), array(degrees, n)) };
+        let (srcs, degs) = unsafe { (c_array(sources, n), c_array(degrees, n)) };
         if srcs.len() != n as usize || degs.len() != n as usize {
             return error(h, func, MPI_ERR_ARG, "null source or degree array");
         }
@@ -672,13 +660,13 @@ export! {
             return error(h, func, MPI_ERR_ARG, "the degrees add up to more than an int holds");
         };
         // SAFETY: as above.
-        let dsts = unsafe { array(destinations, total) };
+        let dsts = unsafe { c_array(destinations, total) };
         let weighted = !std::ptr::eq(weights, MPI_UNWEIGHTED.0);
         let ws: Vec<c_int> = if no_weights(weights) {
             vec![1; dsts.len()]
         } else {
             // SAFETY: as above.
-            unsafe { array(weights, total) }.to_vec()
+            unsafe { c_array(weights, total) }.to_vec()
         };
         if dsts.len() != total as usize || ws.len() != total as usize {
             return error(h, func, MPI_ERR_ARG, "null destination or weight array");
