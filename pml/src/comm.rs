@@ -23,18 +23,32 @@ pub(crate) type Shared = Rc<RefCell<Engine>>;
 pub struct Comm {
     pub(crate) engine: Shared,
     pub(crate) context: u32,
-    /// `None` for the world (identity mapping).
+    /// `None` for the world (identity mapping); for an
+    /// intercommunicator, the local group.
     pub(crate) group: Option<Rc<Group>>,
+    /// For an intercommunicator: the remote group and the local group's
+    /// own communicator (see `crate::intercomm`).
+    pub(crate) inter: Option<Rc<Inter>>,
+}
+
+/// What makes a communicator an intercommunicator.
+pub(crate) struct Inter {
+    /// The remote group: point-to-point ranks name its members (its
+    /// `rank` is meaningless here).
+    pub(crate) remote: Option<Rc<Group>>,
+    /// The local group as an intracommunicator, on contexts of its own,
+    /// for the local phases of collectives.
+    pub(crate) local: Comm,
 }
 
 /// The members of a communicator other than the world.
 pub(crate) struct Group {
     /// World rank of each communicator rank.
-    members: Vec<usize>,
+    pub(crate) members: Vec<usize>,
     /// This process's rank in the communicator.
-    rank: usize,
+    pub(crate) rank: usize,
     /// Communicator rank of each world rank (`usize::MAX` if not a member).
-    rank_of_world: Vec<usize>,
+    pub(crate) rank_of_world: Vec<usize>,
 }
 
 impl Group {
@@ -59,11 +73,23 @@ pub(crate) fn localize(group: &Option<Rc<Group>>, st: Status) -> Status {
     }
 }
 
-/// Send modes.
+/// `rank` is a rank of a group of `size`.
+fn check_below(rank: usize, size: usize) -> Result<()> {
+    if rank < size {
+        Ok(())
+    } else {
+        Err(Error::InvalidRank {
+            rank: i64::try_from(rank).unwrap_or(-1),
+            size,
+        })
+    }
+}
+
 /// Context of [`Comm::self_comm`] communicators (the next one is their
 /// collectives'); agreed contexts stay below it.
-const SELF_CONTEXT: u32 = u32::MAX - 2;
+pub(crate) const SELF_CONTEXT: u32 = u32::MAX - 2;
 
+/// Send modes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Mode {
     Standard,
@@ -95,15 +121,45 @@ impl Comm {
         }
     }
 
+    /// The group point-to-point ranks name: the remote group of an
+    /// intercommunicator, this communicator's own otherwise.
+    #[inline]
+    pub(crate) fn peers(&self) -> &Option<Rc<Group>> {
+        match &self.inter {
+            Some(i) => &i.remote,
+            None => &self.group,
+        }
+    }
+
+    /// Number of ranks point-to-point calls may name (the remote group's
+    /// size on an intercommunicator).
+    fn peer_count(&self) -> usize {
+        match self.peers() {
+            Some(g) => g.members.len(),
+            None => self.engine.borrow().size(),
+        }
+    }
+
+    /// World rank of peer `r` (checked by the callers): of the remote
+    /// group on an intercommunicator.
+    #[inline]
+    pub(crate) fn peer_world_rank(&self, r: usize) -> usize {
+        match self.peers() {
+            Some(g) => g.members[r],
+            None => r,
+        }
+    }
+
     /// The members' ranks in the world communicator, in this
     /// communicator's rank order.
     pub fn world_ranks(&self) -> Vec<usize> {
         (0..self.size()).map(|r| self.world_rank(r)).collect()
     }
 
+    /// Translate world ranks in a status into peer ranks.
     #[inline]
     pub(crate) fn localize(&self, st: Status) -> Status {
-        localize(&self.group, st)
+        localize(self.peers(), st)
     }
 
     /// The communicator context used by this communicator's collectives.
@@ -114,19 +170,26 @@ impl Comm {
     /// A new communicator with the same members and a fresh message space
     /// (collective: every member must call it).
     pub fn dup(&self) -> Result<Comm> {
+        if self.inter.is_some() {
+            return self.inter_dup();
+        }
         let context = self.agree_context()?;
         let comm = Comm {
             engine: self.engine.clone(),
             context,
             group: self.group.clone(),
+            inter: None,
         };
         comm.announce()?;
         Ok(comm)
     }
 
     /// Tell the protocol this communicator was made.
-    fn announce(&self) -> Result<()> {
-        let members: Vec<usize> = (0..self.size()).map(|r| self.world_rank(r)).collect();
+    pub(crate) fn announce(&self) -> Result<()> {
+        let mut members = self.world_ranks();
+        if self.inter.is_some() {
+            members.extend(self.remote_world_ranks());
+        }
         self.engine
             .borrow_mut()
             .communicator_changed(&CommChange::Created {
@@ -139,6 +202,9 @@ impl Comm {
     /// a new communicator, ordered by `key` then by rank here; `None` as
     /// color (`MPI_UNDEFINED`) joins none and gets `None` back. Collective.
     pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm>> {
+        if self.inter.is_some() {
+            return self.inter_split(color, key);
+        }
         let context = self.agree_context()?;
         // (has color, color, key) of every member, in rank order.
         let mine = [
@@ -173,6 +239,7 @@ impl Comm {
     /// communicator whose member lists overlap must come in the same
     /// order at every common member.
     pub fn create_group(&self, members: &[usize]) -> Result<Option<Comm>> {
+        self.intra_only("create_group")?;
         let mine = self.world_ranks();
         let mut seen = vec![false; self.engine.borrow().size()];
         for &w in members {
@@ -196,7 +263,7 @@ impl Comm {
 
     /// A communicator of `world` (world ranks in rank order, this process
     /// among them) on `context`.
-    fn with_members(&self, context: u32, world: Vec<usize>) -> Comm {
+    pub(crate) fn with_members(&self, context: u32, world: Vec<usize>) -> Comm {
         let me = self.world_rank(self.rank());
         let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
         for (i, &w) in world.iter().enumerate() {
@@ -211,6 +278,7 @@ impl Comm {
                 rank,
                 rank_of_world,
             })),
+            inter: None,
         }
     }
 
@@ -230,6 +298,7 @@ impl Comm {
                 rank: 0,
                 rank_of_world,
             })),
+            inter: None,
         }
     }
 
@@ -252,7 +321,7 @@ impl Comm {
     /// Agree on a context id for a new communicator: the largest next-free
     /// id among the members. Two communicators that share a member always
     /// get different ids, because each member hands out increasing ids.
-    fn agree_context(&self) -> Result<u32> {
+    pub(crate) fn agree_context(&self) -> Result<u32> {
         let next = self.engine.borrow().next_context();
         let mut agreed = [0u32];
         self.allreduce(&[next], &mut agreed, &crate::op::Max)?;
@@ -373,15 +442,7 @@ impl Comm {
     }
 
     pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
-        let size = self.size();
-        if rank < size {
-            Ok(())
-        } else {
-            Err(Error::InvalidRank {
-                rank: i64::try_from(rank).unwrap_or(-1),
-                size,
-            })
-        }
+        check_below(rank, self.size())
     }
 
     /// Check a destination and tag; return the destination's world rank.
@@ -389,8 +450,8 @@ impl Comm {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
-        self.check_rank(dest)?;
-        Ok(self.world_rank(dest))
+        check_below(dest, self.peer_count())?;
+        Ok(self.peer_world_rank(dest))
     }
 
     pub(crate) fn spec(&self, source: Source, tag: i32) -> Result<RecvSpec> {
@@ -400,8 +461,8 @@ impl Comm {
         let source = match source {
             Source::Any => None,
             Source::Rank(r) => {
-                self.check_rank(r)?;
-                Some(self.world_rank(r))
+                check_below(r, self.peer_count())?;
+                Some(self.peer_world_rank(r))
             }
         };
         Ok(RecvSpec {
@@ -581,7 +642,7 @@ impl Comm {
         };
         Ok(Request::new(
             self.engine.clone(),
-            self.group.clone(),
+            self.peers().clone(),
             id,
             buf,
         ))
@@ -627,7 +688,7 @@ impl Comm {
         };
         Ok(Request::new(
             self.engine.clone(),
-            self.group.clone(),
+            self.peers().clone(),
             id,
             buf,
         ))

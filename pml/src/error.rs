@@ -97,6 +97,10 @@ pub enum Error {
     /// message, expected and found.
     #[error("{0}")]
     Diverged(String),
+    /// A call made on the wrong kind of communicator: one MPI defines for
+    /// intracommunicators only, on an intercommunicator, or the reverse.
+    #[error("{0}")]
+    CommKind(String),
     /// The operation was cancelled (reported in the status of a cancelled receive).
     #[error("the request was cancelled")]
     Cancelled,

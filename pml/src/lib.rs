@@ -55,6 +55,7 @@ mod comm;
 pub mod config;
 mod engine;
 pub mod error;
+mod intercomm;
 pub mod matching;
 pub mod op;
 pub mod protocol;
@@ -71,6 +72,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use buffer::{Buffer, Pod};
+pub use collective::InterRoot;
 pub use comm::Comm;
 pub use config::JobConfig;
 pub use engine::EngineStats;
@@ -124,6 +126,7 @@ pub fn init_with(
             engine: Rc::new(RefCell::new(engine)),
             context: 0,
             group: None,
+            inter: None,
         },
         done: false,
     })

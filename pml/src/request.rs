@@ -214,7 +214,7 @@ impl<B: Buffer> Persistent<B> {
             .take()
             .ok_or(Error::RequestState("persistent request is not active"))?;
         let st = self.comm.engine.borrow_mut().take_status(id)?;
-        Ok(localize(&self.comm.group, st))
+        Ok(localize(self.comm.peers(), st))
     }
 }
 

@@ -263,5 +263,6 @@ pub fn join(
         engine: Rc::new(std::cell::RefCell::new(engine)),
         context: 0,
         group: None,
+        inter: None,
     }))
 }

@@ -10,6 +10,9 @@ impl Comm {
     /// Every member gets every member's `send`, in rank order
     /// (`recv.len() == size · send.len()`).
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_allgather(send, recv);
+        }
         let (r, n) = (self.rank(), self.size());
         let b = send.len();
         if recv.len() != n * b {
@@ -55,6 +58,9 @@ impl Comm {
         counts: &[usize],
         displs: &[usize],
     ) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_allgatherv(send, recv, counts, displs);
+        }
         let (r, n) = (self.rank(), self.size());
         let ranges = layout(n, counts, displs, recv.len(), "allgatherv")?;
         if counts[r] != send.len() {

@@ -10,6 +10,9 @@ impl Comm {
     /// Block i of every member's `send` goes to rank i, where it lands in
     /// block (sender) of `recv`. Both hold `size` equal blocks.
     pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_alltoall(send, recv);
+        }
         let n = self.size();
         if !send.len().is_multiple_of(n) || send.len() != recv.len() {
             return Err(mismatch(format!(
@@ -75,6 +78,16 @@ impl Comm {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_alltoallv(
+                send,
+                send_counts,
+                send_displs,
+                recv,
+                recv_counts,
+                recv_displs,
+            );
+        }
         let (r, n) = (self.rank(), self.size());
         let sr = layout(n, send_counts, send_displs, send.len(), "alltoallv send")?;
         let rr = layout(n, recv_counts, recv_displs, recv.len(), "alltoallv receive")?;

@@ -8,6 +8,9 @@ use crate::error::Result;
 impl Comm {
     /// Block until every member has called `barrier`.
     pub fn barrier(&self) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_barrier();
+        }
         let (r, n) = (self.rank(), self.size());
         let mut k = 1;
         while k < n {

@@ -18,6 +18,7 @@ impl Comm {
     /// # Ok::<(), vpml_pml::Error>(())
     /// ```
     pub fn bcast<T: Pod>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        self.intra_only("bcast (use inter_bcast)")?;
         self.check_rank(root)?;
         let buf = bytes_mut(buf);
         let n = self.size();

@@ -9,6 +9,7 @@ impl Comm {
     /// Collect `send` of every member, in rank order, into `recv` of
     /// `root` (`recv.len() == size · send.len()` there; ignored elsewhere).
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+        self.intra_only("gather (use inter_gather)")?;
         self.check_rank(root)?;
         let (r, n) = (self.rank(), self.size());
         if r != root {
@@ -36,6 +37,7 @@ impl Comm {
         displs: &[usize],
         root: usize,
     ) -> Result<()> {
+        self.intra_only("gatherv (use inter_gatherv)")?;
         self.check_rank(root)?;
         let (r, n) = (self.rank(), self.size());
         if r != root {
@@ -57,6 +59,7 @@ impl Comm {
     /// Give block i of the root's `send` (`size · recv.len()` elements) to
     /// rank i's `recv`.
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+        self.intra_only("scatter (use inter_scatter)")?;
         self.check_rank(root)?;
         let (r, n) = (self.rank(), self.size());
         if r != root {
@@ -89,6 +92,7 @@ impl Comm {
         recv: &mut [T],
         root: usize,
     ) -> Result<()> {
+        self.intra_only("scatterv (use inter_scatterv)")?;
         self.check_rank(root)?;
         let (r, n) = (self.rank(), self.size());
         if r != root {

@@ -54,11 +54,14 @@ mod alltoall;
 mod barrier;
 mod bcast;
 mod gather;
+mod inter;
 mod reduce;
 mod reduce_scatter;
 mod scan;
 mod scratch;
 mod transport;
+
+pub use inter::InterRoot;
 
 /// Tags of the collectives inside the collective context.
 mod tag {

@@ -89,6 +89,7 @@ impl Comm {
         op: &O,
         root: usize,
     ) -> Result<()> {
+        self.intra_only("reduce (use inter_reduce)")?;
         self.check_rank(root)?;
         let r = self.rank();
         if r == root && recv.len() != send.len() {
@@ -195,6 +196,9 @@ impl Comm {
     /// # Ok::<(), vpml_pml::Error>(())
     /// ```
     pub fn allreduce<T: Pod, O: Op<T>>(&self, send: &[T], recv: &mut [T], op: &O) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_allreduce(send, recv, op);
+        }
         if recv.len() != send.len() {
             return Err(mismatch(format!(
                 "allreduce result buffer holds {} elements, contribution {}",
@@ -207,7 +211,13 @@ impl Comm {
     }
 
     /// [`Comm::allreduce`] with the contribution and the result in one buffer.
+    /// On an intercommunicator, `acc` is this member's contribution and
+    /// then the reduction of the remote group's.
     pub fn allreduce_in_place<T: Pod, O: Op<T>>(&self, acc: &mut [T], op: &O) -> Result<()> {
+        if self.is_inter() {
+            let contribution = acc.to_vec();
+            return self.inter_allreduce(&contribution, acc, op);
+        }
         let n = self.size();
         if n == 1 {
             return Ok(());

@@ -39,6 +39,9 @@ impl Comm {
         bounds: &[usize],
         op: &O,
     ) -> Result<()> {
+        if self.is_inter() {
+            return self.inter_reduce_scatter(send, recv, bounds, op);
+        }
         let (r, n) = (self.rank(), self.size());
         if bounds.len() != n + 1
             || bounds[0] != 0

@@ -16,12 +16,14 @@ const CHAIN_MAX: usize = 16;
 impl Comm {
     /// Inclusive prefix reduction: rank r gets `x0 ⊕ … ⊕ xr`.
     pub fn scan<T: Pod, O: Op<T>>(&self, send: &[T], recv: &mut [T], op: &O) -> Result<()> {
+        self.intra_only("scan")?;
         self.prefix(send, recv, op, true)
     }
 
     /// Exclusive prefix reduction: rank r > 0 gets `x0 ⊕ … ⊕ x(r−1)`;
     /// rank 0's `recv` is left untouched.
     pub fn exscan<T: Pod, O: Op<T>>(&self, send: &[T], recv: &mut [T], op: &O) -> Result<()> {
+        self.intra_only("exscan")?;
         self.prefix(send, recv, op, false)
     }
 

@@ -11,7 +11,7 @@ use crate::matching::RecvSpec;
 impl Comm {
     fn coll_spec(&self, from: usize, tag: i32) -> RecvSpec {
         RecvSpec {
-            source: Some(self.world_rank(from)),
+            source: Some(self.peer_world_rank(from)),
             tag: Some(tag),
             context: self.collective_context(),
         }
@@ -37,7 +37,7 @@ impl Comm {
 
     pub(super) fn c_send(&self, to: usize, tag: i32, data: &[u8]) -> Result<()> {
         self.raw_send(
-            self.world_rank(to),
+            self.peer_world_rank(to),
             tag,
             self.collective_context(),
             data,
@@ -77,7 +77,7 @@ impl Comm {
         let want = inp.len();
         let r = self.raw_sendrecv(
             out,
-            self.world_rank(to),
+            self.peer_world_rank(to),
             tag,
             self.collective_context(),
             inp,
@@ -112,7 +112,7 @@ impl Comm {
             // SAFETY: as above, for the send buffers.
             let id = unsafe {
                 eng.start_send_lean(
-                    self.world_rank(*to),
+                    self.peer_world_rank(*to),
                     tag,
                     ctx,
                     data.as_ptr(),

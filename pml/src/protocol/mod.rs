@@ -224,12 +224,15 @@ pub enum WaitKind {
 /// A communicator came into being or ended (world ranks, in rank order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommChange<'a> {
-    /// `dup` or `split` made a communicator: point-to-point messages on
-    /// context `context`, its collectives on `context + 1`.
+    /// `dup`, `split` or another constructor made a communicator:
+    /// point-to-point messages on context `context`, its collectives on
+    /// `context + 1` (an intercommunicator's local group also on
+    /// `context + 2` and `+ 3`).
     Created {
         /// Its context id.
         context: u32,
-        /// Its members' world ranks, in rank order.
+        /// Its members' world ranks, in rank order (for an
+        /// intercommunicator, the local group's then the remote group's).
         members: &'a [usize],
     },
     /// `free` ended the communicator with context `context`.
