@@ -135,6 +135,18 @@ fn groups_and_topologies_pass_their_checks_built_with_mpich() {
     c_checks_pass("topo", Compiler::Mpich, &["none", "pessimist"]);
 }
 
+/// `tests/c/intercomm.c`: intercommunicators — made, used point to point
+/// and by every collective, duplicated, split, cut down and merged.
+#[test]
+fn intercommunicators_pass_their_checks_built_with_vpml_mpicc() {
+    c_checks_pass("intercomm", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn intercommunicators_pass_their_checks_built_with_mpich() {
+    c_checks_pass("intercomm", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/errhan.c`: user error handlers, classes, codes and strings.
 #[test]
 fn user_error_handlers_and_codes_pass_their_checks_built_with_vpml_mpicc() {

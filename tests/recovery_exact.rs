@@ -8,6 +8,8 @@
 //!   the end that what each rank says it sent equals what the others
 //!   received: a re-execution that answered any call differently breaks
 //!   the check.
+//! * `tests/c/intercomm.c` makes, uses and derives intercommunicators:
+//!   killed at each of its sends, it must still pass its checks.
 //! * `tests/c/diverge.c` is not piecewise deterministic (its messages
 //!   carry the process id): recovery must refuse it with one line.
 //!
@@ -120,6 +122,37 @@ fn recovery_from_a_random_kill_drawn_in_the_first_millisecond() {
         text(&out.stdout)
     );
     assert_eq!(restarts(&stderr), 1, "{stderr}");
+}
+
+#[test]
+fn recovery_of_intercommunicators_is_exact_after_a_kill_at_each_send() {
+    let _g = serial();
+    let prog = mpicc("intercomm");
+    let reference = job(&[], &prog, &[]);
+    let want = text(&reference.stdout);
+    assert!(
+        reference.status.success() && want.starts_with("intercomm ok "),
+        "{want}{}",
+        text(&reference.stderr)
+    );
+    // Rank 2 (group A, not its leader) and rank 3 (group B's leader),
+    // killed after their n-th send for every n until a kill no longer
+    // lands: making, using, deriving and merging intercommunicators.
+    for rank in [2, 3] {
+        let mut landed = 0;
+        for n in 1.. {
+            let kill = format!("{rank}@point:send.after_frame#{n}");
+            let out = job(&["--inject-failure".into(), kill.clone()], &prog, &[]);
+            let stderr = text(&out.stderr);
+            assert!(out.status.success(), "kill {kill}: {stderr}");
+            assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
+            if restarts(&stderr) == 0 {
+                break;
+            }
+            landed += 1;
+        }
+        assert!(landed >= 20, "rank {rank}: only {landed} sends to kill at");
+    }
 }
 
 #[test]

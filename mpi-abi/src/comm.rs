@@ -1,11 +1,11 @@
 //! Communicators: rank and size, dup, split, free, compare, error
-//! handlers.
+//! handlers, and intercommunicators (create, merge, remote group).
 
 use std::ffi::{CStr, c_char, c_int};
 
 use crate::consts::*;
 use crate::state::{
-    CommEntry, STATE, comm, comm_handle, comm_slot, error, insert, put, vpml_error,
+    CommEntry, STATE, comm, comm_handle, comm_slot, error, insert, intra_comm, put, vpml_error,
 };
 
 /// Register `c` (inheriting `parent`'s error handler); its handle.
@@ -102,6 +102,73 @@ export! {
         }
     }
 
+    fn MPI_Comm_test_inter / PMPI_Comm_test_inter(h: Comm, flag: *mut c_int) -> c_int {
+        match comm("MPI_Comm_test_inter", h) {
+            Ok(c) => {
+                // SAFETY: an int pointer (caller contract).
+                unsafe { put(flag, c_int::from(c.is_inter())) };
+                MPI_SUCCESS
+            }
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(h: Comm, size: *mut c_int) -> c_int {
+        match comm("MPI_Comm_remote_size", h) {
+            Ok(c) if c.is_inter() => {
+                // SAFETY: an int pointer (caller contract).
+                unsafe { put(size, c.remote_size() as c_int) };
+                MPI_SUCCESS
+            }
+            Ok(_) => error(h, "MPI_Comm_remote_size", MPI_ERR_COMM, "not an intercommunicator"),
+            Err(code) => code,
+        }
+    }
+
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(local: Comm, local_leader: c_int, peer: Comm, remote_leader: c_int, tag: c_int, new: *mut Comm) -> c_int {
+        let func = "MPI_Intercomm_create";
+        let c = match comm(func, local) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            return error(local, func, MPI_ERR_COMM, "the local communicator is an intercommunicator");
+        }
+        let Ok(local_leader) = usize::try_from(local_leader) else {
+            return error(local, func, MPI_ERR_RANK, &format!("invalid local leader {local_leader}"));
+        };
+        // Only the local leader uses the peer communicator and the remote
+        // leader: elsewhere they may be anything (MPI_COMM_NULL, -1).
+        let leads = c.rank() == local_leader;
+        let peer_comm = if leads {
+            match comm(func, peer) { Ok(p) => Some(p), Err(code) => return code }
+        } else {
+            None
+        };
+        let remote_leader = match (leads, usize::try_from(remote_leader)) {
+            (false, _) => 0,
+            (true, Ok(r)) => r,
+            (true, Err(_)) => return error(local, func, MPI_ERR_RANK, &format!("invalid remote leader {remote_leader}")),
+        };
+        match c.intercomm_create(local_leader, peer_comm.as_ref().unwrap_or(&c), remote_leader, tag) {
+            Ok(d) => {
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(new, register(local, d)) };
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(local, func, &e),
+        }
+    }
+
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(h: Comm, high: c_int, new: *mut Comm) -> c_int {
+        let c = match comm("MPI_Intercomm_merge", h) { Ok(c) => c, Err(code) => return code };
+        match c.merge(high != 0) {
+            Ok(d) => {
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(new, register(h, d)) };
+                MPI_SUCCESS
+            }
+            Err(e) => vpml_error(h, "MPI_Intercomm_merge", &e),
+        }
+    }
+
     fn MPI_Comm_free / PMPI_Comm_free(h: *mut Comm) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let handle = unsafe { h.as_ref().copied() }.unwrap_or(MPI_COMM_NULL);
@@ -127,16 +194,24 @@ export! {
             (Ok(x), Ok(y)) => (x, y),
             (Err(code), _) | (_, Err(code)) => return code,
         };
+        // Both groups of an intercommunicator compare (the remote ones
+        // are empty for intracommunicators).
         let (ma, mb) = (ca.world_ranks(), cb.world_ranks());
+        let (ra, rb) = (ca.remote_world_ranks(), cb.remote_world_ranks());
+        let sorted = |mut v: Vec<usize>| {
+            v.sort_unstable();
+            v
+        };
         let r = if a == b {
             MPI_IDENT
-        } else if ma == mb {
+        } else if ca.is_inter() != cb.is_inter() {
+            MPI_UNEQUAL
+        } else if ma == mb && ra == rb {
             MPI_CONGRUENT
+        } else if sorted(ma) == sorted(mb) && sorted(ra) == sorted(rb) {
+            MPI_SIMILAR
         } else {
-            let (mut sa, mut sb) = (ma, mb);
-            sa.sort_unstable();
-            sb.sort_unstable();
-            if sa == sb { MPI_SIMILAR } else { MPI_UNEQUAL }
+            MPI_UNEQUAL
         };
         // SAFETY: an int pointer (caller contract).
         unsafe { put(result, r) };
@@ -238,7 +313,7 @@ export! {
 
     fn MPI_Comm_split_type / PMPI_Comm_split_type(h: Comm, split_type: c_int, key: c_int, _info: Info, new: *mut Comm) -> c_int {
         let func = "MPI_Comm_split_type";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         // The one type vpml knows is MPI_COMM_TYPE_SHARED (the ranks of
         // one host). MPI_UNDEFINED joins none; so do the hardware types
         // (MPI 4.0's HW_GUIDED/UNGUIDED, which may give MPI_COMM_NULL),

@@ -82,6 +82,7 @@ pub const MPI_GRAPH: c_int = 1;
 pub const MPI_CART: c_int = 2;
 pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_PROC_NULL: c_int = -1;
+pub const MPI_ROOT: c_int = -3;
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
 pub const MPI_THREAD_SINGLE: c_int = 0;

@@ -143,6 +143,15 @@ export! {
         }
     }
 
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(h: Comm, out: *mut Group) -> c_int {
+        match comm("MPI_Comm_remote_group", h) {
+            // SAFETY: a group handle pointer (caller contract).
+            Ok(c) if c.is_inter() => unsafe { give(out, c.remote_world_ranks()) },
+            Ok(_) => error(h, "MPI_Comm_remote_group", MPI_ERR_COMM, "not an intercommunicator"),
+            Err(code) => code,
+        }
+    }
+
     fn MPI_Group_size / PMPI_Group_size(g: Group, size: *mut c_int) -> c_int {
         match group("MPI_Group_size", g) {
             Ok(m) => {
@@ -312,6 +321,18 @@ export! {
         let func = "MPI_Comm_create";
         let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
+        if c.is_inter() {
+            // Each group passes a subgroup of its own; the two are joined.
+            return match c.inter_create(&m) {
+                Ok(d) => {
+                    let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
+                    // SAFETY: a handle pointer (caller contract).
+                    unsafe { put(out, handle) };
+                    MPI_SUCCESS
+                }
+                Err(e) => vpml_error(h, func, &e),
+            };
+        }
         let mine = c.world_ranks();
         if m.iter().any(|w| !mine.contains(w)) {
             return error(h, func, MPI_ERR_GROUP, "the group has a process outside the communicator");

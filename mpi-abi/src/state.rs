@@ -450,12 +450,28 @@ pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
     found.map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_COMM, why))
 }
 
+/// [`comm`], for calls MPI defines on intracommunicators only: an
+/// intercommunicator is `MPI_ERR_COMM`.
+pub(crate) fn intra_comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
+    let c = comm(func, h)?;
+    if c.is_inter() {
+        return Err(error(
+            h,
+            func,
+            MPI_ERR_COMM,
+            "not defined on an intercommunicator",
+        ));
+    }
+    Ok(c)
+}
+
 /// The error class of a vpml error.
 pub(crate) fn class_of(e: &vpml::Error) -> c_int {
     match e {
         vpml::Error::Truncated { .. } => MPI_ERR_TRUNCATE,
         vpml::Error::InvalidRank { .. } => MPI_ERR_RANK,
         vpml::Error::InvalidTag(_) => MPI_ERR_TAG,
+        vpml::Error::CommKind(_) => MPI_ERR_COMM,
         _ => MPI_ERR_OTHER,
     }
 }

@@ -11,7 +11,7 @@ use std::ffi::c_int;
 
 use crate::comm::register_with;
 use crate::consts::*;
-use crate::state::{STATE, c_array, comm, comm_slot, error, put, vpml_error};
+use crate::state::{STATE, c_array, comm, comm_slot, error, intra_comm, put, vpml_error};
 
 /// A communicator's virtual topology.
 #[derive(Clone, Debug)]
@@ -339,7 +339,7 @@ export! {
 
     fn MPI_Cart_create / PMPI_Cart_create(h: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, out: *mut Comm) -> c_int {
         let func = "MPI_Cart_create";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         if ndims < 0 {
             return error(h, func, MPI_ERR_DIMS, "negative dimension count");
         }
@@ -482,7 +482,7 @@ export! {
 
     fn MPI_Cart_map / PMPI_Cart_map(h: Comm, ndims: c_int, dims: *const c_int, _periods: *const c_int, newrank: *mut c_int) -> c_int {
         let func = "MPI_Cart_map";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         // SAFETY: `dims` holds `ndims` ints (caller contract).
         let Some(size) = grid_size(unsafe { c_array(dims, ndims) }) else {
             return error(h, func, MPI_ERR_DIMS, "a dimension is not positive");
@@ -500,7 +500,7 @@ export! {
 export! {
     fn MPI_Graph_create / PMPI_Graph_create(h: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, _reorder: c_int, out: *mut Comm) -> c_int {
         let func = "MPI_Graph_create";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         let Some(n) = usize::try_from(nnodes).ok().filter(|&n| n <= c.size()) else {
             return error(h, func, MPI_ERR_ARG, &format!("a graph of {nnodes} nodes on {} ranks", c.size()));
         };
@@ -583,7 +583,7 @@ export! {
 
     fn MPI_Graph_map / PMPI_Graph_map(h: Comm, nnodes: c_int, _index: *const c_int, _edges: *const c_int, newrank: *mut c_int) -> c_int {
         let func = "MPI_Graph_map";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         let Some(n) = usize::try_from(nnodes).ok().filter(|&n| n <= c.size()) else {
             return error(h, func, MPI_ERR_ARG, &format!("a graph of {nnodes} nodes on {} ranks", c.size()));
         };
@@ -610,7 +610,7 @@ export! {
 
     fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(h: Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, _info: c_int, _reorder: c_int, out: *mut Comm) -> c_int {
         let func = "MPI_Dist_graph_create_adjacent";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         if indegree < 0 || outdegree < 0 {
             return error(h, func, MPI_ERR_ARG, "negative degree");
         }
@@ -642,7 +642,7 @@ export! {
 
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(h: Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, _info: c_int, _reorder: c_int, out: *mut Comm) -> c_int {
         let func = "MPI_Dist_graph_create";
-        let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
+        let c = match intra_comm(func, h) { Ok(c) => c, Err(code) => return code };
         if n < 0 {
             return error(h, func, MPI_ERR_ARG, "negative node count");
         }

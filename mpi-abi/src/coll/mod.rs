@@ -10,6 +10,26 @@ use crate::consts::*;
 use crate::state::{DerivedType, comm, error, vpml_error};
 use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
 
+mod inter;
+
+/// How many blocks a collective's per-rank buffers hold: one per member,
+/// or on an intercommunicator one per member of the remote group.
+fn peer_count(c: &vpml::Comm) -> usize {
+    if c.is_inter() {
+        c.remote_size()
+    } else {
+        c.size()
+    }
+}
+
+/// MPI defines no `MPI_IN_PLACE` on intercommunicators.
+fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Result<(), (c_int, String)> {
+    if c.is_inter() && in_place(send) {
+        return Err((MPI_ERR_ARG, "MPI_IN_PLACE on an intercommunicator".into()));
+    }
+    Ok(())
+}
+
 /// Shorthand: run `f` or report its error on `h` as `func`.
 fn report(h: Comm, func: &str, r: Result<(), (c_int, String)>) -> c_int {
     match r {
@@ -290,6 +310,7 @@ fn run_reduction(
         Err(code) => return code,
     };
     let r = (|| {
+        no_in_place_on_inter(&c, send)?;
         let kind = kind(&c)?;
         let op = checked(CombineOp::new(op, dt))?;
         let n = usize::try_from(count).unwrap_or(0);
@@ -349,6 +370,10 @@ export! {
 
     fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, count: c_int, dt: Datatype, root: c_int, h: Comm) -> c_int {
         let c = match comm("MPI_Bcast", h) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            // SAFETY: the caller's buffer holds `count` elements of `dt`.
+            return report(h, "MPI_Bcast", unsafe { inter::bcast(&c, buf, count, dt, root) });
+        }
         let r = (|| {
             let root = root_of(&c, root)?;
             // SAFETY: the caller's buffer holds `count` elements of `dt`.
@@ -361,6 +386,12 @@ export! {
     }
 
     fn MPI_Reduce / PMPI_Reduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, root: c_int, h: Comm) -> c_int {
+        if let Ok(c) = comm("MPI_Reduce", h)
+            && c.is_inter()
+        {
+            // SAFETY: the caller's buffers hold `count` elements of `dt`.
+            return report(h, "MPI_Reduce", unsafe { inter::reduce_to(&c, send, recv, count, dt, op, root) });
+        }
         run_reduction("MPI_Reduce", |c| Ok(Reduction::To(root_of(c, root)?)), send, recv, count, count, dt, op, h)
     }
 
@@ -404,6 +435,10 @@ export! {
 
     fn MPI_Gather / PMPI_Gather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
         let c = match comm("MPI_Gather", h) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            // SAFETY: the caller's buffers and arrays are as MPI says.
+            return report(h, "MPI_Gather", unsafe { inter::gather(&c, send, scount, stype, recv, rcount, rtype, root) });
+        }
         let r = (|| {
             let root = root_of(&c, root)?;
             let n = c.size();
@@ -428,6 +463,10 @@ export! {
 
     fn MPI_Gatherv / PMPI_Gatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
         let c = match comm("MPI_Gatherv", h) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            // SAFETY: the caller's buffers and arrays are as MPI says.
+            return report(h, "MPI_Gatherv", unsafe { inter::gatherv(&c, send, scount, stype, recv, rcounts, displs, rtype, root) });
+        }
         let r = (|| {
             let root = root_of(&c, root)?;
             if c.rank() != root {
@@ -460,6 +499,10 @@ export! {
 
     fn MPI_Scatter / PMPI_Scatter(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
         let c = match comm("MPI_Scatter", h) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            // SAFETY: the caller's buffers and arrays are as MPI says.
+            return report(h, "MPI_Scatter", unsafe { inter::scatter(&c, send, scount, stype, recv, rcount, rtype, root) });
+        }
         let r = (|| {
             let root = root_of(&c, root)?;
             let n = c.size();
@@ -490,6 +533,10 @@ export! {
 
     fn MPI_Scatterv / PMPI_Scatterv(send: *const c_void, scounts: *const c_int, displs: *const c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
         let c = match comm("MPI_Scatterv", h) { Ok(c) => c, Err(code) => return code };
+        if c.is_inter() {
+            // SAFETY: the caller's buffers and arrays are as MPI says.
+            return report(h, "MPI_Scatterv", unsafe { inter::scatterv(&c, send, scounts, displs, stype, recv, rcount, rtype, root) });
+        }
         let r = (|| {
             let root = root_of(&c, root)?;
             if c.rank() != root {
@@ -531,7 +578,8 @@ export! {
     fn MPI_Allgather / PMPI_Allgather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
         let c = match comm("MPI_Allgather", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
-            let n = c.size();
+            no_in_place_on_inter(&c, send)?;
+            let n = peer_count(&c);
             not_aliased(send, recv)?;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
@@ -551,8 +599,9 @@ export! {
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             not_aliased(send, recv)?;
+            no_in_place_on_inter(&c, send)?;
             // SAFETY: the arrays hold one int per rank.
-            let vb = unsafe { VBlocks::new(rcounts, displs, c.size(), rtype) }?;
+            let vb = unsafe { VBlocks::new(rcounts, displs, peer_count(&c), rtype) }?;
             let me = c.rank();
             if let Some((lens, offs, span)) = vb.in_buffer() {
                 // SAFETY: `recv` holds the blocks (caller contract).
@@ -577,7 +626,8 @@ export! {
     fn MPI_Alltoall / PMPI_Alltoall(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
         let c = match comm("MPI_Alltoall", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
-            let n = c.size() as c_int;
+            no_in_place_on_inter(&c, send)?;
+            let n = peer_count(&c) as c_int;
             not_aliased(send, recv)?;
             // SAFETY: `recv` holds n·rcount elements.
             let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
@@ -600,7 +650,8 @@ export! {
     fn MPI_Alltoallv / PMPI_Alltoallv(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtype: Datatype, h: Comm) -> c_int {
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
-            let n = c.size();
+            no_in_place_on_inter(&c, send)?;
+            let n = peer_count(&c);
             not_aliased(send, recv)?;
             // SAFETY: the arrays hold one int per rank; the buffers hold
             // their blocks (caller contract).

@@ -85,6 +85,9 @@ pub(crate) enum Reduction {
     Scatter {
         bounds: Vec<usize>,
     },
+    /// A reduce on an intercommunicator: the remote group's contributions
+    /// to the root (`Here`), from the other group (`Remote`).
+    Inter(vpml::InterRoot),
 }
 
 impl Reduction {
@@ -198,9 +201,21 @@ fn user_reduce(
     dt: Datatype,
     count: usize,
 ) -> vpml::Result<()> {
-    let (n, r) = (comm.size(), comm.rank());
+    // Contributions come from the remote group on an intercommunicator.
+    let (n, r) = if comm.is_inter() {
+        (comm.remote_size(), comm.rank())
+    } else {
+        (comm.size(), comm.rank())
+    };
     let mut all = vec![0u8; send.len() * n];
-    comm.allgather(send, &mut all)?;
+    match kind {
+        Reduction::Inter(vpml::InterRoot::Elsewhere) => return Ok(()),
+        Reduction::Inter(root @ vpml::InterRoot::Remote(_)) => {
+            return comm.inter_gather(send, &mut [], root);
+        }
+        Reduction::Inter(root) => comm.inter_gather(&[], &mut all, root)?,
+        _ => comm.allgather(send, &mut all)?,
+    }
     let Some(t) = layout(dt) else {
         return Err(vpml::Error::RequestState("invalid datatype"));
     };
@@ -253,6 +268,7 @@ fn user_reduce(
     let result = match kind {
         Reduction::All => Some(fold(0..n)),
         Reduction::To(root) => (r == root).then(|| fold(0..n)),
+        Reduction::Inter(_) => Some(fold(0..n)),
         Reduction::Scan => Some(fold(0..r + 1)),
         Reduction::Exscan => (r > 0).then(|| fold(0..r)),
         Reduction::Scatter { bounds } => {
@@ -345,6 +361,7 @@ fn run_on<T: Element, O: vpml::Op<T>>(
         Reduction::Scan => comm.scan(&input, out, op)?,
         Reduction::Exscan => comm.exscan(&input, out, op)?,
         Reduction::Scatter { bounds } => comm.reduce_scatter(&input, out, &bounds, op)?,
+        Reduction::Inter(root) => comm.inter_reduce(&input, out, op, root)?,
     }
     Ok(())
 }
