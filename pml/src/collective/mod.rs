@@ -170,7 +170,7 @@ fn layout(
 }
 
 /// Cut `buf` into the byte blocks of every rank but `skip`, as receive slots.
-/// The blocks must not overlap.
+/// The blocks must not overlap (empty ones may lie anywhere).
 fn carve<'a>(
     buf: &'a mut [u8],
     ranges: &[std::ops::Range<usize>],
@@ -184,6 +184,11 @@ fn carve<'a>(
     let mut consumed = 0;
     for i in order {
         let (s, e) = (ranges[i].start * elem, ranges[i].end * elem);
+        if s == e {
+            // An empty block may name any displacement: it is never touched.
+            slots.push((i, &mut [][..]));
+            continue;
+        }
         if s < consumed {
             return Err(mismatch(format!("block of rank {i} overlaps another")));
         }
