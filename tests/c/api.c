@@ -473,6 +473,37 @@ static void collectives(void) {
     int pair[2] = {rank % 2, rank}, low[2];
     MPI_Allreduce(pair, low, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
     CHECK(low[0] == 0 && low[1] == 0, "MINLOC 2INT");
+    /* The other pair types: short (then padding) and int; long double
+       and int; Fortran's pairs of reals. */
+    struct { short v; int i; } sl = {(short)(rank == 3 ? -7 : rank), rank}, slo;
+    MPI_Allreduce(&sl, &slo, 1, MPI_SHORT_INT, MPI_MINLOC, MPI_COMM_WORLD);
+    CHECK(slo.v == -7 && slo.i == 3, "MINLOC SHORT_INT %d %d", slo.v, slo.i);
+    struct { long double v; int i; } ldl = {rank == 1 ? 1e300L * 1e300L : rank, rank}, ldo;
+    MPI_Allreduce(&ldl, &ldo, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    CHECK(ldo.v == 1e300L * 1e300L && ldo.i == 1, "MAXLOC LONG_DOUBLE_INT %d", ldo.i);
+    float fr[2] = {(float)(rank % 2), (float)rank}, fro[2];
+    MPI_Allreduce(fr, fro, 1, MPI_2REAL, MPI_MAXLOC, MPI_COMM_WORLD);
+    CHECK(fro[0] == 1 && fro[1] == 1, "MAXLOC 2REAL %g %g", fro[0], fro[1]);
+    /* Fortran's scalar types reduce as the C type of their layout. */
+    int fi = rank, fis = 0;
+    MPI_Allreduce(&fi, &fis, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD);
+    double dz[2] = {1, rank}, dzs[2];
+    MPI_Allreduce(dz, dzs, 1, MPI_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(fis == size * (size - 1) / 2 && dzs[0] == size && dzs[1] == fis,
+          "INTEGER, DOUBLE_COMPLEX sums %d %g %g", fis, dzs[0], dzs[1]);
+    /* Logical operations on floats, as MPICH allows: one rank's 2.5 is true. */
+    float ft = rank == 2 ? 2.5f : 0.0f, fx = -1;
+    MPI_Allreduce(&ft, &fx, 1, MPI_FLOAT, MPI_LXOR, MPI_COMM_WORLD);
+    CHECK(fx == 1.0f, "LXOR on floats %g", fx);
+    /* A complex number aligns as its parts: {char, float complex} is 12 bytes. */
+    int bl[2] = {1, 1};
+    MPI_Aint disp[2] = {0, 4};
+    MPI_Datatype parts[2] = {MPI_CHAR, MPI_C_FLOAT_COMPLEX}, cs;
+    MPI_Type_create_struct(2, bl, disp, parts, &cs);
+    MPI_Aint lb, extent;
+    MPI_Type_get_extent(cs, &lb, &extent);
+    CHECK(extent == 12, "extent of {char, float complex} %ld", (long)extent);
+    MPI_Type_free(&cs);
     MPI_Op op;
     MPI_Op_create(my_sum, 1, &op);
     int us = 0, one = 1;

@@ -39,9 +39,20 @@ pub(crate) fn predefined_size(dt: Datatype) -> Option<usize> {
 /// Alignment of a predefined datatype (for struct extents).
 fn predefined_align(dt: Datatype, size: usize) -> usize {
     match dt {
-        MPI_FLOAT_INT | MPI_SHORT_INT | MPI_2INT => 4,
-        MPI_DOUBLE_INT | MPI_LONG_INT => 8,
+        MPI_FLOAT_INT | MPI_SHORT_INT | MPI_2INT | MPI_2INTEGER | MPI_2REAL => 4,
+        MPI_DOUBLE_INT | MPI_LONG_INT | MPI_2DOUBLE_PRECISION => 8,
         MPI_LONG_DOUBLE_INT => 16,
+        // A complex number aligns as its parts.
+        MPI_C_FLOAT_COMPLEX
+        | MPI_C_DOUBLE_COMPLEX
+        | MPI_C_LONG_DOUBLE_COMPLEX
+        | MPI_CXX_FLOAT_COMPLEX
+        | MPI_CXX_DOUBLE_COMPLEX
+        | MPI_CXX_LONG_DOUBLE_COMPLEX
+        | MPI_COMPLEX
+        | MPI_DOUBLE_COMPLEX
+        | MPI_COMPLEX8
+        | MPI_COMPLEX16 => size / 2,
         _ => size.clamp(1, 16),
     }
 }

@@ -1,6 +1,7 @@
 //! The element types reductions run on, and how each predefined operation
 //! combines two of them: integers, floats, `MINLOC`/`MAXLOC` pairs, C
-//! complex numbers and (on x86-64) `long double`.
+//! complex numbers and (on x86-64) `long double`; Fortran's types share
+//! the C type of the same layout.
 
 #[cfg(target_arch = "x86_64")]
 use super::long_double::{Arith, ComplexLongDouble, LongDouble};
@@ -50,6 +51,11 @@ macro_rules! float_element {
                 match op {
                     MPI_SUM => a + b,
                     MPI_PROD => a * b,
+                    // Logical operations on floats, as MPICH allows them
+                    // (non-zero is true; the result is 1 or 0).
+                    MPI_LAND => ((a != 0.0) && (b != 0.0)) as u8 as $t,
+                    MPI_LOR => ((a != 0.0) || (b != 0.0)) as u8 as $t,
+                    MPI_LXOR => ((a != 0.0) != (b != 0.0)) as u8 as $t,
                     _ => select(op, a, b),
                 }
             }
@@ -59,14 +65,16 @@ macro_rules! float_element {
 float_element!(f32, f64);
 
 /// A (value, index) pair of `MINLOC`/`MAXLOC`, laid out as MPICH's pair
-/// types (`MPI_2INT`, `MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`).
+/// types: the value, padding up to the index (`gap`), the index, padding
+/// to the pair's size (`pad`).
 macro_rules! pair_element {
-    ($($name:ident($v:ty, $pad:ty)),*) => {$(
+    ($($name:ident($v:ty, $gap:ty, $i:ty, $pad:ty)),*) => {$(
         #[repr(C)]
         #[derive(Clone, Copy, PartialEq, PartialOrd, Default)]
         pub(crate) struct $name {
             value: $v,
-            index: i32,
+            gap: $gap,
+            index: $i,
             pad: $pad,
         }
         // SAFETY: plain integers and floats with explicit padding fields:
@@ -88,11 +96,18 @@ macro_rules! pair_element {
     )*};
 }
 pair_element!(
-    IntInt(i32, ()),
-    FloatInt(f32, ()),
-    DoubleInt(f64, u32),
-    LongInt(i64, u32)
+    IntInt(i32, (), i32, ()),
+    FloatInt(f32, (), i32, ()),
+    DoubleInt(f64, (), i32, u32),
+    LongInt(i64, (), i32, u32),
+    ShortInt(i16, u16, i32, ()),
+    // Fortran's MPI_2REAL and MPI_2DOUBLE_PRECISION: the index is a real.
+    FloatFloat(f32, (), f32, ()),
+    DoubleDouble(f64, (), f64, ())
 );
+
+#[cfg(target_arch = "x86_64")]
+pair_element!(LongDoubleInt(LongDouble, (), i32, [u32; 3]));
 
 /// A C complex number (`float _Complex`, `double _Complex`).
 macro_rules! complex_element {

@@ -5,7 +5,12 @@
 use std::ffi::{c_int, c_void};
 
 use super::datatype::{info, layout, pack, unpack};
-use super::element::{ComplexF32, ComplexF64, DoubleInt, Element, FloatInt, IntInt, LongInt};
+#[cfg(target_arch = "x86_64")]
+use super::element::LongDoubleInt;
+use super::element::{
+    ComplexF32, ComplexF64, DoubleDouble, DoubleInt, Element, FloatFloat, FloatInt, IntInt,
+    LongInt, ShortInt,
+};
 #[cfg(target_arch = "x86_64")]
 use super::long_double::{ComplexLongDouble, LongDouble};
 use crate::consts::*;
@@ -35,7 +40,16 @@ impl CombineOp {
                 MPI_ERR_TYPE,
                 "reductions need a datatype of one predefined type",
             ))?;
-        let float = matches!(base, MPI_FLOAT | MPI_DOUBLE | MPI_LONG_DOUBLE);
+        let float = matches!(
+            base,
+            MPI_FLOAT
+                | MPI_DOUBLE
+                | MPI_LONG_DOUBLE
+                | MPI_REAL
+                | MPI_REAL4
+                | MPI_REAL8
+                | MPI_DOUBLE_PRECISION
+        );
         let complex = matches!(
             base,
             MPI_C_FLOAT_COMPLEX
@@ -44,17 +58,29 @@ impl CombineOp {
                 | MPI_CXX_DOUBLE_COMPLEX
                 | MPI_C_LONG_DOUBLE_COMPLEX
                 | MPI_CXX_LONG_DOUBLE_COMPLEX
+                | MPI_COMPLEX
+                | MPI_DOUBLE_COMPLEX
+                | MPI_COMPLEX8
+                | MPI_COMPLEX16
         );
         let pair = matches!(
             base,
-            MPI_2INT | MPI_FLOAT_INT | MPI_DOUBLE_INT | MPI_LONG_INT
+            MPI_2INT
+                | MPI_FLOAT_INT
+                | MPI_DOUBLE_INT
+                | MPI_LONG_INT
+                | MPI_SHORT_INT
+                | MPI_LONG_DOUBLE_INT
+                | MPI_2INTEGER
+                | MPI_2REAL
+                | MPI_2DOUBLE_PRECISION
         );
         let ok = match op {
             MPI_SUM | MPI_PROD => !pair,
             MPI_MAX | MPI_MIN => !pair && !complex,
-            MPI_LAND | MPI_LOR | MPI_LXOR | MPI_BAND | MPI_BOR | MPI_BXOR => {
-                !pair && !float && !complex
-            }
+            // Logical operations on floats too, as MPICH allows.
+            MPI_LAND | MPI_LOR | MPI_LXOR => !pair && !complex,
+            MPI_BAND | MPI_BOR | MPI_BXOR => !pair && !float && !complex,
             MPI_MINLOC | MPI_MAXLOC => pair,
             MPI_REPLACE | MPI_NO_OP => true,
             _ => return Err((MPI_ERR_OP, "invalid operation")),
@@ -155,24 +181,34 @@ pub(crate) fn reduce(
         };
     }
     let r = match base {
-        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
-        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_PACKED => go!(u8),
-        MPI_SHORT | MPI_INT16_T => go!(i16),
-        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
-        MPI_INT | MPI_INT32_T => go!(i32),
-        MPI_UNSIGNED | MPI_UINT32_T | MPI_WCHAR => go!(u32),
-        MPI_LONG | MPI_LONG_LONG_INT | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => {
-            go!(i64)
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T | MPI_INTEGER1 => go!(i8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_CXX_BOOL | MPI_PACKED => {
+            go!(u8)
         }
+        MPI_SHORT | MPI_INT16_T | MPI_INTEGER2 => go!(i16),
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
+        MPI_INT | MPI_INT32_T | MPI_INTEGER | MPI_INTEGER4 | MPI_LOGICAL => go!(i32),
+        MPI_UNSIGNED | MPI_UINT32_T | MPI_WCHAR => go!(u32),
+        MPI_LONG | MPI_LONG_LONG_INT | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
+        | MPI_INTEGER8 => go!(i64),
         MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
-        MPI_FLOAT => go!(f32),
-        MPI_DOUBLE => go!(f64),
-        MPI_2INT => go!(IntInt),
+        MPI_FLOAT | MPI_REAL | MPI_REAL4 => go!(f32),
+        MPI_DOUBLE | MPI_DOUBLE_PRECISION | MPI_REAL8 => go!(f64),
+        MPI_2INT | MPI_2INTEGER => go!(IntInt),
+        MPI_SHORT_INT => go!(ShortInt),
+        MPI_2REAL => go!(FloatFloat),
+        MPI_2DOUBLE_PRECISION => go!(DoubleDouble),
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE_INT => go!(LongDoubleInt),
         MPI_FLOAT_INT => go!(FloatInt),
         MPI_DOUBLE_INT => go!(DoubleInt),
         MPI_LONG_INT => go!(LongInt),
-        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX => go!(ComplexF32),
-        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX => go!(ComplexF64),
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX | MPI_COMPLEX | MPI_COMPLEX8 => {
+            go!(ComplexF32)
+        }
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX | MPI_DOUBLE_COMPLEX | MPI_COMPLEX16 => {
+            go!(ComplexF64)
+        }
         #[cfg(target_arch = "x86_64")]
         MPI_LONG_DOUBLE => go!(LongDouble),
         #[cfg(target_arch = "x86_64")]
