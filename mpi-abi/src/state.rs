@@ -21,15 +21,19 @@ pub(crate) struct CommEntry {
 }
 
 /// What a persistent request does each time it is started.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct PersistentOp {
     pub send: bool,
     pub sync: bool,
     pub buf: *const c_void,
     pub count: c_int,
+    /// The datatype: for a derived one, a private copy, freed with the
+    /// request (the program may free its own first, as MPI allows).
     pub dt: Datatype,
     pub peer: c_int,
     pub tag: c_int,
+    /// The communicator (a clone: the program may free its handle first).
+    pub on: vpml::Comm,
 }
 
 /// An operation in flight.

@@ -321,11 +321,23 @@ static void datatypes(void) {
     MPI_Isend(&m[0][3], 1, column, right, 72, MPI_COMM_WORLD, &rq[1]);
     MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
     CHECK(col[2][1] == left * 100 + 23, "vector nonblocking %g", col[2][1]);
-    MPI_Recv_init(&col[0][0], 1, column, left, 73, MPI_COMM_WORLD, &rq[0]);
-    MPI_Send_init(&m[0][0], 1, column, right, 73, MPI_COMM_WORLD, &rq[1]);
-    MPI_Startall(2, rq);
-    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
-    CHECK(col[1][0] == left * 100 + 10, "vector persistent %g", col[1][0]);
+    /* The program may free the datatype and the communicator of a
+       persistent request before starting it: the request keeps both. */
+    MPI_Datatype column2;
+    MPI_Type_dup(column, &column2);
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Recv_init(&col[0][0], 1, column2, left, 73, dup, &rq[0]);
+    MPI_Send_init(&m[0][0], 1, column2, right, 73, dup, &rq[1]);
+    MPI_Type_free(&column2);
+    MPI_Comm_free(&dup);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 4; i++) col[i][0] = -1;
+        MPI_Startall(2, rq);
+        MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+        CHECK(col[1][0] == left * 100 + 10 && col[3][0] == left * 100 + 30,
+              "vector persistent, type and communicator freed %g", col[1][0]);
+    }
     MPI_Request_free(&rq[0]);
     MPI_Request_free(&rq[1]);
     MPI_Type_free(&column);

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use super::comm_of;
 use crate::consts::*;
-use crate::state::{STATE, error, put, request_slot, vpml_error};
+use crate::state::{STATE, error, put, release, request_slot, vpml_error};
 
 export! {
     fn MPI_Request_free / PMPI_Request_free(req: *mut Request) -> c_int {
@@ -18,6 +18,10 @@ export! {
             let entry = request_slot(h).and_then(|i| s.requests.remove(i));
             match entry {
                 Some(e) => {
+                    // A persistent request's private copy of its datatype.
+                    if let Some(op) = &e.persistent {
+                        release(&mut s.types, op.dt, USER_TYPE_KIND);
+                    }
                     if let Some(a) = e.active {
                         if let Some(on) = a.on() {
                             on.detach_raw(a.id());

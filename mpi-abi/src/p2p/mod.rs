@@ -18,7 +18,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{
-    Active, ReqEntry, STATE, class_of, comm, error, request_handle, request_slot, vpml_error,
+    Active, ReqEntry, STATE, class_of, error, request_handle, request_slot, vpml_error,
 };
 use crate::types::Message;
 
@@ -106,6 +106,7 @@ type Started = (Option<Active>, Option<Message>);
 fn start(
     func: &str,
     h: Comm,
+    c: &vpml::Comm,
     send: bool,
     sync: bool,
     buf: *const c_void,
@@ -114,7 +115,6 @@ fn start(
     peer: c_int,
     tag: c_int,
 ) -> Result<Started, c_int> {
-    let c = comm(func, h)?;
     if peer == MPI_PROC_NULL {
         return Ok((None, None));
     }
@@ -133,7 +133,7 @@ fn start(
         }
     };
     let staging = matches!(msg, Message::Staged(_)).then_some(msg);
-    r.map(|id| (Some(Active::new(id, &c, peer, tag, len)), staging))
+    r.map(|id| (Some(Active::new(id, c, peer, tag, len)), staging))
         .map_err(|e| vpml_error(h, func, &e))
 }
 

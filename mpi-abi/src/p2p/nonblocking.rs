@@ -58,7 +58,11 @@ fn nonblocking(
             None => {}
         }
     }
-    match start(func, h, send, sync, buf, count, dt, peer, tag) {
+    let c = match crate::state::comm(func, h) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match start(func, h, &c, send, sync, buf, count, dt, peer, tag) {
         Ok((active, staging)) => {
             let entry = ReqEntry {
                 comm: h,

@@ -5,7 +5,10 @@ use std::ffi::{c_int, c_void};
 
 use super::{handles, new_request, start};
 use crate::consts::*;
-use crate::state::{PersistentOp, ReqEntry, STATE, comm, error, put, request_slot, vpml_error};
+use crate::state::{
+    PersistentOp, ReqEntry, STATE, comm, error, handle_of, insert, put, request_slot, slot_of,
+    vpml_error,
+};
 
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn persistent(
@@ -33,6 +36,15 @@ fn persistent(
             return vpml_error(h, func, &e);
         }
     }
+    // A derived datatype is copied: the request keeps its layout even if
+    // the program frees the type (MPI allows it).
+    let dt = match crate::types::layout(dt) {
+        Some(t) if slot_of(dt, USER_TYPE_KIND).is_some() => handle_of(
+            USER_TYPE_KIND,
+            STATE.with(|s| insert(&mut s.borrow_mut().types, 0, t)),
+        ),
+        _ => dt,
+    };
     let op = PersistentOp {
         send,
         sync,
@@ -41,6 +53,7 @@ fn persistent(
         dt,
         peer,
         tag,
+        on: c,
     };
     let entry = ReqEntry {
         comm: h,
@@ -74,7 +87,7 @@ export! {
             let s = s.borrow();
             request_slot(h)
                 .and_then(|i| s.requests.get(i))
-                .and_then(|e| Some((e.comm, *e.persistent.as_deref()?, e.active.is_some() || e.proc_null)))
+                .and_then(|e| Some((e.comm, e.persistent.as_deref()?.clone(), e.active.is_some() || e.proc_null)))
         });
         let Some((c, op, busy)) = found else {
             return error(MPI_COMM_WORLD, "MPI_Start", MPI_ERR_REQUEST, "not a persistent request");
@@ -82,7 +95,7 @@ export! {
         if busy {
             return error(c, "MPI_Start", MPI_ERR_REQUEST, "the request is already active");
         }
-        match start("MPI_Start", c, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
+        match start("MPI_Start", c, &op.on, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
             Ok((active, staging)) => {
                 STATE.with(|s| {
                     let mut s = s.borrow_mut();
