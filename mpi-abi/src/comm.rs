@@ -135,19 +135,20 @@ export! {
             return error(local, func, MPI_ERR_RANK, &format!("invalid local leader {local_leader}"));
         };
         // Only the local leader uses the peer communicator and the remote
-        // leader: elsewhere they may be anything (MPI_COMM_NULL, -1).
+        // leader: elsewhere they may be anything (MPI_COMM_NULL, -1). The
+        // leader's bad arguments fail the call at every member of its
+        // group (vpml's call says so to all), not at the leader alone.
         let leads = c.rank() == local_leader;
         let peer_comm = if leads {
-            match comm(func, peer) { Ok(p) => Some(p), Err(code) => return code }
+            crate::state::STATE.with(|s| {
+                let s = s.borrow();
+                crate::state::comm_slot(peer).and_then(|i| s.comms.get(i)?.as_ref()).map(|e| e.comm.clone())
+            })
         } else {
             None
         };
-        let remote_leader = match (leads, usize::try_from(remote_leader)) {
-            (false, _) => 0,
-            (true, Ok(r)) => r,
-            (true, Err(_)) => return error(local, func, MPI_ERR_RANK, &format!("invalid remote leader {remote_leader}")),
-        };
-        match c.intercomm_create(local_leader, peer_comm.as_ref().unwrap_or(&c), remote_leader, tag) {
+        let remote_leader = usize::try_from(remote_leader).unwrap_or(usize::MAX);
+        match c.intercomm_create(local_leader, peer_comm.as_ref(), remote_leader, tag) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(local, d)) };

@@ -323,6 +323,10 @@ export! {
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
         if c.is_inter() {
             // Each group passes a subgroup of its own; the two are joined.
+            let mine = c.world_ranks();
+            if m.iter().any(|w| !mine.contains(w)) {
+                return error(h, func, MPI_ERR_GROUP, "the group has a process outside the local group");
+            }
             return match c.inter_create(&m) {
                 Ok(d) => {
                     let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));

@@ -186,15 +186,13 @@ impl Comm {
 
     /// Tell the protocol this communicator was made.
     pub(crate) fn announce(&self) -> Result<()> {
-        let mut members = self.world_ranks();
-        if self.inter.is_some() {
-            members.extend(self.remote_world_ranks());
-        }
+        let (members, remote) = (self.world_ranks(), self.remote_world_ranks());
         self.engine
             .borrow_mut()
             .communicator_changed(&CommChange::Created {
                 context: self.context,
                 members: &members,
+                remote: &remote,
             })
     }
 

@@ -115,11 +115,14 @@ impl Comm {
     /// every member names the same `local_leader`; the two leaders, which
     /// both belong to `peer`, name each other there as `remote_leader`
     /// (ignored elsewhere) and exchange the groups through `peer` with
-    /// `tag`, like any message of the application's.
+    /// `tag`, like any message of the application's. `peer` matters at
+    /// the local leader only (`None` elsewhere is fine; at the leader it is
+    /// an error, which every member of the group returns, as it does any
+    /// failure of the leaders' exchange).
     pub fn intercomm_create(
         &self,
         local_leader: usize,
-        peer: &Comm,
+        peer: Option<&Comm>,
         remote_leader: usize,
         tag: i32,
     ) -> Result<Comm> {
@@ -131,28 +134,27 @@ impl Comm {
         let mine: Vec<u64> = std::iter::once(u64::from(next))
             .chain(local.iter().map(|&w| w as u64))
             .collect();
-        let mut len = [0u64];
+        // The leader's failure reaches its group as a table of no words,
+        // so no member waits for a table that never comes.
         let mut theirs = Vec::new();
+        let mut failed = None;
         if self.rank() == local_leader {
-            peer.sendrecv(
-                &[mine.len() as u64],
-                remote_leader,
-                tag,
-                &mut len,
-                remote_leader,
-                tag,
-            )?;
-            theirs = vec![0u64; self.checked_table_len(len[0])?];
-            peer.sendrecv(&mine, remote_leader, tag, &mut theirs, remote_leader, tag)?;
+            match self.leaders_exchange(peer, remote_leader, tag, &mine) {
+                Ok(t) => theirs = t,
+                Err(e) => failed = Some(e),
+            }
         }
+        let mut len = [theirs.len() as u64];
         self.bcast(&mut len, local_leader)?;
-        theirs.resize(self.checked_table_len(len[0])?, 0);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        theirs.resize(self.table_len(len[0])?, 0);
         self.bcast(&mut theirs, local_leader)?;
         let (their_next, remote) = self.members_of(&theirs)?;
-        if remote.is_empty() || remote.iter().any(|w| local.contains(w)) {
-            return Err(Error::Collective(
-                "intercomm_create: the remote group is empty or shares members with the local one"
-                    .into(),
+        if remote.iter().any(|w| local.contains(w)) {
+            return Err(Error::CommKind(
+                "intercomm_create: the remote group shares members with the local one".into(),
             ));
         }
         let context = self.take_contexts(next.max(their_next), INTER_CONTEXTS)?;
@@ -161,14 +163,38 @@ impl Comm {
         Ok(comm)
     }
 
-    /// A table length a peer announced, if it can be one: [next context,
-    /// and up to four words per world rank].
-    fn checked_table_len(&self, len: u64) -> Result<usize> {
+    /// The local leader's side of `intercomm_create`: give the remote
+    /// leader this group's table through `peer`, get the remote group's.
+    fn leaders_exchange(
+        &self,
+        peer: Option<&Comm>,
+        remote_leader: usize,
+        tag: i32,
+        mine: &[u64],
+    ) -> Result<Vec<u64>> {
+        let peer = peer.ok_or_else(|| {
+            Error::CommKind("intercomm_create: the local leader names no peer communicator".into())
+        })?;
+        let mut len = [0u64];
+        let n = [mine.len() as u64];
+        peer.sendrecv(&n, remote_leader, tag, &mut len, remote_leader, tag)?;
+        let mut theirs = vec![0u64; self.table_len(len[0])?];
+        peer.sendrecv(mine, remote_leader, tag, &mut theirs, remote_leader, tag)?;
+        Ok(theirs)
+    }
+
+    /// A group table length a leader announced, if it can be one: the
+    /// next context id and up to four words per world rank (0: the
+    /// leader failed).
+    pub(crate) fn table_len(&self, len: u64) -> Result<usize> {
         let most = 1 + 4 * self.engine.borrow().size();
         usize::try_from(len)
             .ok()
             .filter(|&n| (1..=most).contains(&n))
-            .ok_or_else(|| Error::Collective(format!("a group table of {len} words")))
+            .ok_or_else(|| match len {
+                0 => Error::Collective("the group's leader failed to reach the other group".into()),
+                _ => Error::Collective(format!("a group table of {len} words")),
+            })
     }
 
     /// The next-free context and world ranks of a [next, members…] table.

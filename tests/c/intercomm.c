@@ -285,6 +285,12 @@ static void errors(MPI_Comm ic) {
     int rc = MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, ic);
     MPI_Error_class(rc, &cls);
     CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_COMM, "Scan on an intercommunicator: class %d", cls);
+    MPI_Op op;
+    MPI_Op_create(user_sum, 1, &op);
+    rc = MPI_Exscan(&x, &y, 1, MPI_INT, op, ic);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_COMM, "Exscan, user op, on an intercommunicator: class %d", cls);
+    MPI_Op_free(&op);
     rc = MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, ic);
     CHECK(rc != MPI_SUCCESS, "Allreduce in place on an intercommunicator");
     MPI_Comm cart;
@@ -295,6 +301,14 @@ static void errors(MPI_Comm ic) {
     rc = MPI_Bcast(&x, 1, MPI_INT, 5, ic);
     MPI_Error_class(rc, &cls);
     CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_ROOT, "Bcast to remote rank 5: class %d", cls);
+    /* A leader without a peer communicator fails the call at every
+       member of its group, not at the leader alone. */
+    MPI_Comm local, none;
+    MPI_Comm_split(MPI_COMM_WORLD, in_a, 0, &local);
+    MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
+    rc = MPI_Intercomm_create(local, 0, MPI_COMM_NULL, in_a ? 3 : 0, 78, &none);
+    CHECK(rc != MPI_SUCCESS, "Intercomm_create with no peer communicator");
+    MPI_Comm_free(&local);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     rc = MPI_Comm_remote_size(MPI_COMM_WORLD, &x);
     MPI_Error_class(rc, &cls);

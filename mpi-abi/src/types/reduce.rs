@@ -141,6 +141,12 @@ pub(crate) fn reduce(
     dt: Datatype,
     count: usize,
 ) -> Result<(), (c_int, String)> {
+    if comm.is_inter() && matches!(kind, Reduction::Scan | Reduction::Exscan) {
+        return Err((
+            MPI_ERR_COMM,
+            "scans are not defined on an intercommunicator".into(),
+        ));
+    }
     if let Some(f) = op.user {
         let copy;
         let send = match send {

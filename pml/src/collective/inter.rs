@@ -63,32 +63,33 @@ impl Comm {
     /// got in its group. Tables hold at most 1 + 4 words per world rank.
     pub(crate) fn swap_with_remote(&self, table: &[u64]) -> Result<Vec<u64>> {
         let local = self.local();
-        let mut len = [0u64];
+        // The leader's failure reaches its group as a table of no words,
+        // so no member waits for a table that never comes.
         let mut theirs = Vec::new();
+        let mut failed = None;
         if local.rank() == 0 {
-            self.c_sendrecv(
-                0,
-                bytes(&[table.len() as u64]),
-                0,
-                bytes_mut(&mut len),
-                LEADERS,
-            )?;
-            theirs = vec![0u64; self.table_len(len[0])?];
-            self.c_sendrecv(0, bytes(table), 0, bytes_mut(&mut theirs), LEADERS)?;
+            if let Err(e) = self.leaders_swap(table, &mut theirs) {
+                theirs.clear();
+                failed = Some(e);
+            }
         }
+        let mut len = [theirs.len() as u64];
         local.bcast(&mut len, 0)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         theirs.resize(self.table_len(len[0])?, 0);
         local.bcast(&mut theirs, 0)?;
         Ok(theirs)
     }
 
-    /// A table length the remote leader announced, if it can be one.
-    fn table_len(&self, len: u64) -> Result<usize> {
-        let most = 1 + 4 * self.engine.borrow().size();
-        usize::try_from(len)
-            .ok()
-            .filter(|&n| (1..=most).contains(&n))
-            .ok_or_else(|| mismatch(format!("the remote group sent a table of {len} words")))
+    /// The leader's side of [`Comm::swap_with_remote`].
+    fn leaders_swap(&self, table: &[u64], theirs: &mut Vec<u64>) -> Result<()> {
+        let mut len = [0u64];
+        let n = [table.len() as u64];
+        self.c_sendrecv(0, bytes(&n), 0, bytes_mut(&mut len), LEADERS)?;
+        *theirs = vec![0u64; self.table_len(len[0])?];
+        self.c_sendrecv(0, bytes(table), 0, bytes_mut(theirs), LEADERS)
     }
 
     /// Barrier over both groups: each group's members have all entered

@@ -232,8 +232,11 @@ pub enum CommChange<'a> {
         /// Its context id.
         context: u32,
         /// Its members' world ranks, in rank order (for an
-        /// intercommunicator, the local group's then the remote group's).
+        /// intercommunicator, the local group).
         members: &'a [usize],
+        /// An intercommunicator's remote group, in rank order (empty for
+        /// an intracommunicator).
+        remote: &'a [usize],
     },
     /// `free` ended the communicator with context `context`.
     Freed {
