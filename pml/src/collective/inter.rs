@@ -67,11 +67,11 @@ impl Comm {
         // so no member waits for a table that never comes.
         let mut theirs = Vec::new();
         let mut failed = None;
-        if local.rank() == 0 {
-            if let Err(e) = self.leaders_swap(table, &mut theirs) {
-                theirs.clear();
-                failed = Some(e);
-            }
+        if local.rank() == 0
+            && let Err(e) = self.leaders_swap(table, &mut theirs)
+        {
+            theirs.clear();
+            failed = Some(e);
         }
         let mut len = [theirs.len() as u64];
         local.bcast(&mut len, 0)?;
