@@ -133,7 +133,7 @@ impl Comm {
 
     /// Number of ranks point-to-point calls may name (the remote group's
     /// size on an intercommunicator).
-    fn peer_count(&self) -> usize {
+    pub(crate) fn peer_count(&self) -> usize {
         match self.peers() {
             Some(g) => g.members.len(),
             None => self.engine.borrow().size(),

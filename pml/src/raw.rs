@@ -21,6 +21,8 @@ use crate::status::Status;
 /// undefined behaviour).
 pub type RawRequest = crate::engine::ReqId;
 
+pub use crate::collective::Transfer;
+
 impl Comm {
     /// Start sending `len` bytes at `ptr` to `dest` (synchronous mode when
     /// `sync`). A standard send written whole at once leaves nothing in the

@@ -55,6 +55,7 @@ mod barrier;
 mod bcast;
 mod gather;
 mod inter;
+mod nonblocking;
 mod reduce;
 mod reduce_scatter;
 mod scan;
@@ -62,6 +63,7 @@ mod scratch;
 mod transport;
 
 pub use inter::InterRoot;
+pub use nonblocking::Transfer;
 
 /// Tags of the collectives inside the collective context.
 mod tag {
@@ -75,6 +77,8 @@ mod tag {
     pub const ALLTOALL: i32 = 8;
     pub const SCAN: i32 = 9;
     pub const REDUCE_SCATTER: i32 = 10;
+    /// Every nonblocking collective (see `nonblocking`).
+    pub const NONBLOCKING: i32 = 12;
 }
 
 /// Above this many bytes, the bandwidth-oriented algorithms are used.

@@ -2,7 +2,7 @@
 //! helpers that run the protocol's hooks around them.
 
 use super::Engine;
-use super::requests::{ReqId, SlotKind};
+use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::protocol::{
     CallId, CommChange, CompletionKind, OutgoingMessage, PersistentInit, Protocol, Replay,
@@ -247,7 +247,27 @@ impl Engine {
 
     #[inline]
     pub(crate) fn is_done(&self, id: ReqId) -> bool {
-        id.is_complete_send() || self.core.slot(id).is_some_and(|s| s.done)
+        id.is_complete_send()
+            || self
+                .core
+                .slot(id)
+                .is_some_and(|s| s.done || (s.kind == SlotKind::Group && self.core.group_done(id)))
+    }
+
+    /// A request that completes when every one of `parts` (sends and
+    /// receives this rank started) has: a nonblocking collective. It is one
+    /// call, and one request to every completion call and to the protocol;
+    /// taking its status takes the parts'.
+    pub(crate) fn start_group(&mut self, parts: Vec<ReqId>) -> ReqId {
+        let call = self.next_call();
+        let empty = RawBytes {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        };
+        let (id, s) = self.core.alloc_slot(SlotKind::Group, empty);
+        s.call = call;
+        s.parts = parts;
+        id
     }
 
     /// Take the status of a completed request and free its slot.
@@ -266,6 +286,15 @@ impl Engine {
         let Some(slot) = self.core.slot_mut(id) else {
             return;
         };
+        if slot.kind == SlotKind::Group {
+            // Its parts finish on their own (the caller keeps the memory).
+            let parts = std::mem::take(&mut slot.parts);
+            self.core.free_slot(id);
+            for p in parts {
+                self.detach(p, None);
+            }
+            return;
+        }
         if slot.done {
             self.core.free_slot(id);
         } else {

@@ -301,7 +301,7 @@ impl Engine {
                 && e.core
                     .slots
                     .iter()
-                    .all(|s| !s.in_use || s.done || s.kind == SlotKind::Recv)
+                    .all(|s| !s.in_use || s.done || s.kind != SlotKind::Send)
         })?;
         self.hook(|p| p.finalize())?;
         if self.publish_stats

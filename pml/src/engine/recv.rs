@@ -56,6 +56,7 @@ impl Engine {
         };
         let (request, is_recv) = (slot.call, slot.kind == SlotKind::Recv);
         if !is_recv {
+            // Sends and collectives are never cancelled.
             return Ok(self.withdraw(id));
         }
         let call = self.next_call();

@@ -109,6 +109,8 @@ impl RawBytes {
 pub(super) enum SlotKind {
     Send,
     Recv,
+    /// A nonblocking collective: done when all its `parts` are.
+    Group,
 }
 
 /// One entry of the request table.
@@ -140,6 +142,8 @@ pub(super) struct Slot {
     /// A restarted process re-executes a receive that a logged cancel
     /// withdrew: it is not posted, and the cancel completes it.
     pub(super) held_for_cancel: bool,
+    /// A group's sends and receives (empty for the other kinds).
+    pub(super) parts: Vec<ReqId>,
 }
 
 /// An unexpected message waiting for its receive.
@@ -253,6 +257,7 @@ impl Core {
                     any_source: false,
                     completed_at_start: false,
                     held_for_cancel: false,
+                    parts: Vec::new(),
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -271,6 +276,7 @@ impl Core {
         s.any_source = false;
         s.completed_at_start = false;
         s.held_for_cancel = false;
+        s.parts.clear();
         (ReqId::slot(idx, s.generation), s)
     }
 
@@ -329,6 +335,9 @@ impl Core {
             return Err(Error::RequestState("stale request handle"));
         };
         if !s.done {
+            if s.kind == SlotKind::Group && self.group_done(id) {
+                return self.take_group(id);
+            }
             return Err(Error::RequestState("request is not complete"));
         }
         let st = s.status.take();
@@ -339,6 +348,56 @@ impl Core {
             return Err(Error::RequestState("status already taken"));
         };
         Ok(st)
+    }
+
+    /// Every part of group `id` is done.
+    pub(super) fn group_done(&self, id: ReqId) -> bool {
+        self.slot(id).is_some_and(|g| {
+            g.parts
+                .iter()
+                .all(|&p| p.is_complete_send() || self.slot(p).is_some_and(|s| s.done))
+        })
+    }
+
+    /// Take the statuses of a done group's parts and free them and the
+    /// group: an empty status, or the first error among the parts (a
+    /// receive that got more or fewer bytes than its buffer holds is one).
+    fn take_group(&mut self, id: ReqId) -> Result<Status> {
+        let parts = self
+            .slot_mut(id)
+            .map(|g| std::mem::take(&mut g.parts))
+            .unwrap_or_default();
+        let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
+        for p in parts {
+            if p.is_complete_send() {
+                continue;
+            }
+            let room = self.slot(p).map(|s| (s.kind == SlotKind::Recv, s.buf.len));
+            let st = self.take_done(p);
+            if result.is_err() {
+                continue;
+            }
+            result = match (st, room) {
+                (Err(e), _) => Err(e),
+                (Ok(st), Some((true, room))) => {
+                    let got = match st.error() {
+                        Some(Error::Truncated { message_len, .. }) => *message_len,
+                        _ => st.len(),
+                    };
+                    if got == room {
+                        result
+                    } else {
+                        Err(Error::Collective(format!(
+                            "world rank {} sent {got} bytes where {room} were expected",
+                            st.source()
+                        )))
+                    }
+                }
+                (Ok(_), _) => result,
+            };
+        }
+        self.free_slot(id);
+        result
     }
 
     pub(super) fn set_status(&mut self, id: ReqId, st: Status) {

@@ -1,0 +1,94 @@
+//! Nonblocking collectives, for language bindings (the MPI C library's
+//! `MPI_Ibarrier` … `MPI_Ialltoallw`). A binding lays a collective out as
+//! the transfers each rank makes — every one from or to a named rank —
+//! and starts them all at once; one request completes when all have, and
+//! what remains (folding received contributions in rank order,
+//! unpacking) is the binding's, after it took the request's status.
+//!
+//! Starting everything at once means a collective needs no further step
+//! from this rank once started, so it completes while the rank waits for
+//! anything at all, and no schedule has to be advanced at points that
+//! differ from one execution to the next: under message logging every
+//! receive names its source, the request is one call whose completion is
+//! logged like any other, and a re-execution sends the same messages in
+//! the same order. Transfers use the communicator's collective context
+//! with a tag of their own, so they never match a blocking collective's;
+//! two nonblocking collectives in flight between the same pair of ranks
+//! are told apart by order, as MPI has every member start its collectives
+//! in the same order.
+
+use super::tag;
+use crate::comm::Comm;
+use crate::engine::ReqId;
+use crate::error::{Error, Result};
+use crate::matching::RecvSpec;
+
+/// One transfer of a nonblocking collective: `len` bytes at `ptr`, to or
+/// from rank `peer` (of the remote group on an intercommunicator).
+#[derive(Clone, Copy, Debug)]
+pub struct Transfer {
+    /// The rank sent to or received from.
+    pub peer: usize,
+    /// The bytes sent, or where received bytes go.
+    pub ptr: *mut u8,
+    /// How many bytes: a receive expects exactly this many.
+    pub len: usize,
+}
+
+impl Comm {
+    /// Start a nonblocking collective made of `sends` and `recvs`; the
+    /// request completes when every transfer has. A receive that gets more
+    /// or fewer bytes than it expects makes the request's status an error.
+    ///
+    /// # Safety
+    /// Every transfer's bytes stay valid (and a receive's otherwise
+    /// untouched) until the request completes.
+    pub unsafe fn start_collective_raw(
+        &self,
+        sends: &[Transfer],
+        recvs: &[Transfer],
+    ) -> Result<ReqId> {
+        let n = self.peer_count();
+        if let Some(t) = sends.iter().chain(recvs).find(|t| t.peer >= n) {
+            return Err(Error::InvalidRank {
+                rank: i64::try_from(t.peer).unwrap_or(-1),
+                size: n,
+            });
+        }
+        let context = self.collective_context();
+        let mut eng = self.engine.borrow_mut();
+        let mut parts: Vec<ReqId> = Vec::with_capacity(sends.len() + recvs.len());
+        let mut started = || -> Result<()> {
+            for t in recvs {
+                let spec = RecvSpec {
+                    source: Some(self.peer_world_rank(t.peer)),
+                    tag: Some(tag::NONBLOCKING),
+                    context,
+                };
+                // SAFETY: the caller's contract.
+                parts.push(unsafe { eng.start_recv(spec, t.ptr, t.len)? });
+            }
+            for t in sends {
+                let to = self.peer_world_rank(t.peer);
+                // SAFETY: the caller's contract.
+                let id = unsafe {
+                    eng.start_send_lean(to, tag::NONBLOCKING, context, t.ptr, t.len, false)?
+                };
+                parts.push(id);
+            }
+            Ok(())
+        };
+        if let Err(e) = started() {
+            // Nothing may keep pointing at the caller's memory.
+            for id in parts {
+                if eng.withdraw(id) {
+                    let _ = eng.take_status(id);
+                } else {
+                    eng.detach(id, None);
+                }
+            }
+            return Err(e);
+        }
+        Ok(eng.start_group(parts))
+    }
+}
