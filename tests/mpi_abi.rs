@@ -147,6 +147,18 @@ fn intercommunicators_pass_their_checks_built_with_mpich() {
     c_checks_pass("intercomm", Compiler::Mpich, &["none", "pessimist"]);
 }
 
+/// `tests/c/nbc.c`: every nonblocking collective, as its blocking twin;
+/// several in flight; on an intercommunicator; `Alltoallw`, `Comm_idup`.
+#[test]
+fn nonblocking_collectives_pass_their_checks_built_with_vpml_mpicc() {
+    c_checks_pass("nbc", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn nonblocking_collectives_pass_their_checks_built_with_mpich() {
+    c_checks_pass("nbc", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/errhan.c`: user error handlers, classes, codes and strings.
 #[test]
 fn user_error_handlers_and_codes_pass_their_checks_built_with_vpml_mpicc() {

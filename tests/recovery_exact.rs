@@ -8,8 +8,9 @@
 //!   the end that what each rank says it sent equals what the others
 //!   received: a re-execution that answered any call differently breaks
 //!   the check.
-//! * `tests/c/intercomm.c` makes, uses and derives intercommunicators:
-//!   killed at each of its sends, it must still pass its checks.
+//! * `tests/c/intercomm.c` makes, uses and derives intercommunicators,
+//!   `tests/c/nbc.c` runs nonblocking collectives: killed at each of
+//!   their sends, they must still pass their checks.
 //! * `tests/c/diverge.c` is not piecewise deterministic (its messages
 //!   carry the process id): recovery must refuse it with one line.
 //!
@@ -124,21 +125,20 @@ fn recovery_from_a_random_kill_drawn_in_the_first_millisecond() {
     assert_eq!(restarts(&stderr), 1, "{stderr}");
 }
 
-#[test]
-fn recovery_of_intercommunicators_is_exact_after_a_kill_at_each_send() {
+/// Kill each of `ranks` after its n-th send, for every n until a kill no
+/// longer lands (at least `min_kills` must): `name` must pass its checks
+/// with the same output every time.
+fn exact_after_a_kill_at_each_send(name: &str, ranks: &[usize], min_kills: usize) {
     let _g = serial();
-    let prog = mpicc("intercomm");
+    let prog = mpicc(name);
     let reference = job(&[], &prog, &[]);
     let want = text(&reference.stdout);
     assert!(
-        reference.status.success() && want.starts_with("intercomm ok "),
+        reference.status.success() && want.starts_with(&format!("{name} ok ")),
         "{want}{}",
         text(&reference.stderr)
     );
-    // Rank 2 (group A, not its leader) and rank 3 (group B's leader),
-    // killed after their n-th send for every n until a kill no longer
-    // lands: making, using, deriving and merging intercommunicators.
-    for rank in [2, 3] {
+    for &rank in ranks {
         let mut landed = 0;
         for n in 1.. {
             let kill = format!("{rank}@point:send.after_frame#{n}");
@@ -151,8 +151,25 @@ fn recovery_of_intercommunicators_is_exact_after_a_kill_at_each_send() {
             }
             landed += 1;
         }
-        assert!(landed >= 20, "rank {rank}: only {landed} sends to kill at");
+        assert!(
+            landed >= min_kills,
+            "rank {rank}: only {landed} sends to kill at"
+        );
     }
+}
+
+#[test]
+fn recovery_of_intercommunicators_is_exact_after_a_kill_at_each_send() {
+    // Rank 2 (group A, not its leader) and rank 3 (group B's leader):
+    // making, using, deriving and merging intercommunicators.
+    exact_after_a_kill_at_each_send("intercomm", &[2, 3], 20);
+}
+
+#[test]
+fn recovery_of_nonblocking_collectives_is_exact_after_a_kill_at_each_send() {
+    // Collectives in flight together, completed by Waitany and by polling
+    // Testall: their completions are logged and replayed.
+    exact_after_a_kill_at_each_send("nbc", &[1, 2], 20);
 }
 
 #[test]

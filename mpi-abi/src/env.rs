@@ -141,11 +141,13 @@ export! {
             // Requests and communicators die before the world does; the
             // staging buffers of requests still in flight after it.
             let mut staging = std::mem::take(&mut s.orphans);
+            let mut collectives = Vec::new();
             for e in s.requests.drain() {
                 staging.extend(e.staging);
+                collectives.extend(e.after);
             }
             s.comms.clear();
-            (world, staging)
+            (world, (staging, collectives))
         });
         let Some(world) = world else {
             return error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, "called before MPI_Init");

@@ -118,7 +118,14 @@ pub(crate) struct ReqEntry {
     /// The packed copy a non-contiguous datatype travels in (the
     /// operation reads or writes it until it completes).
     pub staging: Option<crate::types::Message>,
+    /// A nonblocking collective's last step, run once its transfers
+    /// completed (folding contributions, unpacking); it owns the memory
+    /// the transfers use.
+    pub after: Option<AfterCollective>,
 }
+
+/// See [`ReqEntry::after`].
+pub(crate) type AfterCollective = Box<dyn FnOnce() -> Result<(), (c_int, String)>>;
 
 /// A derived datatype: where the bytes of one element lie.
 #[derive(Clone, Debug)]

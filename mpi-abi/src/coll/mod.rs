@@ -11,6 +11,7 @@ use crate::state::{DerivedType, comm, error, vpml_error};
 use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
 
 mod inter;
+mod nonblocking;
 
 /// How many blocks a collective's per-rank buffers hold: one per member,
 /// or on an intercommunicator one per member of the remote group.
@@ -110,8 +111,8 @@ struct VBlocks<'a> {
     /// The layout of a datatype that is not contiguous (elements are
     /// packed); `None` for a contiguous one, whose extent is `size`.
     layout: Option<DerivedType>,
-    counts: &'a [c_int],
-    displs: &'a [c_int],
+    counts: std::borrow::Cow<'a, [c_int]>,
+    displs: std::borrow::Cow<'a, [c_int]>,
 }
 
 /// A per-rank table of a `v` collective: on the stack for small jobs.
@@ -153,9 +154,20 @@ impl VBlocks<'_> {
         Ok(VBlocks {
             size: t.size,
             layout,
-            counts,
-            displs,
+            counts: counts.into(),
+            displs: displs.into(),
         })
+    }
+
+    /// The same blocks, with copies of the caller's arrays (for a
+    /// nonblocking collective's last step).
+    fn into_owned(self) -> VBlocks<'static> {
+        VBlocks {
+            size: self.size,
+            layout: self.layout,
+            counts: self.counts.into_owned().into(),
+            displs: self.displs.into_owned().into(),
+        }
     }
 
     /// Bytes of each block, packed.
@@ -194,7 +206,7 @@ impl VBlocks<'_> {
         let n = self.counts.len();
         let (mut lens, mut offs) = (PerRank::with_capacity(n), PerRank::with_capacity(n));
         let mut span = 0usize;
-        for (&c, &d) in self.counts.iter().zip(self.displs) {
+        for (&c, &d) in self.counts.iter().zip(self.displs.iter()) {
             let len = (c as usize).checked_mul(self.size)?;
             // A block of no bytes may name any displacement: it is never
             // touched, so it is placed at 0 and does not count in the span.
@@ -237,7 +249,7 @@ impl VBlocks<'_> {
     unsafe fn pack(&self, buf: *const c_void) -> Vec<u8> {
         let (t, extent) = self.element();
         let mut out = Vec::with_capacity(self.total());
-        for (&c, &d) in self.counts.iter().zip(self.displs) {
+        for (&c, &d) in self.counts.iter().zip(self.displs.iter()) {
             let at = (buf as *const u8).wrapping_offset(d as isize * extent);
             // SAFETY: caller contract.
             out.extend(unsafe { pack(at, c as usize, &t) });
@@ -251,7 +263,7 @@ impl VBlocks<'_> {
     /// `buf` holds the blocks, writable.
     unsafe fn unpack(&self, data: &[u8], buf: *mut c_void) {
         let (t, extent) = self.element();
-        for ((l, o), &d) in self.lens().iter().zip(self.offs()).zip(self.displs) {
+        for ((l, o), &d) in self.lens().iter().zip(self.offs()).zip(self.displs.iter()) {
             let at = (buf as *mut u8).wrapping_offset(d as isize * extent);
             // SAFETY: caller contract.
             unsafe { unpack(&data[o..o + l], at, &t) };

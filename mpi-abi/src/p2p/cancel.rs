@@ -15,26 +15,30 @@ export! {
         // its staging buffer must outlive it.
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
-            let entry = request_slot(h).and_then(|i| s.requests.remove(i));
-            match entry {
-                Some(e) => {
-                    // A persistent request's private copy of its datatype.
-                    if let Some(op) = &e.persistent {
-                        release(&mut s.types, op.dt, USER_TYPE_KIND);
-                    }
-                    if let Some(a) = e.active {
-                        if let Some(on) = a.on() {
-                            on.detach_raw(a.id());
-                        }
-                        s.orphans.extend(e.staging);
-                    }
-                    true
-                }
-                None => false,
+            let i = request_slot(h).filter(|&i| s.requests.get(i).is_some())?;
+            if s.requests.get(i).is_some_and(|e| e.after.is_some()) {
+                // MPI forbids it: the collective's memory is in use.
+                return Some(false);
             }
+            let e = s.requests.remove(i)?;
+            // A persistent request's private copy of its datatype.
+            if let Some(op) = &e.persistent {
+                release(&mut s.types, op.dt, USER_TYPE_KIND);
+            }
+            if let Some(a) = e.active {
+                if let Some(on) = a.on() {
+                    on.detach_raw(a.id());
+                }
+                s.orphans.extend(e.staging);
+            }
+            Some(true)
         });
-        if !freed {
-            return error(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST, "invalid request");
+        match freed {
+            Some(true) => {}
+            Some(false) => {
+                return error(comm_of(h), "MPI_Request_free", MPI_ERR_REQUEST, "a nonblocking collective cannot be freed");
+            }
+            None => return error(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST, "invalid request"),
         }
         // SAFETY: as above.
         unsafe { put(req, MPI_REQUEST_NULL) };
@@ -47,6 +51,9 @@ export! {
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
+            if e.after.is_some() {
+                return Some(Some(Err(vpml::Error::RequestState("a nonblocking collective cannot be cancelled"))));
+            }
             // (A send complete at start cannot be cancelled.)
             Some(e.active.as_ref().and_then(|a| Some(a.on()?.cancel_raw(a.id()))))
         });

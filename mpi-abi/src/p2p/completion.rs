@@ -226,6 +226,9 @@ fn complete_with(
     }
     let mut first_error = None;
     let mut count = 0;
+    // Nonblocking collectives' last steps, run once the table is free
+    // again (a user reduction may call MPI).
+    let mut afters = Vec::new();
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
         for &i in done.iter() {
@@ -252,6 +255,11 @@ fn complete_with(
                     if first_error.is_none() {
                         first_error = st.error().map(|e| (class_of(e), e.to_string()));
                     }
+                    if st.error().is_none()
+                        && let Some(after) = s.requests.get_mut(k).and_then(|e| e.after.take())
+                    {
+                        afters.push(after);
+                    }
                     Some(st)
                 }
                 None => None,
@@ -263,6 +271,13 @@ fn complete_with(
         Ok(())
     });
     finished.map_err(|e| vpml_error(comm, func, &e))?;
+    for after in afters {
+        if let Err(e) = after()
+            && first_error.is_none()
+        {
+            first_error = Some(e);
+        }
+    }
     let outcome = Outcome::Completed {
         count,
         error: first_error,
@@ -297,7 +312,7 @@ fn wait_all_plain(
             let a = e
                 .active
                 .as_ref()
-                .filter(|_| e.persistent.is_none() && e.staging.is_none())?;
+                .filter(|_| e.persistent.is_none() && e.staging.is_none() && e.after.is_none())?;
             if first.is_none() {
                 first = Some(e.comm);
             }

@@ -44,6 +44,7 @@ fn nonblocking(
                     proc_null: false,
                     persistent: None,
                     staging: None,
+                    after: None,
                 })
             })
         });
@@ -70,6 +71,7 @@ fn nonblocking(
                 active,
                 persistent: None,
                 staging,
+                after: None,
             };
             // SAFETY: a handle pointer (caller contract).
             unsafe { put(req, new_request(entry)) };

@@ -61,6 +61,7 @@ fn persistent(
         proc_null: false,
         persistent: Some(Box::new(op)),
         staging: None,
+        after: None,
     };
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };

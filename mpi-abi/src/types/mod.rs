@@ -24,4 +24,4 @@ mod reduce;
 
 pub(crate) use datatype::{Builder, info, layout, pack, predefined_size, span, unpack};
 pub(crate) use message::Message;
-pub(crate) use reduce::{CombineOp, Reduction, reduce};
+pub(crate) use reduce::{CombineOp, Reduction, fold_packed, reduce};

@@ -99,6 +99,72 @@ impl<T: Element> vpml::Op<T> for CombineOp {
     }
 }
 
+/// The element type a predefined datatype reduces as.
+#[derive(Clone, Copy)]
+enum ElementKind {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+    IntInt,
+    ShortInt,
+    FloatInt,
+    DoubleInt,
+    LongInt,
+    FloatFloat,
+    DoubleDouble,
+    ComplexF32,
+    ComplexF64,
+    #[cfg(target_arch = "x86_64")]
+    LongDouble,
+    #[cfg(target_arch = "x86_64")]
+    LongDoubleInt,
+    #[cfg(target_arch = "x86_64")]
+    ComplexLongDouble,
+}
+
+/// The element type of predefined datatype `base`, if it reduces.
+fn element_of(base: Datatype) -> Option<ElementKind> {
+    use ElementKind::*;
+    Some(match base {
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T | MPI_INTEGER1 => I8,
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_CXX_BOOL | MPI_PACKED => U8,
+        MPI_SHORT | MPI_INT16_T | MPI_INTEGER2 => I16,
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => U16,
+        MPI_INT | MPI_INT32_T | MPI_INTEGER | MPI_INTEGER4 | MPI_LOGICAL => I32,
+        MPI_UNSIGNED | MPI_UINT32_T | MPI_WCHAR => U32,
+        MPI_LONG | MPI_LONG_LONG_INT | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
+        | MPI_INTEGER8 => I64,
+        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => U64,
+        MPI_FLOAT | MPI_REAL | MPI_REAL4 => F32,
+        MPI_DOUBLE | MPI_DOUBLE_PRECISION | MPI_REAL8 => F64,
+        MPI_2INT | MPI_2INTEGER => IntInt,
+        MPI_SHORT_INT => ShortInt,
+        MPI_FLOAT_INT => FloatInt,
+        MPI_DOUBLE_INT => DoubleInt,
+        MPI_LONG_INT => LongInt,
+        MPI_2REAL => FloatFloat,
+        MPI_2DOUBLE_PRECISION => DoubleDouble,
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX | MPI_COMPLEX | MPI_COMPLEX8 => ComplexF32,
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX | MPI_DOUBLE_COMPLEX | MPI_COMPLEX16 => {
+            ComplexF64
+        }
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE => LongDouble,
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE_INT => LongDoubleInt,
+        #[cfg(target_arch = "x86_64")]
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => ComplexLongDouble,
+        _ => return None,
+    })
+}
+
 /// Which reduction collective to run.
 pub(crate) enum Reduction {
     All,
@@ -186,40 +252,33 @@ pub(crate) fn reduce(
             }
         };
     }
-    let r = match base {
-        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T | MPI_INTEGER1 => go!(i8),
-        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_CXX_BOOL | MPI_PACKED => {
-            go!(u8)
-        }
-        MPI_SHORT | MPI_INT16_T | MPI_INTEGER2 => go!(i16),
-        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
-        MPI_INT | MPI_INT32_T | MPI_INTEGER | MPI_INTEGER4 | MPI_LOGICAL => go!(i32),
-        MPI_UNSIGNED | MPI_UINT32_T | MPI_WCHAR => go!(u32),
-        MPI_LONG | MPI_LONG_LONG_INT | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
-        | MPI_INTEGER8 => go!(i64),
-        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
-        MPI_FLOAT | MPI_REAL | MPI_REAL4 => go!(f32),
-        MPI_DOUBLE | MPI_DOUBLE_PRECISION | MPI_REAL8 => go!(f64),
-        MPI_2INT | MPI_2INTEGER => go!(IntInt),
-        MPI_SHORT_INT => go!(ShortInt),
-        MPI_2REAL => go!(FloatFloat),
-        MPI_2DOUBLE_PRECISION => go!(DoubleDouble),
+    let r = match element_of(base) {
+        Some(ElementKind::I8) => go!(i8),
+        Some(ElementKind::U8) => go!(u8),
+        Some(ElementKind::I16) => go!(i16),
+        Some(ElementKind::U16) => go!(u16),
+        Some(ElementKind::I32) => go!(i32),
+        Some(ElementKind::U32) => go!(u32),
+        Some(ElementKind::I64) => go!(i64),
+        Some(ElementKind::U64) => go!(u64),
+        Some(ElementKind::F32) => go!(f32),
+        Some(ElementKind::F64) => go!(f64),
+        Some(ElementKind::IntInt) => go!(IntInt),
+        Some(ElementKind::ShortInt) => go!(ShortInt),
+        Some(ElementKind::FloatInt) => go!(FloatInt),
+        Some(ElementKind::DoubleInt) => go!(DoubleInt),
+        Some(ElementKind::LongInt) => go!(LongInt),
+        Some(ElementKind::FloatFloat) => go!(FloatFloat),
+        Some(ElementKind::DoubleDouble) => go!(DoubleDouble),
+        Some(ElementKind::ComplexF32) => go!(ComplexF32),
+        Some(ElementKind::ComplexF64) => go!(ComplexF64),
         #[cfg(target_arch = "x86_64")]
-        MPI_LONG_DOUBLE_INT => go!(LongDoubleInt),
-        MPI_FLOAT_INT => go!(FloatInt),
-        MPI_DOUBLE_INT => go!(DoubleInt),
-        MPI_LONG_INT => go!(LongInt),
-        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX | MPI_COMPLEX | MPI_COMPLEX8 => {
-            go!(ComplexF32)
-        }
-        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX | MPI_DOUBLE_COMPLEX | MPI_COMPLEX16 => {
-            go!(ComplexF64)
-        }
+        Some(ElementKind::LongDouble) => go!(LongDouble),
         #[cfg(target_arch = "x86_64")]
-        MPI_LONG_DOUBLE => go!(LongDouble),
+        Some(ElementKind::LongDoubleInt) => go!(LongDoubleInt),
         #[cfg(target_arch = "x86_64")]
-        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => go!(ComplexLongDouble),
-        _ => {
+        Some(ElementKind::ComplexLongDouble) => go!(ComplexLongDouble),
+        None => {
             return Err((
                 MPI_ERR_TYPE,
                 "reductions over this datatype are not supported".into(),
@@ -258,10 +317,46 @@ fn user_reduce(
         Reduction::Inter(root) => comm.inter_gather(&[], &mut all, root)?,
         _ => comm.allgather(send, &mut all)?,
     }
+    let block = |i: usize| &all[i * send.len()..(i + 1) * send.len()];
+    let fold = |ranks: std::ops::Range<usize>| -> vpml::Result<Vec<u8>> {
+        user_fold(f, dt, count, ranks.map(block))
+    };
+    let result = match kind {
+        Reduction::All => Some(fold(0..n)?),
+        Reduction::To(root) if r == root => Some(fold(0..n)?),
+        Reduction::To(_) => None,
+        Reduction::Inter(_) => Some(fold(0..n)?),
+        Reduction::Scan => Some(fold(0..r + 1)?),
+        Reduction::Exscan if r > 0 => Some(fold(0..r)?),
+        Reduction::Exscan => None,
+        Reduction::Scatter { bounds } => {
+            let start = bounds.get(r).copied().unwrap_or(0);
+            let whole = fold(0..n)?;
+            let at = (start * send.len() / count.max(1)).min(whole.len());
+            let end = (at + recv.len()).min(whole.len());
+            Some(whole[at..end].to_vec())
+        }
+    };
+    if let Some(v) = result {
+        let m = v.len().min(recv.len());
+        recv[..m].copy_from_slice(&v[..m]);
+    }
+    Ok(())
+}
+
+/// Fold `parts` — packed contributions of `count` elements of `dt`, in
+/// rank order — with the program's function, called as MPI defines it (on
+/// whole buffers laid out as `dt` says, `inout = in ⊕ inout` with `in`
+/// from the lower ranks).
+fn user_fold<'a>(
+    f: UserFn,
+    dt: Datatype,
+    count: usize,
+    mut parts: impl Iterator<Item = &'a [u8]>,
+) -> vpml::Result<Vec<u8>> {
     let Some(t) = layout(dt) else {
         return Err(vpml::Error::RequestState("invalid datatype"));
     };
-    let block = |i: usize| &all[i * send.len()..(i + 1) * send.len()];
     // The bytes `count` elements span, relative to the buffer's address.
     let last = count.saturating_sub(1) as isize * t.extent;
     let lo = t
@@ -278,54 +373,119 @@ fn user_reduce(
         .max()
         .unwrap_or(0)
         .max(0);
-    let fold = |ranks: std::ops::Range<usize>| -> Vec<u8> {
-        let scratch = |data: &[u8]| {
-            let mut v = vec![0u8; (hi - lo) as usize];
-            let at = v.as_mut_ptr().wrapping_offset(-lo);
-            // SAFETY: `v` covers every byte `count` elements of `t` touch
-            // from `at` (computed above).
-            unsafe { unpack(data, at, &t) };
-            v
+    let scratch = |data: &[u8]| {
+        let mut v = vec![0u8; (hi - lo) as usize];
+        let at = v.as_mut_ptr().wrapping_offset(-lo);
+        // SAFETY: `v` covers every byte `count` elements of `t` touch
+        // from `at` (computed above).
+        unsafe { unpack(data, at, &t) };
+        v
+    };
+    let Some(first) = parts.next() else {
+        return Ok(Vec::new());
+    };
+    let mut acc = scratch(first);
+    for part in parts {
+        let mut next = scratch(part);
+        let mut len = count as c_int;
+        let mut d = dt;
+        // SAFETY: the program's function, on two buffers of `count`
+        // elements of `dt` (MPI's contract for user operations).
+        unsafe {
+            f(
+                acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
+                &mut len,
+                &mut d,
+            )
         };
-        let mut acc = scratch(block(ranks.start));
-        for i in ranks.start + 1..ranks.end {
-            let mut next = scratch(block(i));
-            let mut len = count as c_int;
-            let mut d = dt;
-            // SAFETY: the program's function, on two buffers of `count`
-            // elements of `dt` (MPI's contract for user operations).
-            unsafe {
-                f(
-                    acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
-                    next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
-                    &mut len,
-                    &mut d,
-                )
-            };
-            acc = next;
-        }
-        // SAFETY: as for `scratch`.
-        unsafe { pack(acc.as_ptr().wrapping_offset(-lo), count, &t) }
-    };
-    let result = match kind {
-        Reduction::All => Some(fold(0..n)),
-        Reduction::To(root) => (r == root).then(|| fold(0..n)),
-        Reduction::Inter(_) => Some(fold(0..n)),
-        Reduction::Scan => Some(fold(0..r + 1)),
-        Reduction::Exscan => (r > 0).then(|| fold(0..r)),
-        Reduction::Scatter { bounds } => {
-            let start = bounds.get(r).copied().unwrap_or(0);
-            let whole = fold(0..n);
-            let at = (start * send.len() / count.max(1)).min(whole.len());
-            let end = (at + recv.len()).min(whole.len());
-            Some(whole[at..end].to_vec())
-        }
-    };
-    if let Some(v) = result {
-        let m = v.len().min(recv.len());
-        recv[..m].copy_from_slice(&v[..m]);
+        acc = next;
     }
+    // SAFETY: as for `scratch`.
+    Ok(unsafe { pack(acc.as_ptr().wrapping_offset(-lo), count, &t) })
+}
+
+/// Fold `parts` — packed contributions of `count` elements of `dt`, in
+/// rank order, the lower ranks' on the left as MPI orders a reduction —
+/// with `op`, into `out` (packed, as long as a part). What a nonblocking
+/// reduction does once every contribution arrived.
+pub(crate) fn fold_packed(
+    op: CombineOp,
+    dt: Datatype,
+    count: usize,
+    parts: &[&[u8]],
+    out: &mut [u8],
+) -> Result<(), (c_int, String)> {
+    let folded = match op.user {
+        Some(f) => user_fold(f, dt, count, parts.iter().copied())
+            .map_err(|e| (crate::state::class_of(&e), e.to_string()))?,
+        None => {
+            let base = info(dt).and_then(|t| t.base).ok_or_else(|| {
+                (
+                    MPI_ERR_TYPE,
+                    "reductions need a datatype of one predefined type".to_string(),
+                )
+            })?;
+            fold_predefined(op, base, parts)?
+        }
+    };
+    let m = folded.len().min(out.len());
+    out[..m].copy_from_slice(&folded[..m]);
     Ok(())
+}
+
+/// [`fold_packed`] for a predefined operation over elements of `base`.
+fn fold_predefined(
+    op: CombineOp,
+    base: Datatype,
+    parts: &[&[u8]],
+) -> Result<Vec<u8>, (c_int, String)> {
+    fn go<T: Element>(op: CombineOp, parts: &[&[u8]]) -> Vec<u8> {
+        let Some((first, rest)) = parts.split_first() else {
+            return Vec::new();
+        };
+        let mut acc: Vec<T> = copied(first);
+        for part in rest {
+            let next = elems::<T>(part);
+            for (a, b) in acc.iter_mut().zip(next.iter()) {
+                *a = vpml::Op::<T>::apply(&op, *a, *b);
+            }
+        }
+        bytemuck::cast_slice(&acc).to_vec()
+    }
+    Ok(match element_of(base) {
+        Some(ElementKind::I8) => go::<i8>(op, parts),
+        Some(ElementKind::U8) => go::<u8>(op, parts),
+        Some(ElementKind::I16) => go::<i16>(op, parts),
+        Some(ElementKind::U16) => go::<u16>(op, parts),
+        Some(ElementKind::I32) => go::<i32>(op, parts),
+        Some(ElementKind::U32) => go::<u32>(op, parts),
+        Some(ElementKind::I64) => go::<i64>(op, parts),
+        Some(ElementKind::U64) => go::<u64>(op, parts),
+        Some(ElementKind::F32) => go::<f32>(op, parts),
+        Some(ElementKind::F64) => go::<f64>(op, parts),
+        Some(ElementKind::IntInt) => go::<IntInt>(op, parts),
+        Some(ElementKind::ShortInt) => go::<ShortInt>(op, parts),
+        Some(ElementKind::FloatInt) => go::<FloatInt>(op, parts),
+        Some(ElementKind::DoubleInt) => go::<DoubleInt>(op, parts),
+        Some(ElementKind::LongInt) => go::<LongInt>(op, parts),
+        Some(ElementKind::FloatFloat) => go::<FloatFloat>(op, parts),
+        Some(ElementKind::DoubleDouble) => go::<DoubleDouble>(op, parts),
+        Some(ElementKind::ComplexF32) => go::<ComplexF32>(op, parts),
+        Some(ElementKind::ComplexF64) => go::<ComplexF64>(op, parts),
+        #[cfg(target_arch = "x86_64")]
+        Some(ElementKind::LongDouble) => go::<LongDouble>(op, parts),
+        #[cfg(target_arch = "x86_64")]
+        Some(ElementKind::LongDoubleInt) => go::<LongDoubleInt>(op, parts),
+        #[cfg(target_arch = "x86_64")]
+        Some(ElementKind::ComplexLongDouble) => go::<ComplexLongDouble>(op, parts),
+        None => {
+            return Err((
+                MPI_ERR_TYPE,
+                "reductions over this datatype are not supported".into(),
+            ));
+        }
+    })
 }
 
 /// A predefined operation fixed at compile time.

@@ -1,0 +1,315 @@
+/* Nonblocking collectives on 4 ranks: each one's result equals its
+   blocking twin's (bit for bit, reductions included) for contiguous and
+   non-contiguous datatypes, in place where MPI allows it; several in
+   flight at once and completed out of order, by Waitall, Waitany and
+   Test loops; on an intercommunicator; MPI_Alltoallw and Comm_idup; and
+   the errors MPI defines (freeing or cancelling one in flight). Every
+   check that fails prints "FAIL <what>"; rank 0 ends with "nbc ok
+   <checks>". Built with `vpml mpicc` or MPICH's mpicc.mpich. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static int size;
+
+static void wait1(MPI_Request *r) { MPI_Wait(r, MPI_STATUS_IGNORE); }
+
+/* A non-commutative user operation: 2x2 integer matrix product. */
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++, a += 4, b += 4) {
+        int c[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+                    a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+        memcpy(b, c, sizeof c);
+    }
+}
+
+static void rooted(void) {
+    /* Ibcast of a vector type from rank 2. */
+    MPI_Datatype every_other;
+    MPI_Type_vector(4, 1, 2, MPI_DOUBLE, &every_other);
+    MPI_Type_commit(&every_other);
+    double v[8];
+    for (int i = 0; i < 8; i++) v[i] = rank == 2 ? 10 + i : -1;
+    MPI_Request r;
+    MPI_Ibcast(v, 1, every_other, 2, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(v[0] == 10 && v[6] == 16 && (rank == 2 || v[1] == -1), "Ibcast vector %g %g %g", v[0], v[6], v[1]);
+    MPI_Type_free(&every_other);
+
+    /* Ireduce with a non-commutative user operation, and with MPI_SUM in
+       place at the root: as the blocking Reduce. */
+    MPI_Datatype mat;
+    MPI_Type_contiguous(4, MPI_INT, &mat);
+    MPI_Type_commit(&mat);
+    MPI_Op mm;
+    MPI_Op_create(matmul, 0, &mm);
+    int m[4] = {1, rank + 1, 0, 1}, want[4], got[4];
+    MPI_Reduce(m, want, 1, mat, mm, 1, MPI_COMM_WORLD);
+    MPI_Ireduce(m, got, 1, mat, mm, 1, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    if (rank == 1) CHECK(memcmp(want, got, sizeof got) == 0 && got[1] == 10, "Ireduce user op %d", got[1]);
+    double x = 0.1 * (rank + 1), xs = 0, xb = 0;
+    MPI_Reduce(&x, &xb, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) xs = x;
+    MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : &x, &xs, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    if (rank == 0) CHECK(xs == xb, "Ireduce in place %.17g %.17g", xs, xb);
+
+    /* Igather(v) and Iscatter(v) at rank 3. */
+    int all[8] = {0}, mine[2] = {rank, -rank};
+    MPI_Igather(mine, 2, MPI_INT, all, 2, MPI_INT, 3, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    if (rank == 3) CHECK(all[2] == 1 && all[3] == -1 && all[6] == 3, "Igather %d %d", all[2], all[6]);
+    int counts[4] = {1, 2, 0, 1}, displs[4] = {3, 0, 2, 2}, g[4] = {-9, -9, -9, -9};
+    MPI_Igatherv(mine, counts[rank], MPI_INT, g, counts, displs, MPI_INT, 3, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    if (rank == 3) CHECK(g[3] == 0 && g[0] == 1 && g[1] == -1 && g[2] == 3, "Igatherv %d %d %d %d", g[0], g[1], g[2], g[3]);
+    int src[8] = {0, 1, 2, 3, 4, 5, 6, 7}, part[2] = {-1, -1};
+    MPI_Iscatter(src, 2, MPI_INT, part, 2, MPI_INT, 3, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(part[0] == 2 * rank && part[1] == 2 * rank + 1, "Iscatter %d %d", part[0], part[1]);
+    part[0] = part[1] = -1;
+    MPI_Iscatterv(src, counts, displs, MPI_INT, part, counts[rank], MPI_INT, 3, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(counts[rank] == 0 ? part[0] == -1 : part[0] == src[displs[rank]], "Iscatterv %d", part[0]);
+    MPI_Op_free(&mm);
+    MPI_Type_free(&mat);
+}
+
+static void everyone(void) {
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(r == MPI_REQUEST_NULL, "Ibarrier frees its request");
+
+    /* Iallreduce: floats whose sum depends on the order; every rank gets
+       the same bits (each folds in rank order). */
+    float f[3] = {1e8f * (rank % 2 ? 1 : -1), 1.0f / (rank + 3), (float)rank}, fa[3];
+    MPI_Iallreduce(f, fa, 3, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    float fr[3];
+    MPI_Allreduce(fa, fr, 3, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(memcmp(fa, fr, sizeof fa) == 0 && fa[2] == 6.0f, "Iallreduce: every rank the same %g", fa[2]);
+    int iv = 1 << rank, ia = 0;
+    MPI_Iallreduce(&iv, &ia, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(ia == 15, "Iallreduce BOR %d", ia);
+
+    /* Iscan, Iexscan. */
+    int s = rank + 1, sc = -1, ex = -1;
+    MPI_Request two[2];
+    MPI_Iscan(&s, &sc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &two[0]);
+    MPI_Iexscan(&s, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &two[1]);
+    MPI_Waitall(2, two, MPI_STATUSES_IGNORE);
+    CHECK(sc == (rank + 1) * (rank + 2) / 2 && (rank == 0 || ex == rank * (rank + 1) / 2), "Iscan %d Iexscan %d", sc, ex);
+
+    /* Ireduce_scatter_block and Ireduce_scatter. */
+    int vec[8], blk[2] = {-1, -1};
+    for (int i = 0; i < 8; i++) vec[i] = rank * 8 + i;
+    MPI_Ireduce_scatter_block(vec, blk, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(blk[0] == 48 + 4 * 2 * rank && blk[1] == 48 + 4 * (2 * rank + 1), "Ireduce_scatter_block %d %d", blk[0], blk[1]);
+    int rc[4] = {3, 0, 1, 4}, rs[4] = {-1, -1, -1, -1}, start[4] = {0, 3, 3, 4};
+    MPI_Ireduce_scatter(vec, rs, rc, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(rc[rank] == 0 ? rs[0] == -1 : rs[0] == 48 + 4 * start[rank], "Ireduce_scatter %d", rs[0]);
+
+    /* Iallgather in place, Iallgatherv. */
+    int ag[4] = {-1, -1, -1, -1};
+    ag[rank] = rank * rank;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ag, 1, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(ag[0] == 0 && ag[1] == 1 && ag[2] == 4 && ag[3] == 9, "Iallgather in place");
+    int counts[4] = {1, 2, 0, 1}, displs[4] = {0, 1, 3, 3}, agv[4] = {-1, -1, -1, -1}, mine[2] = {rank, rank};
+    MPI_Iallgatherv(mine, counts[rank], MPI_INT, agv, counts, displs, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(agv[0] == 0 && agv[1] == 1 && agv[2] == 1 && agv[3] == 3, "Iallgatherv");
+
+    /* Ialltoall, Ialltoallv, in place too. */
+    int out[4], in[4];
+    for (int i = 0; i < 4; i++) out[i] = rank * 10 + i;
+    MPI_Ialltoall(out, 1, MPI_INT, in, 1, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(in[0] == rank && in[3] == 30 + rank, "Ialltoall %d %d", in[0], in[3]);
+    MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, 1, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(memcmp(in, out, sizeof in) == 0, "Ialltoall in place");
+    int sc4[4] = {1, 1, 1, 1}, sd4[4] = {3, 2, 1, 0}, rd4[4] = {0, 1, 2, 3};
+    for (int i = 0; i < 4; i++) out[i] = rank * 10 + i;
+    MPI_Ialltoallv(out, sc4, sd4, MPI_INT, in, sc4, rd4, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(in[1] == 10 + 3 - rank, "Ialltoallv %d", in[1]);
+
+    /* MPI_Alltoallw: ints to even ranks, a double to odd ones. */
+    int wi[4] = {0};
+    double wd[4] = {0};
+    char sbuf[64], rbuf[64];
+    int wsc[4], wsd[4], wrc[4], wrd[4];
+    MPI_Datatype wst[4], wrt[4];
+    for (int i = 0; i < 4; i++) {
+        int is_double = i % 2;
+        wsc[i] = 1, wsd[i] = 16 * i, wst[i] = is_double ? MPI_DOUBLE : MPI_INT;
+        int from_double = rank % 2;
+        wrc[i] = 1, wrd[i] = 16 * i, wrt[i] = from_double ? MPI_DOUBLE : MPI_INT;
+        if (is_double) {
+            double d = rank + 0.5;
+            memcpy(sbuf + 16 * i, &d, sizeof d);
+        } else {
+            int v = 100 * rank + i;
+            memcpy(sbuf + 16 * i, &v, sizeof v);
+        }
+    }
+    MPI_Alltoallw(sbuf, wsc, wsd, wst, rbuf, wrc, wrd, wrt, MPI_COMM_WORLD);
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        if (rank % 2) {
+            memcpy(&wd[i], rbuf + 16 * i, sizeof(double));
+            ok &= wd[i] == i + 0.5;
+        } else {
+            memcpy(&wi[i], rbuf + 16 * i, sizeof(int));
+            ok &= wi[i] == 100 * i + rank;
+        }
+    }
+    CHECK(ok, "Alltoallw");
+    MPI_Request w;
+    memset(rbuf, 0, sizeof rbuf);
+    MPI_Ialltoallw(sbuf, wsc, wsd, wst, rbuf, wrc, wrd, wrt, MPI_COMM_WORLD, &w);
+    wait1(&w);
+    int again = 1;
+    for (int i = 0; i < 4; i++) {
+        if (rank % 2) {
+            double d;
+            memcpy(&d, rbuf + 16 * i, sizeof d);
+            again &= d == i + 0.5;
+        } else {
+            int v;
+            memcpy(&v, rbuf + 16 * i, sizeof v);
+            again &= v == 100 * i + rank;
+        }
+    }
+    CHECK(again, "Ialltoallw");
+}
+
+static void many_in_flight(void) {
+    /* Eight collectives in flight, completed in reverse order, then by
+       Waitany, then by polling Testall. */
+    enum { K = 8 };
+    MPI_Request r[K];
+    int v[K], sum[K];
+    for (int k = 0; k < K; k++) {
+        v[k] = rank * 100 + k;
+        MPI_Iallreduce(&v[k], &sum[k], 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r[k]);
+    }
+    for (int k = K - 1; k >= 0; k--) MPI_Wait(&r[k], MPI_STATUS_IGNORE);
+    int ok = 1;
+    for (int k = 0; k < K; k++) ok &= sum[k] == 600 + 4 * k;
+    CHECK(ok, "eight Iallreduce completed in reverse");
+    for (int k = 0; k < K; k++) {
+        v[k] = rank + k;
+        if (k % 2)
+            MPI_Ibcast(&v[k], 1, MPI_INT, k % 4, MPI_COMM_WORLD, &r[k]);
+        else
+            MPI_Iallreduce(&v[k], &sum[k], 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r[k]);
+    }
+    int seen = 0;
+    for (int n = 0; n < K; n++) {
+        int idx;
+        MPI_Waitany(K, r, &idx, MPI_STATUS_IGNORE);
+        seen |= 1 << idx;
+    }
+    ok = seen == (1 << K) - 1;
+    for (int k = 0; k < K; k++) ok &= k % 2 ? v[k] == k % 4 + k : sum[k] == 3 + k;
+    CHECK(ok, "mixed collectives by Waitany");
+    MPI_Ibarrier(MPI_COMM_WORLD, &r[0]);
+    int flag = 0, polls = 0;
+    while (!flag) {
+        MPI_Testall(1, r, &flag, MPI_STATUSES_IGNORE);
+        polls++;
+    }
+    CHECK(flag && r[0] == MPI_REQUEST_NULL && polls > 0, "Ibarrier by Testall");
+}
+
+static void on_intercomm(void) {
+    MPI_Comm local, ic;
+    int in_a = rank % 2 == 0;
+    MPI_Comm_split(MPI_COMM_WORLD, in_a, rank, &local);
+    MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, in_a ? 1 : 0, 5, &ic);
+    int lr;
+    MPI_Comm_rank(local, &lr);
+    MPI_Request r;
+    /* Ibcast from A's rank 0 (world 0) to B. */
+    int b = in_a ? (lr == 0 ? 77 : -1) : -1;
+    MPI_Ibcast(&b, 1, MPI_INT, in_a ? (lr == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0, ic, &r);
+    wait1(&r);
+    CHECK(in_a ? b == (lr == 0 ? 77 : -1) : b == 77, "inter Ibcast %d", b);
+    /* Iallreduce: the remote group's sum of world ranks. */
+    int sum = -1;
+    MPI_Iallreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, ic, &r);
+    wait1(&r);
+    CHECK(sum == (in_a ? 4 : 2), "inter Iallreduce %d", sum);
+    /* Iallgather: the remote world ranks. */
+    int all[2] = {-1, -1};
+    MPI_Iallgather(&rank, 1, MPI_INT, all, 1, MPI_INT, ic, &r);
+    wait1(&r);
+    CHECK(all[0] == (in_a ? 1 : 0) && all[1] == (in_a ? 3 : 2), "inter Iallgather %d %d", all[0], all[1]);
+    /* Ireduce to B's rank 1 (world 3). */
+    int red = -1;
+    MPI_Ireduce(&rank, &red, 1, MPI_INT, MPI_SUM, in_a ? 1 : (lr == 1 ? MPI_ROOT : MPI_PROC_NULL), ic, &r);
+    wait1(&r);
+    if (!in_a && lr == 1) CHECK(red == 2, "inter Ireduce %d", red);
+    MPI_Ibarrier(ic, &r);
+    wait1(&r);
+    MPI_Comm_free(&ic);
+    MPI_Comm_free(&local);
+}
+
+static void idup_and_errors(void) {
+    MPI_Comm d;
+    MPI_Request r;
+    MPI_Comm_idup(MPI_COMM_WORLD, &d, &r);
+    wait1(&r);
+    int n = 0, cmp = -1;
+    MPI_Comm_size(d, &n);
+    MPI_Comm_compare(d, MPI_COMM_WORLD, &cmp);
+    CHECK(n == size && cmp == MPI_CONGRUENT, "Comm_idup");
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    int x = rank, y;
+    MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, d, &r);
+    int rc = MPI_Request_free(&r);
+    CHECK(rc != MPI_SUCCESS && r != MPI_REQUEST_NULL, "Request_free of a collective in flight is refused");
+    rc = MPI_Cancel(&r);
+    CHECK(rc != MPI_SUCCESS, "Cancel of a collective is refused");
+    wait1(&r);
+    CHECK(y == 6, "the collective still completes %d", y);
+    int cls = -1;
+    rc = MPI_Ibcast(&x, 1, MPI_INT, 9, d, &r);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_ROOT, "Ibcast to rank 9: class %d", cls);
+    MPI_Comm_free(&d);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 4) {
+        if (rank == 0) printf("FAIL: run on 4 ranks\n");
+        MPI_Finalize();
+        return 1;
+    }
+    rooted();
+    everyone();
+    many_in_flight();
+    on_intercomm();
+    idup_and_errors();
+    int all_failed = 0;
+    MPI_Allreduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && all_failed == 0) printf("nbc ok %d\n", checks);
+    MPI_Finalize();
+    return all_failed ? 1 : 0;
+}
