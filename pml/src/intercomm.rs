@@ -16,7 +16,7 @@
 
 use std::rc::Rc;
 
-use crate::comm::{Comm, Group, Inter, SELF_CONTEXT};
+use crate::comm::{Comm, Group, IDUP_RESERVE, Inter, SELF_CONTEXT};
 use crate::error::{Error, Result};
 
 /// Contexts an intercommunicator takes (see the module documentation).
@@ -75,13 +75,23 @@ impl Comm {
     }
 
     /// Take `count` contexts from `id` on (the agreed largest next-free
-    /// id, so free at every member).
+    /// id, so free at every member), and the block after them reserved for
+    /// the new communicator's idups.
     fn take_contexts(&self, id: u32, count: u32) -> Result<u32> {
-        if id >= SELF_CONTEXT - count {
+        let taken = count * (1 + IDUP_RESERVE);
+        if id >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
-        self.engine.borrow_mut().set_next_context(id + count);
+        self.engine.borrow_mut().set_next_context(id + taken);
         Ok(id)
+    }
+
+    /// A duplicate of this intercommunicator on reserved context
+    /// `context` (see [`Comm::idup`]): it reserves nothing itself.
+    pub(crate) fn reserved_inter(&self, context: u32) -> Comm {
+        let mut comm = self.make_inter(context, self.world_ranks(), self.remote_world_ranks());
+        comm.idups = None;
+        comm
     }
 
     /// An intercommunicator of the local group `local` (world ranks in
@@ -106,6 +116,7 @@ impl Comm {
                 remote: Some(Rc::new(remote)),
                 local,
             })),
+            idups: Some(Default::default()),
         }
     }
 

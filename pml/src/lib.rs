@@ -127,6 +127,7 @@ pub fn init_with(
             context: 0,
             group: None,
             inter: None,
+            idups: None,
         },
         done: false,
     })

@@ -149,6 +149,9 @@ pub struct EngineSnapshot {
     pub last_call: u64,
     /// Next communicator context id.
     pub next_context: u32,
+    /// Duplicates of the world made without agreement so far (see
+    /// `Comm::idup`).
+    pub world_idups: u32,
     /// Messages sent to each rank.
     pub send_seq: Vec<u64>,
     /// Messages fully received from each rank.
@@ -181,6 +184,7 @@ impl EngineSnapshot {
         let mut b = Vec::new();
         put_u64(&mut b, self.last_call);
         put_u32(&mut b, self.next_context);
+        put_u32(&mut b, self.world_idups);
         put_u64(&mut b, self.send_seq.len() as u64);
         for (s, r) in self.send_seq.iter().zip(&self.recv_seq) {
             put_u64(&mut b, *s);
@@ -209,6 +213,7 @@ impl EngineSnapshot {
     ) -> std::result::Result<(EngineSnapshot, &'a [u8]), vpml_codec::Error> {
         let last_call = r.u64()?;
         let next_context = r.u32()?;
+        let world_idups = r.u32()?;
         let n = r.count(16)?;
         let mut send_seq = Vec::with_capacity(n);
         let mut recv_seq = Vec::with_capacity(n);
@@ -241,6 +246,7 @@ impl EngineSnapshot {
             EngineSnapshot {
                 last_call,
                 next_context,
+                world_idups,
                 send_seq,
                 recv_seq,
                 unexpected,
@@ -373,6 +379,7 @@ mod tests {
         let s = EngineSnapshot {
             last_call: 77,
             next_context: 6,
+            world_idups: 3,
             send_seq: vec![1, 2, 3],
             recv_seq: vec![4, 5, 6],
             unexpected: vec![SavedMessage {

@@ -79,13 +79,21 @@ impl Comm {
             Ok(())
         };
         if let Err(e) = started() {
-            // Nothing may keep pointing at the caller's memory.
+            // Nothing may keep pointing at the caller's memory: receives
+            // are withdrawn; a send that started and has not finished
+            // cannot be, so the engine stops (it reads memory the caller
+            // gets back with this error).
+            let mut stuck = false;
             for id in parts {
                 if eng.withdraw(id) {
                     let _ = eng.take_status(id);
                 } else {
+                    stuck |= !eng.is_done(id);
                     eng.detach(id, None);
                 }
+            }
+            if stuck {
+                eng.fail(&e);
             }
             return Err(e);
         }

@@ -55,6 +55,7 @@ impl Engine {
         let snap = EngineSnapshot {
             last_call: self.last_call,
             next_context: self.next_context,
+            world_idups: self.world_idups,
             send_seq: self.send_seq.clone(),
             recv_seq: self.core.recv_seq.clone(),
             unexpected,

@@ -142,6 +142,8 @@ pub(crate) struct Engine {
     /// Next communicator context id this process may hand out (0 and 1
     /// belong to the world).
     next_context: u32,
+    /// Duplicates of the world made without agreement (`Comm::idup`).
+    world_idups: u32,
     /// Set by the first fatal error; from then on nothing is sent or received.
     failed: Option<String>,
     /// The fault-tolerance protocol ([`crate::protocol::NoProtocol`] for
@@ -196,6 +198,13 @@ impl Engine {
 
     pub(crate) fn set_next_context(&mut self, next: u32) {
         self.next_context = self.next_context.max(next);
+    }
+
+    /// Count a duplicate of the world made without agreement; its index.
+    pub(crate) fn next_world_idup(&mut self) -> u32 {
+        let i = self.world_idups;
+        self.world_idups += 1;
+        i
     }
 
     /// Install the fault-tolerance protocol (before any communication);

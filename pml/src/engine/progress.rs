@@ -116,7 +116,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn fail(&mut self, e: &Error) {
+    pub(crate) fn fail(&mut self, e: &Error) {
         tracing::error!(rank = self.core.rank, "fatal: {e}");
         if let Error::Diverged(why) = e {
             // Exact or loud: whatever the application does with the
@@ -138,7 +138,8 @@ impl Engine {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.in_use && !s.done)
+            // (A group completes with its parts, whose statuses it takes.)
+            .filter(|(_, s)| s.in_use && !s.done && s.kind != SlotKind::Group)
             .map(|(i, s)| ReqId::slot(i as u32, s.generation))
             .collect();
         for id in active {

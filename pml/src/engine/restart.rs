@@ -177,6 +177,7 @@ impl Engine {
         }
         self.last_call = snap.last_call;
         self.next_context = self.next_context.max(snap.next_context);
+        self.world_idups = self.world_idups.max(snap.world_idups);
         self.send_seq = snap.send_seq;
         self.core.recv_seq = snap.recv_seq;
         for m in snap.unexpected {
