@@ -13,6 +13,8 @@ pub type Errhandler = c_int;
 pub type Group = c_int;
 pub type Info = c_int;
 pub type Aint = isize;
+/// `MPI_Count`.
+pub type Count = i64;
 
 pub const MPI_SUCCESS: c_int = 0;
 pub const MPI_ERR_BUFFER: c_int = 1;

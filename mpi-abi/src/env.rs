@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::consts::*;
 use crate::state::{
     CommEntry, DerivedType, FINALIZED, INITIALIZED, STATE, THREAD_LEVEL, UserFn, error, handle_of,
-    insert, put, release,
+    insert, put, release, slot_of,
 };
 use crate::types::Builder;
 
@@ -277,6 +277,59 @@ export! {
         }
     }
 
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(dt: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
+        match crate::types::layout(dt) {
+            Some(t) => {
+                // SAFETY: MPI_Count pointers (caller contract).
+                unsafe {
+                    put(lb, t.lb as Count);
+                    put(extent, t.extent as Count);
+                }
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_get_extent_x", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(dt: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
+        match true_extent(dt) {
+            Some((l, e)) => {
+                // SAFETY: MPI_Aint pointers (caller contract).
+                unsafe {
+                    put(lb, l as Aint);
+                    put(extent, e as Aint);
+                }
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_get_true_extent", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(dt: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
+        match true_extent(dt) {
+            Some((l, e)) => {
+                // SAFETY: MPI_Count pointers (caller contract).
+                unsafe {
+                    put(lb, l as Count);
+                    put(extent, e as Count);
+                }
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_get_true_extent_x", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
+    fn MPI_Type_size_x / PMPI_Type_size_x(dt: Datatype, size: *mut Count) -> c_int {
+        match crate::types::info(dt) {
+            Some(t) => {
+                // SAFETY: an MPI_Count pointer (caller contract).
+                unsafe { put(size, t.size as Count) };
+                MPI_SUCCESS
+            }
+            None => error(MPI_COMM_WORLD, "MPI_Type_size_x", MPI_ERR_TYPE, "invalid datatype"),
+        }
+    }
+
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, old: Datatype, new: *mut Datatype) -> c_int {
         make_type("MPI_Type_contiguous", new, || {
             let o = old_type(old)?;
@@ -404,14 +457,53 @@ export! {
         MPI_SUCCESS
     }
 
-    fn MPI_Op_create / PMPI_Op_create(f: Option<UserFn>, _commute: c_int, op: *mut Op) -> c_int {
+    fn MPI_Op_create / PMPI_Op_create(f: Option<UserFn>, commute: c_int, op: *mut Op) -> c_int {
         let Some(f) = f else {
             return error(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG, "null function");
         };
-        let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, f));
+        let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, (f, commute != 0)));
         // SAFETY: a handle pointer (caller contract).
         unsafe { put(op, handle_of(USER_OP_KIND, i)) };
         MPI_SUCCESS
+    }
+
+    fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) -> c_int {
+        // Every predefined operation commutes.
+        let c = match slot_of(op, USER_OP_KIND) {
+            Some(i) => match STATE.with(|s| s.borrow().ops.get(i).copied().flatten()) {
+                Some((_, c)) => c,
+                None => return error(MPI_COMM_WORLD, "MPI_Op_commutative", MPI_ERR_OP, "invalid operation"),
+            },
+            None if (MPI_MAX..=MPI_NO_OP).contains(&op) => true,
+            None => return error(MPI_COMM_WORLD, "MPI_Op_commutative", MPI_ERR_OP, "invalid operation"),
+        };
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(commute, c_int::from(c)) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, dt: Datatype, op: Op) -> c_int {
+        let func = "MPI_Reduce_local";
+        let r = (|| {
+            let op = crate::types::CombineOp::new(op, dt).map_err(|(c, w)| (c, w.to_string()))?;
+            // SAFETY: both buffers hold `count` elements of `dt` (caller contract).
+            let (mut a, mut b) = unsafe {
+                (
+                    crate::types::Message::new(inbuf, count, dt, true).map_err(|(c, w)| (c, w.to_string()))?,
+                    crate::types::Message::new(inoutbuf, count, dt, true).map_err(|(c, w)| (c, w.to_string()))?,
+                )
+            };
+            let input = a.bytes().to_vec();
+            let inout = b.bytes().to_vec();
+            let n = usize::try_from(count).unwrap_or(0);
+            crate::types::fold_packed(op, dt, n, &[&input, &inout], b.bytes())?;
+            b.finish(None);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => MPI_SUCCESS,
+            Err((code, why)) => error(MPI_COMM_WORLD, func, code, &why),
+        }
     }
 
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) -> c_int {
@@ -424,6 +516,20 @@ export! {
         unsafe { put(op, MPI_OP_NULL) };
         MPI_SUCCESS
     }
+}
+
+/// The true lower bound and extent of `dt`: where its bytes start and how
+/// far they reach, whatever its bounds say.
+fn true_extent(dt: Datatype) -> Option<(isize, isize)> {
+    let t = crate::types::layout(dt)?;
+    let lo = t.blocks.iter().map(|b| b.0).min().unwrap_or(0);
+    let hi = t
+        .blocks
+        .iter()
+        .map(|b| b.0 + b.1 as isize)
+        .max()
+        .unwrap_or(0);
+    Some((lo, hi - lo))
 }
 
 /// Register the datatype `f` builds and store its handle in `*new`.

@@ -164,7 +164,8 @@ pub(crate) struct State {
     /// User error classes, codes and strings.
     pub user_errors: crate::errhan::UserErrors,
     pub types: Vec<Option<DerivedType>>,
-    pub ops: Vec<Option<UserFn>>,
+    /// User operations: the function, and whether it commutes.
+    pub ops: Vec<Option<(UserFn, bool)>>,
     /// Staging buffers of requests freed while active: the engine may
     /// still write into them, so they live until `MPI_Finalize` is done.
     pub orphans: Vec<crate::types::Message>,

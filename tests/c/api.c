@@ -389,10 +389,34 @@ static void datatypes(void) {
     MPI_Type_free(&t_out);
     MPI_Type_free(&t_in);
     MPI_Datatype wide;
-    MPI_Type_create_resized(MPI_INT, 0, 8, &wide);
+    MPI_Type_create_resized(MPI_INT, -4, 12, &wide);
     MPI_Type_get_extent(wide, &lb, &ext);
-    CHECK(ext == 8, "resized extent %ld", (long)ext);
+    CHECK(ext == 12 && lb == -4, "resized extent %ld", (long)ext);
+    /* The true extent ignores the bounds; the _x calls say the same. */
+    MPI_Aint tlb, text;
+    MPI_Count clb, cext, csize;
+    MPI_Type_get_true_extent(wide, &tlb, &text);
+    MPI_Type_get_true_extent_x(wide, &clb, &cext);
+    MPI_Type_size_x(wide, &csize);
+    CHECK(tlb == 0 && text == 4 && clb == 0 && cext == 4 && csize == 4, "true extent %ld %ld", (long)tlb, (long)text);
+    MPI_Type_get_extent_x(wide, &clb, &cext);
+    CHECK(clb == -4 && cext == 12, "Type_get_extent_x");
     MPI_Type_free(&wide);
+    /* A status the program fills in itself. */
+    MPI_Status made;
+    int cancelled = 0, elems = 0;
+    MPI_Count nx = 0;
+    MPI_Status_set_elements(&made, MPI_DOUBLE, 5);
+    MPI_Status_set_cancelled(&made, 1);
+    MPI_Test_cancelled(&made, &cancelled);
+    MPI_Get_elements(&made, MPI_DOUBLE, &elems);
+    MPI_Get_elements_x(&made, MPI_DOUBLE, &nx);
+    CHECK(cancelled == 1 && elems == 5 && nx == 5, "Status_set_elements/cancelled %d %d", cancelled, elems);
+    MPI_Status_set_elements_x(&made, MPI_INT, 6);
+    MPI_Status_set_cancelled(&made, 0);
+    MPI_Test_cancelled(&made, &cancelled);
+    MPI_Get_count(&made, MPI_INT, &elems);
+    CHECK(cancelled == 0 && elems == 6, "Status_set_elements_x %d", elems);
     MPI_Type_free(&pt_type);
 }
 
@@ -522,6 +546,16 @@ static void collectives(void) {
     MPI_Allreduce(&one, &us, 1, MPI_INT, op, MPI_COMM_WORLD);
     /* size ones joined by size - 1 "+ 1"s. */
     CHECK(us == 2 * size - 1, "user op %d", us);
+    /* Commutativity as declared; a local reduction with it: in ⊕ inout. */
+    int commutes = -1, max_commutes = -1;
+    MPI_Op_commutative(op, &commutes);
+    MPI_Op_commutative(MPI_MAX, &max_commutes);
+    int lin[2] = {1, 2}, linout[2] = {10, 20};
+    MPI_Reduce_local(lin, linout, 2, MPI_INT, op);
+    int imax[2] = {5, 50};
+    MPI_Reduce_local(lin, imax, 2, MPI_INT, MPI_MAX);
+    CHECK(commutes == 1 && max_commutes == 1 && linout[0] == 12 && linout[1] == 23 && imax[0] == 5 && imax[1] == 50,
+          "Op_commutative %d, Reduce_local %d %d", commutes, linout[0], linout[1]);
     MPI_Op_free(&op);
     CHECK(op == MPI_OP_NULL, "Op_free");
     MPI_Datatype cplx;

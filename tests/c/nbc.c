@@ -193,6 +193,22 @@ static void everyone(void) {
         }
     }
     CHECK(again, "Ialltoallw");
+
+    /* A block of no elements may name no datatype. */
+    int zc[4] = {0, 0, 0, 0};
+    MPI_Datatype nulls[4] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+    int rcw = MPI_Alltoallw(sbuf, zc, wsd, nulls, rbuf, zc, wrd, nulls, MPI_COMM_WORLD);
+    CHECK(rcw == MPI_SUCCESS, "Alltoallw of empty blocks with no datatype");
+
+    /* The program may free a reduction's datatype before it completes. */
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    int pv[2] = {rank, 2 * rank}, ps[2] = {-1, -1};
+    MPI_Iallreduce(pv, ps, 1, pair, MPI_SUM, MPI_COMM_WORLD, &r);
+    MPI_Type_free(&pair);
+    wait1(&r);
+    CHECK(ps[0] == 6 && ps[1] == 12, "Iallreduce after Type_free %d %d", ps[0], ps[1]);
 }
 
 static void many_in_flight(void) {
@@ -262,6 +278,22 @@ static void on_intercomm(void) {
     MPI_Ireduce(&rank, &red, 1, MPI_INT, MPI_SUM, in_a ? 1 : (lr == 1 ? MPI_ROOT : MPI_PROC_NULL), ic, &r);
     wait1(&r);
     if (!in_a && lr == 1) CHECK(red == 2, "inter Ireduce %d", red);
+    /* Ireduce_scatter_block: the remote group's sum of [w, 10w], one each. */
+    int rsv[2] = {rank, 10 * rank}, rsb = -1;
+    MPI_Ireduce_scatter_block(rsv, &rsb, 1, MPI_INT, MPI_SUM, ic, &r);
+    wait1(&r);
+    int other = in_a ? 4 : 2;
+    CHECK(rsb == (lr == 0 ? other : 10 * other), "inter Ireduce_scatter_block %d", rsb);
+    /* An intercommunicator's idup keeps both groups. */
+    MPI_Comm icd;
+    MPI_Comm_idup(ic, &icd, &r);
+    wait1(&r);
+    int flag = 0, rsize = 0, back = -1;
+    MPI_Comm_test_inter(icd, &flag);
+    MPI_Comm_remote_size(icd, &rsize);
+    MPI_Sendrecv(&rank, 1, MPI_INT, lr, 8, &back, 1, MPI_INT, lr, 8, icd, MPI_STATUS_IGNORE);
+    CHECK(flag && rsize == 2 && back == (in_a ? rank + 1 : rank - 1), "inter Comm_idup %d", back);
+    MPI_Comm_free(&icd);
     MPI_Ibarrier(ic, &r);
     wait1(&r);
     MPI_Comm_free(&ic);
@@ -277,6 +309,28 @@ static void idup_and_errors(void) {
     MPI_Comm_size(d, &n);
     MPI_Comm_compare(d, MPI_COMM_WORLD, &cmp);
     CHECK(n == size && cmp == MPI_CONGRUENT, "Comm_idup");
+    /* Comm_idup never waits for the other ranks: rank 0 duplicates last,
+       after a synchronous send from every other rank, which duplicated
+       first; then a duplicate of that duplicate (which agrees, as dup). */
+    MPI_Comm d2, d3;
+    MPI_Request r2;
+    int token = rank;
+    if (rank == 0) {
+        for (int i = 1; i < size; i++) MPI_Recv(&token, 1, MPI_INT, i, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Comm_idup(MPI_COMM_WORLD, &d2, &r2);
+    } else {
+        MPI_Comm_idup(MPI_COMM_WORLD, &d2, &r2);
+        MPI_Ssend(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+    }
+    wait1(&r2);
+    MPI_Comm_idup(d2, &d3, &r2);
+    wait1(&r2);
+    int t2 = 0, t3 = 0;
+    MPI_Allreduce(&rank, &t2, 1, MPI_INT, MPI_SUM, d2);
+    MPI_Allreduce(&rank, &t3, 1, MPI_INT, MPI_SUM, d3);
+    CHECK(t2 == 6 && t3 == 6, "Comm_idup while others wait %d %d", t2, t3);
+    MPI_Comm_free(&d3);
+    MPI_Comm_free(&d2);
     MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
     int x = rank, y;
     MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, d, &r);
@@ -290,6 +344,11 @@ static void idup_and_errors(void) {
     rc = MPI_Ibcast(&x, 1, MPI_INT, 9, d, &r);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_ROOT, "Ibcast to rank 9: class %d", cls);
+    int g4[4];
+    rc = MPI_Igather(MPI_IN_PLACE, 1, MPI_INT, g4, 1, MPI_INT, (rank + 1) % size, d, &r);
+    CHECK(rc != MPI_SUCCESS, "MPI_IN_PLACE at a non-root of Igather is refused");
+    /* (The root's Igather then waits for the others' blocks: complete it.) */
+    if (rc == MPI_SUCCESS) wait1(&r);
     MPI_Comm_free(&d);
 }
 

@@ -12,8 +12,9 @@
 //! collectives use trees; in exchange a collective needs nothing more
 //! from this rank once started, so it completes while the rank waits for
 //! anything, and a re-execution after a crash repeats it exactly.
-//! `MPI_Comm_idup` duplicates at once (it blocks, like `MPI_Comm_dup`,
-//! until every member called it) and returns a completed request.
+//! `MPI_Comm_idup` duplicates at once, without communication, from
+//! contexts its parent reserved (see `vpml::Comm::idup`), and returns a
+//! completed request.
 
 use std::ffi::{c_int, c_void};
 
@@ -24,7 +25,7 @@ use crate::consts::*;
 use crate::state::{
     Active, AfterCollective, ReqEntry, STATE, comm, error, put, request_handle, vpml_error,
 };
-use crate::types::{CombineOp, Message, fold_packed, info};
+use crate::types::{CombineOp, Message, fold_packed, info, private_copy, release_copy};
 
 type Res<T = ()> = Result<T, (c_int, String)>;
 
@@ -37,6 +38,24 @@ struct Laid {
 }
 
 impl Laid {
+    /// The same collective, whose request ends with `error` (if any): an
+    /// error only this rank sees still starts its transfers, so that its
+    /// peers' messages are not left for the next collective to match.
+    fn ending_with(self, error: Option<(c_int, String)>) -> Laid {
+        let Some(e) = error else {
+            return self;
+        };
+        let after = self.after;
+        Laid {
+            after: Box::new(move || {
+                // (The memory `after` owns is released either way.)
+                let _ = after();
+                Err(e)
+            }),
+            ..self
+        }
+    }
+
     /// Nothing to do (a bystander of an intercommunicator's root group).
     fn nothing() -> Laid {
         Laid {
@@ -248,7 +267,9 @@ unsafe fn reduction_buffers(
 }
 
 /// The last step of a reduction: fold `parts` (a contribution per rank, in
-/// rank order) into `out`.
+/// rank order) into `out`. (If the request fails first, a private copy of
+/// a derived datatype is not released: a slot of the type table, no
+/// more.)
 fn fold_into(op: CombineOp, dt: Datatype, count: usize, parts: &[&[u8]], out: &mut Message) -> Res {
     fold_packed(op, dt, count, parts, out.bytes())?;
     out.finish(None);
@@ -320,6 +341,8 @@ unsafe fn reduce(
         Vec::new()
     };
     let (_, me) = peers(c);
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
     Ok(Laid {
         sends,
         recvs,
@@ -328,7 +351,11 @@ unsafe fn reduce(
             if let Some(me) = me {
                 parts.insert(me, &mine);
             }
-            fold_into(op, dt, n, &parts, &mut out)
+            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            if let Some(k) = kept {
+                release_copy(k);
+            }
+            r
         }),
     })
 }
@@ -367,6 +394,8 @@ unsafe fn scan(
     let sends = (r + 1..size)
         .map(|i| transfer(i, mine.as_ptr(), len))
         .collect();
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
     Ok(Laid {
         sends,
         recvs,
@@ -380,12 +409,18 @@ unsafe fn scan(
                 // buffer is left alone.
                 return Ok(());
             }
-            fold_into(op, dt, n, &parts, &mut out)
+            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            if let Some(k) = kept {
+                release_copy(k);
+            }
+            r
         }),
     })
 }
 
-/// Reduce-scatter with `counts[i]` elements to rank `i`.
+/// Reduce-scatter with `counts[i]` elements to rank `i` (`equal`: the
+/// block form, the one MPI defines on an intercommunicator too, where each
+/// group's input is cut in equal blocks among the other group).
 ///
 /// # Safety
 /// `send` holds the sum of `counts` elements of `dt` (in place: `recv`
@@ -397,12 +432,32 @@ unsafe fn reduce_scatter(
     counts: Vec<usize>,
     dt: Datatype,
     op: Op,
+    equal: bool,
 ) -> Res<Laid> {
-    intra_only(c)?;
+    no_in_place_on_inter(c, send)?;
     let op = checked(CombineOp::new(op, dt))?;
-    let (r, size) = (c.rank(), c.size());
+    let (np, me) = peers(c);
+    let r = c.rank();
     let esize = element_size(dt)?;
     let total: usize = counts.iter().sum();
+    // How this rank's input is cut among its peers, in elements.
+    let cut: Vec<usize> = if c.is_inter() {
+        if !equal {
+            return Err((
+                MPI_ERR_COMM,
+                "MPI_Ireduce_scatter on an intercommunicator is not supported (MPI_Ireduce_scatter_block is)".into(),
+            ));
+        }
+        if np == 0 || !total.is_multiple_of(np) {
+            return Err((
+                MPI_ERR_COUNT,
+                "the input does not split into equal blocks for the remote group".into(),
+            ));
+        }
+        vec![total / np; np]
+    } else {
+        counts.clone()
+    };
     let total_c =
         c_int::try_from(total).map_err(|_| (MPI_ERR_COUNT, "counts too large".to_string()))?;
     let from = if in_place(send) {
@@ -412,36 +467,44 @@ unsafe fn reduce_scatter(
     };
     // SAFETY: caller contract.
     let input = unsafe { owned(from, total_c, dt) }?;
-    let mine_count = c_int::try_from(counts[r]).unwrap_or(0);
+    let n = counts[r];
     // SAFETY: caller contract.
-    let mut out = checked(unsafe { Message::new(recv, mine_count, dt, false) })?;
+    let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
     let bounds: Vec<usize> = std::iter::once(0)
-        .chain(counts.iter().scan(0, |at, &n| {
-            *at += n * esize;
+        .chain(cut.iter().scan(0, |at, &k| {
+            *at += k * esize;
             Some(*at)
         }))
         .collect();
     let block = |i: usize| bounds[i]..bounds[i + 1];
-    let own = block(r);
-    let others: Vec<usize> = (0..size).filter(|&i| i != r).collect();
-    let mut got = slots(&others, own.len());
-    let recvs = others
+    let len = n * esize;
+    let from: Vec<usize> = others(c).collect();
+    let mut got = slots(&from, len);
+    let recvs = from
         .iter()
         .zip(got.iter_mut())
-        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), own.len()))
+        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
         .collect();
-    let sends = others
+    let sends = from
         .iter()
         .map(|&i| transfer(i, input.as_ptr().wrapping_add(bounds[i]), block(i).len()))
         .collect();
-    let n = counts[r];
+    let own = me.map(block);
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
     Ok(Laid {
         sends,
         recvs,
         after: Box::new(move || {
             let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
-            parts.insert(r, &input[own]);
-            fold_into(op, dt, n, &parts, &mut out)
+            if let (Some(me), Some(own)) = (me, own) {
+                parts.insert(me, &input[own]);
+            }
+            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            if let Some(k) = kept {
+                release_copy(k);
+            }
+            r
         }),
     })
 }
@@ -465,6 +528,9 @@ unsafe fn gather(
     let role = role(c, root)?;
     match role {
         Role::Idle => Ok(Laid::nothing()),
+        Role::Leaf(_) if in_place(send) => {
+            Err((MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only".into()))
+        }
         Role::Leaf(r) => {
             // SAFETY: caller contract.
             let mine = unsafe { owned(send, scount, stype) }?;
@@ -501,12 +567,13 @@ unsafe fn gather_at_root(
         // The blocks land in the caller's buffer.
         // SAFETY: caller contract.
         let all = unsafe { user_bytes(recv, span) }?;
+        let mut mismatch = None;
         if let Some(me) = me
             && !in_place(send)
         {
             // SAFETY: caller contract.
             let mine = unsafe { owned(send, scount, stype) }?;
-            copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]])?;
+            mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
         }
         let base = all.as_mut_ptr();
         let recvs = from
@@ -517,7 +584,8 @@ unsafe fn gather_at_root(
             sends: Vec::new(),
             recvs,
             after: Box::new(|| Ok(())),
-        });
+        }
+        .ending_with(mismatch));
     }
     let (lens, offs) = (vb.lens(), vb.offs());
     let mut all = if in_place(send) {
@@ -526,12 +594,13 @@ unsafe fn gather_at_root(
     } else {
         vec![0; vb.total()]
     };
+    let mut mismatch = None;
     if let Some(me) = me
         && !in_place(send)
     {
         // SAFETY: caller contract.
         let mine = unsafe { owned(send, scount, stype) }?;
-        copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]])?;
+        mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
     }
     let base = all.as_mut_ptr();
     let recvs = from
@@ -548,7 +617,8 @@ unsafe fn gather_at_root(
             unsafe { vb.unpack(&all, recv_addr as *mut c_void) };
             Ok(())
         }),
-    })
+    }
+    .ending_with(mismatch))
 }
 
 /// This rank's own block, copied into the result: the lengths must agree.
@@ -616,6 +686,9 @@ unsafe fn scatter(
     let role = role(c, root)?;
     match role {
         Role::Idle => Ok(Laid::nothing()),
+        Role::Leaf(_) if in_place(recv) => {
+            Err((MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only".into()))
+        }
         Role::Leaf(r) => {
             // SAFETY: caller contract.
             let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
@@ -644,12 +717,13 @@ unsafe fn scatter(
                 // SAFETY: caller contract.
                 None => unsafe { vb.pack(send) },
             };
+            let mut mismatch = None;
             if let Some(me) = me
                 && !in_place(recv)
             {
                 // SAFETY: caller contract.
                 let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-                copy_block(&data[offs[me]..offs[me] + lens[me]], out.bytes())?;
+                mismatch = copy_block(&data[offs[me]..offs[me] + lens[me]], out.bytes()).err();
                 out.finish(None);
             }
             let sends = others(c)
@@ -662,7 +736,8 @@ unsafe fn scatter(
                     drop(data);
                     Ok(())
                 }),
-            })
+            }
+            .ending_with(mismatch))
         }
     }
 }
@@ -730,11 +805,13 @@ unsafe fn alltoall(
     };
     let (rlens, roffs) = (rb.lens(), rb.offs());
     let mut all = vec![0u8; rb.total()];
+    let mut mismatch = None;
     if let Some(me) = me {
-        copy_block(
+        mismatch = copy_block(
             &input[soffs[me]..soffs[me] + slens[me]],
             &mut all[roffs[me]..roffs[me] + rlens[me]],
-        )?;
+        )
+        .err();
     }
     let base = all.as_mut_ptr();
     let recvs = others(c)
@@ -754,7 +831,8 @@ unsafe fn alltoall(
             unsafe { rb.unpack(&all, recv_addr as *mut c_void) };
             Ok(())
         }),
-    })
+    }
+    .ending_with(mismatch))
 }
 
 /// Alltoallw: to peer `i`, `scounts[i]` elements of `stypes[i]` at byte
@@ -795,21 +873,30 @@ unsafe fn alltoallw(
     };
     // Every outgoing block packed and copied (the result buffer may be
     // the input); every incoming one into its own message.
+    // A block of no elements may name any datatype (even none).
     let mut out_blocks = Vec::with_capacity(n);
     for i in 0..n {
-        // SAFETY: caller contract.
-        out_blocks.push(unsafe { owned(at(sbase, sd[i]), sc[i], st[i]) }?);
+        out_blocks.push(match sc[i] {
+            0 => Vec::new(),
+            // SAFETY: caller contract.
+            _ => unsafe { owned(at(sbase, sd[i]), sc[i], st[i]) }?,
+        });
     }
     let mut in_msgs = Vec::with_capacity(n);
     for i in 0..n {
-        // SAFETY: caller contract.
-        in_msgs.push(checked(unsafe {
-            Message::new(at(recv, rd[i]), rc[i], rt[i], false)
-        })?);
+        in_msgs.push(match rc[i] {
+            0 => Message::Direct {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+            },
+            // SAFETY: caller contract.
+            _ => checked(unsafe { Message::new(at(recv, rd[i]), rc[i], rt[i], false) })?,
+        });
     }
-    if let Some(me) = me {
-        copy_block(&out_blocks[me], in_msgs[me].bytes())?;
-    }
+    let mismatch = match me {
+        Some(me) => copy_block(&out_blocks[me], in_msgs[me].bytes()).err(),
+        None => None,
+    };
     let sends = others(c)
         .map(|i| transfer(i, out_blocks[i].as_ptr(), out_blocks[i].len()))
         .collect();
@@ -829,7 +916,8 @@ unsafe fn alltoallw(
             }
             Ok(())
         }),
-    })
+    }
+    .ending_with(mismatch))
 }
 
 /// The communicator of `h`, or the error code.
@@ -882,7 +970,7 @@ export! {
         let c = comm_or_return!("MPI_Ireduce_scatter_block", h);
         let laid = match usize::try_from(count) {
             // SAFETY: the caller's buffers hold the blocks.
-            Ok(n) => unsafe { reduce_scatter(&c, send, recv, vec![n; c.size()], dt, op) },
+            Ok(n) => unsafe { reduce_scatter(&c, send, recv, vec![n; c.size()], dt, op, true) },
             Err(_) => Err((MPI_ERR_COUNT, "negative count".into())),
         };
         launch("MPI_Ireduce_scatter_block", h, &c, laid, req)
@@ -902,7 +990,7 @@ export! {
                 .collect::<Result<_, _>>()
                 .map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
             // SAFETY: the caller's buffers hold the blocks.
-            unsafe { reduce_scatter(&c, send, recv, counts, dt, op) }
+            unsafe { reduce_scatter(&c, send, recv, counts, dt, op, false) }
         })();
         launch("MPI_Ireduce_scatter", h, &c, laid, req)
     }
@@ -1002,16 +1090,22 @@ export! {
     }
 }
 
-/// `MPI_Comm_idup`: the duplicate now, and a completed request.
+/// `MPI_Comm_idup`: the duplicate, made without communication from the
+/// contexts its parent reserved (see `vpml::Comm::idup`), and a
+/// completed request.
 fn idup(func: &str, h: Comm, new: *mut Comm, req: *mut Request) -> c_int {
     if req.is_null() || new.is_null() {
         return error(h, func, MPI_ERR_ARG, "null argument");
     }
+    let c = comm_or_return!(func, h);
+    let d = match c.idup() {
+        Ok(d) => d,
+        Err(e) => return vpml_error(h, func, &e),
+    };
+    // A duplicate keeps the topology.
+    let handle = crate::comm::register_with(h, d, crate::topo::topology_of(h));
     // SAFETY: a handle pointer (caller contract, checked non-null).
-    let r = unsafe { crate::comm::MPI_Comm_dup(h, new) };
-    if r != MPI_SUCCESS {
-        return r;
-    }
+    unsafe { put(new, handle) };
     let entry = ReqEntry {
         comm: h,
         active: None,

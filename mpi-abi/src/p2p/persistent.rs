@@ -5,10 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use super::{handles, new_request, start};
 use crate::consts::*;
-use crate::state::{
-    PersistentOp, ReqEntry, STATE, comm, error, handle_of, insert, put, request_slot, slot_of,
-    vpml_error,
-};
+use crate::state::{PersistentOp, ReqEntry, STATE, comm, error, put, request_slot, vpml_error};
 
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn persistent(
@@ -38,13 +35,7 @@ fn persistent(
     }
     // A derived datatype is copied: the request keeps its layout even if
     // the program frees the type (MPI allows it).
-    let dt = match crate::types::layout(dt) {
-        Some(t) if slot_of(dt, USER_TYPE_KIND).is_some() => handle_of(
-            USER_TYPE_KIND,
-            STATE.with(|s| insert(&mut s.borrow_mut().types, 0, t)),
-        ),
-        _ => dt,
-    };
+    let dt = crate::types::private_copy(dt).unwrap_or(dt);
     let op = PersistentOp {
         send,
         sync,

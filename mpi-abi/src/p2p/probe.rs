@@ -17,6 +17,33 @@ export! {
         get_count("MPI_Get_elements", status, dt, count, true)
     }
 
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, dt: Datatype, count: *mut Count) -> c_int {
+        let mut n: c_int = 0;
+        let r = get_count("MPI_Get_elements_x", status, dt, &mut n, true);
+        if r == MPI_SUCCESS {
+            // SAFETY: an MPI_Count pointer (caller contract).
+            unsafe { put(count, Count::from(n)) };
+        }
+        r
+    }
+
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
+        // SAFETY: a status pointer (caller contract).
+        let Some(st) = (unsafe { status.as_mut() }) else {
+            return error(MPI_COMM_WORLD, "MPI_Status_set_cancelled", MPI_ERR_ARG, "null status");
+        };
+        st.count_hi_and_cancelled = (st.count_hi_and_cancelled & !1) | c_int::from(flag != 0);
+        MPI_SUCCESS
+    }
+
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, dt: Datatype, count: c_int) -> c_int {
+        set_elements("MPI_Status_set_elements", status, dt, Count::from(count))
+    }
+
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus, dt: Datatype, count: Count) -> c_int {
+        set_elements("MPI_Status_set_elements_x", status, dt, count)
+    }
+
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
         let c = match comm("MPI_Probe", h) { Ok(c) => c, Err(code) => return code };
         if source == MPI_PROC_NULL {
@@ -58,6 +85,28 @@ export! {
             Err(e) => vpml_error(h, "MPI_Iprobe", &e),
         }
     }
+}
+
+/// Record in `status` that `count` basic elements of `dt` arrived.
+fn set_elements(func: &str, status: *mut MpiStatus, dt: Datatype, count: Count) -> c_int {
+    let Some(t) = info(dt).filter(|t| t.size > 0) else {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, "invalid datatype");
+    };
+    // SAFETY: a status pointer (caller contract).
+    let Some(st) = (unsafe { status.as_mut() }) else {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status");
+    };
+    let unit = (t.size / t.per.max(1)) as u64;
+    let Some(bytes) = u64::try_from(count)
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&b| b < 1 << 62)
+    else {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_COUNT, "invalid count");
+    };
+    st.count_lo = bytes as u32 as c_int;
+    st.count_hi_and_cancelled = (((bytes >> 32) as c_int) << 1) | (st.count_hi_and_cancelled & 1);
+    MPI_SUCCESS
 }
 
 fn get_count(

@@ -57,6 +57,22 @@ fn predefined_align(dt: Datatype, size: usize) -> usize {
     }
 }
 
+/// A private copy of derived datatype `dt`, for a request that outlives
+/// the program's handle (MPI lets the program free a type an operation in
+/// flight uses): its handle, to release with [`release_copy`]. `None` for
+/// a predefined type (nothing to copy) or an invalid one.
+pub(crate) fn private_copy(dt: Datatype) -> Option<Datatype> {
+    slot_of(dt, USER_TYPE_KIND)?;
+    let t = layout(dt)?;
+    let i = STATE.with(|s| crate::state::insert(&mut s.borrow_mut().types, 0, t));
+    Some(crate::state::handle_of(USER_TYPE_KIND, i))
+}
+
+/// Release a copy [`private_copy`] made.
+pub(crate) fn release_copy(copy: Datatype) {
+    STATE.with(|s| crate::state::release(&mut s.borrow_mut().types, copy, USER_TYPE_KIND));
+}
+
 /// The layout of datatype `dt` (predefined or derived).
 pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
     if let Some(size) = predefined_size(dt) {

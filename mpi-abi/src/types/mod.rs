@@ -22,6 +22,8 @@ mod long_double;
 mod message;
 mod reduce;
 
-pub(crate) use datatype::{Builder, info, layout, pack, predefined_size, span, unpack};
+pub(crate) use datatype::{
+    Builder, info, layout, pack, predefined_size, private_copy, release_copy, span, unpack,
+};
 pub(crate) use message::Message;
 pub(crate) use reduce::{CombineOp, Reduction, fold_packed, reduce};

@@ -27,7 +27,7 @@ impl CombineOp {
     /// The operation `op` over elements of `dt`, if it applies to them.
     pub(crate) fn new(op: Op, dt: Datatype) -> Result<CombineOp, (c_int, &'static str)> {
         if let Some(i) = slot_of(op, USER_OP_KIND) {
-            let f = STATE.with(|s| s.borrow().ops.get(i).copied().flatten());
+            let f = STATE.with(|s| s.borrow().ops.get(i).copied().flatten().map(|(f, _)| f));
             return match f {
                 Some(f) => Ok(CombineOp { op, user: Some(f) }),
                 None => Err((MPI_ERR_OP, "invalid operation")),
