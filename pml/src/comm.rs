@@ -6,6 +6,7 @@ use std::rc::Rc;
 use crate::buffer::{Buffer, Pod};
 use crate::engine::{Engine, EngineStats};
 use crate::error::{Error, Result};
+use crate::idup::{Reserve, reserved};
 use crate::matching::{ANY_TAG, RecvSpec, Source};
 use crate::protocol::{CommChange, PersistentInit};
 use crate::request::{Persistent, PersistentKind, Request};
@@ -29,10 +30,8 @@ pub struct Comm {
     /// For an intercommunicator: the remote group and the local group's
     /// own communicator (see `crate::intercomm`).
     pub(crate) inter: Option<Rc<Inter>>,
-    /// How many of this communicator's reserved contexts [`Comm::idup`]
-    /// took (`None`: it has none reserved; the world counts in the
-    /// engine, where checkpoints keep it).
-    pub(crate) idups: Option<Rc<std::cell::Cell<u32>>>,
+    /// The contexts reserved for [`Comm::idup`] (`None`: none).
+    pub(crate) reserve: Option<crate::idup::Reserve>,
 }
 
 /// What makes a communicator an intercommunicator.
@@ -88,15 +87,6 @@ fn check_below(rank: usize, size: usize) -> Result<()> {
         })
     }
 }
-
-/// Duplicates [`Comm::idup`] makes from contexts reserved with a
-/// communicator, without communication: each communicator made by
-/// agreement reserves the block of contexts after its own for them.
-pub(crate) const IDUP_RESERVE: u32 = 32;
-
-/// The first context handed out by agreement (after the world's two and
-/// its reserved block).
-pub(crate) const FIRST_AGREED_CONTEXT: u32 = 2 * (1 + IDUP_RESERVE);
 
 /// Context of [`Comm::self_comm`] communicators (the next one is their
 /// collectives'); agreed contexts stay below it.
@@ -192,7 +182,7 @@ impl Comm {
             context,
             group: self.group.clone(),
             inter: None,
-            idups: Some(Default::default()),
+            reserve: Some(Reserve::agreed(context, 2)),
         };
         comm.announce()?;
         Ok(comm)
@@ -208,38 +198,6 @@ impl Comm {
                 members: &members,
                 remote: &remote,
             })
-    }
-
-    /// A duplicate made at once, without communication (MPI's
-    /// `MPI_Comm_idup`): the i-th duplicate of a communicator takes the
-    /// i-th pair of contexts of the block reserved when it was made, at
-    /// every member alike, since members duplicate a communicator in the
-    /// same order. Past the first [`IDUP_RESERVE`] of one communicator,
-    /// and for communicators made this way (which reserve nothing), it is
-    /// [`Comm::dup`], which waits for every member. Collective.
-    pub fn idup(&self) -> Result<Comm> {
-        let per = if self.inter.is_some() { 4 } else { 2 };
-        let i = match (&self.idups, self.context) {
-            (_, 0) => Some(self.engine.borrow_mut().next_world_idup()),
-            (Some(n), _) => Some(n.replace(n.get() + 1)),
-            (None, _) => None,
-        };
-        let Some(i) = i.filter(|&i| i < IDUP_RESERVE) else {
-            return self.dup();
-        };
-        let context = self.context + per * (1 + i);
-        let comm = match &self.inter {
-            Some(_) => self.reserved_inter(context),
-            None => Comm {
-                engine: self.engine.clone(),
-                context,
-                group: self.group.clone(),
-                inter: None,
-                idups: None,
-            },
-        };
-        comm.announce()?;
-        Ok(comm)
     }
 
     /// Partition the communicator: members that pass the same `color` form
@@ -323,7 +281,7 @@ impl Comm {
                 rank_of_world,
             })),
             inter: None,
-            idups: Some(Default::default()),
+            reserve: Some(Reserve::agreed(context, 2)),
         }
     }
 
@@ -344,7 +302,7 @@ impl Comm {
                 rank_of_world,
             })),
             inter: None,
-            idups: None,
+            reserve: None,
         }
     }
 
@@ -372,8 +330,8 @@ impl Comm {
         let mut agreed = [0u32];
         self.allreduce(&[next], &mut agreed, &crate::op::Max)?;
         let id = agreed[0];
-        // Its two contexts, and the block reserved for its idups.
-        let taken = 2 * (1 + IDUP_RESERVE);
+        // Its two contexts, and those reserved for idups.
+        let taken = reserved(2);
         if id >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }

@@ -16,8 +16,9 @@
 
 use std::rc::Rc;
 
-use crate::comm::{Comm, Group, IDUP_RESERVE, Inter, SELF_CONTEXT};
+use crate::comm::{Comm, Group, Inter, SELF_CONTEXT};
 use crate::error::{Error, Result};
+use crate::idup::{Reserve, reserved};
 
 /// Contexts an intercommunicator takes (see the module documentation).
 const INTER_CONTEXTS: u32 = 4;
@@ -75,10 +76,10 @@ impl Comm {
     }
 
     /// Take `count` contexts from `id` on (the agreed largest next-free
-    /// id, so free at every member), and the block after them reserved for
-    /// the new communicator's idups.
+    /// id, so free at every member), and the reserve for the new
+    /// communicator's idups after them.
     fn take_contexts(&self, id: u32, count: u32) -> Result<u32> {
-        let taken = count * (1 + IDUP_RESERVE);
+        let taken = reserved(count);
         if id >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
@@ -86,18 +87,10 @@ impl Comm {
         Ok(id)
     }
 
-    /// A duplicate of this intercommunicator on reserved context
-    /// `context` (see [`Comm::idup`]): it reserves nothing itself.
-    pub(crate) fn reserved_inter(&self, context: u32) -> Comm {
-        let mut comm = self.make_inter(context, self.world_ranks(), self.remote_world_ranks());
-        comm.idups = None;
-        comm
-    }
-
     /// An intercommunicator of the local group `local` (world ranks in
     /// rank order, this process among them) and the remote group `remote`
     /// on context `context` (and the three after it).
-    fn make_inter(&self, context: u32, local: Vec<usize>, remote: Vec<usize>) -> Comm {
+    pub(crate) fn make_inter(&self, context: u32, local: Vec<usize>, remote: Vec<usize>) -> Comm {
         let local = self.with_members(context + 2, local);
         let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
         for (i, &w) in remote.iter().enumerate() {
@@ -116,7 +109,7 @@ impl Comm {
                 remote: Some(Rc::new(remote)),
                 local,
             })),
-            idups: Some(Default::default()),
+            reserve: Some(Reserve::agreed(context, 4)),
         }
     }
 

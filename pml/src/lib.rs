@@ -55,6 +55,7 @@ mod comm;
 pub mod config;
 mod engine;
 pub mod error;
+mod idup;
 mod intercomm;
 pub mod matching;
 pub mod op;
@@ -127,7 +128,7 @@ pub fn init_with(
             context: 0,
             group: None,
             inter: None,
-            idups: None,
+            reserve: Some(idup::Reserve::world()),
         },
         done: false,
     })

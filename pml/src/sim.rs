@@ -264,6 +264,6 @@ pub fn join(
         context: 0,
         group: None,
         inter: None,
-        idups: None,
+        reserve: Some(crate::idup::Reserve::world()),
     }))
 }
