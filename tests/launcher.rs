@@ -216,6 +216,15 @@ fn timeout_stops_a_hung_job() {
         "{}",
         stderr(&out)
     );
+    // MPIEXEC_TIMEOUT, as MPICH's and Open MPI's launchers read it.
+    let out = Command::new(vpml())
+        .args(["run", "-n", "2"])
+        .env("MPIEXEC_TIMEOUT", "1")
+        .arg(example("scenarios"))
+        .arg("hang")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     let bad = vpml_run(&["-n", "2", "--timeout", "-4", "true"]);
     assert!(
         stderr(&bad).contains("--timeout must be a positive number"),

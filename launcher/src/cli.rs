@@ -12,8 +12,9 @@ pub struct RunArgs {
     /// Prefix every output line with the rank that printed it.
     #[arg(long)]
     pub tag_output: bool,
-    /// Stop the job after this many seconds (exit code 124).
-    #[arg(long, value_name = "SECONDS")]
+    /// Stop the job after this many seconds (exit code 124); MPICH's
+    /// and Open MPI's `MPIEXEC_TIMEOUT` sets it too.
+    #[arg(long, value_name = "SECONDS", env = "MPIEXEC_TIMEOUT")]
     pub timeout: Option<f64>,
     /// Pin each rank to one core: `core`, `none`, or `auto` (pin when
     /// there are no more ranks than cores).

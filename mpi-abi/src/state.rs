@@ -21,6 +21,27 @@ pub(crate) struct CommEntry {
 }
 
 /// What a persistent request does each time it is started.
+pub(crate) enum Persistent {
+    /// `MPI_Send_init`, `MPI_Ssend_init`, `MPI_Recv_init`.
+    P2p(PersistentOp),
+    /// A persistent collective (`MPI_Bcast_init` …).
+    Collective(PersistentCollective),
+}
+
+/// A persistent collective: laid out again, as its nonblocking twin, at
+/// each start.
+pub(crate) struct PersistentCollective {
+    /// The communicator (a clone: the program may free its handle first).
+    pub on: vpml::Comm,
+    /// Lays the collective out (shared, to be called outside the table's
+    /// borrow).
+    pub lay: std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>,
+    /// Private copies of the derived datatypes it uses, released with the
+    /// request.
+    pub types: Vec<Datatype>,
+}
+
+/// A point-to-point persistent request's operation.
 #[derive(Clone)]
 pub(crate) struct PersistentOp {
     pub send: bool,
@@ -112,9 +133,9 @@ pub(crate) struct ReqEntry {
     pub active: Option<Active>,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
-    /// Set for `Send_init`/`Recv_init` requests: inactive between uses
-    /// (boxed, as rare: an entry stays small).
-    pub persistent: Option<Box<PersistentOp>>,
+    /// Set for persistent requests: inactive between uses (boxed, as
+    /// rare: an entry stays small).
+    pub persistent: Option<Box<Persistent>>,
     /// The packed copy a non-contiguous datatype travels in (the
     /// operation reads or writes it until it completes).
     pub staging: Option<crate::types::Message>,

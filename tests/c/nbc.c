@@ -2,7 +2,8 @@
    blocking twin's (bit for bit, reductions included) for contiguous and
    non-contiguous datatypes, in place where MPI allows it; several in
    flight at once and completed out of order, by Waitall, Waitany and
-   Test loops; on an intercommunicator; MPI_Alltoallw and Comm_idup; and
+   Test loops; persistent collectives (MPI 4.0's *_init); on an
+   intercommunicator; MPI_Alltoallw and Comm_idup; and
    the errors MPI defines (freeing or cancelling one in flight). Every
    check that fails prints "FAIL <what>"; rank 0 ends with "nbc ok
    <checks>". Built with `vpml mpicc` or MPICH's mpicc.mpich. */
@@ -250,6 +251,56 @@ static void many_in_flight(void) {
     CHECK(flag && r[0] == MPI_REQUEST_NULL && polls > 0, "Ibarrier by Testall");
 }
 
+static void persistent(void) {
+    /* Made once, started three times, each time with new data; the
+       datatype is freed before the first start. */
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    int b[2], in[2], sum[2], gath[8];
+    MPI_Request r[4];
+    MPI_Bcast_init(b, 1, pair, 1, MPI_COMM_WORLD, MPI_INFO_NULL, &r[0]);
+    MPI_Allreduce_init(in, sum, 1, pair, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
+    MPI_Allgather_init(in, 2, MPI_INT, gath, 2, MPI_INT, MPI_COMM_WORLD, MPI_INFO_NULL, &r[2]);
+    MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &r[3]);
+    MPI_Type_free(&pair);
+    int ok = 1;
+    for (int round = 0; round < 3; round++) {
+        b[0] = rank == 1 ? 100 + round : -1;
+        b[1] = rank == 1 ? 200 + round : -1;
+        in[0] = rank + round;
+        in[1] = -rank;
+        MPI_Startall(4, r);
+        MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+        ok &= b[0] == 100 + round && b[1] == 200 + round;
+        ok &= sum[0] == 6 + 4 * round && sum[1] == -6;
+        ok &= gath[6] == 3 + round && gath[7] == -3;
+        ok &= r[0] != MPI_REQUEST_NULL;
+    }
+    CHECK(ok, "persistent collectives started three times");
+    for (int i = 0; i < 4; i++) MPI_Request_free(&r[i]);
+    CHECK(r[0] == MPI_REQUEST_NULL && r[3] == MPI_REQUEST_NULL, "Request_free of persistent collectives");
+    /* Alltoallw_init and Reduce_scatter_block_init, started twice. */
+    int out[4], got[4], counts[4] = {1, 1, 1, 1}, displs[4] = {0, 4, 8, 12};
+    MPI_Datatype types[4] = {MPI_INT, MPI_INT, MPI_INT, MPI_INT};
+    int rsb = -1;
+    MPI_Alltoallw_init(out, counts, displs, types, got, counts, displs, types, MPI_COMM_WORLD, MPI_INFO_NULL, &r[0]);
+    MPI_Reduce_scatter_block_init(out, &rsb, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
+    ok = 1;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 4; i++) out[i] = 10 * rank + i + round;
+        MPI_Start(&r[0]);
+        MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+        MPI_Start(&r[1]);
+        MPI_Wait(&r[1], MPI_STATUS_IGNORE);
+        for (int i = 0; i < 4; i++) ok &= got[i] == 10 * i + rank + round;
+        ok &= rsb == 30 + rank + round;
+    }
+    CHECK(ok, "Alltoallw_init, Reduce_scatter_block_init");
+    MPI_Request_free(&r[0]);
+    MPI_Request_free(&r[1]);
+}
+
 static void on_intercomm(void) {
     MPI_Comm local, ic;
     int in_a = rank % 2 == 0;
@@ -331,6 +382,28 @@ static void idup_and_errors(void) {
     CHECK(t2 == 6 && t3 == 6, "Comm_idup while others wait %d %d", t2, t3);
     MPI_Comm_free(&d3);
     MPI_Comm_free(&d2);
+    /* Duplicates of duplicates, made in another order at odd ranks. */
+    MPI_Comm a1, a2, b1, b2;
+    MPI_Request q[2];
+    MPI_Comm_idup(MPI_COMM_WORLD, &a1, &q[0]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &a2, &q[1]);
+    MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+    if (rank % 2 == 0) {
+        MPI_Comm_idup(a1, &b1, &q[0]);
+        MPI_Comm_idup(a2, &b2, &q[1]);
+    } else {
+        MPI_Comm_idup(a2, &b2, &q[0]);
+        MPI_Comm_idup(a1, &b1, &q[1]);
+    }
+    MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+    int s1 = 0, s2 = 0;
+    MPI_Allreduce(&rank, &s1, 1, MPI_INT, MPI_SUM, b1);
+    MPI_Allreduce(&rank, &s2, 1, MPI_INT, MPI_MAX, b2);
+    CHECK(s1 == 6 && s2 == 3, "idups of idups in different orders %d %d", s1, s2);
+    MPI_Comm_free(&b1);
+    MPI_Comm_free(&b2);
+    MPI_Comm_free(&a1);
+    MPI_Comm_free(&a2);
     MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
     int x = rank, y;
     MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, d, &r);
@@ -364,6 +437,7 @@ int main(int argc, char **argv) {
     rooted();
     everyone();
     many_in_flight();
+    persistent();
     on_intercomm();
     idup_and_errors();
     int all_failed = 0;

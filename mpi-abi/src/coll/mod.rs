@@ -12,6 +12,10 @@ use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, un
 
 mod inter;
 mod nonblocking;
+mod persistent;
+
+pub(crate) use nonblocking::Laid;
+pub(crate) use persistent::start_persistent;
 
 /// How many blocks a collective's per-rank buffers hold: one per member,
 /// or on an intercommunicator one per member of the remote group.

@@ -31,7 +31,7 @@ type Res<T = ()> = Result<T, (c_int, String)>;
 
 /// A nonblocking collective laid out: this rank's transfers, and its last
 /// step, which owns whatever memory they use besides the caller's buffers.
-struct Laid {
+pub(crate) struct Laid {
     sends: Vec<Transfer>,
     recvs: Vec<Transfer>,
     after: AfterCollective,
@@ -84,19 +84,15 @@ fn launch(func: &str, h: Comm, c: &vpml::Comm, laid: Res<Laid>, req: *mut Reques
     if req.is_null() {
         return error(h, func, MPI_ERR_REQUEST, "null request pointer");
     }
-    // SAFETY: every transfer is in the caller's buffers, which MPI's
-    // contract keeps valid and untouched until the request completes, or
-    // in memory `laid.after` owns, which the request keeps as long.
-    let started = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs) };
-    match started {
-        Ok(id) => {
+    match start_laid(c, laid) {
+        Ok((active, after)) => {
             let entry = ReqEntry {
                 comm: h,
-                active: Some(Active::new(id, c, 0, 0, 0)),
+                active: Some(active),
                 proc_null: false,
                 persistent: None,
                 staging: None,
-                after: Some(laid.after),
+                after: Some(after),
             };
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).
@@ -105,6 +101,16 @@ fn launch(func: &str, h: Comm, c: &vpml::Comm, laid: Res<Laid>, req: *mut Reques
         }
         Err(e) => vpml_error(h, func, &e),
     }
+}
+
+/// Start the transfers of `laid` on `c`: the operation in flight and the
+/// last step its request keeps.
+pub(super) fn start_laid(c: &vpml::Comm, laid: Laid) -> vpml::Result<(Active, AfterCollective)> {
+    // SAFETY: every transfer is in the caller's buffers, which MPI's
+    // contract keeps valid and untouched until the request completes, or
+    // in memory `laid.after` owns, which the request keeps as long.
+    let id = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs) }?;
+    Ok((Active::new(id, c, 0, 0, 0), laid.after))
 }
 
 /// What this rank does in a rooted collective.
@@ -189,7 +195,7 @@ fn element_size(dt: Datatype) -> Res<usize> {
 
 // ---------------------------------------------------------------- layouts
 
-fn barrier(c: &vpml::Comm) -> Laid {
+pub(super) fn barrier(c: &vpml::Comm) -> Laid {
     let none = std::ptr::NonNull::<u8>::dangling().as_ptr();
     Laid {
         sends: others(c).map(|i| transfer(i, none, 0)).collect(),
@@ -200,7 +206,7 @@ fn barrier(c: &vpml::Comm) -> Laid {
 
 /// # Safety
 /// `buf` holds `count` elements of `dt` (the C caller's contract).
-unsafe fn bcast(
+pub(super) unsafe fn bcast(
     c: &vpml::Comm,
     buf: *mut c_void,
     count: c_int,
@@ -284,7 +290,7 @@ fn slots(from: &[usize], len: usize) -> Vec<Vec<u8>> {
 /// # Safety
 /// As [`reduction_buffers`].
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-unsafe fn reduce(
+pub(super) unsafe fn reduce(
     c: &vpml::Comm,
     send: *const c_void,
     recv: *mut c_void,
@@ -365,7 +371,7 @@ unsafe fn reduce(
 /// # Safety
 /// As [`reduction_buffers`].
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-unsafe fn scan(
+pub(super) unsafe fn scan(
     c: &vpml::Comm,
     send: *const c_void,
     recv: *mut c_void,
@@ -425,7 +431,7 @@ unsafe fn scan(
 /// # Safety
 /// `send` holds the sum of `counts` elements of `dt` (in place: `recv`
 /// does), `recv` `counts[rank]`.
-unsafe fn reduce_scatter(
+pub(super) unsafe fn reduce_scatter(
     c: &vpml::Comm,
     send: *const c_void,
     recv: *mut c_void,
@@ -515,7 +521,7 @@ unsafe fn reduce_scatter(
 /// # Safety
 /// The caller's buffers hold what MPI says they hold.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-unsafe fn gather(
+pub(super) unsafe fn gather(
     c: &vpml::Comm,
     send: *const c_void,
     scount: c_int,
@@ -638,7 +644,7 @@ fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
 }
 
 /// Equal blocks of `count` elements of `dt`, one per peer.
-fn equal_blocks(c: &vpml::Comm, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
+pub(super) fn equal_blocks(c: &vpml::Comm, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
     let (n, _) = peers(c);
     let counts = vec![count; n];
     let displs: Vec<c_int> = (0..n)
@@ -657,7 +663,7 @@ fn equal_blocks(c: &vpml::Comm, count: c_int, dt: Datatype) -> Res<VBlocks<'stat
 
 /// # Safety
 /// `counts` and `displs` hold one int per peer.
-unsafe fn v_blocks(
+pub(super) unsafe fn v_blocks(
     counts: *const c_int,
     displs: *const c_int,
     c: &vpml::Comm,
@@ -673,7 +679,7 @@ unsafe fn v_blocks(
 /// # Safety
 /// The caller's buffers hold what MPI says they hold.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-unsafe fn scatter(
+pub(super) unsafe fn scatter(
     c: &vpml::Comm,
     send: *const c_void,
     vb: impl FnOnce() -> Res<VBlocks<'static>>,
@@ -747,7 +753,7 @@ unsafe fn scatter(
 ///
 /// # Safety
 /// The caller's buffers hold what MPI says they hold.
-unsafe fn allgather(
+pub(super) unsafe fn allgather(
     c: &vpml::Comm,
     send: *const c_void,
     scount: c_int,
@@ -787,7 +793,7 @@ unsafe fn allgather(
 ///
 /// # Safety
 /// The caller's buffers hold what MPI says they hold.
-unsafe fn alltoall(
+pub(super) unsafe fn alltoall(
     c: &vpml::Comm,
     send: *const c_void,
     sb: Option<VBlocks<'static>>,
@@ -841,7 +847,7 @@ unsafe fn alltoall(
 /// # Safety
 /// The arrays hold one entry per peer, the buffers what they describe.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-unsafe fn alltoallw(
+pub(super) unsafe fn alltoallw(
     c: &vpml::Comm,
     send: *const c_void,
     scounts: *const c_int,

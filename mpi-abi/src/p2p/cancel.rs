@@ -21,9 +21,17 @@ export! {
                 return Some(false);
             }
             let e = s.requests.remove(i)?;
-            // A persistent request's private copy of its datatype.
-            if let Some(op) = &e.persistent {
-                release(&mut s.types, op.dt, USER_TYPE_KIND);
+            // A persistent request's private copies of its datatypes.
+            match e.persistent.as_deref() {
+                Some(crate::state::Persistent::P2p(op)) => {
+                    release(&mut s.types, op.dt, USER_TYPE_KIND);
+                }
+                Some(crate::state::Persistent::Collective(pc)) => {
+                    for &t in &pc.types {
+                        release(&mut s.types, t, USER_TYPE_KIND);
+                    }
+                }
+                None => {}
             }
             if let Some(a) = e.active {
                 if let Some(on) = a.on() {

@@ -48,6 +48,7 @@ fn retire(s: &mut State, k: usize, h: &mut Request) {
             e.proc_null = false;
             e.active = None;
             e.staging = None;
+            e.after = None;
         }
         Some(_) => {
             s.requests.free(k);

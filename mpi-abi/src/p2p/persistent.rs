@@ -5,7 +5,9 @@ use std::ffi::{c_int, c_void};
 
 use super::{handles, new_request, start};
 use crate::consts::*;
-use crate::state::{PersistentOp, ReqEntry, STATE, comm, error, put, request_slot, vpml_error};
+use crate::state::{
+    Persistent, PersistentOp, ReqEntry, STATE, comm, error, put, request_slot, vpml_error,
+};
 
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn persistent(
@@ -50,7 +52,7 @@ fn persistent(
         comm: h,
         active: None,
         proc_null: false,
-        persistent: Some(Box::new(op)),
+        persistent: Some(Box::new(Persistent::P2p(op))),
         staging: None,
         after: None,
     };
@@ -75,18 +77,31 @@ export! {
     fn MPI_Start / PMPI_Start(req: *mut Request) -> c_int {
         // SAFETY: a request handle pointer (caller contract).
         let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
+        // What to start: the operation of a point-to-point request, the
+        // layout of a collective.
+        enum What {
+            P2p(PersistentOp),
+            Collective(vpml::Comm, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
+        }
         let found = STATE.with(|s| {
             let s = s.borrow();
-            request_slot(h)
-                .and_then(|i| s.requests.get(i))
-                .and_then(|e| Some((e.comm, e.persistent.as_deref()?.clone(), e.active.is_some() || e.proc_null)))
+            let e = request_slot(h).and_then(|i| s.requests.get(i))?;
+            let what = match e.persistent.as_deref()? {
+                Persistent::P2p(op) => What::P2p(op.clone()),
+                Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lay.clone()),
+            };
+            Some((e.comm, what, e.active.is_some() || e.proc_null))
         });
-        let Some((c, op, busy)) = found else {
+        let Some((c, what, busy)) = found else {
             return error(MPI_COMM_WORLD, "MPI_Start", MPI_ERR_REQUEST, "not a persistent request");
         };
         if busy {
             return error(c, "MPI_Start", MPI_ERR_REQUEST, "the request is already active");
         }
+        let op = match what {
+            What::P2p(op) => op,
+            What::Collective(on, lay) => return crate::coll::start_persistent(h, c, &on, &*lay),
+        };
         match start("MPI_Start", c, &op.on, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
             Ok((active, staging)) => {
                 STATE.with(|s| {
