@@ -227,7 +227,7 @@ impl Comm {
             .collect();
         members.sort();
         let world: Vec<usize> = members.iter().map(|&(_, r)| self.world_rank(r)).collect();
-        let comm = self.with_members(context, world);
+        let comm = self.with_members(context, world).agreed();
         comm.announce()?;
         Ok(Some(comm))
     }
@@ -258,13 +258,14 @@ impl Comm {
         // the context.
         let among = self.with_members(self.context, members.to_vec());
         let context = among.agree_context()?;
-        let comm = self.with_members(context, members.to_vec());
+        let comm = self.with_members(context, members.to_vec()).agreed();
         comm.announce()?;
         Ok(Some(comm))
     }
 
     /// A communicator of `world` (world ranks in rank order, this process
-    /// among them) on `context`.
+    /// among them) on `context`, with no reserve for idups (one made by
+    /// agreement gets [`Comm::agreed`]).
     pub(crate) fn with_members(&self, context: u32, world: Vec<usize>) -> Comm {
         let me = self.world_rank(self.rank());
         let mut rank_of_world = vec![usize::MAX; self.engine.borrow().size()];
@@ -281,8 +282,16 @@ impl Comm {
                 rank_of_world,
             })),
             inter: None,
-            reserve: Some(Reserve::agreed(context, 2)),
+            reserve: None,
         }
+    }
+
+    /// This communicator, made by agreement on its context, with the
+    /// reserve for its idups that agreement took.
+    pub(crate) fn agreed(mut self) -> Comm {
+        let per = if self.inter.is_some() { 4 } else { 2 };
+        self.reserve = Some(Reserve::agreed(self.context, per));
+        self
     }
 
     /// A communicator of this process alone (MPI's `MPI_COMM_SELF`). Made

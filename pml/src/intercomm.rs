@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 use crate::comm::{Comm, Group, Inter, SELF_CONTEXT};
 use crate::error::{Error, Result};
-use crate::idup::{Reserve, reserved};
+use crate::idup::reserved;
 
 /// Contexts an intercommunicator takes (see the module documentation).
 const INTER_CONTEXTS: u32 = 4;
@@ -109,7 +109,7 @@ impl Comm {
                 remote: Some(Rc::new(remote)),
                 local,
             })),
-            reserve: Some(Reserve::agreed(context, 4)),
+            reserve: None,
         }
     }
 
@@ -162,7 +162,7 @@ impl Comm {
             ));
         }
         let context = self.take_contexts(next.max(their_next), INTER_CONTEXTS)?;
-        let comm = self.make_inter(context, local, remote);
+        let comm = self.make_inter(context, local, remote).agreed();
         comm.announce()?;
         Ok(comm)
     }
@@ -224,7 +224,9 @@ impl Comm {
         let next = self.local().max_next_context()?;
         let theirs = self.swap_with_remote(&[u64::from(next)])?;
         let context = self.take_contexts(next.max(self.context_of(&theirs)?), INTER_CONTEXTS)?;
-        let comm = self.make_inter(context, self.world_ranks(), self.remote_world_ranks());
+        let comm = self
+            .make_inter(context, self.world_ranks(), self.remote_world_ranks())
+            .agreed();
         comm.announce()?;
         Ok(comm)
     }
@@ -281,7 +283,7 @@ impl Comm {
         if new_remote.is_empty() {
             return Ok(None);
         }
-        let comm = self.make_inter(context, new_local, new_remote);
+        let comm = self.make_inter(context, new_local, new_remote).agreed();
         comm.announce()?;
         Ok(Some(comm))
     }
@@ -334,7 +336,7 @@ impl Comm {
         } else {
             [remote, local].concat()
         };
-        let comm = self.local().with_members(context, members);
+        let comm = self.local().with_members(context, members).agreed();
         comm.announce()?;
         Ok(comm)
     }
