@@ -493,10 +493,10 @@ export! {
                     crate::types::Message::new(inoutbuf, count, dt, true).map_err(|(c, w)| (c, w.to_string()))?,
                 )
             };
-            let input = a.bytes().to_vec();
+            let input = a.read_only().to_vec();
             let inout = b.bytes().to_vec();
             let n = usize::try_from(count).unwrap_or(0);
-            crate::types::fold_packed(op, dt, n, &[&input, &inout], b.bytes())?;
+            crate::types::fold_packed(op, dt, dt, n, &[&input, &inout], b.bytes())?;
             b.finish(None);
             Ok(())
         })();

@@ -64,6 +64,69 @@ pub(crate) fn topology_of(h: Comm) -> Option<Topology> {
     })
 }
 
+/// A process's neighbours in its communicator's topology, in the order
+/// neighbourhood collectives number their blocks: the ranks it receives
+/// from and sends to (`None`: `MPI_PROC_NULL`, the edge of a non-periodic
+/// grid), and the order to start its sends in (see [`neighbors`]).
+pub(crate) struct Neighbors {
+    pub sources: Vec<Option<usize>>,
+    pub destinations: Vec<Option<usize>>,
+    pub send_order: Vec<usize>,
+}
+
+/// The neighbours of `rank` in the topology of `h`. In a Cartesian grid
+/// the blocks go, per dimension, to the neighbour below then the one
+/// above, and come from them in that order; where one rank is both (a
+/// periodic dimension of two), what goes up must arrive from below: the
+/// sends start in each dimension upward first, so that messages between
+/// the two, matched in order, pair each block with its place.
+pub(crate) fn neighbors(h: Comm, rank: usize) -> Result<Neighbors, (c_int, String)> {
+    match topology_of(h) {
+        Some(Topology::Cart { dims, periods }) => {
+            let coords = coords_of(&dims, rank);
+            let mut list = Vec::with_capacity(2 * dims.len());
+            for d in 0..dims.len() {
+                for step in [-1, 1] {
+                    let mut at = coords.clone();
+                    at[d] += step;
+                    list.push(rank_at(&dims, &periods, &at));
+                }
+            }
+            let send_order = (0..dims.len()).flat_map(|d| [2 * d + 1, 2 * d]).collect();
+            Ok(Neighbors {
+                sources: list.clone(),
+                destinations: list,
+                send_order,
+            })
+        }
+        Some(Topology::Graph { index, edges }) => {
+            let list: Vec<Option<usize>> = graph_neighbors(&index, &edges, rank)
+                .iter()
+                .map(|&r| usize::try_from(r).ok())
+                .collect();
+            let send_order = (0..list.len()).collect();
+            Ok(Neighbors {
+                sources: list.clone(),
+                destinations: list,
+                send_order,
+            })
+        }
+        Some(Topology::DistGraph {
+            sources,
+            destinations,
+            ..
+        }) => Ok(Neighbors {
+            send_order: (0..destinations.len()).collect(),
+            sources: sources.iter().map(|&r| usize::try_from(r).ok()).collect(),
+            destinations: destinations
+                .iter()
+                .map(|&r| usize::try_from(r).ok())
+                .collect(),
+        }),
+        None => Err((MPI_ERR_TOPOLOGY, "the communicator has no topology".into())),
+    }
+}
+
 /// Copy `v` to the C array `out` of room `max` (as much as fits).
 ///
 /// # Safety

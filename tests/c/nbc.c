@@ -2,7 +2,8 @@
    blocking twin's (bit for bit, reductions included) for contiguous and
    non-contiguous datatypes, in place where MPI allows it; several in
    flight at once and completed out of order, by Waitall, Waitany and
-   Test loops; persistent collectives (MPI 4.0's *_init); on an
+   Test loops; persistent collectives (MPI 4.0's *_init); neighbourhood
+   collectives on grids, a torus and a distributed graph; on an
    intercommunicator; MPI_Alltoallw and Comm_idup; and
    the errors MPI defines (freeing or cancelling one in flight). Every
    check that fails prints "FAIL <what>"; rank 0 ends with "nbc ok
@@ -27,6 +28,13 @@ static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
                     a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
         memcpy(b, c, sizeof c);
     }
+}
+
+/* Sums of int pairs (a datatype of two ints): MPI's predefined operations
+   take predefined datatypes only. */
+static void add_pairs(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    for (int i = 0; i < 2 * *len; i++) ((int *)inout)[i] += ((int *)in)[i];
 }
 
 static void rooted(void) {
@@ -205,10 +213,13 @@ static void everyone(void) {
     MPI_Datatype pair;
     MPI_Type_contiguous(2, MPI_INT, &pair);
     MPI_Type_commit(&pair);
+    MPI_Op add;
+    MPI_Op_create(add_pairs, 1, &add);
     int pv[2] = {rank, 2 * rank}, ps[2] = {-1, -1};
-    MPI_Iallreduce(pv, ps, 1, pair, MPI_SUM, MPI_COMM_WORLD, &r);
+    MPI_Iallreduce(pv, ps, 1, pair, add, MPI_COMM_WORLD, &r);
     MPI_Type_free(&pair);
     wait1(&r);
+    MPI_Op_free(&add);
     CHECK(ps[0] == 6 && ps[1] == 12, "Iallreduce after Type_free %d %d", ps[0], ps[1]);
 }
 
@@ -260,7 +271,9 @@ static void persistent(void) {
     int b[2], in[2], sum[2], gath[8];
     MPI_Request r[4];
     MPI_Bcast_init(b, 1, pair, 1, MPI_COMM_WORLD, MPI_INFO_NULL, &r[0]);
-    MPI_Allreduce_init(in, sum, 1, pair, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
+    MPI_Op add;
+    MPI_Op_create(add_pairs, 1, &add);
+    MPI_Allreduce_init(in, sum, 1, pair, add, MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
     MPI_Allgather_init(in, 2, MPI_INT, gath, 2, MPI_INT, MPI_COMM_WORLD, MPI_INFO_NULL, &r[2]);
     MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &r[3]);
     MPI_Type_free(&pair);
@@ -279,6 +292,7 @@ static void persistent(void) {
     }
     CHECK(ok, "persistent collectives started three times");
     for (int i = 0; i < 4; i++) MPI_Request_free(&r[i]);
+    MPI_Op_free(&add);
     CHECK(r[0] == MPI_REQUEST_NULL && r[3] == MPI_REQUEST_NULL, "Request_free of persistent collectives");
     /* Alltoallw_init and Reduce_scatter_block_init, started twice. */
     int out[4], got[4], counts[4] = {1, 1, 1, 1}, displs[4] = {0, 4, 8, 12};
@@ -299,6 +313,64 @@ static void persistent(void) {
     CHECK(ok, "Alltoallw_init, Reduce_scatter_block_init");
     MPI_Request_free(&r[0]);
     MPI_Request_free(&r[1]);
+}
+
+static void neighbourhood(void) {
+    /* A periodic ring: left then right. */
+    MPI_Comm ring, grid, torus, dg;
+    int dims1[1] = {4}, per1[1] = {1};
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims1, per1, 0, &ring);
+    int lr[2] = {-1, -1};
+    MPI_Neighbor_allgather(&rank, 1, MPI_INT, lr, 1, MPI_INT, ring);
+    CHECK(lr[0] == (rank + 3) % 4 && lr[1] == (rank + 1) % 4, "Neighbor_allgather ring %d %d", lr[0], lr[1]);
+    /* A 2x2 grid without wrap: the missing neighbours leave their block. */
+    int dims2[2] = {2, 2}, per0[2] = {0, 0}, per2[2] = {1, 1};
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims2, per0, 0, &grid);
+    int g[4] = {-1, -1, -1, -1};
+    MPI_Request r;
+    MPI_Ineighbor_allgather(&rank, 1, MPI_INT, g, 1, MPI_INT, grid, &r);
+    wait1(&r);
+    int row = rank / 2, col = rank % 2;
+    int want_g[4] = {row ? rank - 2 : -1, row ? -1 : rank + 2, col ? rank - 1 : -1, col ? -1 : rank + 1};
+    CHECK(memcmp(g, want_g, sizeof g) == 0, "Ineighbor_allgather grid %d %d %d %d", g[0], g[1], g[2], g[3]);
+    /* A 2x2 torus: each neighbour is both below and above; what goes up
+       arrives from below. */
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims2, per2, 0, &torus);
+    int out[4], in[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 4; i++) out[i] = 100 * rank + i;
+    MPI_Neighbor_alltoall(out, 1, MPI_INT, in, 1, MPI_INT, torus);
+    int other_row = rank ^ 2, other_col = rank ^ 1;
+    int want_t[4] = {100 * other_row + 1, 100 * other_row + 0, 100 * other_col + 3, 100 * other_col + 2};
+    CHECK(memcmp(in, want_t, sizeof in) == 0, "Neighbor_alltoall torus %d %d %d %d", in[0], in[1], in[2], in[3]);
+    /* A distributed graph: to the next two ranks, from the previous two;
+       r + 1 ints to the first, 1 to the second. */
+    int srcs[2] = {(rank + 3) % 4, (rank + 2) % 4}, dsts[2] = {(rank + 1) % 4, (rank + 2) % 4};
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, srcs, MPI_UNWEIGHTED, 2, dsts, MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &dg);
+    int sv[5] = {rank, rank, rank, rank, rank * 10}, rv[6] = {-1, -1, -1, -1, -1, -1};
+    int sc[2] = {rank + 1, 1}, sd[2] = {0, 4};
+    int rc[2] = {(rank + 3) % 4 + 1, 1}, rd[2] = {0, 5};
+    MPI_Neighbor_alltoallv(sv, sc, sd, MPI_INT, rv, rc, rd, MPI_INT, dg);
+    int from1 = (rank + 3) % 4, from2 = (rank + 2) % 4;
+    CHECK(rv[0] == from1 && rv[from1] == from1 && rv[5] == 10 * from2, "Neighbor_alltoallv graph %d %d", rv[0], rv[5]);
+    /* Neighbor_alltoallw on the ring: an int left, a double right. */
+    char sb[16], rb[16];
+    int wc[2] = {1, 1};
+    MPI_Aint wd[2] = {0, 8};
+    MPI_Datatype wt[2] = {MPI_INT, MPI_DOUBLE}, rt[2] = {MPI_DOUBLE, MPI_INT};
+    int iv = rank;
+    double dv = rank + 0.25;
+    memcpy(sb, &iv, sizeof iv);
+    memcpy(sb + 8, &dv, sizeof dv);
+    MPI_Neighbor_alltoallw(sb, wc, wd, wt, rb, wc, wd, rt, ring);
+    double from_left;
+    int from_right;
+    memcpy(&from_left, rb, sizeof from_left);
+    memcpy(&from_right, rb + 8, sizeof from_right);
+    CHECK(from_left == (rank + 3) % 4 + 0.25 && from_right == (rank + 1) % 4, "Neighbor_alltoallw %g %d", from_left, from_right);
+    MPI_Comm_free(&dg);
+    MPI_Comm_free(&torus);
+    MPI_Comm_free(&grid);
+    MPI_Comm_free(&ring);
 }
 
 static void on_intercomm(void) {
@@ -438,6 +510,7 @@ int main(int argc, char **argv) {
     everyone();
     many_in_flight();
     persistent();
+    neighbourhood();
     on_intercomm();
     idup_and_errors();
     int all_failed = 0;

@@ -11,6 +11,7 @@ use crate::state::{DerivedType, comm, error, vpml_error};
 use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
 
 mod inter;
+mod neighbor;
 mod nonblocking;
 mod persistent;
 

@@ -32,9 +32,9 @@ type Res<T = ()> = Result<T, (c_int, String)>;
 /// A nonblocking collective laid out: this rank's transfers, and its last
 /// step, which owns whatever memory they use besides the caller's buffers.
 pub(crate) struct Laid {
-    sends: Vec<Transfer>,
-    recvs: Vec<Transfer>,
-    after: AfterCollective,
+    pub(super) sends: Vec<Transfer>,
+    pub(super) recvs: Vec<Transfer>,
+    pub(super) after: AfterCollective,
 }
 
 impl Laid {
@@ -67,7 +67,7 @@ impl Laid {
 }
 
 /// A transfer of `len` bytes at `ptr` to or from `peer`.
-fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
+pub(super) fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
     Transfer {
         peer,
         ptr: ptr as *mut u8,
@@ -76,7 +76,13 @@ fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
 }
 
 /// Start `laid` on `c` and give the program its request.
-fn launch(func: &str, h: Comm, c: &vpml::Comm, laid: Res<Laid>, req: *mut Request) -> c_int {
+pub(super) fn launch(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    laid: Res<Laid>,
+    req: *mut Request,
+) -> c_int {
     let laid = match laid {
         Ok(l) => l,
         Err((code, why)) => return error(h, func, code, &why),
@@ -180,10 +186,10 @@ fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Res {
 ///
 /// # Safety
 /// `buf` holds them (the C caller's contract).
-unsafe fn owned(buf: *const c_void, count: c_int, dt: Datatype) -> Res<Vec<u8>> {
+pub(super) unsafe fn owned(buf: *const c_void, count: c_int, dt: Datatype) -> Res<Vec<u8>> {
     // SAFETY: caller contract.
     let mut m = checked(unsafe { Message::new(buf, count, dt, true) })?;
-    Ok(m.bytes().to_vec())
+    Ok(m.read_only().to_vec())
 }
 
 /// Bytes per element of `dt`.
@@ -276,8 +282,15 @@ unsafe fn reduction_buffers(
 /// rank order) into `out`. (If the request fails first, a private copy of
 /// a derived datatype is not released: a slot of the type table, no
 /// more.)
-fn fold_into(op: CombineOp, dt: Datatype, count: usize, parts: &[&[u8]], out: &mut Message) -> Res {
-    fold_packed(op, dt, count, parts, out.bytes())?;
+fn fold_into(
+    op: CombineOp,
+    dt: Datatype,
+    shown: Datatype,
+    count: usize,
+    parts: &[&[u8]],
+    out: &mut Message,
+) -> Res {
+    fold_packed(op, dt, shown, count, parts, out.bytes())?;
     out.finish(None);
     Ok(())
 }
@@ -297,6 +310,7 @@ pub(super) unsafe fn reduce(
     count: c_int,
     dt: Datatype,
     op: Op,
+    shown: Datatype,
     root: c_int,
     all: bool,
 ) -> Res<Laid> {
@@ -357,7 +371,7 @@ pub(super) unsafe fn reduce(
             if let Some(me) = me {
                 parts.insert(me, &mine);
             }
-            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
             if let Some(k) = kept {
                 release_copy(k);
             }
@@ -378,6 +392,7 @@ pub(super) unsafe fn scan(
     count: c_int,
     dt: Datatype,
     op: Op,
+    shown: Datatype,
     inclusive: bool,
 ) -> Res<Laid> {
     intra_only(c)?;
@@ -413,9 +428,12 @@ pub(super) unsafe fn scan(
             if parts.is_empty() {
                 // Rank 0's exclusive scan: the result is undefined; the
                 // buffer is left alone.
+                if let Some(k) = kept {
+                    release_copy(k);
+                }
                 return Ok(());
             }
-            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
             if let Some(k) = kept {
                 release_copy(k);
             }
@@ -431,6 +449,7 @@ pub(super) unsafe fn scan(
 /// # Safety
 /// `send` holds the sum of `counts` elements of `dt` (in place: `recv`
 /// does), `recv` `counts[rank]`.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list, and the handle shown
 pub(super) unsafe fn reduce_scatter(
     c: &vpml::Comm,
     send: *const c_void,
@@ -438,6 +457,7 @@ pub(super) unsafe fn reduce_scatter(
     counts: Vec<usize>,
     dt: Datatype,
     op: Op,
+    shown: Datatype,
     equal: bool,
 ) -> Res<Laid> {
     no_in_place_on_inter(c, send)?;
@@ -506,7 +526,7 @@ pub(super) unsafe fn reduce_scatter(
             if let (Some(me), Some(own)) = (me, own) {
                 parts.insert(me, &input[own]);
             }
-            let r = fold_into(op, kept.unwrap_or(dt), n, &parts, &mut out);
+            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
             if let Some(k) = kept {
                 release_copy(k);
             }
@@ -951,32 +971,32 @@ export! {
     fn MPI_Ireduce / PMPI_Ireduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, root: c_int, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Ireduce", h);
         // SAFETY: the caller's buffers hold `count` elements of `dt`.
-        launch("MPI_Ireduce", h, &c, unsafe { reduce(&c, send, recv, count, dt, op, root, false) }, req)
+        launch("MPI_Ireduce", h, &c, unsafe { reduce(&c, send, recv, count, dt, op, dt, root, false) }, req)
     }
 
     fn MPI_Iallreduce / PMPI_Iallreduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Iallreduce", h);
         // SAFETY: the caller's buffers hold `count` elements of `dt`.
-        launch("MPI_Iallreduce", h, &c, unsafe { reduce(&c, send, recv, count, dt, op, 0, true) }, req)
+        launch("MPI_Iallreduce", h, &c, unsafe { reduce(&c, send, recv, count, dt, op, dt, 0, true) }, req)
     }
 
     fn MPI_Iscan / PMPI_Iscan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Iscan", h);
         // SAFETY: the caller's buffers hold `count` elements of `dt`.
-        launch("MPI_Iscan", h, &c, unsafe { scan(&c, send, recv, count, dt, op, true) }, req)
+        launch("MPI_Iscan", h, &c, unsafe { scan(&c, send, recv, count, dt, op, dt, true) }, req)
     }
 
     fn MPI_Iexscan / PMPI_Iexscan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Iexscan", h);
         // SAFETY: the caller's buffers hold `count` elements of `dt`.
-        launch("MPI_Iexscan", h, &c, unsafe { scan(&c, send, recv, count, dt, op, false) }, req)
+        launch("MPI_Iexscan", h, &c, unsafe { scan(&c, send, recv, count, dt, op, dt, false) }, req)
     }
 
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Ireduce_scatter_block", h);
         let laid = match usize::try_from(count) {
             // SAFETY: the caller's buffers hold the blocks.
-            Ok(n) => unsafe { reduce_scatter(&c, send, recv, vec![n; c.size()], dt, op, true) },
+            Ok(n) => unsafe { reduce_scatter(&c, send, recv, vec![n; c.size()], dt, op, dt, true) },
             Err(_) => Err((MPI_ERR_COUNT, "negative count".into())),
         };
         launch("MPI_Ireduce_scatter_block", h, &c, laid, req)
@@ -996,7 +1016,7 @@ export! {
                 .collect::<Result<_, _>>()
                 .map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
             // SAFETY: the caller's buffers hold the blocks.
-            unsafe { reduce_scatter(&c, send, recv, counts, dt, op, false) }
+            unsafe { reduce_scatter(&c, send, recv, counts, dt, op, dt, false) }
         })();
         launch("MPI_Ireduce_scatter", h, &c, laid, req)
     }

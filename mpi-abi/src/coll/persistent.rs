@@ -90,25 +90,16 @@ fn make(
     MPI_SUCCESS
 }
 
-/// The datatypes of an `MPI_Alltoallw`, one per peer of `h`'s
-/// communicator.
+/// The `n` datatypes of an `MPI_Alltoallw` (`None`: a null array).
 ///
 /// # Safety
-/// `types` holds one per peer (the C caller's contract).
-unsafe fn type_array(h: Comm, types: *const Datatype) -> Vec<Datatype> {
-    let Ok(c) = comm("MPI_Alltoallw_init", h) else {
-        return Vec::new();
-    };
-    let n = if c.is_inter() {
-        c.remote_size()
-    } else {
-        c.size()
-    };
-    if types.is_null() {
-        return Vec::new();
+/// `types` holds `n` (the C caller's contract).
+unsafe fn type_array(types: *const Datatype, n: usize) -> Option<Vec<Datatype>> {
+    if types.is_null() && n > 0 {
+        return None;
     }
     // SAFETY: caller contract.
-    unsafe { crate::state::c_array(types, n as c_int) }.to_vec()
+    Some(unsafe { crate::state::c_array(types, n as c_int) }.to_vec())
 }
 
 export! {
@@ -128,28 +119,28 @@ export! {
     fn MPI_Reduce_init / PMPI_Reduce_init(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, root: c_int, h: Comm, _info: Info, req: *mut Request) -> c_int {
         make("MPI_Reduce_init", h, req, vec![dt], move |c, t| {
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { reduce(c, send, recv, count, t[0], op, root, false) }
+            unsafe { reduce(c, send, recv, count, t[0], op, dt, root, false) }
         })
     }
 
     fn MPI_Allreduce_init / PMPI_Allreduce_init(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, _info: Info, req: *mut Request) -> c_int {
         make("MPI_Allreduce_init", h, req, vec![dt], move |c, t| {
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { reduce(c, send, recv, count, t[0], op, 0, true) }
+            unsafe { reduce(c, send, recv, count, t[0], op, dt, 0, true) }
         })
     }
 
     fn MPI_Scan_init / PMPI_Scan_init(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, _info: Info, req: *mut Request) -> c_int {
         make("MPI_Scan_init", h, req, vec![dt], move |c, t| {
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { scan(c, send, recv, count, t[0], op, true) }
+            unsafe { scan(c, send, recv, count, t[0], op, dt, true) }
         })
     }
 
     fn MPI_Exscan_init / PMPI_Exscan_init(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm, _info: Info, req: *mut Request) -> c_int {
         make("MPI_Exscan_init", h, req, vec![dt], move |c, t| {
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { scan(c, send, recv, count, t[0], op, false) }
+            unsafe { scan(c, send, recv, count, t[0], op, dt, false) }
         })
     }
 
@@ -157,7 +148,7 @@ export! {
         make("MPI_Reduce_scatter_block_init", h, req, vec![dt], move |c, t| {
             let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { reduce_scatter(c, send, recv, vec![n; c.size()], t[0], op, true) }
+            unsafe { reduce_scatter(c, send, recv, vec![n; c.size()], t[0], op, dt, true) }
         })
     }
 
@@ -173,7 +164,7 @@ export! {
                 .collect::<Result<_, _>>()
                 .map_err(|_| (MPI_ERR_COUNT, "negative count".to_string()))?;
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
-            unsafe { reduce_scatter(c, send, recv, counts, t[0], op, false) }
+            unsafe { reduce_scatter(c, send, recv, counts, t[0], op, dt, false) }
         })
     }
 
@@ -252,13 +243,18 @@ export! {
 
     fn MPI_Alltoallw_init / PMPI_Alltoallw_init(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stypes: *const Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
         // The types, copied now: the first half sent, the second received.
+        let n = match comm("MPI_Alltoallw_init", h) {
+            Ok(c) if c.is_inter() => c.remote_size(),
+            Ok(c) => c.size(),
+            Err(code) => return code,
+        };
         // SAFETY: one type per peer in each array (caller contract).
-        let (st, rt) = unsafe { (type_array(h, stypes), type_array(h, rtypes)) };
-        let n = rt.len();
-        let all: Vec<Datatype> = if in_place(send) { rt.iter().chain(&rt).copied().collect() } else { st.iter().chain(&rt).copied().collect() };
-        if all.len() != 2 * n {
-            return error(h, "MPI_Alltoallw_init", MPI_ERR_ARG, "null datatype array");
-        }
+        let (st, rt) = unsafe { (type_array(stypes, n), type_array(rtypes, n)) };
+        let all: Vec<Datatype> = match (in_place(send), st, rt) {
+            (true, _, Some(rt)) => rt.iter().chain(&rt).copied().collect(),
+            (false, Some(st), Some(rt)) => st.into_iter().chain(rt).collect(),
+            _ => return error(h, "MPI_Alltoallw_init", MPI_ERR_ARG, "null datatype array"),
+        };
         make("MPI_Alltoallw_init", h, req, all, move |c, t| {
             // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
             unsafe {

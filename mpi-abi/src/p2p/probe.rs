@@ -18,13 +18,14 @@ export! {
     }
 
     fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, dt: Datatype, count: *mut Count) -> c_int {
-        let mut n: c_int = 0;
-        let r = get_count("MPI_Get_elements_x", status, dt, &mut n, true);
-        if r == MPI_SUCCESS {
-            // SAFETY: an MPI_Count pointer (caller contract).
-            unsafe { put(count, Count::from(n)) };
+        match count_of("MPI_Get_elements_x", status, dt, true) {
+            Ok(n) => {
+                // SAFETY: an MPI_Count pointer (caller contract).
+                unsafe { put(count, n.unwrap_or(Count::from(MPI_UNDEFINED))) };
+                MPI_SUCCESS
+            }
+            Err(code) => code,
         }
-        r
     }
 
     fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
@@ -116,12 +117,39 @@ fn get_count(
     count: *mut c_int,
     elements: bool,
 ) -> c_int {
+    match count_of(func, status, dt, elements) {
+        Ok(n) => {
+            // Past an int: MPI_UNDEFINED (the _x calls say how many).
+            let n = n
+                .and_then(|n| c_int::try_from(n).ok())
+                .unwrap_or(MPI_UNDEFINED);
+            // SAFETY: an int pointer (caller contract).
+            unsafe { put(count, n) };
+            MPI_SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// How many elements of `dt` (or of its basic type, for `elements`) the
+/// status says arrived: `None` if not a whole number of them.
+fn count_of(
+    func: &str,
+    status: *const MpiStatus,
+    dt: Datatype,
+    elements: bool,
+) -> Result<Option<Count>, c_int> {
     let Some(t) = info(dt).filter(|t| t.size > 0) else {
-        return error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, "invalid datatype");
+        return Err(error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_TYPE,
+            "invalid datatype",
+        ));
     };
     // SAFETY: a status pointer (caller contract).
     let Some(st) = (unsafe { status.as_ref() }) else {
-        return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status");
+        return Err(error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status"));
     };
     let bytes = (st.count_lo as u32 as u64) | (((st.count_hi_and_cancelled >> 1) as u64) << 32);
     let unit = if elements {
@@ -129,12 +157,8 @@ fn get_count(
     } else {
         t.size as u64
     };
-    let n = if bytes.is_multiple_of(unit) {
-        (bytes / unit) as c_int
-    } else {
-        MPI_UNDEFINED
-    };
-    // SAFETY: an int pointer (caller contract).
-    unsafe { put(count, n) };
-    MPI_SUCCESS
+    Ok(bytes
+        .is_multiple_of(unit)
+        .then(|| Count::try_from(bytes / unit).ok())
+        .flatten())
 }

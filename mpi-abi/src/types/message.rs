@@ -96,6 +96,17 @@ impl Message {
         }
     }
 
+    /// The bytes, to read (a send buffer, which may be read-only memory).
+    pub(crate) fn read_only(&mut self) -> &[u8] {
+        let (ptr, len) = self.target();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the C buffer (or the staging copy) holds `len` bytes for
+        // the duration of the call that made this message.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+
     /// A transfer into this buffer completed with `received` bytes (all of
     /// them when `None`): move them into the C buffer if they were staged.
     pub(crate) fn finish(&self, received: Option<usize>) {

@@ -319,7 +319,7 @@ fn user_reduce(
     }
     let block = |i: usize| &all[i * send.len()..(i + 1) * send.len()];
     let fold = |ranks: std::ops::Range<usize>| -> vpml::Result<Vec<u8>> {
-        user_fold(f, dt, count, ranks.map(block))
+        user_fold(f, dt, dt, count, ranks.map(block))
     };
     let result = match kind {
         Reduction::All => Some(fold(0..n)?),
@@ -347,10 +347,12 @@ fn user_reduce(
 /// Fold `parts` — packed contributions of `count` elements of `dt`, in
 /// rank order — with the program's function, called as MPI defines it (on
 /// whole buffers laid out as `dt` says, `inout = in ⊕ inout` with `in`
-/// from the lower ranks).
+/// from the lower ranks), which is shown the handle `shown` (the
+/// program's, where `dt` is a private copy of it).
 fn user_fold<'a>(
     f: UserFn,
     dt: Datatype,
+    shown: Datatype,
     count: usize,
     mut parts: impl Iterator<Item = &'a [u8]>,
 ) -> vpml::Result<Vec<u8>> {
@@ -388,7 +390,7 @@ fn user_fold<'a>(
     for part in parts {
         let mut next = scratch(part);
         let mut len = count as c_int;
-        let mut d = dt;
+        let mut shown_here = shown;
         // SAFETY: the program's function, on two buffers of `count`
         // elements of `dt` (MPI's contract for user operations).
         unsafe {
@@ -396,7 +398,7 @@ fn user_fold<'a>(
                 acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
                 next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
                 &mut len,
-                &mut d,
+                &mut shown_here,
             )
         };
         acc = next;
@@ -408,16 +410,18 @@ fn user_fold<'a>(
 /// Fold `parts` — packed contributions of `count` elements of `dt`, in
 /// rank order, the lower ranks' on the left as MPI orders a reduction —
 /// with `op`, into `out` (packed, as long as a part). What a nonblocking
-/// reduction does once every contribution arrived.
+/// reduction does once every contribution arrived. A user operation is
+/// shown the handle `shown` (see [`user_fold`]).
 pub(crate) fn fold_packed(
     op: CombineOp,
     dt: Datatype,
+    shown: Datatype,
     count: usize,
     parts: &[&[u8]],
     out: &mut [u8],
 ) -> Result<(), (c_int, String)> {
     let folded = match op.user {
-        Some(f) => user_fold(f, dt, count, parts.iter().copied())
+        Some(f) => user_fold(f, dt, shown, count, parts.iter().copied())
             .map_err(|e| (crate::state::class_of(&e), e.to_string()))?,
         None => {
             let base = info(dt).and_then(|t| t.base).ok_or_else(|| {
