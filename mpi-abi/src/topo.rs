@@ -68,6 +68,7 @@ pub(crate) fn topology_of(h: Comm) -> Option<Topology> {
 /// neighbourhood collectives number their blocks: the ranks it receives
 /// from and sends to (`None`: `MPI_PROC_NULL`, the edge of a non-periodic
 /// grid), and the order to start its sends in (see [`neighbors`]).
+#[derive(Clone)]
 pub(crate) struct Neighbors {
     pub sources: Vec<Option<usize>>,
     pub destinations: Vec<Option<usize>>,

@@ -342,6 +342,17 @@ static void neighbourhood(void) {
     int other_row = rank ^ 2, other_col = rank ^ 1;
     int want_t[4] = {100 * other_row + 1, 100 * other_row + 0, 100 * other_col + 3, 100 * other_col + 2};
     CHECK(memcmp(in, want_t, sizeof in) == 0, "Neighbor_alltoall torus %d %d %d %d", in[0], in[1], in[2], in[3]);
+    /* The same, persistent, started twice with new data. */
+    MPI_Neighbor_alltoall_init(out, 1, MPI_INT, in, 1, MPI_INT, torus, MPI_INFO_NULL, &r);
+    int again_ok = 1;
+    for (int round = 1; round <= 2; round++) {
+        for (int i = 0; i < 4; i++) out[i] = 100 * rank + i + 10 * round;
+        MPI_Start(&r);
+        wait1(&r);
+        for (int i = 0; i < 4; i++) again_ok &= in[i] == want_t[i] + 10 * round;
+    }
+    MPI_Request_free(&r);
+    CHECK(again_ok, "Neighbor_alltoall_init");
     /* A distributed graph: to the next two ranks, from the previous two;
        r + 1 ints to the first, 1 to the second. */
     int srcs[2] = {(rank + 3) % 4, (rank + 2) % 4}, dsts[2] = {(rank + 1) % 4, (rank + 2) % 4};

@@ -19,7 +19,7 @@ use crate::types::Message;
 type Res<T = ()> = Result<T, (c_int, String)>;
 
 /// The neighbours of this rank in `h`'s topology.
-fn of(c: &vpml::Comm, h: Comm) -> Res<Neighbors> {
+pub(super) fn of(c: &vpml::Comm, h: Comm) -> Res<Neighbors> {
     if c.is_inter() {
         return Err((MPI_ERR_COMM, "an intercommunicator has no topology".into()));
     }
@@ -27,7 +27,7 @@ fn of(c: &vpml::Comm, h: Comm) -> Res<Neighbors> {
 }
 
 /// `n` blocks of `count` elements of `dt`, one after the other.
-fn equal(n: usize, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
+pub(super) fn equal(n: usize, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
     let counts = vec![count; n];
     let displs: Vec<c_int> = (0..n)
         .map(|i| c_int::try_from(i).ok().and_then(|i| i.checked_mul(count)))
@@ -46,7 +46,7 @@ fn equal(n: usize, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
 ///
 /// # Safety
 /// `counts` and `displs` hold `n` ints each.
-unsafe fn given(
+pub(super) unsafe fn given(
     counts: *const c_int,
     displs: *const c_int,
     n: usize,

@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use super::neighbor;
 use super::nonblocking::{
     Laid, allgather, alltoall, alltoallw, barrier, bcast, equal_blocks, gather, reduce,
     reduce_scatter, scan, scatter, start_laid, v_blocks,
@@ -262,4 +263,66 @@ export! {
             }
         })
     }
+
+    fn MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
+        let nb = match neighbors_of("MPI_Neighbor_allgather_init", h) { Ok(nb) => nb, Err(code) => return code };
+        make("MPI_Neighbor_allgather_init", h, req, vec![stype, rtype], move |_, t| {
+            let rb = neighbor::equal(nb.sources.len(), rcount, t[1])?;
+            // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
+            unsafe { neighbor::allgather(&nb, send, scount, t[0], recv, rb) }
+        })
+    }
+
+    fn MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
+        let nb = match neighbors_of("MPI_Neighbor_allgatherv_init", h) { Ok(nb) => nb, Err(code) => return code };
+        make("MPI_Neighbor_allgatherv_init", h, req, vec![stype, rtype], move |_, t| {
+            // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
+            let rb = unsafe { neighbor::given(rcounts, displs, nb.sources.len(), t[1]) }?;
+            // SAFETY: as above.
+            unsafe { neighbor::allgather(&nb, send, scount, t[0], recv, rb) }
+        })
+    }
+
+    fn MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
+        let nb = match neighbors_of("MPI_Neighbor_alltoall_init", h) { Ok(nb) => nb, Err(code) => return code };
+        make("MPI_Neighbor_alltoall_init", h, req, vec![stype, rtype], move |_, t| {
+            let sb = neighbor::equal(nb.destinations.len(), scount, t[0])?;
+            let rb = neighbor::equal(nb.sources.len(), rcount, t[1])?;
+            // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
+            unsafe { neighbor::alltoall(&nb, send, sb, recv, rb) }
+        })
+    }
+
+    fn MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtype: Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
+        let nb = match neighbors_of("MPI_Neighbor_alltoallv_init", h) { Ok(nb) => nb, Err(code) => return code };
+        make("MPI_Neighbor_alltoallv_init", h, req, vec![stype, rtype], move |_, t| {
+            // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
+            let sb = unsafe { neighbor::given(scounts, sdispls, nb.destinations.len(), t[0]) }?;
+            // SAFETY: as above.
+            let rb = unsafe { neighbor::given(rcounts, rdispls, nb.sources.len(), t[1]) }?;
+            // SAFETY: as above.
+            unsafe { neighbor::alltoall(&nb, send, sb, recv, rb) }
+        })
+    }
+
+    fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(send: *const c_void, scounts: *const c_int, sdispls: *const Aint, stypes: *const Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const Aint, rtypes: *const Datatype, h: Comm, _info: Info, req: *mut Request) -> c_int {
+        let nb = match neighbors_of("MPI_Neighbor_alltoallw_init", h) { Ok(nb) => nb, Err(code) => return code };
+        let (nd, ns) = (nb.destinations.len(), nb.sources.len());
+        // The types, copied now: the destinations', then the sources'.
+        // SAFETY: one type per neighbour in each array (caller contract).
+        let all: Vec<Datatype> = match unsafe { (type_array(stypes, nd), type_array(rtypes, ns)) } {
+            (Some(st), Some(rt)) => st.into_iter().chain(rt).collect(),
+            _ => return error(h, "MPI_Neighbor_alltoallw_init", MPI_ERR_ARG, "null datatype array"),
+        };
+        make("MPI_Neighbor_alltoallw_init", h, req, all, move |_, t| {
+            // SAFETY: the caller's buffers and arrays stay as MPI says until the request is freed.
+            unsafe { neighbor::alltoallw(&nb, send, scounts, sdispls, t[..nd].as_ptr(), recv, rcounts, rdispls, t[nd..].as_ptr()) }
+        })
+    }
+}
+
+/// The neighbours of this rank in `h`'s topology, or `func`'s error.
+fn neighbors_of(func: &str, h: Comm) -> Result<crate::topo::Neighbors, c_int> {
+    let c = comm(func, h)?;
+    neighbor::of(&c, h).map_err(|(code, why)| error(h, func, code, &why))
 }
