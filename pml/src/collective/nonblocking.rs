@@ -15,13 +15,20 @@
 //! with a tag of their own, so they never match a blocking collective's;
 //! two nonblocking collectives in flight between the same pair of ranks
 //! are told apart by order, as MPI has every member start its collectives
-//! in the same order.
+//! in the same order. A binding whose collectives may start in different
+//! orders at different ranks (MPI's persistent collectives, matched by
+//! the order they were made in) gives each a lane of its own: a tag of
+//! its own.
 
 use super::tag;
 use crate::comm::Comm;
 use crate::engine::ReqId;
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
+
+/// Lanes (tags from [`tag::NONBLOCKING`] on) a communicator's
+/// collectives use; a lane's number wraps past them.
+const LANES: u32 = 1 << 30;
 
 /// One transfer of a nonblocking collective: `len` bytes at `ptr`, to or
 /// from rank `peer` (of the remote group on an intercommunicator).
@@ -36,9 +43,11 @@ pub struct Transfer {
 }
 
 impl Comm {
-    /// Start a nonblocking collective made of `sends` and `recvs`; the
-    /// request completes when every transfer has. A receive that gets more
-    /// or fewer bytes than it expects makes the request's status an error.
+    /// Start a nonblocking collective made of `sends` and `recvs` on
+    /// `lane` (0 for collectives started in the same order everywhere;
+    /// see the module documentation); the request completes when every
+    /// transfer has. A receive that gets more or fewer bytes than it
+    /// expects makes the request's status an error.
     ///
     /// # Safety
     /// Every transfer's bytes stay valid (and a receive's otherwise
@@ -47,7 +56,9 @@ impl Comm {
         &self,
         sends: &[Transfer],
         recvs: &[Transfer],
+        lane: u32,
     ) -> Result<ReqId> {
+        let tag = tag::NONBLOCKING + (lane % LANES) as i32;
         let n = self.peer_count();
         if let Some(t) = sends.iter().chain(recvs).find(|t| t.peer >= n) {
             return Err(Error::InvalidRank {
@@ -62,7 +73,7 @@ impl Comm {
             for t in recvs {
                 let spec = RecvSpec {
                     source: Some(self.peer_world_rank(t.peer)),
-                    tag: Some(tag::NONBLOCKING),
+                    tag: Some(tag),
                     context,
                 };
                 // SAFETY: the caller's contract.
@@ -71,9 +82,7 @@ impl Comm {
             for t in sends {
                 let to = self.peer_world_rank(t.peer);
                 // SAFETY: the caller's contract.
-                let id = unsafe {
-                    eng.start_send_lean(to, tag::NONBLOCKING, context, t.ptr, t.len, false)?
-                };
+                let id = unsafe { eng.start_send_lean(to, tag, context, t.ptr, t.len, false)? };
                 parts.push(id);
             }
             Ok(())
