@@ -33,6 +33,7 @@ pub(crate) fn register_with(
                 errhandler,
                 topology,
                 name: None,
+                persistent_collectives: 0,
             },
         ))
     })

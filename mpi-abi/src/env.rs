@@ -68,12 +68,14 @@ fn init(func: &str, level: c_int) -> c_int {
                 errhandler: MPI_ERRORS_ARE_FATAL,
                 topology: None,
                 name: None,
+                persistent_collectives: 0,
             }),
             Some(CommEntry {
                 comm: selfc,
                 errhandler: MPI_ERRORS_ARE_FATAL,
                 topology: None,
                 name: None,
+                persistent_collectives: 0,
             }),
         ];
         s.world = Some(world);

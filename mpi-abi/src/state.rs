@@ -18,6 +18,10 @@ pub(crate) struct CommEntry {
     pub topology: Option<crate::topo::Topology>,
     /// The name given by `MPI_Comm_set_name`.
     pub name: Option<String>,
+    /// Persistent collectives made on it so far: each gets its own lane
+    /// (see `vpml::raw::Transfer`), so that they may be started in any
+    /// order, as MPI allows.
+    pub persistent_collectives: u32,
 }
 
 /// What a persistent request does each time it is started.
@@ -39,6 +43,8 @@ pub(crate) struct PersistentCollective {
     /// Private copies of the derived datatypes it uses, released with the
     /// request.
     pub types: Vec<Datatype>,
+    /// Its lane on the communicator (see [`CommEntry::persistent_collectives`]).
+    pub lane: u32,
 }
 
 /// A point-to-point persistent request's operation.

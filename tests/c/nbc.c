@@ -294,6 +294,23 @@ static void persistent(void) {
     for (int i = 0; i < 4; i++) MPI_Request_free(&r[i]);
     MPI_Op_free(&add);
     CHECK(r[0] == MPI_REQUEST_NULL && r[3] == MPI_REQUEST_NULL, "Request_free of persistent collectives");
+    /* Persistent collectives match by the order they were made in, not
+       started in: rank 0 starts these two the other way round. */
+    int v42 = -1;
+    MPI_Bcast_init(&v42, 1, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &r[0]);
+    MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
+    if (rank == 0) {
+        v42 = 42;
+        MPI_Start(&r[0]);
+        MPI_Start(&r[1]);
+    } else {
+        MPI_Start(&r[1]);
+        MPI_Start(&r[0]);
+    }
+    MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    CHECK(v42 == 42, "persistent collectives started out of order %d", v42);
+    MPI_Request_free(&r[0]);
+    MPI_Request_free(&r[1]);
     /* Alltoallw_init and Reduce_scatter_block_init, started twice. */
     int out[4], got[4], counts[4] = {1, 1, 1, 1}, displs[4] = {0, 4, 8, 12};
     MPI_Datatype types[4] = {MPI_INT, MPI_INT, MPI_INT, MPI_INT};

@@ -90,7 +90,7 @@ pub(super) fn launch(
     if req.is_null() {
         return error(h, func, MPI_ERR_REQUEST, "null request pointer");
     }
-    match start_laid(c, laid) {
+    match start_laid(c, laid, 0) {
         Ok((active, after)) => {
             let entry = ReqEntry {
                 comm: h,
@@ -111,11 +111,15 @@ pub(super) fn launch(
 
 /// Start the transfers of `laid` on `c`: the operation in flight and the
 /// last step its request keeps.
-pub(super) fn start_laid(c: &vpml::Comm, laid: Laid) -> vpml::Result<(Active, AfterCollective)> {
+pub(super) fn start_laid(
+    c: &vpml::Comm,
+    laid: Laid,
+    lane: u32,
+) -> vpml::Result<(Active, AfterCollective)> {
     // SAFETY: every transfer is in the caller's buffers, which MPI's
     // contract keeps valid and untouched until the request completes, or
     // in memory `laid.after` owns, which the request keeps as long.
-    let id = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs) }?;
+    let id = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs, lane) }?;
     Ok((Active::new(id, c, 0, 0, 0), laid.after))
 }
 

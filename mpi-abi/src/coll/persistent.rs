@@ -20,18 +20,19 @@ use crate::types::private_copy;
 type Res<T = ()> = Result<T, (c_int, String)>;
 
 /// `MPI_Start` of persistent collective `req`, made on communicator `h`
-/// (`on`), laid out by `lay`.
+/// (`on`) with lane `lane`, laid out by `lay`.
 pub(crate) fn start_persistent(
     req: Request,
     h: Comm,
     on: &vpml::Comm,
+    lane: u32,
     lay: &dyn Fn() -> Res<Laid>,
 ) -> c_int {
     let laid = match lay() {
         Ok(l) => l,
         Err((code, why)) => return error(h, "MPI_Start", code, &why),
     };
-    match start_laid(on, laid) {
+    match start_laid(on, laid, lane) {
         Ok((active, after)) => {
             STATE.with(|s| {
                 let mut s = s.borrow_mut();
@@ -73,6 +74,17 @@ fn make(
         .map(|(&k, _)| k)
         .collect();
     let on = c.clone();
+    // Its lane: the next on the communicator, alike at every member (MPI
+    // has them make their persistent collectives in the same order).
+    let lane = STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let e = crate::state::comm_slot(h).and_then(|i| s.comms.get_mut(i)?.as_mut())?;
+        e.persistent_collectives = e.persistent_collectives.wrapping_add(1);
+        Some(e.persistent_collectives)
+    });
+    let Some(lane) = lane else {
+        return error(h, func, MPI_ERR_COMM, "invalid communicator");
+    };
     let entry = ReqEntry {
         comm: h,
         active: None,
@@ -81,6 +93,7 @@ fn make(
             on: c,
             lay: std::rc::Rc::new(move || lay(&on, &kept)),
             types: copies,
+            lane,
         }))),
         staging: None,
         after: None,

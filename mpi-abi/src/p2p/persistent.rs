@@ -81,14 +81,14 @@ export! {
         // layout of a collective.
         enum What {
             P2p(PersistentOp),
-            Collective(vpml::Comm, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
+            Collective(vpml::Comm, u32, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
         }
         let found = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
             let what = match e.persistent.as_deref()? {
                 Persistent::P2p(op) => What::P2p(op.clone()),
-                Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lay.clone()),
+                Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lane, pc.lay.clone()),
             };
             Some((e.comm, what, e.active.is_some() || e.proc_null))
         });
@@ -100,7 +100,7 @@ export! {
         }
         let op = match what {
             What::P2p(op) => op,
-            What::Collective(on, lay) => return crate::coll::start_persistent(h, c, &on, &*lay),
+            What::Collective(on, lane, lay) => return crate::coll::start_persistent(h, c, &on, lane, &*lay),
         };
         match start("MPI_Start", c, &op.on, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
             Ok((active, staging)) => {
