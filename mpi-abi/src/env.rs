@@ -451,7 +451,12 @@ export! {
     fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
-        if !STATE.with(|s| release(&mut s.borrow_mut().types, h, USER_TYPE_KIND)) {
+        let freed = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            s.type_names.remove(&h);
+            release(&mut s.types, h, USER_TYPE_KIND)
+        });
+        if !freed {
             return error(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE, "not a derived datatype");
         }
         // SAFETY: as above.
@@ -535,7 +540,7 @@ fn true_extent(dt: Datatype) -> Option<(isize, isize)> {
 }
 
 /// Register the datatype `f` builds and store its handle in `*new`.
-fn make_type(
+pub(crate) fn make_type(
     func: &str,
     new: *mut Datatype,
     f: impl FnOnce() -> Result<DerivedType, &'static str>,
@@ -551,11 +556,11 @@ fn make_type(
     }
 }
 
-fn old_type(dt: Datatype) -> Result<DerivedType, &'static str> {
+pub(crate) fn old_type(dt: Datatype) -> Result<DerivedType, &'static str> {
     crate::types::layout(dt).ok_or("invalid datatype")
 }
 
-fn counted(n: c_int) -> Result<usize, &'static str> {
+pub(crate) fn counted(n: c_int) -> Result<usize, &'static str> {
     usize::try_from(n).map_err(|_| "negative count")
 }
 
@@ -590,7 +595,7 @@ fn strided(
 ///
 /// # Safety
 /// `p` holds `n` ints, or `n` is 0.
-unsafe fn ints<'a>(p: *const c_int, n: usize) -> Result<&'a [c_int], &'static str> {
+pub(crate) unsafe fn ints<'a>(p: *const c_int, n: usize) -> Result<&'a [c_int], &'static str> {
     // SAFETY: caller contract.
     unsafe { array(p, n) }
 }

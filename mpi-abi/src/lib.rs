@@ -91,6 +91,7 @@ pub mod p2p;
 pub mod pack;
 pub mod state;
 pub mod topo;
+pub mod typemaps;
 pub mod types;
 pub mod unsupported;
 

@@ -191,6 +191,8 @@ pub(crate) struct State {
     /// User error classes, codes and strings.
     pub user_errors: crate::errhan::UserErrors,
     pub types: Vec<Option<DerivedType>>,
+    /// Names given by `MPI_Type_set_name`.
+    pub type_names: std::collections::BTreeMap<Datatype, String>,
     /// User operations: the function, and whether it commutes.
     pub ops: Vec<Option<(UserFn, bool)>>,
     /// Staging buffers of requests freed while active: the engine may
@@ -212,6 +214,7 @@ impl State {
             errhandlers: Vec::new(),
             user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
+            type_names: std::collections::BTreeMap::new(),
             ops: Vec::new(),
             orphans: Vec::new(),
             attached: None,

@@ -402,6 +402,52 @@ static void datatypes(void) {
     MPI_Type_get_extent_x(wide, &clb, &cext);
     CHECK(clb == -4 && cext == 12, "Type_get_extent_x");
     MPI_Type_free(&wide);
+    /* Subarrays of a 4x5 int array a[i][j] = 5i + j: rows 1-2, columns
+       1-3, in C order and (as a 5x4 Fortran array) in Fortran order. */
+    int arr[20], packed_sub[6], psz = 0;
+    for (int i = 0; i < 20; i++) arr[i] = i;
+    int sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 1};
+    MPI_Datatype sub, fsub, dar;
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub);
+    MPI_Type_commit(&sub);
+    MPI_Type_get_extent(sub, &lb, &ext);
+    MPI_Type_size(sub, &sz);
+    int pos = 0;
+    MPI_Pack(arr, 1, sub, packed_sub, sizeof packed_sub, &pos, MPI_COMM_WORLD);
+    CHECK(lb == 0 && ext == 80 && sz == 24 && packed_sub[0] == 6 && packed_sub[2] == 8 && packed_sub[3] == 11 &&
+              packed_sub[5] == 13, "subarray C %d %d %d", packed_sub[0], packed_sub[3], packed_sub[5]);
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_INT, &fsub);
+    MPI_Type_commit(&fsub);
+    pos = 0;
+    MPI_Pack(arr, 1, fsub, packed_sub, sizeof packed_sub, &pos, MPI_COMM_WORLD);
+    CHECK(packed_sub[0] == 5 && packed_sub[1] == 6 && packed_sub[2] == 9 && packed_sub[5] == 14,
+          "subarray Fortran %d %d %d", packed_sub[0], packed_sub[2], packed_sub[5]);
+    /* This rank's part of a 4x6 array over a 2x2 grid: rows by blocks of
+       two, columns cyclic. */
+    int big[24], mine_d[6];
+    for (int i = 0; i < 24; i++) big[i] = i;
+    int gs[2] = {4, 6}, dist[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC},
+        dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG}, pgrid[2] = {2, 2};
+    MPI_Type_create_darray(4, rank, 2, gs, dist, dargs, pgrid, MPI_ORDER_C, MPI_INT, &dar);
+    MPI_Type_commit(&dar);
+    MPI_Type_get_extent(dar, &lb, &ext);
+    MPI_Pack_size(1, dar, MPI_COMM_WORLD, &psz);
+    pos = 0;
+    MPI_Pack(big, 1, dar, mine_d, sizeof mine_d, &pos, MPI_COMM_WORLD);
+    int r0 = 2 * (rank / 2), c0 = rank % 2;
+    CHECK(ext == 96 && pos == 24 && mine_d[0] == 6 * r0 + c0 && mine_d[1] == 6 * r0 + c0 + 2 &&
+              mine_d[3] == 6 * (r0 + 1) + c0, "darray %d %d %d", mine_d[0], mine_d[1], mine_d[3]);
+    /* Names: MPI's for predefined types, the program's for its own. */
+    char tname[MPI_MAX_OBJECT_NAME];
+    int tlen = 0;
+    MPI_Type_get_name(MPI_DOUBLE, tname, &tlen);
+    CHECK(strcmp(tname, "MPI_DOUBLE") == 0 && tlen == 10, "Type_get_name %s", tname);
+    MPI_Type_set_name(sub, "rows 1-2");
+    MPI_Type_get_name(sub, tname, &tlen);
+    CHECK(strcmp(tname, "rows 1-2") == 0, "Type_set_name %s", tname);
+    MPI_Type_free(&sub);
+    MPI_Type_free(&fsub);
+    MPI_Type_free(&dar);
     /* A status the program fills in itself. */
     MPI_Status made;
     int cancelled = 0, elems = 0;
