@@ -252,7 +252,8 @@ export! {
             // SAFETY: each array holds `ndims` ints (caller contract).
             let (g, dist, darg, p) = unsafe { (ints(gsizes, n)?, ints(distribs, n)?, ints(dargs, n)?, ints(psizes, n)?) };
             let grid: Vec<usize> = p.iter().map(|&x| counted(x)).collect::<Result<_, _>>()?;
-            if grid.iter().any(|&x| x == 0) || grid.iter().product::<usize>() != procs || me >= procs {
+            let all = grid.iter().try_fold(1usize, |a, &x| a.checked_mul(x));
+            if grid.contains(&0) || all != Some(procs) || me >= procs {
                 return Err("the process grid does not hold size processes, or rank is not among them");
             }
             let coords = grid_coords(&grid, me);
