@@ -108,6 +108,12 @@ fn user_code(func: &str, code: c_int) -> Result<(), c_int> {
 }
 
 export! {
+    fn MPI_Errhandler_create / PMPI_Errhandler_create(f: Option<CommErrhandlerFn>, out: *mut Errhandler) -> c_int {
+        // MPI-1's name of MPI_Comm_create_errhandler.
+        // SAFETY: the same contract.
+        unsafe { MPI_Comm_create_errhandler(f, out) }
+    }
+
     fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(f: Option<CommErrhandlerFn>, out: *mut Errhandler) -> c_int {
         let Some(f) = f else {
             return error(MPI_COMM_WORLD, "MPI_Comm_create_errhandler", MPI_ERR_ARG, "null function");

@@ -254,6 +254,14 @@ static void point_to_point(void) {
     MPI_Buffer_attach(bbuf, 1000 + MPI_BSEND_OVERHEAD);
     MPI_Bsend(&s1, 1, MPI_INT, right, 62, MPI_COMM_WORLD);
     MPI_Recv(&r1, 1, MPI_INT, left, 62, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* Ibsend: the data is copied; the request is done at once. */
+    MPI_Request ib;
+    int s2 = rank + 100, r2 = -1, ib_done = 0;
+    MPI_Ibsend(&s2, 1, MPI_INT, right, 63, MPI_COMM_WORLD, &ib);
+    s2 = -1;
+    MPI_Test(&ib, &ib_done, MPI_STATUS_IGNORE);
+    MPI_Recv(&r2, 1, MPI_INT, left, 63, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(ib_done && ib == MPI_REQUEST_NULL && r2 == left + 100, "Ibsend %d", r2);
     void *back;
     int bsize;
     MPI_Buffer_detach(&back, &bsize);
@@ -637,6 +645,10 @@ static void collectives(void) {
     long double dev = lsum - want_sum;
     if (dev < 0) dev = -dev;
     CHECK(dev < 1e-17L && lmax == 1.0L / 3.0L + (size - 1) && lprod == 16.0L, "long double %Lg %Lg %Lg", lsum, lmax, lprod);
+    /* Logical operations on long double, as on the other floats. */
+    long double lt = rank == 1 ? 2.5L : 0.0L, lx = -1;
+    MPI_Allreduce(&lt, &lx, 1, MPI_LONG_DOUBLE, MPI_LXOR, MPI_COMM_WORLD);
+    CHECK(lx == 1.0L, "LXOR on long double %Lg", lx);
     long double _Complex lz = 1.0L + 1.0L * __extension__ 1.0iL, lzs = 0;
     MPI_Allreduce(&lz, &lzs, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
     CHECK(__real__ lzs == size && __imag__ lzs == size, "long double complex SUM");

@@ -1136,16 +1136,5 @@ fn idup(func: &str, h: Comm, new: *mut Comm, req: *mut Request) -> c_int {
     let handle = crate::comm::register_with(h, d, crate::topo::topology_of(h));
     // SAFETY: a handle pointer (caller contract, checked non-null).
     unsafe { put(new, handle) };
-    let entry = ReqEntry {
-        comm: h,
-        active: None,
-        proc_null: true,
-        persistent: None,
-        staging: None,
-        after: None,
-    };
-    let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
-    // SAFETY: as above.
-    unsafe { put(req, request_handle(i)) };
-    MPI_SUCCESS
+    crate::p2p::completed_request(h, req)
 }

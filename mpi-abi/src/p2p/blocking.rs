@@ -91,6 +91,16 @@ export! {
         blocking_send("MPI_Bsend", Blocking::Buffered, buf, count, dt, dest, tag, h)
     }
 
+    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        // A buffered send is complete when it returns (the data is
+        // copied): a completed request.
+        let r = blocking_send("MPI_Ibsend", Blocking::Buffered, buf, count, dt, dest, tag, h);
+        if r != MPI_SUCCESS {
+            return r;
+        }
+        super::completed_request(h, req)
+    }
+
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) -> c_int {
         STATE.with(|s| s.borrow_mut().attached = Some((buf, size)));
         MPI_SUCCESS

@@ -137,6 +137,25 @@ fn start(
         .map_err(|e| vpml_error(h, func, &e))
 }
 
+/// A request that is complete from the start (its status empty), in
+/// `*req`.
+pub(crate) fn completed_request(h: Comm, req: *mut Request) -> c_int {
+    if req.is_null() {
+        return error(h, "MPI_Request", MPI_ERR_REQUEST, "null request pointer");
+    }
+    let entry = ReqEntry {
+        comm: h,
+        active: None,
+        proc_null: true,
+        persistent: None,
+        staging: None,
+        after: None,
+    };
+    // SAFETY: a request handle pointer (caller contract, checked non-null).
+    unsafe { crate::state::put(req, new_request(entry)) };
+    MPI_SUCCESS
+}
+
 fn new_request(entry: ReqEntry) -> Request {
     request_handle(STATE.with(|s| s.borrow_mut().requests.insert(entry)))
 }

@@ -147,9 +147,14 @@ complex_element!(ComplexF32(f32), ComplexF64(f64));
 #[cfg(target_arch = "x86_64")]
 impl Element for LongDouble {
     fn combine(op: Op, a: Self, b: Self) -> Self {
+        let (x, y) = (!a.is_zero(), !b.is_zero());
         match op {
             MPI_SUM => a.arith(Arith::Add, b),
             MPI_PROD => a.arith(Arith::Mul, b),
+            // Logical operations, as on the other floats.
+            MPI_LAND => LongDouble::from_bool(x && y),
+            MPI_LOR => LongDouble::from_bool(x || y),
+            MPI_LXOR => LongDouble::from_bool(x != y),
             _ => select(op, a, b),
         }
     }

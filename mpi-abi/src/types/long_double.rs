@@ -57,6 +57,23 @@ impl LongDouble {
         out
     }
 
+    /// Zero (either sign): no mantissa bits and a zero exponent.
+    pub(crate) fn is_zero(self) -> bool {
+        self.0[..8].iter().all(|&b| b == 0) && self.0[8] == 0 && self.0[9] & 0x7f == 0
+    }
+
+    /// 1.0 or 0.0.
+    pub(crate) fn from_bool(v: bool) -> LongDouble {
+        let mut out = LongDouble::default();
+        if v {
+            // Mantissa 1.0 (explicit integer bit), exponent bias 0x3fff.
+            out.0[7] = 0x80;
+            out.0[8] = 0xff;
+            out.0[9] = 0x3f;
+        }
+        out
+    }
+
     /// `self < b` (false when unordered: NaN).
     pub(crate) fn less(self, b: LongDouble) -> bool {
         let (below, unordered): (u8, u8);
