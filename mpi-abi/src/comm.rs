@@ -8,6 +8,15 @@ use crate::state::{
     CommEntry, STATE, comm, comm_handle, comm_slot, error, insert, intra_comm, put, vpml_error,
 };
 
+/// The attributes of `old` copied to its duplicate `new`: the result
+/// of `func`.
+pub(crate) fn copied_attributes(old: Comm, new: Comm, func: &str) -> c_int {
+    match crate::attr::copy_all(crate::attr::Object::Comm, old, new) {
+        MPI_SUCCESS => MPI_SUCCESS,
+        rc => error(old, func, rc, "an attribute's copy function failed"),
+    }
+}
+
 /// Register `c` (inheriting `parent`'s error handler); its handle.
 pub(crate) fn register(parent: Comm, c: vpml::Comm) -> Comm {
     register_with(parent, c, None)
@@ -34,6 +43,7 @@ pub(crate) fn register_with(
                 topology,
                 name: None,
                 persistent_collectives: 0,
+                attrs: Vec::new(),
             },
         ))
     })
@@ -69,11 +79,13 @@ export! {
         };
         match c.dup() {
             Ok(d) => {
-                // A duplicate keeps the topology.
+                // A duplicate keeps the topology, and the attributes the
+                // keyvals' copy functions copy.
                 let topology = crate::topo::topology_of(h);
+                let nh = register_with(h, d, topology);
                 // SAFETY: a handle pointer (caller contract).
-                unsafe { put(new, register_with(h, d, topology)) };
-                MPI_SUCCESS
+                unsafe { put(new, nh) };
+                copied_attributes(h, nh, "MPI_Comm_dup")
             }
             Err(e) => vpml_error(h, "MPI_Comm_dup", &e),
         }
@@ -174,6 +186,13 @@ export! {
     fn MPI_Comm_free / PMPI_Comm_free(h: *mut Comm) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let handle = unsafe { h.as_ref().copied() }.unwrap_or(MPI_COMM_NULL);
+        // Its attributes go first (their delete functions may use it).
+        if comm_slot(handle).is_some_and(|i| i >= 2) {
+            let rc = crate::attr::delete_all(crate::attr::Object::Comm, handle);
+            if rc != MPI_SUCCESS {
+                return error(handle, "MPI_Comm_free", rc, "an attribute's delete function failed");
+            }
+        }
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             match comm_slot(handle).filter(|&i| i >= 2) {

@@ -41,6 +41,7 @@ pub const MPI_ERR_INFO_KEY: c_int = 29;
 pub const MPI_ERR_INFO_VALUE: c_int = 30;
 pub const MPI_ERR_INFO_NOKEY: c_int = 31;
 pub const MPI_ERR_NO_MEM: c_int = 34;
+pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
 
@@ -74,6 +75,8 @@ pub const MPI_ERRORS_RETURN: Errhandler = 0x5400_0001;
 pub const MPI_ERRORS_ABORT: Errhandler = 0x5400_0003;
 /// Kind bits of user error handlers.
 pub const USER_ERRHANDLER_KIND: u32 = 0x9400_0000;
+/// Keyvals made by the program.
+pub const USER_KEYVAL_KIND: u32 = 0xa400_0000;
 
 pub const MPI_IDENT: c_int = 0;
 pub const MPI_CONGRUENT: c_int = 1;

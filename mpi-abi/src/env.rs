@@ -69,6 +69,7 @@ fn init(func: &str, level: c_int) -> c_int {
                 topology: None,
                 name: None,
                 persistent_collectives: 0,
+                attrs: Vec::new(),
             }),
             Some(CommEntry {
                 comm: selfc,
@@ -76,6 +77,7 @@ fn init(func: &str, level: c_int) -> c_int {
                 topology: None,
                 name: None,
                 persistent_collectives: 0,
+                attrs: Vec::new(),
             }),
         ];
         s.world = Some(world);
@@ -137,6 +139,16 @@ export! {
 export! {
 
     fn MPI_Finalize / PMPI_Finalize() -> c_int {
+        // MPI_COMM_SELF's attributes are deleted first (libraries hook
+        // their cleanup there), then the world's.
+        if STATE.with(|s| s.borrow().world.is_some()) {
+            for h in [MPI_COMM_SELF, MPI_COMM_WORLD] {
+                let rc = crate::attr::delete_all(crate::attr::Object::Comm, h);
+                if rc != MPI_SUCCESS {
+                    return error(MPI_COMM_WORLD, "MPI_Finalize", rc, "an attribute's delete function failed");
+                }
+            }
+        }
         let (world, staging) = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let world = s.world.take();
@@ -410,8 +422,18 @@ export! {
 
     fn MPI_Type_dup / PMPI_Type_dup(old: Datatype, new: *mut Datatype) -> c_int {
         // A copy of the layout (a predefined type becomes a derived one
-        // with the same layout).
-        make_type("MPI_Type_dup", new, || old_type(old))
+        // with the same layout), and of the attributes the keyvals' copy
+        // functions copy.
+        let rc = make_type("MPI_Type_dup", new, || old_type(old));
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        // SAFETY: written just above (caller contract).
+        let nh = unsafe { *new };
+        match crate::attr::copy_all(crate::attr::Object::Type, old, nh) {
+            MPI_SUCCESS => MPI_SUCCESS,
+            rc => error(MPI_COMM_WORLD, "MPI_Type_dup", rc, "an attribute's copy function failed"),
+        }
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const Aint, types: *const Datatype, new: *mut Datatype) -> c_int {
@@ -451,6 +473,12 @@ export! {
     fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
+        if crate::types::info(h).is_some() {
+            let rc = crate::attr::delete_all(crate::attr::Object::Type, h);
+            if rc != MPI_SUCCESS {
+                return error(MPI_COMM_WORLD, "MPI_Type_free", rc, "an attribute's delete function failed");
+            }
+        }
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             s.type_names.remove(&h);

@@ -45,6 +45,19 @@ impl UserErrors {
     }
 }
 
+/// The largest error class or code in use (`MPI_LASTUSEDCODE`).
+pub(crate) fn last_used_code() -> c_int {
+    STATE.with(|s| {
+        let s = s.borrow();
+        s.user_errors
+            .class_of
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(FIRST_USER_CODE - 1)
+    })
+}
+
 /// The class of `code`, if it is a user class or code.
 pub(crate) fn user_class(code: c_int) -> Option<c_int> {
     STATE.with(|s| {

@@ -79,6 +79,7 @@ macro_rules! export {
     };
 }
 
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod consts;

@@ -18,6 +18,8 @@ pub(crate) struct CommEntry {
     pub topology: Option<crate::topo::Topology>,
     /// The name given by `MPI_Comm_set_name`.
     pub name: Option<String>,
+    /// Attributes cached on it: (keyval, value), in the order set.
+    pub attrs: Vec<(c_int, usize)>,
     /// Persistent collectives made on it so far: each gets its own lane
     /// (see `vpml::raw::Transfer`), so that they may be started in any
     /// order, as MPI allows.
@@ -191,6 +193,10 @@ pub(crate) struct State {
     /// User error classes, codes and strings.
     pub user_errors: crate::errhan::UserErrors,
     pub types: Vec<Option<DerivedType>>,
+    /// Keyvals (`MPI_Comm_create_keyval` …).
+    pub keyvals: Vec<Option<crate::attr::Keyval>>,
+    /// Attributes cached on datatypes: (keyval, value) per type.
+    pub type_attrs: std::collections::BTreeMap<Datatype, Vec<(c_int, usize)>>,
     /// Names given by `MPI_Type_set_name`.
     pub type_names: std::collections::BTreeMap<Datatype, String>,
     /// User operations: the function, and whether it commutes.
@@ -215,6 +221,8 @@ impl State {
             user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
             type_names: std::collections::BTreeMap::new(),
+            keyvals: Vec::new(),
+            type_attrs: std::collections::BTreeMap::new(),
             ops: Vec::new(),
             orphans: Vec::new(),
             attached: None,

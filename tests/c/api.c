@@ -69,6 +69,80 @@ static void environment(void) {
     CHECK(MPI_Aint_diff(a2, a1) == a2 - a1 && MPI_Aint_add(a1, 8) == a1 + 8, "Aint_add/diff");
 }
 
+/* Attribute delete functions count their calls here. */
+static int deletes;
+
+static int count_delete(MPI_Comm c, int key, void *val, void *extra) {
+    (void)c, (void)key, (void)val, (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+static int count_type_delete(MPI_Datatype t, int key, void *val, void *extra) {
+    (void)t, (void)key, (void)val, (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+static void attributes(void) {
+    int *tag_ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+    CHECK(flag && tag_ub && *tag_ub >= 32767, "MPI_TAG_UB");
+    int *usize = NULL;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &usize, &flag);
+    CHECK(flag && *usize == size, "MPI_UNIVERSE_SIZE");
+    /* A keyval that copies on dup, one that does not. */
+    int copied, kept;
+    MPI_Comm_create_keyval(MPI_COMM_DUP_FN, count_delete, &copied, NULL);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, count_delete, &kept, NULL);
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    static int v1 = 11, v2 = 22, v3 = 33;
+    MPI_Comm_set_attr(a, copied, &v1);
+    MPI_Comm_set_attr(a, kept, &v2);
+    MPI_Comm_dup(a, &b);
+    int *got = NULL;
+    MPI_Comm_get_attr(b, copied, &got, &flag);
+    CHECK(flag && got == &v1, "attribute copied by MPI_COMM_DUP_FN");
+    MPI_Comm_get_attr(b, kept, &got, &flag);
+    CHECK(!flag, "attribute not copied by MPI_COMM_NULL_COPY_FN");
+    deletes = 0;
+    MPI_Comm_set_attr(a, copied, &v3); /* replaces: the old value is deleted */
+    MPI_Comm_get_attr(a, copied, &got, &flag);
+    CHECK(flag && got == &v3 && deletes == 1, "set_attr replaces %d", deletes);
+    MPI_Comm_delete_attr(a, kept);
+    MPI_Comm_get_attr(a, kept, &got, &flag);
+    CHECK(!flag && deletes == 2, "delete_attr %d", deletes);
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
+    CHECK(deletes == 4, "freeing communicators deletes their attributes %d", deletes);
+    MPI_Comm_free_keyval(&copied);
+    MPI_Comm_free_keyval(&kept);
+    CHECK(copied == MPI_KEYVAL_INVALID, "Comm_free_keyval");
+    /* Datatype attributes, copied by Type_dup. */
+    int tkey;
+    MPI_Type_create_keyval(MPI_TYPE_DUP_FN, count_type_delete, &tkey, NULL);
+    MPI_Datatype t1, t2;
+    MPI_Type_contiguous(2, MPI_INT, &t1);
+    MPI_Type_set_attr(t1, tkey, &v1);
+    MPI_Type_dup(t1, &t2);
+    MPI_Type_get_attr(t2, tkey, &got, &flag);
+    CHECK(flag && got == &v1, "Type_dup copies attributes");
+    deletes = 0;
+    MPI_Type_free(&t1);
+    MPI_Type_free(&t2);
+    CHECK(deletes == 2, "Type_free deletes attributes %d", deletes);
+    MPI_Type_free_keyval(&tkey);
+    /* MPI-1's names. */
+    int old;
+    MPI_Keyval_create(MPI_NULL_COPY_FN, MPI_NULL_DELETE_FN, &old, NULL);
+    MPI_Attr_put(MPI_COMM_WORLD, old, &v2);
+    MPI_Attr_get(MPI_COMM_WORLD, old, &got, &flag);
+    CHECK(flag && got == &v2, "Attr_put/Attr_get");
+    MPI_Attr_delete(MPI_COMM_WORLD, old);
+    MPI_Keyval_free(&old);
+}
+
 static void communicators(void) {
     int r, n, cmp;
     MPI_Comm_size(MPI_COMM_SELF, &n);
@@ -885,6 +959,7 @@ int main(int argc, char **argv) {
     }
     environment();
     communicators();
+    attributes();
     point_to_point();
     datatypes();
     packing();
