@@ -119,6 +119,8 @@ typedef void (MPI_Comm_errhandler_function)(MPI_Comm *, int *, ...);
 #define MPI_INTEGER2       ((MPI_Datatype)0x4c00022f)
 #define MPI_INTEGER4       ((MPI_Datatype)0x4c000430)
 #define MPI_INTEGER8       ((MPI_Datatype)0x4c000831)
+#define MPI_REAL16         ((MPI_Datatype)0x4c00102b)
+#define MPI_COMPLEX32      ((MPI_Datatype)0x4c00202c)
 
 /* Reduction operations */
 #define MPI_MAX     ((MPI_Op)0x58000001)
@@ -191,6 +193,9 @@ int MPIR_Dup_fn(MPI_Comm, int, void *, void *, void *, int *);
 #define MPI_TYPE_NULL_COPY_FN ((MPI_Type_copy_attr_function*)0)
 #define MPI_TYPE_NULL_DELETE_FN ((MPI_Type_delete_attr_function*)0)
 #define MPI_TYPE_DUP_FN ((MPI_Type_copy_attr_function*)MPI_DUP_FN)
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 #define MPI_ORDER_C              56
 #define MPI_ORDER_FORTRAN        57
 #define MPI_DISTRIBUTE_BLOCK    121
@@ -652,6 +657,22 @@ int MPI_Attr_delete(MPI_Comm comm, int keyval);
 int PMPI_Attr_delete(MPI_Comm comm, int keyval);
 int MPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
 int PMPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
+int PMPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
+int MPI_Address(void *location, MPI_Aint *address);
+int PMPI_Address(void *location, MPI_Aint *address);
+int MPI_Type_extent(MPI_Datatype datatype, MPI_Aint *extent);
+int PMPI_Type_extent(MPI_Datatype datatype, MPI_Aint *extent);
+int MPI_Type_lb(MPI_Datatype datatype, MPI_Aint *displacement);
+int PMPI_Type_lb(MPI_Datatype datatype, MPI_Aint *displacement);
+int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint *displacement);
+int PMPI_Type_ub(MPI_Datatype datatype, MPI_Aint *displacement);
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_hindexed(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_hindexed(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_struct(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int PMPI_Type_struct(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype);
 int MPI_Request_free(MPI_Request *req);
 int PMPI_Request_free(MPI_Request *req);
 int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);

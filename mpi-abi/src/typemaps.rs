@@ -1,15 +1,17 @@
 //! Datatypes for arrays — `MPI_Type_create_subarray` (a block of a
 //! multidimensional array) and `MPI_Type_create_darray` (a process's part
 //! of an array distributed block- or cyclic-wise over a process grid) —
-//! and datatype names (`MPI_Type_set_name`/`get_name`, with MPI's names
-//! for the predefined types).
+//! datatype names (`MPI_Type_set_name`/`get_name`, with MPI's names for
+//! the predefined types), `MPI_Type_match_size`, and MPI-1's names of the
+//! datatype calls that MPI-3 removed and MPICH keeps (`MPI_Type_struct`,
+//! `MPI_Type_extent`, …).
 //!
 //! Both constructors place the elements in the array's memory order (the
 //! last dimension fastest for `MPI_ORDER_C`, the first for
 //! `MPI_ORDER_FORTRAN`), each row of the fastest dimension as one run, and
 //! give the type the whole array's extent from 0, as MPI defines them.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 use crate::consts::*;
 use crate::env::{counted, ints, make_type, old_type};
@@ -304,5 +306,73 @@ export! {
             put(len, bytes.len() as c_int);
         }
         MPI_SUCCESS
+    }
+
+    fn MPI_Type_match_size / PMPI_Type_match_size(class: c_int, size: c_int, out: *mut Datatype) -> c_int {
+        // MPI_TYPECLASS_REAL, _INTEGER, _COMPLEX: Fortran's sized types,
+        // as MPICH answers.
+        let t = match (class, size) {
+            (1, 4) => MPI_REAL4,
+            (1, 8) => MPI_REAL8,
+            (1, 16) => MPI_REAL16,
+            (2, 1) => MPI_INTEGER1,
+            (2, 2) => MPI_INTEGER2,
+            (2, 4) => MPI_INTEGER4,
+            (2, 8) => MPI_INTEGER8,
+            (3, 8) => MPI_COMPLEX8,
+            (3, 16) => MPI_COMPLEX16,
+            (3, 32) => MPI_COMPLEX32,
+            _ => return error(MPI_COMM_WORLD, "MPI_Type_match_size", MPI_ERR_ARG, "no type of that class and size"),
+        };
+        if out.is_null() {
+            return error(MPI_COMM_WORLD, "MPI_Type_match_size", MPI_ERR_ARG, "null datatype pointer");
+        }
+        // SAFETY: a handle pointer (caller contract, checked non-null).
+        unsafe { put(out, t) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint) -> c_int {
+        // SAFETY: MPI-1's name of MPI_Get_address (same contract).
+        unsafe { crate::env::MPI_Get_address(location, address) }
+    }
+
+    fn MPI_Type_extent / PMPI_Type_extent(dt: Datatype, extent: *mut Aint) -> c_int {
+        bound("MPI_Type_extent", dt, extent, |t| t.extent)
+    }
+
+    fn MPI_Type_lb / PMPI_Type_lb(dt: Datatype, lb: *mut Aint) -> c_int {
+        bound("MPI_Type_lb", dt, lb, |t| t.lb)
+    }
+
+    fn MPI_Type_ub / PMPI_Type_ub(dt: Datatype, ub: *mut Aint) -> c_int {
+        bound("MPI_Type_ub", dt, ub, |t| t.lb + t.extent)
+    }
+
+    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklen: c_int, stride: Aint, old: Datatype, new: *mut Datatype) -> c_int {
+        // SAFETY: MPI-1's name (same contract).
+        unsafe { crate::env::MPI_Type_create_hvector(count, blocklen, stride, old, new) }
+    }
+
+    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklens: *const c_int, displs: *const Aint, old: Datatype, new: *mut Datatype) -> c_int {
+        // SAFETY: MPI-1's name (same contract).
+        unsafe { crate::env::MPI_Type_create_hindexed(count, blocklens, displs, old, new) }
+    }
+
+    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, blocklens: *const c_int, displs: *const Aint, types: *const Datatype, new: *mut Datatype) -> c_int {
+        // SAFETY: MPI-1's name (same contract).
+        unsafe { crate::env::MPI_Type_create_struct(count, blocklens, displs, types, new) }
+    }
+}
+
+/// One bound of `dt`'s layout into `*out`, for MPI-1's calls.
+fn bound(func: &str, dt: Datatype, out: *mut Aint, f: impl FnOnce(&DerivedType) -> isize) -> c_int {
+    match crate::types::layout(dt) {
+        Some(t) => {
+            // SAFETY: an MPI_Aint pointer (caller contract).
+            unsafe { put(out, f(&t) as Aint) };
+            MPI_SUCCESS
+        }
+        None => error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, "invalid datatype"),
     }
 }

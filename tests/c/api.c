@@ -519,6 +519,24 @@ static void datatypes(void) {
     int r0 = 2 * (rank / 2), c0 = rank % 2;
     CHECK(ext == 96 && pos == 24 && mine_d[0] == 6 * r0 + c0 && mine_d[1] == 6 * r0 + c0 + 2 &&
               mine_d[3] == 6 * (r0 + 1) + c0, "darray %d %d %d", mine_d[0], mine_d[1], mine_d[3]);
+    /* Type_match_size, and MPI-1's names of the bounds and constructors. */
+    MPI_Datatype r8, st1;
+    int r8size = 0;
+    MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &r8);
+    MPI_Type_size(r8, &r8size);
+    MPI_Aint x1 = -1, lb1 = -1, ub1 = -1, here, there;
+    int one_block[2] = {1, 1};
+    MPI_Address(&big[0], &here);
+    MPI_Address(&big[3], &there);
+    MPI_Aint d1[2] = {0, there - here};
+    MPI_Datatype t2[2] = {MPI_INT, MPI_INT};
+    MPI_Type_struct(2, one_block, d1, t2, &st1);
+    MPI_Type_extent(st1, &x1);
+    MPI_Type_lb(st1, &lb1);
+    MPI_Type_ub(st1, &ub1);
+    CHECK(r8size == 8 && there - here == 12 && x1 == 16 && lb1 == 0 && ub1 == 16, "MPI-1 type calls %ld %ld",
+          (long)x1, (long)ub1);
+    MPI_Type_free(&st1);
     /* Names: MPI's for predefined types, the program's for its own. */
     char tname[MPI_MAX_OBJECT_NAME];
     int tlen = 0;
