@@ -77,6 +77,8 @@ pub const MPI_ERRORS_ABORT: Errhandler = 0x5400_0003;
 pub const USER_ERRHANDLER_KIND: u32 = 0x9400_0000;
 /// Keyvals made by the program.
 pub const USER_KEYVAL_KIND: u32 = 0xa400_0000;
+/// Messages taken by matched probes.
+pub const MESSAGE_KIND: u32 = 0xac00_0000;
 
 pub const MPI_IDENT: c_int = 0;
 pub const MPI_CONGRUENT: c_int = 1;

@@ -147,6 +147,10 @@ pub(crate) struct ReqEntry {
     /// The packed copy a non-contiguous datatype travels in (the
     /// operation reads or writes it until it completes).
     pub staging: Option<crate::types::Message>,
+    /// The status (source, tag, bytes) of a request complete from the
+    /// start (`MPI_Imrecv`; with `proc_null` set, as the other complete
+    /// ones).
+    pub ready: Option<(usize, c_int, usize)>,
     /// A nonblocking collective's last step, run once its transfers
     /// completed (folding contributions, unpacking); it owns the memory
     /// the transfers use.
@@ -197,6 +201,8 @@ pub(crate) struct State {
     pub keyvals: Vec<Option<crate::attr::Keyval>>,
     /// Attributes cached on datatypes: (keyval, value) per type.
     pub type_attrs: std::collections::BTreeMap<Datatype, Vec<(c_int, usize)>>,
+    /// Messages taken by matched probes (`MPI_Mprobe`).
+    pub messages: Vec<Option<crate::p2p::Matched>>,
     /// Names given by `MPI_Type_set_name`.
     pub type_names: std::collections::BTreeMap<Datatype, String>,
     /// User operations: the function, and whether it commutes.
@@ -222,6 +228,7 @@ impl State {
             types: Vec::new(),
             type_names: std::collections::BTreeMap::new(),
             keyvals: Vec::new(),
+            messages: Vec::new(),
             type_attrs: std::collections::BTreeMap::new(),
             ops: Vec::new(),
             orphans: Vec::new(),

@@ -303,6 +303,34 @@ static void point_to_point(void) {
     long got[10];
     MPI_Recv(got, 10, MPI_LONG, left, 40, MPI_COMM_WORLD, &st);
     CHECK(got[1] == left * 10 + 1, "Recv after probe");
+    /* Matched probes: the probed message is this call's, whatever other
+       receives are posted; then Improbe and Imrecv; MPI_PROC_NULL. */
+    MPI_Send(big, 3, MPI_LONG, right, 41, MPI_COMM_WORLD);
+    MPI_Send(big, 1, MPI_LONG, right, 42, MPI_COMM_WORLD);
+    MPI_Message msg;
+    MPI_Mprobe(MPI_ANY_SOURCE, 41, MPI_COMM_WORLD, &msg, &st);
+    MPI_Get_count(&st, MPI_LONG, &n);
+    long other = -1;
+    MPI_Request any;
+    MPI_Irecv(&other, 1, MPI_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any);
+    long mgot[3] = {-1, -1, -1};
+    MPI_Mrecv(mgot, 3, MPI_LONG, &msg, &st);
+    MPI_Status st2;
+    MPI_Wait(&any, &st2);
+    CHECK(n == 3 && msg == MPI_MESSAGE_NULL && mgot[2] == left * 10 + 2 && st2.MPI_TAG == 42 && other == left * 10,
+          "Mprobe/Mrecv %d %ld %d", n, mgot[2], st2.MPI_TAG);
+    MPI_Send(big, 2, MPI_LONG, right, 43, MPI_COMM_WORLD);
+    flag = 0;
+    while (!flag) MPI_Improbe(left, 43, MPI_COMM_WORLD, &flag, &msg, &st);
+    MPI_Request mr;
+    MPI_Imrecv(mgot, 2, MPI_LONG, &msg, &mr);
+    MPI_Wait(&mr, &st);
+    MPI_Get_count(&st, MPI_LONG, &n);
+    CHECK(n == 2 && st.MPI_SOURCE == left && st.MPI_TAG == 43 && mgot[1] == left * 10 + 1, "Improbe/Imrecv %d", n);
+    MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &msg, &st);
+    CHECK(msg == MPI_MESSAGE_NO_PROC && st.MPI_SOURCE == MPI_PROC_NULL, "Mprobe of MPI_PROC_NULL");
+    MPI_Mrecv(mgot, 1, MPI_LONG, &msg, &st);
+    CHECK(msg == MPI_MESSAGE_NULL && st.MPI_SOURCE == MPI_PROC_NULL, "Mrecv of MPI_MESSAGE_NO_PROC");
     /* Persistent requests, started twice. */
     int po = 0, pi = -1;
     MPI_Request pr[2];

@@ -99,6 +99,7 @@ pub(super) fn launch(
                 persistent: None,
                 staging: None,
                 after: Some(after),
+                ready: None,
             };
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).

@@ -263,7 +263,13 @@ fn complete_with(
                     }
                     Some(st)
                 }
-                None => None,
+                // Complete from the start: its own status, or (on
+                // MPI_PROC_NULL) an empty one.
+                None => s
+                    .requests
+                    .get(k)
+                    .and_then(|e| e.ready)
+                    .map(|(source, tag, len)| vpml::Status::of_send(source, tag, len)),
             };
             retire(&mut s, k, &mut hs[i]);
             each(i, status.as_ref());

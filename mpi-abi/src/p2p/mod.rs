@@ -25,6 +25,7 @@ use crate::types::Message;
 mod blocking;
 mod cancel;
 mod completion;
+mod matched;
 mod nonblocking;
 mod persistent;
 mod probe;
@@ -32,6 +33,7 @@ mod wait_test;
 
 pub use blocking::*;
 pub use cancel::*;
+pub use matched::*;
 pub use nonblocking::*;
 pub use persistent::*;
 pub use probe::*;
@@ -150,6 +152,7 @@ pub(crate) fn completed_request(h: Comm, req: *mut Request) -> c_int {
         persistent: None,
         staging: None,
         after: None,
+        ready: None,
     };
     // SAFETY: a request handle pointer (caller contract, checked non-null).
     unsafe { crate::state::put(req, new_request(entry)) };

@@ -45,6 +45,7 @@ fn nonblocking(
                     persistent: None,
                     staging: None,
                     after: None,
+                    ready: None,
                 })
             })
         });
@@ -72,6 +73,7 @@ fn nonblocking(
                 persistent: None,
                 staging,
                 after: None,
+                ready: None,
             };
             // SAFETY: a handle pointer (caller contract).
             unsafe { put(req, new_request(entry)) };

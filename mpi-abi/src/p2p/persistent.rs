@@ -55,6 +55,7 @@ fn persistent(
         persistent: Some(Box::new(Persistent::P2p(op))),
         staging: None,
         after: None,
+        ready: None,
     };
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };
