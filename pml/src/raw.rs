@@ -69,6 +69,52 @@ impl Comm {
         unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
     }
 
+    /// Start a send of `slen` bytes at `sptr` to `dest` and a receive of up
+    /// to `rlen` bytes into `rptr` from `source` (`None`: either left
+    /// out, as for `MPI_PROC_NULL`), as one request whose status is the
+    /// receive's (MPI's `MPI_Isendrecv`).
+    ///
+    /// # Safety
+    /// As [`Comm::isend_raw`] and [`Comm::irecv_raw`] for the two buffers.
+    #[allow(clippy::too_many_arguments)] // sendrecv's own list
+    pub unsafe fn isendrecv_raw(
+        &self,
+        dest: Option<usize>,
+        send_tag: i32,
+        sptr: *const u8,
+        slen: usize,
+        source: Option<Source>,
+        recv_tag: i32,
+        rptr: *mut u8,
+        rlen: usize,
+    ) -> Result<RawRequest> {
+        let send_to = dest.map(|d| self.check_dest(d, send_tag)).transpose()?;
+        let spec = source.map(|s| self.spec(s, recv_tag)).transpose()?;
+        let mut eng = self.engine.borrow_mut();
+        let mut parts = Vec::with_capacity(2);
+        let mut result_part = None;
+        if let Some(spec) = spec {
+            // SAFETY: the caller's contract.
+            parts.push(unsafe { eng.start_recv(spec, rptr, rlen)? });
+            result_part = Some(0);
+        }
+        if let Some(to) = send_to {
+            // SAFETY: the caller's contract.
+            let id = unsafe { eng.start_send_lean(to, send_tag, self.context, sptr, slen, false) };
+            match id {
+                Ok(id) => parts.push(id),
+                Err(e) => {
+                    if let Some(&r) = parts.first() {
+                        eng.withdraw(r);
+                        let _ = eng.take_status(r);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(eng.start_group(parts, result_part))
+    }
+
     /// Block until every request of `reqs` (`None`: inactive) completed;
     /// then take each status with [`Comm::finish_raw`].
     pub fn wait_all_raw(&self, reqs: &[Option<RawRequest>]) -> Result<()> {

@@ -106,6 +106,6 @@ impl Comm {
             }
             return Err(e);
         }
-        Ok(eng.start_group(parts))
+        Ok(eng.start_group(parts, None))
     }
 }

@@ -258,7 +258,7 @@ impl Engine {
     /// receives this rank started) has: a nonblocking collective. It is one
     /// call, and one request to every completion call and to the protocol;
     /// taking its status takes the parts'.
-    pub(crate) fn start_group(&mut self, parts: Vec<ReqId>) -> ReqId {
+    pub(crate) fn start_group(&mut self, parts: Vec<ReqId>, result_part: Option<usize>) -> ReqId {
         let call = self.next_call();
         let empty = RawBytes {
             ptr: std::ptr::NonNull::dangling().as_ptr(),
@@ -267,6 +267,7 @@ impl Engine {
         let (id, s) = self.core.alloc_slot(SlotKind::Group, empty);
         s.call = call;
         s.parts = parts;
+        s.result_part = result_part;
         id
     }
 

@@ -144,6 +144,8 @@ pub(super) struct Slot {
     pub(super) held_for_cancel: bool,
     /// A group's sends and receives (empty for the other kinds).
     pub(super) parts: Vec<ReqId>,
+    /// The part whose status is the group's (else an empty one).
+    pub(super) result_part: Option<usize>,
 }
 
 /// An unexpected message waiting for its receive.
@@ -258,6 +260,7 @@ impl Core {
                     completed_at_start: false,
                     held_for_cancel: false,
                     parts: Vec::new(),
+                    result_part: None,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -277,6 +280,7 @@ impl Core {
         s.completed_at_start = false;
         s.held_for_cancel = false;
         s.parts.clear();
+        s.result_part = None;
         (ReqId::slot(idx, s.generation), s)
     }
 
@@ -360,13 +364,17 @@ impl Core {
     }
 
     /// Take the statuses of a done group's parts and free them and the
-    /// group: an empty status, or the first error among the parts (a
-    /// receive that got more or fewer bytes than its buffer holds is one).
+    /// group: its result part's status (or an empty one), or the first
+    /// error among the parts (for a collective's, a receive that got more
+    /// or fewer bytes than its buffer holds is one).
     fn take_group(&mut self, id: ReqId) -> Result<Status> {
-        let parts = self
+        let (parts, result_part) = self
             .slot_mut(id)
-            .map(|g| std::mem::take(&mut g.parts))
+            .map(|g| (std::mem::take(&mut g.parts), g.result_part))
             .unwrap_or_default();
+        if let Some(k) = result_part {
+            return self.take_group_result(id, parts, k);
+        }
         let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
         for p in parts {
             if p.is_complete_send() {
@@ -395,6 +403,24 @@ impl Core {
                 }
                 (Ok(_), _) => result,
             };
+        }
+        self.free_slot(id);
+        result
+    }
+
+    /// [`Core::take_group`] for a group whose status is part `k`'s (a
+    /// sendrecv: its receive may be truncated, as any receive).
+    fn take_group_result(&mut self, id: ReqId, parts: Vec<ReqId>, k: usize) -> Result<Status> {
+        let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
+        for (i, p) in parts.into_iter().enumerate() {
+            if p.is_complete_send() {
+                continue;
+            }
+            match self.take_done(p) {
+                Ok(st) if i == k => result = result.and(Ok(st)),
+                Ok(_) => {}
+                Err(e) => result = result.and(Err(e)),
+            }
         }
         self.free_slot(id);
         result
