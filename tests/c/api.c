@@ -327,6 +327,15 @@ static void point_to_point(void) {
     MPI_Wait(&mr, &st);
     MPI_Get_count(&st, MPI_LONG, &n);
     CHECK(n == 2 && st.MPI_SOURCE == left && st.MPI_TAG == 43 && mgot[1] == left * 10 + 1, "Improbe/Imrecv %d", n);
+    /* Isendrecv, Isendrecv_replace: one request, the receive's status. */
+    long sr_out = rank, sr_in = -1, rep2 = rank * 7;
+    MPI_Request srq[2];
+    MPI_Isendrecv(&sr_out, 1, MPI_LONG, right, 44, &sr_in, 1, MPI_LONG, MPI_ANY_SOURCE, 44, MPI_COMM_WORLD, &srq[0]);
+    MPI_Isendrecv_replace(&rep2, 1, MPI_LONG, right, 45, left, 45, MPI_COMM_WORLD, &srq[1]);
+    MPI_Status srst[2];
+    MPI_Waitall(2, srq, srst);
+    CHECK(sr_in == left && srst[0].MPI_SOURCE == left && srst[0].MPI_TAG == 44 && rep2 == left * 7 &&
+              srst[1].MPI_TAG == 45, "Isendrecv(_replace) %ld %ld", sr_in, rep2);
     MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &msg, &st);
     CHECK(msg == MPI_MESSAGE_NO_PROC && st.MPI_SOURCE == MPI_PROC_NULL, "Mprobe of MPI_PROC_NULL");
     MPI_Mrecv(mgot, 1, MPI_LONG, &msg, &st);
