@@ -692,6 +692,24 @@ static void collectives(void) {
     int pair[2] = {rank % 2, rank}, low[2];
     MPI_Allreduce(pair, low, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
     CHECK(low[0] == 0 && low[1] == 0, "MINLOC 2INT");
+    /* Pair types hold their two values, not the padding between. */
+    int psize[3];
+    MPI_Aint pext[3], plb;
+    MPI_Type_size(MPI_DOUBLE_INT, &psize[0]);
+    MPI_Type_size(MPI_SHORT_INT, &psize[1]);
+    MPI_Type_size(MPI_LONG_DOUBLE_INT, &psize[2]);
+    MPI_Type_get_extent(MPI_DOUBLE_INT, &plb, &pext[0]);
+    MPI_Type_get_extent(MPI_SHORT_INT, &plb, &pext[1]);
+    MPI_Type_get_extent(MPI_LONG_DOUBLE_INT, &plb, &pext[2]);
+    CHECK(psize[0] == 12 && pext[0] == 16 && psize[1] == 6 && pext[1] == 8 && psize[2] == 20 && pext[2] == 32,
+          "pair sizes %d %d %d", psize[0], psize[1], psize[2]);
+    struct { double v; int i; } pairs_out[2] = {{rank, rank}, {-rank, rank}}, pairs_in[2];
+    MPI_Status pst;
+    int pel = 0;
+    int pright = (rank + 1) % size, pleft = (rank + size - 1) % size;
+    MPI_Sendrecv(pairs_out, 2, MPI_DOUBLE_INT, pright, 77, pairs_in, 2, MPI_DOUBLE_INT, pleft, 77, MPI_COMM_WORLD, &pst);
+    MPI_Get_elements(&pst, MPI_DOUBLE_INT, &pel);
+    CHECK(pairs_in[1].v == -pleft && pairs_in[1].i == pleft && pel == 4, "DOUBLE_INT transfer, %d basic elements", pel);
     /* The other pair types: short (then padding) and int; long double
        and int; Fortran's pairs of reals. */
     struct { short v; int i; } sl = {(short)(rank == 3 ? -7 : rank), rank}, slo;

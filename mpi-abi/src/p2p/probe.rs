@@ -88,6 +88,22 @@ export! {
     }
 }
 
+/// One of the (value, index) pair types of `MPI_MINLOC`/`MPI_MAXLOC`.
+fn is_pair(dt: Datatype) -> bool {
+    matches!(
+        dt,
+        MPI_FLOAT_INT
+            | MPI_DOUBLE_INT
+            | MPI_LONG_INT
+            | MPI_SHORT_INT
+            | MPI_2INT
+            | MPI_LONG_DOUBLE_INT
+            | MPI_2INTEGER
+            | MPI_2REAL
+            | MPI_2DOUBLE_PRECISION
+    )
+}
+
 /// Record in `status` that `count` basic elements of `dt` arrived.
 fn set_elements(func: &str, status: *mut MpiStatus, dt: Datatype, count: Count) -> c_int {
     let Some(t) = info(dt).filter(|t| t.size > 0) else {
@@ -157,8 +173,14 @@ fn count_of(
     } else {
         t.size as u64
     };
+    // A pair type's element is two basic elements.
+    let basic = if elements && t.base.is_some_and(is_pair) {
+        2
+    } else {
+        1
+    };
     Ok(bytes
         .is_multiple_of(unit)
-        .then(|| Count::try_from(bytes / unit).ok())
+        .then(|| Count::try_from(bytes / unit * basic).ok())
         .flatten())
 }

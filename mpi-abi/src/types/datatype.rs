@@ -29,19 +29,45 @@ pub(crate) fn predefined_size(dt: Datatype) -> Option<usize> {
         return Some(((h >> 8) & 0xff) as usize);
     }
     match dt {
-        MPI_FLOAT_INT | MPI_SHORT_INT => Some(8),
-        MPI_DOUBLE_INT | MPI_LONG_INT => Some(16),
-        MPI_LONG_DOUBLE_INT => Some(32),
+        MPI_FLOAT_INT => Some(8),
         _ => None,
     }
+}
+
+/// The layout of a pair type with padding between or after its two parts
+/// (as C lays the struct out: `MPI_DOUBLE_INT` is 12 bytes of data in 16),
+/// if `dt` is one: its data is the value and the index, not the padding.
+pub(crate) fn padded_pair(dt: Datatype) -> Option<DerivedType> {
+    let (value, index_at, extent) = match dt {
+        MPI_DOUBLE_INT | MPI_LONG_INT => (8, 8, 16),
+        MPI_SHORT_INT => (2, 4, 8),
+        MPI_LONG_DOUBLE_INT => (16, 16, 32),
+        _ => return None,
+    };
+    let blocks = if value == index_at {
+        vec![(0, value + 4)]
+    } else {
+        vec![(0, value), (index_at as isize, 4)]
+    };
+    Some(DerivedType {
+        blocks,
+        lb: 0,
+        extent: extent as isize,
+        base: Some(dt),
+        per: 1,
+        align: if dt == MPI_SHORT_INT {
+            4
+        } else {
+            extent as usize / 2
+        },
+    })
 }
 
 /// Alignment of a predefined datatype (for struct extents).
 fn predefined_align(dt: Datatype, size: usize) -> usize {
     match dt {
-        MPI_FLOAT_INT | MPI_SHORT_INT | MPI_2INT | MPI_2INTEGER | MPI_2REAL => 4,
-        MPI_DOUBLE_INT | MPI_LONG_INT | MPI_2DOUBLE_PRECISION => 8,
-        MPI_LONG_DOUBLE_INT => 16,
+        MPI_FLOAT_INT | MPI_2INT | MPI_2INTEGER | MPI_2REAL => 4,
+        MPI_2DOUBLE_PRECISION => 8,
         // A complex number aligns as its parts.
         MPI_C_FLOAT_COMPLEX
         | MPI_C_DOUBLE_COMPLEX
@@ -75,6 +101,9 @@ pub(crate) fn release_copy(copy: Datatype) {
 
 /// The layout of datatype `dt` (predefined or derived).
 pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
+    if let Some(t) = padded_pair(dt) {
+        return Some(t);
+    }
     if let Some(size) = predefined_size(dt) {
         return Some(DerivedType {
             blocks: vec![(0, size)],

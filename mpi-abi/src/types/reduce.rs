@@ -239,6 +239,48 @@ pub(crate) fn reduce(
         },
         other => other,
     };
+    match super::padded_pair(base) {
+        Some(pair) => {
+            // The elements are the C structs, padding and all: expanded
+            // from the packed pairs, and the result packed back.
+            let send = send.map(|s| expand(s, &pair));
+            let mut out = expand(recv, &pair);
+            typed(comm, kind, send.as_deref(), &mut out, op, base)?;
+            let packed = shrink(&out, &pair);
+            let m = packed.len().min(recv.len());
+            recv[..m].copy_from_slice(&packed[..m]);
+            Ok(())
+        }
+        None => typed(comm, kind, send, recv, op, base),
+    }
+}
+
+/// Packed pairs of `pair` (a padded pair type) as the C structs.
+fn expand(packed: &[u8], pair: &crate::state::DerivedType) -> Vec<u8> {
+    let size: usize = pair.blocks.iter().map(|b| b.1).sum();
+    let n = packed.len() / size.max(1);
+    let mut out = vec![0u8; n * pair.extent as usize];
+    // SAFETY: `out` holds `n` elements of `pair`, which `packed` fills.
+    unsafe { unpack(&packed[..n * size], out.as_mut_ptr(), pair) };
+    out
+}
+
+/// C structs of `pair` packed (the inverse of [`expand`]).
+fn shrink(structs: &[u8], pair: &crate::state::DerivedType) -> Vec<u8> {
+    let n = structs.len() / (pair.extent as usize).max(1);
+    // SAFETY: `structs` holds `n` elements of `pair`.
+    unsafe { pack(structs.as_ptr(), n, pair) }
+}
+
+/// Run reduction `kind` over elements of predefined type `base`.
+fn typed(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    op: CombineOp,
+    base: Datatype,
+) -> Result<(), (c_int, String)> {
     // The predefined operations are fixed at compile time, so that the
     // element loops of the reduction compile to vector code.
     macro_rules! go {
@@ -440,6 +482,20 @@ pub(crate) fn fold_packed(
 
 /// [`fold_packed`] for a predefined operation over elements of `base`.
 fn fold_predefined(
+    op: CombineOp,
+    base: Datatype,
+    parts: &[&[u8]],
+) -> Result<Vec<u8>, (c_int, String)> {
+    if let Some(pair) = super::padded_pair(base) {
+        let structs: Vec<Vec<u8>> = parts.iter().map(|p| expand(p, &pair)).collect();
+        let views: Vec<&[u8]> = structs.iter().map(Vec::as_slice).collect();
+        return Ok(shrink(&fold_structs(op, base, &views)?, &pair));
+    }
+    fold_structs(op, base, parts)
+}
+
+/// [`fold_predefined`] on elements as `base`'s Rust type lays them out.
+fn fold_structs(
     op: CombineOp,
     base: Datatype,
     parts: &[&[u8]],
