@@ -167,7 +167,6 @@ unsupported! {
     MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c,
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c,
     MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c,
-    MPI_Request_get_status / PMPI_Request_get_status,
     MPI_Rget / PMPI_Rget,
     MPI_Rget_accumulate / PMPI_Rget_accumulate,
     MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c,

@@ -327,6 +327,18 @@ static void point_to_point(void) {
     MPI_Wait(&mr, &st);
     MPI_Get_count(&st, MPI_LONG, &n);
     CHECK(n == 2 && st.MPI_SOURCE == left && st.MPI_TAG == 43 && mgot[1] == left * 10 + 1, "Improbe/Imrecv %d", n);
+    /* Request_get_status: the status, without freeing the request. */
+    long gs_in = -1;
+    MPI_Request gsr, gss;
+    MPI_Irecv(&gs_in, 1, MPI_LONG, MPI_ANY_SOURCE, 46, MPI_COMM_WORLD, &gsr);
+    MPI_Isend(&big[4], 1, MPI_LONG, right, 46, MPI_COMM_WORLD, &gss);
+    int gs_flag = 0;
+    MPI_Status gs_st, gs_st2;
+    while (!gs_flag) MPI_Request_get_status(gsr, &gs_flag, &gs_st);
+    MPI_Wait(&gsr, &gs_st2);
+    MPI_Wait(&gss, MPI_STATUS_IGNORE);
+    CHECK(gs_in == left * 10 + 4 && gs_st.MPI_SOURCE == left && gs_st2.MPI_SOURCE == left && gs_st2.MPI_TAG == 46 &&
+              gsr == MPI_REQUEST_NULL, "Request_get_status %d %d", gs_st.MPI_SOURCE, gs_st2.MPI_SOURCE);
     /* Isendrecv, Isendrecv_replace: one request, the receive's status. */
     long sr_out = rank, sr_in = -1, rep2 = rank * 7;
     MPI_Request srq[2];

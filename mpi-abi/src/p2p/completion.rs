@@ -49,6 +49,7 @@ fn retire(s: &mut State, k: usize, h: &mut Request) {
             e.active = None;
             e.staging = None;
             e.after = None;
+            e.ready = None;
         }
         Some(_) => {
             s.requests.free(k);

@@ -242,3 +242,97 @@ fn some_call(
         Err(code) => code,
     }
 }
+
+/// `MPI_Request_get_status`: whether request `h` completed, without
+/// freeing it. A completed operation's status is taken from the engine
+/// and kept in the entry (as for one complete from the start), so that the
+/// wait or test that frees the request reports it again; its last steps
+/// (unpacking, a collective's folding) run now.
+fn get_status(h: Request) -> Result<Option<Option<vpml::Status>>, c_int> {
+    use crate::state::{STATE, error, request_slot};
+    let func = "MPI_Request_get_status";
+    if h == MPI_REQUEST_NULL {
+        return Ok(Some(None));
+    }
+    // What to test: the operation in flight, or a status already known.
+    let found = STATE.with(|s| {
+        let s = s.borrow();
+        let e = request_slot(h).and_then(|i| s.requests.get(i))?;
+        Some(match &e.active {
+            Some(a) => (e.comm, Some((a.id(), a.on().cloned())), None),
+            None => (e.comm, None, Some(e.ready)),
+        })
+    });
+    let Some((comm, active, known)) = found else {
+        return Err(error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_REQUEST,
+            "invalid request",
+        ));
+    };
+    let Some((id, on)) = active else {
+        // Inactive, on MPI_PROC_NULL, or complete from the start.
+        let st = known
+            .flatten()
+            .map(|(s, t, n)| vpml::Status::of_send(s, t, n));
+        return Ok(Some(st));
+    };
+    if let Some(on) = &on {
+        let done = on
+            .completion_raw(vpml::protocol::CompletionKind::Test, &[Some(id)])
+            .map_err(|e| crate::state::vpml_error(comm, func, &e))?;
+        if done.is_empty() {
+            return Ok(None);
+        }
+    }
+    // Complete: take its status and keep it in the entry.
+    let taken = STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let e = request_slot(h).and_then(|i| s.requests.get_mut(i))?;
+        let a = e.active.take()?;
+        let st = a.finish();
+        if let (Ok(st), Some(m)) = (&st, &e.staging) {
+            m.finish(Some(st.len()));
+        }
+        e.staging = None;
+        if let Ok(st) = &st {
+            e.ready = Some((st.source(), st.tag(), st.len()));
+        }
+        e.proc_null = true;
+        Some((st, e.after.take()))
+    });
+    let Some((st, after)) = taken else {
+        return Err(error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_REQUEST,
+            "invalid request",
+        ));
+    };
+    let st = st.map_err(|e| crate::state::vpml_error(comm, func, &e))?;
+    if let Some(after) = after
+        && let Err((code, why)) = after()
+    {
+        return Err(error(comm, func, code, &why));
+    }
+    Ok(Some(Some(st)))
+}
+
+export! {
+    fn MPI_Request_get_status / PMPI_Request_get_status(req: Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        match get_status(req) {
+            Ok(done) => {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    put(flag, c_int::from(done.is_some()));
+                    if let Some(st) = done {
+                        write_status(status, st.as_ref(), false);
+                    }
+                }
+                MPI_SUCCESS
+            }
+            Err(code) => code,
+        }
+    }
+}
