@@ -104,9 +104,15 @@ impl Comm {
             match id {
                 Ok(id) => parts.push(id),
                 Err(e) => {
+                    // The receive must not outlive this call: withdrawn,
+                    // or (already matched, writing the caller's memory)
+                    // the engine stops.
                     if let Some(&r) = parts.first() {
-                        eng.withdraw(r);
-                        let _ = eng.take_status(r);
+                        if eng.withdraw(r) {
+                            let _ = eng.take_status(r);
+                        } else {
+                            eng.fail(&e);
+                        }
                     }
                     return Err(e);
                 }
