@@ -35,6 +35,9 @@ pub(crate) type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut 
 #[derive(Clone, Copy)]
 pub(crate) struct Keyval {
     object: Object,
+    /// Freed by the program: attributes set with it keep its delete
+    /// function, the handle is no longer valid.
+    freed: bool,
     copy: Option<CopyFn>,
     delete: Option<DeleteFn>,
     extra: usize,
@@ -79,7 +82,7 @@ fn keyval(k: c_int, object: Object) -> Option<Keyval> {
     let i = slot_of(k, USER_KEYVAL_KIND)?;
     STATE
         .with(|s| s.borrow().keyvals.get(i).copied().flatten())
-        .filter(|kv| kv.object == object)
+        .filter(|kv| kv.object == object && !kv.freed)
 }
 
 /// The attributes cached on `obj` (a communicator or datatype handle).
@@ -138,15 +141,20 @@ fn run_delete(obj: c_int, k: c_int, v: usize) -> c_int {
 /// Delete every attribute of `obj` (it is being freed): the first delete
 /// function's error, if one fails.
 pub(crate) fn delete_all(object: Object, obj: c_int) -> c_int {
-    let attrs = attributes(object, obj);
+    // One at a time, latest first, each taken off the object before its
+    // delete function runs (which may delete or set others).
     let mut rc = MPI_SUCCESS;
-    for (k, v) in attrs.into_iter().rev() {
+    loop {
+        let mut next = None;
+        with_attributes(object, obj, |a| next = a.pop());
+        let Some((k, v)) = next else {
+            break;
+        };
         let r = run_delete(obj, k, v);
         if rc == MPI_SUCCESS {
             rc = r;
         }
     }
-    with_attributes(object, obj, |a| a.clear());
     if object == Object::Type {
         STATE.with(|s| s.borrow_mut().type_attrs.remove(&obj));
     }
@@ -206,6 +214,7 @@ fn create(
     }
     let kv = Keyval {
         object,
+        freed: false,
         copy,
         delete,
         extra: extra as usize,
@@ -226,6 +235,13 @@ fn free(func: &str, object: Object, k: *mut c_int) -> c_int {
     }
     // The entry stays for the attributes still set with it (their delete
     // function); the program's handle is invalidated.
+    if let Some(i) = slot_of(h, USER_KEYVAL_KIND) {
+        STATE.with(|s| {
+            if let Some(Some(kv)) = s.borrow_mut().keyvals.get_mut(i) {
+                kv.freed = true;
+            }
+        });
+    }
     // SAFETY: as above.
     unsafe { put(k, MPI_KEYVAL_INVALID) };
     MPI_SUCCESS

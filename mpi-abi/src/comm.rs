@@ -10,10 +10,20 @@ use crate::state::{
 
 /// The attributes of `old` copied to its duplicate `new`: the result
 /// of `func`.
-pub(crate) fn copied_attributes(old: Comm, new: Comm, func: &str) -> c_int {
+/// If one fails, the duplicate is freed and `*out` (its handle) set to
+/// `MPI_COMM_NULL`.
+pub(crate) fn copied_attributes(old: Comm, new: Comm, out: *mut Comm, func: &str) -> c_int {
     match crate::attr::copy_all(crate::attr::Object::Comm, old, new) {
         MPI_SUCCESS => MPI_SUCCESS,
-        rc => error(old, func, rc, "an attribute's copy function failed"),
+        rc => {
+            let mut dup = new;
+            // SAFETY: a handle this library made; `out` the caller's.
+            unsafe {
+                MPI_Comm_free(&mut dup);
+                put(out, MPI_COMM_NULL);
+            }
+            error(old, func, rc, "an attribute's copy function failed")
+        }
     }
 }
 
@@ -85,7 +95,7 @@ export! {
                 let nh = register_with(h, d, topology);
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, nh) };
-                copied_attributes(h, nh, "MPI_Comm_dup")
+                copied_attributes(h, nh, new, "MPI_Comm_dup")
             }
             Err(e) => vpml_error(h, "MPI_Comm_dup", &e),
         }

@@ -473,7 +473,7 @@ export! {
     fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
-        if crate::types::info(h).is_some() {
+        if slot_of(h, USER_TYPE_KIND).is_some() {
             let rc = crate::attr::delete_all(crate::attr::Object::Type, h);
             if rc != MPI_SUCCESS {
                 return error(MPI_COMM_WORLD, "MPI_Type_free", rc, "an attribute's delete function failed");

@@ -30,6 +30,8 @@ const MPI_DISTRIBUTE_DFLT_DARG: c_int = -49767;
 const MAX_NAME: usize = 127;
 /// Most rows (runs of the fastest dimension) a constructor lays out.
 const MAX_ROWS: usize = 1 << 24;
+/// Most elements an array type may take (the layout holds each run).
+const MAX_ELEMENTS: usize = 1 << 26;
 
 /// The elements of `old` at the given global indices of an array of
 /// `sizes` (`picked[d]`: the indices taken in dimension `d`, increasing),
@@ -235,10 +237,15 @@ export! {
             let (sz, sub, st) = unsafe { (ints(sizes, n)?, ints(subsizes, n)?, ints(starts, n)?) };
             let mut full = Vec::with_capacity(n);
             let mut picked = Vec::with_capacity(n);
+            let mut elements = 1usize;
             for d in 0..n {
                 let (g, k, s) = (counted(sz[d])?, counted(sub[d])?, counted(st[d])?);
                 if g == 0 || s.checked_add(k).is_none_or(|e| e > g) {
                     return Err("a subarray must lie inside its array");
+                }
+                elements = elements.saturating_mul(k);
+                if elements > MAX_ELEMENTS {
+                    return Err("a subarray of more than 2^26 elements is too large for vpml");
                 }
                 full.push(g);
                 picked.push((s..s + k).collect());
@@ -250,6 +257,9 @@ export! {
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, old: Datatype, new: *mut Datatype) -> c_int {
         make_type("MPI_Type_create_darray", new, || {
             let n = counted(ndims)?;
+            if n == 0 {
+                return Err("ndims must be positive");
+            }
             let (procs, me) = (counted(size)?, counted(rank)?);
             // SAFETY: each array holds `ndims` ints (caller contract).
             let (g, dist, darg, p) = unsafe { (ints(gsizes, n)?, ints(distribs, n)?, ints(dargs, n)?, ints(psizes, n)?) };
@@ -261,10 +271,19 @@ export! {
             let coords = grid_coords(&grid, me);
             let mut full = Vec::with_capacity(n);
             let mut picked = Vec::with_capacity(n);
+            let mut elements = 1usize;
             for d in 0..n {
                 let gd = counted(g[d])?;
+                if gd > MAX_ELEMENTS {
+                    return Err("a darray dimension of more than 2^26 elements is too large for vpml");
+                }
                 full.push(gd);
-                picked.push(owned(gd, grid[d], coords[d], dist[d], darg[d])?);
+                let mine = owned(gd, grid[d], coords[d], dist[d], darg[d])?;
+                elements = elements.saturating_mul(mine.len());
+                if elements > MAX_ELEMENTS {
+                    return Err("a darray part of more than 2^26 elements is too large for vpml");
+                }
+                picked.push(mine);
             }
             array_type(&full, &picked, order, &old_type(old)?)
         })

@@ -339,6 +339,13 @@ static void point_to_point(void) {
     MPI_Wait(&gss, MPI_STATUS_IGNORE);
     CHECK(gs_in == left * 10 + 4 && gs_st.MPI_SOURCE == left && gs_st2.MPI_SOURCE == left && gs_st2.MPI_TAG == 46 &&
               gsr == MPI_REQUEST_NULL, "Request_get_status %d %d", gs_st.MPI_SOURCE, gs_st2.MPI_SOURCE);
+    MPI_Request pn;
+    long pn_buf = 0;
+    MPI_Irecv(&pn_buf, 1, MPI_LONG, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &pn);
+    gs_flag = 0;
+    MPI_Request_get_status(pn, &gs_flag, &gs_st);
+    MPI_Wait(&pn, MPI_STATUS_IGNORE);
+    CHECK(gs_flag && gs_st.MPI_SOURCE == MPI_PROC_NULL, "Request_get_status on MPI_PROC_NULL %d", gs_st.MPI_SOURCE);
     /* Isendrecv, Isendrecv_replace: one request, the receive's status. */
     long sr_out = rank, sr_in = -1, rep2 = rank * 7;
     MPI_Request srq[2];
@@ -612,6 +619,12 @@ static void datatypes(void) {
     MPI_Test_cancelled(&made, &cancelled);
     MPI_Get_count(&made, MPI_INT, &elems);
     CHECK(cancelled == 0 && elems == 6, "Status_set_elements_x %d", elems);
+    /* A pair is two basic elements, both ways. */
+    MPI_Status_set_elements(&made, MPI_2INT, 4);
+    int pairs_n = 0, basic_n = 0;
+    MPI_Get_count(&made, MPI_2INT, &pairs_n);
+    MPI_Get_elements(&made, MPI_2INT, &basic_n);
+    CHECK(pairs_n == 2 && basic_n == 4, "Status_set_elements of pairs %d %d", pairs_n, basic_n);
     MPI_Type_free(&pt_type);
 }
 

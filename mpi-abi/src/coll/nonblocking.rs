@@ -1137,7 +1137,7 @@ fn idup(func: &str, h: Comm, new: *mut Comm, req: *mut Request) -> c_int {
     let handle = crate::comm::register_with(h, d, crate::topo::topology_of(h));
     // SAFETY: a handle pointer (caller contract, checked non-null).
     unsafe { put(new, handle) };
-    let rc = crate::comm::copied_attributes(h, handle, func);
+    let rc = crate::comm::copied_attributes(h, handle, new, func);
     if rc != MPI_SUCCESS {
         return rc;
     }

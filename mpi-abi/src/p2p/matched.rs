@@ -91,6 +91,10 @@ unsafe fn deliver(
         unsafe { put(msg, MPI_MESSAGE_NULL) };
         return Ok(None);
     }
+    // The buffer first: a bad count or datatype leaves the message.
+    // SAFETY: caller contract.
+    let mut out = unsafe { Message::new(buf, count, dt, false) }
+        .map_err(|(code, why)| error(MPI_COMM_WORLD, func, code, why))?;
     let taken = slot_of(h, MESSAGE_KIND)
         .and_then(|i| STATE.with(|s| s.borrow_mut().messages.get_mut(i)?.take()));
     let Some(m) = taken else {
@@ -103,9 +107,6 @@ unsafe fn deliver(
     };
     // SAFETY: as above.
     unsafe { put(msg, MPI_MESSAGE_NULL) };
-    // SAFETY: caller contract.
-    let mut out = unsafe { Message::new(buf, count, dt, false) }
-        .map_err(|(code, why)| error(MPI_COMM_WORLD, func, code, why))?;
     let room = out.bytes();
     let n = m.data.len().min(room.len());
     room[..n].copy_from_slice(&m.data[..n]);

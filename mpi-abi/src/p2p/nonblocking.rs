@@ -174,17 +174,16 @@ unsafe fn isendrecv(
     };
     match started {
         Ok(id) => {
+            // The receive's staging is unpacked as any receive's, as far
+            // as the message reached; the request keeps what is sent.
             let entry = ReqEntry {
                 comm: h,
                 active: Some(Active::new(id, &c, 0, 0, 0)),
                 proc_null: false,
                 persistent: None,
-                staging: None,
+                staging: into.filter(|m| matches!(m, Message::Staged(_))),
                 after: Some(Box::new(move || {
                     drop(out);
-                    if let Some(m) = &into {
-                        m.finish(None);
-                    }
                     Ok(())
                 })),
                 ready: None,

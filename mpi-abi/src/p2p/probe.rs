@@ -114,6 +114,12 @@ fn set_elements(func: &str, status: *mut MpiStatus, dt: Datatype, count: Count) 
         return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status");
     };
     let unit = (t.size / t.per.max(1)) as u64;
+    // A pair type's element is two basic elements (as Get_elements counts).
+    let count = if t.base.is_some_and(is_pair) {
+        count / 2
+    } else {
+        count
+    };
     let Some(bytes) = u64::try_from(count)
         .ok()
         .and_then(|n| n.checked_mul(unit))

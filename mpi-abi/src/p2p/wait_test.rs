@@ -248,11 +248,13 @@ fn some_call(
 /// and kept in the entry (as for one complete from the start), so that the
 /// wait or test that frees the request reports it again; its last steps
 /// (unpacking, a collective's folding) run now.
-fn get_status(h: Request) -> Result<Option<Option<vpml::Status>>, c_int> {
+/// `None` if not complete; else its status (`None`: empty, on
+/// `MPI_PROC_NULL` when the flag says so).
+fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int> {
     use crate::state::{STATE, error, request_slot};
     let func = "MPI_Request_get_status";
     if h == MPI_REQUEST_NULL {
-        return Ok(Some(None));
+        return Ok(Some((None, false)));
     }
     // What to test: the operation in flight, or a status already known.
     let found = STATE.with(|s| {
@@ -260,7 +262,7 @@ fn get_status(h: Request) -> Result<Option<Option<vpml::Status>>, c_int> {
         let e = request_slot(h).and_then(|i| s.requests.get(i))?;
         Some(match &e.active {
             Some(a) => (e.comm, Some((a.id(), a.on().cloned())), None),
-            None => (e.comm, None, Some(e.ready)),
+            None => (e.comm, None, Some((e.ready, e.proc_null))),
         })
     });
     let Some((comm, active, known)) = found else {
@@ -273,10 +275,10 @@ fn get_status(h: Request) -> Result<Option<Option<vpml::Status>>, c_int> {
     };
     let Some((id, on)) = active else {
         // Inactive, on MPI_PROC_NULL, or complete from the start.
-        let st = known
-            .flatten()
-            .map(|(s, t, n)| vpml::Status::of_send(s, t, n));
-        return Ok(Some(st));
+        let (ready, proc_null) = known.unwrap_or((None, false));
+        let on_proc_null = proc_null && ready.is_none();
+        let st = ready.map(|(s, t, n)| vpml::Status::of_send(s, t, n));
+        return Ok(Some((st, on_proc_null)));
     };
     if let Some(on) = &on {
         let done = on
@@ -311,12 +313,14 @@ fn get_status(h: Request) -> Result<Option<Option<vpml::Status>>, c_int> {
         ));
     };
     let st = st.map_err(|e| crate::state::vpml_error(comm, func, &e))?;
+    // (As a wait does: no last step after a failed operation.)
     if let Some(after) = after
+        && st.error().is_none()
         && let Err((code, why)) = after()
     {
         return Err(error(comm, func, code, &why));
     }
-    Ok(Some(Some(st)))
+    Ok(Some((Some(st), false)))
 }
 
 export! {
@@ -326,8 +330,8 @@ export! {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     put(flag, c_int::from(done.is_some()));
-                    if let Some(st) = done {
-                        write_status(status, st.as_ref(), false);
+                    if let Some((st, proc_null)) = done {
+                        write_status(status, st.as_ref(), proc_null);
                     }
                 }
                 MPI_SUCCESS
