@@ -284,18 +284,23 @@ unsafe fn reduction_buffers(
 }
 
 /// The last step of a reduction: fold `parts` (a contribution per rank, in
-/// rank order) into `out`. (If the request fails first, a private copy of
-/// a derived datatype is not released: a slot of the type table, no
-/// more.)
+/// rank order) into `out`, with datatype `dt` as its private copy `kept`
+/// lays it out (released here) and as the program's handle `shown` names
+/// it to a user operation. (If the request fails first, the copy is not
+/// released: a slot of the type table, no more.)
 fn fold_into(
     op: CombineOp,
-    dt: Datatype,
-    shown: Datatype,
+    (dt, kept, shown): (Datatype, Option<Datatype>, Datatype),
     count: usize,
     parts: &[&[u8]],
     out: &mut Message,
 ) -> Res {
-    fold_packed(op, dt, shown, count, parts, out.bytes())?;
+    let r = fold_packed(op, kept.unwrap_or(dt), shown, count, parts, out.bytes());
+    // The private copy of a derived datatype goes with the last step.
+    if let Some(k) = kept {
+        release_copy(k);
+    }
+    r?;
     out.finish(None);
     Ok(())
 }
@@ -376,11 +381,7 @@ pub(super) unsafe fn reduce(
             if let Some(me) = me {
                 parts.insert(me, &mine);
             }
-            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
-            if let Some(k) = kept {
-                release_copy(k);
-            }
-            r
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
         }),
     })
 }
@@ -438,11 +439,7 @@ pub(super) unsafe fn scan(
                 }
                 return Ok(());
             }
-            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
-            if let Some(k) = kept {
-                release_copy(k);
-            }
-            r
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
         }),
     })
 }
@@ -531,11 +528,7 @@ pub(super) unsafe fn reduce_scatter(
             if let (Some(me), Some(own)) = (me, own) {
                 parts.insert(me, &input[own]);
             }
-            let r = fold_into(op, kept.unwrap_or(dt), shown, n, &parts, &mut out);
-            if let Some(k) = kept {
-                release_copy(k);
-            }
-            r
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
         }),
     })
 }
@@ -670,20 +663,7 @@ fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
 
 /// Equal blocks of `count` elements of `dt`, one per peer.
 pub(super) fn equal_blocks(c: &vpml::Comm, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
-    let (n, _) = peers(c);
-    let counts = vec![count; n];
-    let displs: Vec<c_int> = (0..n)
-        .map(|i| c_int::try_from(i).ok().and_then(|i| i.checked_mul(count)))
-        .collect::<Option<_>>()
-        .ok_or_else(|| {
-            (
-                MPI_ERR_COUNT,
-                "count times the number of ranks is too large".to_string(),
-            )
-        })?;
-    // SAFETY: both arrays hold `n` ints.
-    let vb = unsafe { VBlocks::new(counts.as_ptr(), displs.as_ptr(), n, dt) }?;
-    Ok(vb.into_owned())
+    super::neighbor::equal(peers(c).0, count, dt)
 }
 
 /// # Safety
