@@ -308,6 +308,7 @@ static void point_to_point(void) {
     MPI_Send(big, 3, MPI_LONG, right, 41, MPI_COMM_WORLD);
     MPI_Send(big, 1, MPI_LONG, right, 42, MPI_COMM_WORLD);
     MPI_Message msg;
+    st.MPI_ERROR = MPI_ERR_DIMS; /* single-completion calls leave it */
     MPI_Mprobe(MPI_ANY_SOURCE, 41, MPI_COMM_WORLD, &msg, &st);
     MPI_Get_count(&st, MPI_LONG, &n);
     long other = -1;
@@ -317,6 +318,7 @@ static void point_to_point(void) {
     MPI_Mrecv(mgot, 3, MPI_LONG, &msg, &st);
     MPI_Status st2;
     MPI_Wait(&any, &st2);
+    CHECK(st.MPI_ERROR == MPI_ERR_DIMS, "Mprobe/Mrecv left MPI_ERROR alone");
     CHECK(n == 3 && msg == MPI_MESSAGE_NULL && mgot[2] == left * 10 + 2 && st2.MPI_TAG == 42 && other == left * 10,
           "Mprobe/Mrecv %d %ld %d", n, mgot[2], st2.MPI_TAG);
     MPI_Send(big, 2, MPI_LONG, right, 43, MPI_COMM_WORLD);
@@ -619,6 +621,11 @@ static void datatypes(void) {
     MPI_Test_cancelled(&made, &cancelled);
     MPI_Get_count(&made, MPI_INT, &elems);
     CHECK(cancelled == 0 && elems == 6, "Status_set_elements_x %d", elems);
+    /* Counts past 2^62 bytes survive a status (63 bits). */
+    MPI_Count huge = 0x7654321ff1234567LL, huge_back = 0;
+    MPI_Status_set_elements_x(&made, MPI_BYTE, huge);
+    MPI_Get_elements_x(&made, MPI_BYTE, &huge_back);
+    CHECK(huge_back == huge, "a 63-bit count %llx", (long long)huge_back);
     /* A pair is two basic elements, both ways. */
     MPI_Status_set_elements(&made, MPI_2INT, 4);
     int pairs_n = 0, basic_n = 0;

@@ -123,7 +123,7 @@ fn set_elements(func: &str, status: *mut MpiStatus, dt: Datatype, count: Count) 
     let Some(bytes) = u64::try_from(count)
         .ok()
         .and_then(|n| n.checked_mul(unit))
-        .filter(|&b| b < 1 << 62)
+        .filter(|&b| b < 1 << 63)
     else {
         return error(MPI_COMM_WORLD, func, MPI_ERR_COUNT, "invalid count");
     };
@@ -173,7 +173,8 @@ fn count_of(
     let Some(st) = (unsafe { status.as_ref() }) else {
         return Err(error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status"));
     };
-    let bytes = (st.count_lo as u32 as u64) | (((st.count_hi_and_cancelled >> 1) as u64) << 32);
+    let bytes =
+        (st.count_lo as u32 as u64) | ((((st.count_hi_and_cancelled as u32) >> 1) as u64) << 32);
     let unit = if elements {
         (t.size / t.per) as u64
     } else {
