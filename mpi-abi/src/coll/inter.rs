@@ -9,11 +9,10 @@ use std::ffi::{c_int, c_void};
 
 use vpml::InterRoot;
 
+use super::Res as Outcome;
 use super::{VBlocks, checked, from_vpml, user_bytes, user_bytes_ref};
 use crate::consts::*;
 use crate::types::{CombineOp, Message, Reduction, reduce};
-
-type Outcome = Result<(), (c_int, String)>;
 
 /// What `root` says this process does.
 fn inter_root(c: &vpml::Comm, root: c_int) -> Result<InterRoot, (c_int, String)> {

@@ -10,6 +10,20 @@ use crate::consts::*;
 use crate::state::{DerivedType, comm, error, vpml_error};
 use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
 
+/// What the collectives' steps return: the error class and a message.
+type Res<T = ()> = Result<T, (c_int, String)>;
+
+/// The communicator of `h`, or the error code (for the calls in the
+/// modules below).
+macro_rules! comm_or_return {
+    ($func:expr, $h:expr) => {
+        match crate::state::comm($func, $h) {
+            Ok(c) => c,
+            Err(code) => return code,
+        }
+    };
+}
+
 mod inter;
 mod neighbor;
 mod nonblocking;

@@ -10,13 +10,11 @@
 use std::ffi::{c_int, c_void};
 
 use super::VBlocks;
-use super::nonblocking::{Laid, launch, owned, transfer};
+use super::nonblocking::{Laid, launch_or_wait, owned, transfer};
+use crate::coll::Res;
 use crate::consts::*;
-use crate::state::comm;
 use crate::topo::{Neighbors, neighbors};
 use crate::types::Message;
-
-type Res<T = ()> = Result<T, (c_int, String)>;
 
 /// The neighbours of this rank in `h`'s topology.
 pub(super) fn of(c: &vpml::Comm, h: Comm) -> Res<Neighbors> {
@@ -267,33 +265,6 @@ pub(super) unsafe fn alltoallw(
     Ok(laid(sends, recvs, input, vec![after]))
 }
 
-/// The communicator of `h`, or the error code.
-macro_rules! comm_or_return {
-    ($func:expr, $h:expr) => {
-        match comm($func, $h) {
-            Ok(c) => c,
-            Err(code) => return code,
-        }
-    };
-}
-
-/// Start `laid` as `func`'s request, or (no `req`) start it and wait: the
-/// blocking form.
-fn run(func: &str, h: Comm, c: &vpml::Comm, laid: Res<Laid>, req: Option<*mut Request>) -> c_int {
-    match req {
-        Some(req) => launch(func, h, c, laid, req),
-        None => {
-            let mut r = MPI_REQUEST_NULL;
-            let code = launch(func, h, c, laid, &mut r);
-            if code != MPI_SUCCESS {
-                return code;
-            }
-            // SAFETY: a request this call made; null is MPI_STATUS_IGNORE.
-            unsafe { crate::p2p::MPI_Wait(&mut r, std::ptr::null_mut()) }
-        }
-    }
-}
-
 /// The five collectives, each for a blocking call (`req`: `None`) or a
 /// nonblocking one.
 ///
@@ -318,7 +289,7 @@ unsafe fn neighbor_allgather(
         // SAFETY: caller contract.
         unsafe { allgather(&nb, send, scount, stype, recv, rb) }
     })();
-    run(func, h, &c, laid, req)
+    launch_or_wait(func, h, &c, laid, req)
 }
 
 /// # Safety
@@ -344,7 +315,7 @@ unsafe fn neighbor_allgatherv(
         // SAFETY: caller contract.
         unsafe { allgather(&nb, send, scount, stype, recv, rb) }
     })();
-    run(func, h, &c, laid, req)
+    launch_or_wait(func, h, &c, laid, req)
 }
 
 /// # Safety
@@ -369,7 +340,7 @@ unsafe fn neighbor_alltoall(
         // SAFETY: caller contract.
         unsafe { alltoall(&nb, send, sb, recv, rb) }
     })();
-    run(func, h, &c, laid, req)
+    launch_or_wait(func, h, &c, laid, req)
 }
 
 /// # Safety
@@ -398,7 +369,7 @@ unsafe fn neighbor_alltoallv(
         // SAFETY: caller contract.
         unsafe { alltoall(&nb, send, sb, recv, rb) }
     })();
-    run(func, h, &c, laid, req)
+    launch_or_wait(func, h, &c, laid, req)
 }
 
 /// # Safety
@@ -427,7 +398,7 @@ unsafe fn neighbor_alltoallw(
             )
         }
     })();
-    run(func, h, &c, laid, req)
+    launch_or_wait(func, h, &c, laid, req)
 }
 
 export! {

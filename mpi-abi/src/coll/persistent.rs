@@ -10,14 +10,13 @@ use super::nonblocking::{
     Laid, allgather, alltoall, alltoallw, barrier, bcast, equal_blocks, gather, reduce,
     reduce_scatter, scan, scatter, start_laid, v_blocks,
 };
+use crate::coll::Res;
 use crate::consts::*;
 use crate::state::{
     Persistent, PersistentCollective, ReqEntry, STATE, comm, error, put, request_handle,
     request_slot, vpml_error,
 };
 use crate::types::private_copy;
-
-type Res<T = ()> = Result<T, (c_int, String)>;
 
 /// `MPI_Start` of persistent collective `req`, made on communicator `h`
 /// (`on`) with lane `lane`, laid out by `lay`.

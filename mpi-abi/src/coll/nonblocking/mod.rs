@@ -1,0 +1,239 @@
+//! Nonblocking collectives (`MPI_Ibarrier` … `MPI_Ialltoallw`, and
+//! `MPI_Alltoallw`, which waits for its nonblocking twin), on vpml's
+//! nonblocking collectives: each call lays the collective out as the
+//! transfers this rank makes — every block straight between the two
+//! ranks it moves between, all started at once — and a last step that
+//! runs when the request completes (folding reductions in rank order,
+//! unpacking non-contiguous datatypes). The request owns the memory the
+//! transfers use until then. On an intercommunicator the transfers name
+//! the remote group, and reductions fold its contributions.
+//!
+//! Direct transfers cost a message per pair of ranks where the blocking
+//! collectives use trees; in exchange a collective needs nothing more
+//! from this rank once started, so it completes while the rank waits for
+//! anything, and a re-execution after a crash repeats it exactly.
+//! `MPI_Comm_idup` duplicates at once, without communication, from
+//! contexts its parent reserved (see `vpml::Comm::idup`), and returns a
+//! completed request.
+//!
+//! The layouts are in `movement` (barrier, broadcast, gathers, scatters,
+//! all-to-alls) and `reductions`; the MPI calls in `calls`.
+
+mod calls;
+mod movement;
+mod reductions;
+
+pub(in crate::coll) use movement::*;
+pub(in crate::coll) use reductions::*;
+
+use std::ffi::{c_int, c_void};
+
+use vpml::raw::Transfer;
+
+use super::checked;
+use crate::coll::Res;
+use crate::consts::*;
+use crate::state::{
+    Active, AfterCollective, ReqEntry, STATE, error, put, request_handle, vpml_error,
+};
+use crate::types::{Message, info};
+
+/// A nonblocking collective laid out: this rank's transfers, and its last
+/// step, which owns whatever memory they use besides the caller's buffers.
+pub(crate) struct Laid {
+    pub(super) sends: Vec<Transfer>,
+    pub(super) recvs: Vec<Transfer>,
+    pub(super) after: AfterCollective,
+}
+
+impl Laid {
+    /// The same collective, whose request ends with `error` (if any): an
+    /// error only this rank sees still starts its transfers, so that its
+    /// peers' messages are not left for the next collective to match.
+    fn ending_with(self, error: Option<(c_int, String)>) -> Laid {
+        let Some(e) = error else {
+            return self;
+        };
+        let after = self.after;
+        Laid {
+            after: Box::new(move || {
+                // (The memory `after` owns is released either way.)
+                let _ = after();
+                Err(e)
+            }),
+            ..self
+        }
+    }
+
+    /// Nothing to do (a bystander of an intercommunicator's root group).
+    fn nothing() -> Laid {
+        Laid {
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            after: Box::new(|| Ok(())),
+        }
+    }
+}
+
+/// A transfer of `len` bytes at `ptr` to or from `peer`.
+pub(super) fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
+    Transfer {
+        peer,
+        ptr: ptr as *mut u8,
+        len,
+    }
+}
+
+/// Start `laid` on `c` and give the program its request.
+pub(super) fn launch(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    laid: Res<Laid>,
+    req: *mut Request,
+) -> c_int {
+    let laid = match laid {
+        Ok(l) => l,
+        Err((code, why)) => return error(h, func, code, &why),
+    };
+    if req.is_null() {
+        return error(h, func, MPI_ERR_REQUEST, "null request pointer");
+    }
+    match start_laid(c, laid, 0) {
+        Ok((active, after)) => {
+            let entry = ReqEntry {
+                comm: h,
+                active: Some(active),
+                proc_null: false,
+                persistent: None,
+                staging: None,
+                after: Some(after),
+                ready: None,
+            };
+            let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
+            // SAFETY: a request handle pointer (caller contract).
+            unsafe { put(req, request_handle(i)) };
+            MPI_SUCCESS
+        }
+        Err(e) => vpml_error(h, func, &e),
+    }
+}
+
+/// Start the transfers of `laid` on `c`: the operation in flight and the
+/// last step its request keeps.
+pub(super) fn start_laid(
+    c: &vpml::Comm,
+    laid: Laid,
+    lane: u32,
+) -> vpml::Result<(Active, AfterCollective)> {
+    // SAFETY: every transfer is in the caller's buffers, which MPI's
+    // contract keeps valid and untouched until the request completes, or
+    // in memory `laid.after` owns, which the request keeps as long.
+    let id = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs, lane) }?;
+    Ok((Active::new(id, c, 0, 0, 0), laid.after))
+}
+
+/// What this rank does in a rooted collective.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    /// The root: it exchanges with every other rank (every remote rank
+    /// on an intercommunicator).
+    Root,
+    /// It exchanges with the root, this peer.
+    Leaf(usize),
+    /// A member of an intercommunicator's root group other than the root.
+    Idle,
+}
+
+fn role(c: &vpml::Comm, root: c_int) -> Res<Role> {
+    let bad = || (MPI_ERR_ROOT, format!("invalid root {root}"));
+    if c.is_inter() {
+        return match root {
+            MPI_ROOT => Ok(Role::Root),
+            MPI_PROC_NULL => Ok(Role::Idle),
+            r => usize::try_from(r)
+                .ok()
+                .filter(|&r| r < c.remote_size())
+                .map(Role::Leaf)
+                .ok_or_else(bad),
+        };
+    }
+    let r = usize::try_from(root)
+        .ok()
+        .filter(|&r| r < c.size())
+        .ok_or_else(bad)?;
+    Ok(if r == c.rank() {
+        Role::Root
+    } else {
+        Role::Leaf(r)
+    })
+}
+
+/// How many ranks the transfers may name, and this rank among them
+/// (`None` on an intercommunicator, whose transfers name the remote group).
+fn peers(c: &vpml::Comm) -> (usize, Option<usize>) {
+    if c.is_inter() {
+        (c.remote_size(), None)
+    } else {
+        (c.size(), Some(c.rank()))
+    }
+}
+
+/// Every peer but this rank.
+fn others(c: &vpml::Comm) -> impl Iterator<Item = usize> {
+    let (n, me) = peers(c);
+    (0..n).filter(move |&i| Some(i) != me)
+}
+
+fn intra_only(c: &vpml::Comm) -> Res {
+    if c.is_inter() {
+        return Err((MPI_ERR_COMM, "not defined on an intercommunicator".into()));
+    }
+    Ok(())
+}
+
+fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Res {
+    super::no_in_place_on_inter(c, send)
+}
+
+/// The packed bytes of `count` elements of `dt` at `buf`, owned.
+///
+/// # Safety
+/// `buf` holds them (the C caller's contract).
+pub(super) unsafe fn owned(buf: *const c_void, count: c_int, dt: Datatype) -> Res<Vec<u8>> {
+    // SAFETY: caller contract.
+    let mut m = checked(unsafe { Message::new(buf, count, dt, true) })?;
+    Ok(m.read_only().to_vec())
+}
+
+/// Bytes per element of `dt`.
+fn element_size(dt: Datatype) -> Res<usize> {
+    info(dt)
+        .map(|t| t.size)
+        .ok_or_else(|| (MPI_ERR_TYPE, "invalid datatype".to_string()))
+}
+
+// ---------------------------------------------------------------- layouts
+
+/// Start `laid` as `func`'s request, or (no `req`) start it and wait: the
+/// blocking form.
+pub(in crate::coll) fn launch_or_wait(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    laid: Res<Laid>,
+    req: Option<*mut Request>,
+) -> c_int {
+    match req {
+        Some(req) => launch(func, h, c, laid, req),
+        None => {
+            let mut r = MPI_REQUEST_NULL;
+            let code = launch(func, h, c, laid, &mut r);
+            if code != MPI_SUCCESS {
+                return code;
+            }
+            // SAFETY: a request this call made; null is MPI_STATUS_IGNORE.
+            unsafe { crate::p2p::MPI_Wait(&mut r, std::ptr::null_mut()) }
+        }
+    }
+}

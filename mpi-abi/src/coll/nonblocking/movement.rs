@@ -1,0 +1,457 @@
+//! Layouts of the collectives that move data: barrier, broadcast,
+//! gathers, scatters, allgathers and all-to-alls.
+
+use std::ffi::{c_int, c_void};
+
+use super::super::{VBlocks, checked, user_bytes, user_bytes_ref};
+use super::*;
+use crate::coll::Res;
+use crate::consts::*;
+use crate::types::Message;
+
+pub(in crate::coll) fn barrier(c: &vpml::Comm) -> Laid {
+    let none = std::ptr::NonNull::<u8>::dangling().as_ptr();
+    Laid {
+        sends: others(c).map(|i| transfer(i, none, 0)).collect(),
+        recvs: others(c).map(|i| transfer(i, none, 0)).collect(),
+        after: Box::new(|| Ok(())),
+    }
+}
+
+/// # Safety
+/// `buf` holds `count` elements of `dt` (the C caller's contract).
+pub(in crate::coll) unsafe fn bcast(
+    c: &vpml::Comm,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    root: c_int,
+) -> Res<Laid> {
+    let role = role(c, root)?;
+    if role == Role::Idle {
+        return Ok(Laid::nothing());
+    }
+    // SAFETY: caller contract.
+    let mut m = checked(unsafe { Message::new(buf, count, dt, role == Role::Root) })?;
+    let (ptr, len) = m.target();
+    Ok(match role {
+        Role::Leaf(r) => Laid {
+            sends: Vec::new(),
+            recvs: vec![transfer(r, ptr, len)],
+            after: Box::new(move || {
+                m.finish(None);
+                Ok(())
+            }),
+        },
+        _ => Laid {
+            sends: others(c).map(|i| transfer(i, ptr, len)).collect(),
+            recvs: Vec::new(),
+            after: Box::new(move || {
+                drop(m);
+                Ok(())
+            }),
+        },
+    })
+}
+
+/// Gather: `vb` (at the root) describes the blocks of `recv`, one per
+/// peer.
+///
+/// # Safety
+/// The caller's buffers hold what MPI says they hold.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(in crate::coll) unsafe fn gather(
+    c: &vpml::Comm,
+    send: *const c_void,
+    scount: c_int,
+    stype: Datatype,
+    recv: *mut c_void,
+    vb: impl FnOnce() -> Res<VBlocks<'static>>,
+    root: c_int,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, send)?;
+    let role = role(c, root)?;
+    match role {
+        Role::Idle => Ok(Laid::nothing()),
+        Role::Leaf(_) if in_place(send) => {
+            Err((MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only".into()))
+        }
+        Role::Leaf(r) => {
+            // SAFETY: caller contract.
+            let mine = unsafe { owned(send, scount, stype) }?;
+            Ok(Laid {
+                sends: vec![transfer(r, mine.as_ptr(), mine.len())],
+                recvs: Vec::new(),
+                after: Box::new(move || {
+                    drop(mine);
+                    Ok(())
+                }),
+            })
+        }
+        // SAFETY: caller contract.
+        Role::Root => unsafe { gather_at_root(c, send, scount, stype, recv, vb()?) },
+    }
+}
+
+/// The root's side of [`gather`], and every rank's of an allgather
+/// (`sends`: its block to every other peer).
+///
+/// # Safety
+/// As [`gather`].
+unsafe fn gather_at_root(
+    c: &vpml::Comm,
+    send: *const c_void,
+    scount: c_int,
+    stype: Datatype,
+    recv: *mut c_void,
+    vb: VBlocks<'static>,
+) -> Res<Laid> {
+    let (_, me) = peers(c);
+    let from: Vec<usize> = others(c).collect();
+    if let Some((lens, offs, span)) = vb.in_buffer() {
+        // The blocks land in the caller's buffer.
+        // SAFETY: caller contract.
+        let all = unsafe { user_bytes(recv, span) }?;
+        let mut mismatch = None;
+        if let Some(me) = me
+            && !in_place(send)
+        {
+            // SAFETY: caller contract.
+            let mine = unsafe { owned(send, scount, stype) }?;
+            mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
+        }
+        let base = all.as_mut_ptr();
+        let recvs = from
+            .iter()
+            .map(|&i| transfer(i, base.wrapping_add(offs[i]), lens[i]))
+            .collect();
+        return Ok(Laid {
+            sends: Vec::new(),
+            recvs,
+            after: Box::new(|| Ok(())),
+        }
+        .ending_with(mismatch));
+    }
+    let (lens, offs) = (vb.lens(), vb.offs());
+    let mut all = if in_place(send) {
+        // SAFETY: caller contract.
+        unsafe { vb.pack(recv) }
+    } else {
+        vec![0; vb.total()]
+    };
+    let mut mismatch = None;
+    if let Some(me) = me
+        && !in_place(send)
+    {
+        // SAFETY: caller contract.
+        let mine = unsafe { owned(send, scount, stype) }?;
+        mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
+    }
+    let base = all.as_mut_ptr();
+    let recvs = from
+        .iter()
+        .map(|&i| transfer(i, base.wrapping_add(offs[i]), lens[i]))
+        .collect();
+    let recv_addr = recv as usize;
+    Ok(Laid {
+        sends: Vec::new(),
+        recvs,
+        after: Box::new(move || {
+            // SAFETY: the caller's buffer holds the blocks until the
+            // request completes (MPI's contract).
+            unsafe { vb.unpack(&all, recv_addr as *mut c_void) };
+            Ok(())
+        }),
+    }
+    .ending_with(mismatch))
+}
+
+/// This rank's own block, copied into the result: the lengths must agree.
+fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
+    if mine.len() != into.len() {
+        return Err((
+            MPI_ERR_TRUNCATE,
+            format!(
+                "a {}-byte contribution for a {}-byte block",
+                mine.len(),
+                into.len()
+            ),
+        ));
+    }
+    into.copy_from_slice(mine);
+    Ok(())
+}
+
+/// Equal blocks of `count` elements of `dt`, one per peer.
+pub(in crate::coll) fn equal_blocks(
+    c: &vpml::Comm,
+    count: c_int,
+    dt: Datatype,
+) -> Res<VBlocks<'static>> {
+    crate::coll::neighbor::equal(peers(c).0, count, dt)
+}
+
+/// # Safety
+/// `counts` and `displs` hold one int per peer.
+pub(in crate::coll) unsafe fn v_blocks(
+    counts: *const c_int,
+    displs: *const c_int,
+    c: &vpml::Comm,
+    dt: Datatype,
+) -> Res<VBlocks<'static>> {
+    let (n, _) = peers(c);
+    // SAFETY: caller contract.
+    Ok(unsafe { VBlocks::new(counts, displs, n, dt) }?.into_owned())
+}
+
+/// Scatter: `vb` (at the root) describes the blocks of `send`.
+///
+/// # Safety
+/// The caller's buffers hold what MPI says they hold.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(in crate::coll) unsafe fn scatter(
+    c: &vpml::Comm,
+    send: *const c_void,
+    vb: impl FnOnce() -> Res<VBlocks<'static>>,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: Datatype,
+    root: c_int,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, recv)?;
+    let role = role(c, root)?;
+    match role {
+        Role::Idle => Ok(Laid::nothing()),
+        Role::Leaf(_) if in_place(recv) => {
+            Err((MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only".into()))
+        }
+        Role::Leaf(r) => {
+            // SAFETY: caller contract.
+            let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+            let (ptr, len) = out.target();
+            Ok(Laid {
+                sends: Vec::new(),
+                recvs: vec![transfer(r, ptr, len)],
+                after: Box::new(move || {
+                    out.finish(None);
+                    Ok(())
+                }),
+            })
+        }
+        Role::Root => {
+            let vb = vb()?;
+            let (_, me) = peers(c);
+            let (lens, offs) = match vb.in_buffer() {
+                Some((lens, offs, _)) => (lens, offs),
+                None => (vb.lens(), vb.offs()),
+            };
+            // The blocks, packed (a copy: the caller's buffer may be the
+            // result too, and the sends read it until they complete).
+            let data: Vec<u8> = match vb.in_buffer() {
+                // SAFETY: caller contract (read only).
+                Some((_, _, span)) => unsafe { user_bytes_ref(send, span) }?.to_vec(),
+                // SAFETY: caller contract.
+                None => unsafe { vb.pack(send) },
+            };
+            let mut mismatch = None;
+            if let Some(me) = me
+                && !in_place(recv)
+            {
+                // SAFETY: caller contract.
+                let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
+                mismatch = copy_block(&data[offs[me]..offs[me] + lens[me]], out.bytes()).err();
+                out.finish(None);
+            }
+            let sends = others(c)
+                .map(|i| transfer(i, data.as_ptr().wrapping_add(offs[i]), lens[i]))
+                .collect();
+            Ok(Laid {
+                sends,
+                recvs: Vec::new(),
+                after: Box::new(move || {
+                    drop(data);
+                    Ok(())
+                }),
+            }
+            .ending_with(mismatch))
+        }
+    }
+}
+
+/// Allgather: every rank's block to every other, the blocks of `recv`
+/// as `vb` says.
+///
+/// # Safety
+/// The caller's buffers hold what MPI says they hold.
+pub(in crate::coll) unsafe fn allgather(
+    c: &vpml::Comm,
+    send: *const c_void,
+    scount: c_int,
+    stype: Datatype,
+    recv: *mut c_void,
+    vb: VBlocks<'static>,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, send)?;
+    let (_, me) = peers(c);
+    // This rank's block: from `send`, or in place from its block of `recv`.
+    let mine = match me {
+        Some(me) if in_place(send) => {
+            let (lens, offs) = (vb.lens(), vb.offs());
+            // SAFETY: caller contract.
+            let packed = unsafe { vb.pack(recv) };
+            packed[offs[me]..offs[me] + lens[me]].to_vec()
+        }
+        // SAFETY: caller contract.
+        _ => unsafe { owned(send, scount, stype) }?,
+    };
+    // SAFETY: caller contract.
+    let mut laid = unsafe { gather_at_root(c, send, scount, stype, recv, vb) }?;
+    laid.sends = others(c)
+        .map(|i| transfer(i, mine.as_ptr(), mine.len()))
+        .collect();
+    let after = laid.after;
+    laid.after = Box::new(move || {
+        let r = after();
+        drop(mine);
+        r
+    });
+    Ok(laid)
+}
+
+/// Alltoall(v): block `i` of `send` (as `sb` says; in place, of `recv`)
+/// to peer `i`, block `i` of `recv` (as `rb` says) from it.
+///
+/// # Safety
+/// The caller's buffers hold what MPI says they hold.
+pub(in crate::coll) unsafe fn alltoall(
+    c: &vpml::Comm,
+    send: *const c_void,
+    sb: Option<VBlocks<'static>>,
+    recv: *mut c_void,
+    rb: VBlocks<'static>,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, send)?;
+    let (_, me) = peers(c);
+    // The input, packed and copied (in place it is the result buffer).
+    let (input, slens, soffs) = match &sb {
+        // SAFETY: caller contract.
+        Some(sb) => (unsafe { sb.pack(send) }, sb.lens(), sb.offs()),
+        // SAFETY: caller contract.
+        None => (unsafe { rb.pack(recv) }, rb.lens(), rb.offs()),
+    };
+    let (rlens, roffs) = (rb.lens(), rb.offs());
+    let mut all = vec![0u8; rb.total()];
+    let mut mismatch = None;
+    if let Some(me) = me {
+        mismatch = copy_block(
+            &input[soffs[me]..soffs[me] + slens[me]],
+            &mut all[roffs[me]..roffs[me] + rlens[me]],
+        )
+        .err();
+    }
+    let base = all.as_mut_ptr();
+    let recvs = others(c)
+        .map(|i| transfer(i, base.wrapping_add(roffs[i]), rlens[i]))
+        .collect();
+    let sends = others(c)
+        .map(|i| transfer(i, input.as_ptr().wrapping_add(soffs[i]), slens[i]))
+        .collect();
+    let recv_addr = recv as usize;
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            drop(input);
+            // SAFETY: the caller's buffer holds the blocks until the
+            // request completes (MPI's contract).
+            unsafe { rb.unpack(&all, recv_addr as *mut c_void) };
+            Ok(())
+        }),
+    }
+    .ending_with(mismatch))
+}
+
+/// Alltoallw: to peer `i`, `scounts[i]` elements of `stypes[i]` at byte
+/// `sdispls[i]` of `send`; from it, likewise into `recv`.
+///
+/// # Safety
+/// The arrays hold one entry per peer, the buffers what they describe.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(in crate::coll) unsafe fn alltoallw(
+    c: &vpml::Comm,
+    send: *const c_void,
+    scounts: *const c_int,
+    sdispls: *const c_int,
+    stypes: *const Datatype,
+    recv: *mut c_void,
+    rcounts: *const c_int,
+    rdispls: *const c_int,
+    rtypes: *const Datatype,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, send)?;
+    let (n, me) = peers(c);
+    let array = |p: *const c_int| -> Res<&[c_int]> {
+        if n > 0 && p.is_null() {
+            return Err((MPI_ERR_ARG, "null count, displacement or type array".into()));
+        }
+        // SAFETY: one entry per peer (caller contract).
+        Ok(unsafe { crate::state::c_array(p, n as c_int) })
+    };
+    let (rc, rd, rt) = (array(rcounts)?, array(rdispls)?, array(rtypes)?);
+    let at = |base: *const c_void, d: c_int| {
+        (base as *const u8).wrapping_offset(d as isize) as *mut c_void
+    };
+    // Where each peer's block comes from: in place, the result buffer.
+    let (sc, sd, st, sbase) = if in_place(send) {
+        (rc, rd, rt, recv as *const c_void)
+    } else {
+        (array(scounts)?, array(sdispls)?, array(stypes)?, send)
+    };
+    // Every outgoing block packed and copied (the result buffer may be
+    // the input); every incoming one into its own message.
+    // A block of no elements may name any datatype (even none).
+    let mut out_blocks = Vec::with_capacity(n);
+    for i in 0..n {
+        out_blocks.push(match sc[i] {
+            0 => Vec::new(),
+            // SAFETY: caller contract.
+            _ => unsafe { owned(at(sbase, sd[i]), sc[i], st[i]) }?,
+        });
+    }
+    let mut in_msgs = Vec::with_capacity(n);
+    for i in 0..n {
+        in_msgs.push(match rc[i] {
+            0 => Message::Direct {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+            },
+            // SAFETY: caller contract.
+            _ => checked(unsafe { Message::new(at(recv, rd[i]), rc[i], rt[i], false) })?,
+        });
+    }
+    let mismatch = match me {
+        Some(me) => copy_block(&out_blocks[me], in_msgs[me].bytes()).err(),
+        None => None,
+    };
+    let sends = others(c)
+        .map(|i| transfer(i, out_blocks[i].as_ptr(), out_blocks[i].len()))
+        .collect();
+    let recvs = others(c)
+        .map(|i| {
+            let (ptr, len) = in_msgs[i].target();
+            transfer(i, ptr, len)
+        })
+        .collect();
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            drop(out_blocks);
+            for m in &in_msgs {
+                m.finish(None);
+            }
+            Ok(())
+        }),
+    }
+    .ending_with(mismatch))
+}

@@ -1,0 +1,292 @@
+//! Layouts of the reductions: reduce, allreduce, scans and
+//! reduce-scatter, folded in rank order once every contribution arrived.
+
+use std::ffi::{c_int, c_void};
+
+use super::super::checked;
+use super::*;
+use crate::coll::Res;
+use crate::consts::*;
+use crate::types::{CombineOp, Message, fold_packed, private_copy, release_copy};
+
+/// A reduction's result buffer and this rank's contribution: `recv`
+/// holds the result (and, in place, the input).
+///
+/// # Safety
+/// The buffers hold `count` elements of `dt` where MPI says they matter.
+unsafe fn reduction_buffers(
+    c: &vpml::Comm,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    with_result: bool,
+) -> Res<(Option<Message>, Vec<u8>)> {
+    no_in_place_on_inter(c, send)?;
+    let inplace = in_place(send);
+    if inplace && !with_result {
+        return Err((MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only".into()));
+    }
+    let mut out = if with_result {
+        // SAFETY: caller contract.
+        Some(checked(unsafe { Message::new(recv, count, dt, inplace) })?)
+    } else {
+        None
+    };
+    let mine = match (&mut out, inplace) {
+        (Some(o), true) => o.bytes().to_vec(),
+        // SAFETY: caller contract.
+        _ => unsafe { owned(send, count, dt) }?,
+    };
+    Ok((out, mine))
+}
+
+/// The last step of a reduction: fold `parts` (a contribution per rank, in
+/// rank order) into `out`, with datatype `dt` as its private copy `kept`
+/// lays it out (released here) and as the program's handle `shown` names
+/// it to a user operation. (If the request fails first, the copy is not
+/// released: a slot of the type table, no more.)
+fn fold_into(
+    op: CombineOp,
+    (dt, kept, shown): (Datatype, Option<Datatype>, Datatype),
+    count: usize,
+    parts: &[&[u8]],
+    out: &mut Message,
+) -> Res {
+    let r = fold_packed(op, kept.unwrap_or(dt), shown, count, parts, out.bytes());
+    // The private copy of a derived datatype goes with the last step.
+    if let Some(k) = kept {
+        release_copy(k);
+    }
+    r?;
+    out.finish(None);
+    Ok(())
+}
+
+/// Receive slots, one per peer of `from`, each `len` bytes.
+fn slots(from: &[usize], len: usize) -> Vec<Vec<u8>> {
+    from.iter().map(|_| vec![0u8; len]).collect()
+}
+
+/// # Safety
+/// As [`reduction_buffers`].
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(in crate::coll) unsafe fn reduce(
+    c: &vpml::Comm,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: Op,
+    shown: Datatype,
+    root: c_int,
+    all: bool,
+) -> Res<Laid> {
+    let op = checked(CombineOp::new(op, dt))?;
+    let role = if all { Role::Root } else { role(c, root)? };
+    if role == Role::Idle {
+        return Ok(Laid::nothing());
+    }
+    let n = usize::try_from(count).unwrap_or(0);
+    // On an intercommunicator the root's group contributes nothing.
+    let contributes = !c.is_inter() || role != Role::Root || all;
+    let (out, mine) = if contributes {
+        // SAFETY: caller contract.
+        unsafe { reduction_buffers(c, send, recv, count, dt, role == Role::Root) }?
+    } else {
+        // SAFETY: caller contract.
+        (
+            Some(checked(unsafe { Message::new(recv, count, dt, false) })?),
+            Vec::new(),
+        )
+    };
+    if let Role::Leaf(r) = role {
+        return Ok(Laid {
+            sends: vec![transfer(r, mine.as_ptr(), mine.len())],
+            recvs: Vec::new(),
+            after: Box::new(move || {
+                drop(mine);
+                Ok(())
+            }),
+        });
+    }
+    let Some(mut out) = out else {
+        return Ok(Laid::nothing());
+    };
+    let from: Vec<usize> = others(c).collect();
+    let len = out.bytes().len();
+    let mut got = slots(&from, len);
+    let recvs = from
+        .iter()
+        .zip(got.iter_mut())
+        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
+        .collect();
+    let sends = if all {
+        others(c)
+            .map(|i| transfer(i, mine.as_ptr(), mine.len()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (_, me) = peers(c);
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            if let Some(me) = me {
+                parts.insert(me, &mine);
+            }
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
+        }),
+    })
+}
+
+/// Prefix reductions: `inclusive` for `MPI_Iscan`, else `MPI_Iexscan`.
+///
+/// # Safety
+/// As [`reduction_buffers`].
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(in crate::coll) unsafe fn scan(
+    c: &vpml::Comm,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: Op,
+    shown: Datatype,
+    inclusive: bool,
+) -> Res<Laid> {
+    intra_only(c)?;
+    let op = checked(CombineOp::new(op, dt))?;
+    let n = usize::try_from(count).unwrap_or(0);
+    let (r, size) = (c.rank(), c.size());
+    // SAFETY: caller contract.
+    let (out, mine) = unsafe { reduction_buffers(c, send, recv, count, dt, true) }?;
+    let Some(mut out) = out else {
+        return Ok(Laid::nothing());
+    };
+    let len = mine.len();
+    let lower: Vec<usize> = (0..r).collect();
+    let mut got = slots(&lower, len);
+    let recvs = lower
+        .iter()
+        .zip(got.iter_mut())
+        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
+        .collect();
+    let sends = (r + 1..size)
+        .map(|i| transfer(i, mine.as_ptr(), len))
+        .collect();
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            if inclusive {
+                parts.push(&mine);
+            }
+            if parts.is_empty() {
+                // Rank 0's exclusive scan: the result is undefined; the
+                // buffer is left alone.
+                if let Some(k) = kept {
+                    release_copy(k);
+                }
+                return Ok(());
+            }
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
+        }),
+    })
+}
+
+/// Reduce-scatter with `counts[i]` elements to rank `i` (`equal`: the
+/// block form, the one MPI defines on an intercommunicator too, where each
+/// group's input is cut in equal blocks among the other group).
+///
+/// # Safety
+/// `send` holds the sum of `counts` elements of `dt` (in place: `recv`
+/// does), `recv` `counts[rank]`.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list, and the handle shown
+pub(in crate::coll) unsafe fn reduce_scatter(
+    c: &vpml::Comm,
+    send: *const c_void,
+    recv: *mut c_void,
+    counts: Vec<usize>,
+    dt: Datatype,
+    op: Op,
+    shown: Datatype,
+    equal: bool,
+) -> Res<Laid> {
+    no_in_place_on_inter(c, send)?;
+    let op = checked(CombineOp::new(op, dt))?;
+    let (np, me) = peers(c);
+    let r = c.rank();
+    let esize = element_size(dt)?;
+    let total: usize = counts.iter().sum();
+    // How this rank's input is cut among its peers, in elements.
+    let cut: Vec<usize> = if c.is_inter() {
+        if !equal {
+            return Err((
+                MPI_ERR_COMM,
+                "MPI_Ireduce_scatter on an intercommunicator is not supported (MPI_Ireduce_scatter_block is)".into(),
+            ));
+        }
+        if np == 0 || !total.is_multiple_of(np) {
+            return Err((
+                MPI_ERR_COUNT,
+                "the input does not split into equal blocks for the remote group".into(),
+            ));
+        }
+        vec![total / np; np]
+    } else {
+        counts.clone()
+    };
+    let total_c =
+        c_int::try_from(total).map_err(|_| (MPI_ERR_COUNT, "counts too large".to_string()))?;
+    let from = if in_place(send) {
+        recv as *const c_void
+    } else {
+        send
+    };
+    // SAFETY: caller contract.
+    let input = unsafe { owned(from, total_c, dt) }?;
+    let n = counts[r];
+    // SAFETY: caller contract.
+    let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(cut.iter().scan(0, |at, &k| {
+            *at += k * esize;
+            Some(*at)
+        }))
+        .collect();
+    let block = |i: usize| bounds[i]..bounds[i + 1];
+    let len = n * esize;
+    let from: Vec<usize> = others(c).collect();
+    let mut got = slots(&from, len);
+    let recvs = from
+        .iter()
+        .zip(got.iter_mut())
+        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
+        .collect();
+    let sends = from
+        .iter()
+        .map(|&i| transfer(i, input.as_ptr().wrapping_add(bounds[i]), block(i).len()))
+        .collect();
+    let own = me.map(block);
+    // The program may free the datatype before the request completes.
+    let kept = private_copy(dt);
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            if let (Some(me), Some(own)) = (me, own) {
+                parts.insert(me, &input[own]);
+            }
+            fold_into(op, (dt, kept, shown), n, &parts, &mut out)
+        }),
+    })
+}
