@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use super::{source_of, tag_of, write_status};
 use crate::consts::*;
 use crate::state::{comm, error, put, vpml_error};
-use crate::types::info;
+use crate::types::{info, is_pair};
 
 export! {
     fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, dt: Datatype, count: *mut c_int) -> c_int {
@@ -86,22 +86,6 @@ export! {
             Err(e) => vpml_error(h, "MPI_Iprobe", &e),
         }
     }
-}
-
-/// One of the (value, index) pair types of `MPI_MINLOC`/`MPI_MAXLOC`.
-fn is_pair(dt: Datatype) -> bool {
-    matches!(
-        dt,
-        MPI_FLOAT_INT
-            | MPI_DOUBLE_INT
-            | MPI_LONG_INT
-            | MPI_SHORT_INT
-            | MPI_2INT
-            | MPI_LONG_DOUBLE_INT
-            | MPI_2INTEGER
-            | MPI_2REAL
-            | MPI_2DOUBLE_PRECISION
-    )
 }
 
 /// Record in `status` that `count` basic elements of `dt` arrived.

@@ -34,6 +34,22 @@ pub(crate) fn predefined_size(dt: Datatype) -> Option<usize> {
     }
 }
 
+/// One of the (value, index) pair types of `MPI_MINLOC`/`MPI_MAXLOC`.
+pub(crate) fn is_pair(dt: Datatype) -> bool {
+    matches!(
+        dt,
+        MPI_FLOAT_INT
+            | MPI_DOUBLE_INT
+            | MPI_LONG_INT
+            | MPI_SHORT_INT
+            | MPI_2INT
+            | MPI_LONG_DOUBLE_INT
+            | MPI_2INTEGER
+            | MPI_2REAL
+            | MPI_2DOUBLE_PRECISION
+    )
+}
+
 /// The layout of a pair type with padding between or after its two parts
 /// (as C lays the struct out: `MPI_DOUBLE_INT` is 12 bytes of data in 16),
 /// if `dt` is one: its data is the value and the index, not the padding.

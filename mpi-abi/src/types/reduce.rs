@@ -63,18 +63,7 @@ impl CombineOp {
                 | MPI_COMPLEX8
                 | MPI_COMPLEX16
         );
-        let pair = matches!(
-            base,
-            MPI_2INT
-                | MPI_FLOAT_INT
-                | MPI_DOUBLE_INT
-                | MPI_LONG_INT
-                | MPI_SHORT_INT
-                | MPI_LONG_DOUBLE_INT
-                | MPI_2INTEGER
-                | MPI_2REAL
-                | MPI_2DOUBLE_PRECISION
-        );
+        let pair = super::is_pair(base);
         let ok = match op {
             MPI_SUM | MPI_PROD => !pair,
             MPI_MAX | MPI_MIN => !pair && !complex,
