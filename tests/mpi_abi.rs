@@ -170,6 +170,18 @@ fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
     c_checks_pass("errhan", Compiler::Mpich, &["none"]);
 }
 
+/// `tests/c/multiple.c`: under `MPI_THREAD_MULTIPLE`, threads block in
+/// receives, probes and collectives at once without stopping each other.
+#[test]
+fn threads_call_at_once_under_mpi_thread_multiple_built_with_vpml_mpicc() {
+    c_checks_pass("multiple", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn threads_call_at_once_under_mpi_thread_multiple_built_with_mpich() {
+    c_checks_pass("multiple", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 #[test]
 fn threads_take_turns_under_mpi_thread_serialized() {
     let _g = serial();

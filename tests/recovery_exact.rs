@@ -248,6 +248,52 @@ fn recovery_stops_with_one_line_when_re_execution_diverges() {
     }
 }
 
+/// A rank whose threads call MPI at once (`MPI_THREAD_MULTIPLE`) cannot be
+/// re-executed exactly while they do: the order of its threads' calls is
+/// not logged. Killed at a send, the job either finishes with the
+/// failure-free output (the restarted rank caught up before a second
+/// thread called MPI) or stops with one line; a kill amid the threads'
+/// exchanges must stop it.
+#[test]
+fn recovery_of_a_rank_whose_threads_call_mpi_at_once_is_exact_or_stops_with_one_line() {
+    let _g = serial();
+    let prog = mpicc("multiple");
+    let reference = job(&[], &prog, &[]);
+    let want = text(&reference.stdout);
+    assert!(want.starts_with("multiple ok "), "{want}");
+    let mut stopped = 0;
+    for n in [1, 40, 400] {
+        let kill = format!("1@point:send.after_frame#{n}");
+        let out = job(&["--inject-failure".into(), kill.clone()], &prog, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(restarts(&stderr), 1, "kill {kill} landed: {stderr}");
+        if out.status.success() {
+            assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
+            continue;
+        }
+        stopped += 1;
+        assert_eq!(out.status.code(), Some(70), "kill {kill}: {stderr}");
+        assert!(
+            !text(&out.stdout).contains("multiple ok"),
+            "the job must not finish: {stderr}"
+        );
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("a second thread calls MPI while the rank re-executes"))
+            .collect();
+        assert_eq!(lines.len(), 1, "kill {kill}: {stderr}");
+        assert!(
+            lines[0].contains("rank 1 (incarnation 1) diverged"),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(
+        stopped >= 2,
+        "kills amid the threads' exchanges must stop the job"
+    );
+}
+
 #[test]
 fn recovery_a_rank_killed_during_start_up_stops_the_job_with_one_line() {
     let _g = serial();

@@ -95,6 +95,7 @@ pub const MPI_ANY_TAG: c_int = -1;
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1;
 pub const MPI_THREAD_SERIALIZED: c_int = 2;
+pub const MPI_THREAD_MULTIPLE: c_int = 3;
 pub const MPI_MAX_PROCESSOR_NAME: usize = 128;
 pub const MPI_MAX_ERROR_STRING: usize = 512;
 pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;

@@ -60,6 +60,8 @@ fn init(func: &str, level: c_int) -> c_int {
     // MPI_Init again, where a collective would meet nobody.
     let selfc = world.self_comm();
     let worldc: vpml::Comm = (*world).clone();
+    let waker = worldc.waker_raw();
+    let reexecuting = worldc.reexecuting();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         s.comms = vec![
@@ -82,10 +84,15 @@ fn init(func: &str, level: c_int) -> c_int {
         ];
         s.world = Some(world);
     });
-    // The thread level (and from now on, under SERIALIZED, the call lock)
-    // before another thread can see MPI initialized.
+    // The thread level (and from now on, under SERIALIZED or MULTIPLE, the
+    // call lock) before another thread can see MPI initialized.
     THREAD_LEVEL.store(level, Ordering::Release);
-    crate::state::SERIALIZED.store(level == MPI_THREAD_SERIALIZED, Ordering::Release);
+    crate::threads::init(
+        level == MPI_THREAD_SERIALIZED,
+        level == MPI_THREAD_MULTIPLE,
+        waker,
+        reexecuting,
+    );
     INITIALIZED.store(true, Ordering::Release);
     MPI_SUCCESS
 }
@@ -96,7 +103,7 @@ export! {
     }
 
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-        let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
+        let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
         let r = init("MPI_Init_thread", level);
         // SAFETY: an int pointer (caller contract).
         unsafe { put(provided, level) };

@@ -16,7 +16,7 @@ use crate::state::{STATE, error};
 /// `state` points to `len` readable bytes (or `len` is 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn VPMLX_Checkpoint(state: *const c_void, len: usize) -> c_int {
-    let _call = crate::state::enter();
+    let _call = crate::threads::enter();
     let bytes: &[u8] = if len == 0 || state.is_null() {
         &[]
     } else {
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn VPMLX_Checkpoint(state: *const c_void, len: usize) -> c
 /// `len` is a valid pointer; `buf` holds `*len` writable bytes or is null.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn VPMLX_Restarted(buf: *mut c_void, len: *mut usize) -> c_int {
-    let _call = crate::state::enter();
+    let _call = crate::threads::enter();
     let state = STATE.with(|s| s.borrow().world.as_ref().and_then(|w| w.restart_state()));
     let Some(state) = state else {
         return 0;

@@ -32,17 +32,18 @@
 //! * [`ext`] — `vpml_ext.h`: `VPMLX_Checkpoint`/`VPMLX_Restarted`, for
 //!   programs that want to restart from a checkpoint rather than replay
 //!   from the start;
+//! * [`threads`] — the call lock every call takes under
+//!   `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE`, and how a blocking
+//!   call waits without it;
 //! * [`unsupported`] — every other function of MPICH's ABI, failing with
 //!   `MPI_ERR_UNSUPPORTED_OPERATION` and its name.
 //!
-//! Every function is also exported as `PMPI_*`. Not yet here: strided and
-//! struct derived datatypes (`Type_vector`, `Type_indexed`,
-//! `Type_create_struct`, which need packing) and `MPI_THREAD_SERIALIZED`.
+//! Every function is also exported as `PMPI_*`.
 
 use std::ffi::c_int;
 
 /// Export each function as `MPI_x` and its profiling twin `PMPI_x`. Each
-/// call holds the call lock (see `state::enter`), except in a block that
+/// call holds the call lock (see `threads::enter`), except in a block that
 /// starts with `any_thread:` — the calls any thread may make at any time
 /// (`MPI_Initialized`, `MPI_Finalized`, `MPI_Query_thread`), which answer
 /// even while another thread is inside a blocking call and touch no state
@@ -59,7 +60,7 @@ macro_rules! export {
             /// The pointers follow the MPI standard's contract for this call.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                let _call = $lock.then(crate::state::enter);
+                let _call = $lock.then(crate::threads::enter);
                 $body
             }
 
@@ -91,6 +92,7 @@ pub mod info;
 pub mod p2p;
 pub mod pack;
 pub mod state;
+pub mod threads;
 pub mod topo;
 pub mod typemaps;
 pub mod types;

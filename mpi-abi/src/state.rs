@@ -4,9 +4,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
-use std::thread::ThreadId;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 
 use crate::consts::*;
 
@@ -239,15 +237,21 @@ impl State {
 
 /// The state, shared by the threads of a program: under
 /// `MPI_THREAD_FUNNELED` only the thread that initialized MPI calls it;
-/// under `MPI_THREAD_SERIALIZED` any thread may, one at a time, and every
-/// call holds [`enter`]'s lock.
+/// under `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE` any thread
+/// may, and every call holds the call lock ([`crate::threads`]) while it
+/// touches the state or the engine.
 pub(crate) struct Shared(RefCell<State>);
 
-// SAFETY: the state (and the vpml objects inside, which are not `Send`)
-// is only touched from MPI calls. Under FUNNELED those all come from one
-// thread; under SERIALIZED each call holds the process-wide call lock for
-// its whole duration, so one thread at a time uses it and the lock's
-// release/acquire orders one thread's accesses before the next's.
+// SAFETY: the state (and the vpml objects inside, which are not `Send`:
+// communicators share the engine through an `Rc<RefCell<_>>`) is only
+// touched from MPI calls. Under FUNNELED those all come from one thread;
+// under SERIALIZED and MULTIPLE each call holds the process-wide call lock
+// whenever it touches them, so one thread at a time does, and the lock's
+// release/acquire orders one thread's accesses before the next's. A call
+// that lets the lock go while it waits (`threads::block_until`) holds no
+// borrow of the state or the engine meanwhile: only its own clones of
+// communicators, whose reference counts other threads change under the
+// lock while it sleeps without touching them.
 unsafe impl Sync for Shared {}
 
 impl Shared {
@@ -271,56 +275,6 @@ pub(crate) static INITIALIZED: AtomicBool = AtomicBool::new(false);
 pub(crate) static FINALIZED: AtomicBool = AtomicBool::new(false);
 /// See [`INITIALIZED`].
 pub(crate) static THREAD_LEVEL: AtomicI32 = AtomicI32::new(MPI_THREAD_FUNNELED);
-
-/// Set by `MPI_Init_thread` when the program asked for
-/// `MPI_THREAD_SERIALIZED` (or more): calls then take the call lock.
-pub(crate) static SERIALIZED: AtomicBool = AtomicBool::new(false);
-
-/// The call lock: re-entrant (a user reduction may call MPI), so it
-/// records its owner and depth.
-static CALL_LOCK: Mutex<(Option<ThreadId>, usize)> = Mutex::new((None, 0));
-static CALL_FREE: Condvar = Condvar::new();
-
-/// Held for the duration of one MPI call.
-pub(crate) struct CallGuard(bool);
-
-/// Enter an MPI call: under `MPI_THREAD_SERIALIZED`, wait until no other
-/// thread is inside one.
-pub(crate) fn enter() -> CallGuard {
-    if !SERIALIZED.load(Ordering::Acquire) {
-        return CallGuard(false);
-    }
-    let me = std::thread::current().id();
-    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-    loop {
-        match g.0 {
-            None => {
-                *g = (Some(me), 1);
-                break;
-            }
-            Some(t) if t == me => {
-                g.1 += 1;
-                break;
-            }
-            Some(_) => g = CALL_FREE.wait(g).unwrap_or_else(PoisonError::into_inner),
-        }
-    }
-    CallGuard(true)
-}
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        if !self.0 {
-            return;
-        }
-        let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        g.1 = g.1.saturating_sub(1);
-        if g.1 == 0 {
-            g.0 = None;
-            CALL_FREE.notify_one();
-        }
-    }
-}
 
 /// The handle of slot `i` of a table whose handles are of `kind` (the
 /// top byte, as MPICH encodes handle kinds).

@@ -15,7 +15,7 @@ use crate::consts::{MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION};
 use crate::state::error;
 
 fn unsupported(func: &str) -> c_int {
-    let _call = crate::state::enter();
+    let _call = crate::threads::enter();
     error(
         MPI_COMM_WORLD,
         func,

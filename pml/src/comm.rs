@@ -449,6 +449,24 @@ impl Comm {
         self.engine.borrow().incarnation()
     }
 
+    /// True while this process re-executes what an earlier one of its rank
+    /// did: restarted and not yet past its last logged event or the last
+    /// send its peers already had (or replayed alone by `vpml replay`).
+    pub fn reexecuting(&self) -> bool {
+        self.engine.borrow().reexecuting()
+    }
+
+    /// Stop the job because this process's re-execution cannot follow the
+    /// logged execution: one line saying `what` (with the rank and
+    /// incarnation) and exit status 70, as for any divergence: the
+    /// launcher stops the job, and meanwhile every call of this process
+    /// fails.
+    pub fn stop_diverged(&self, what: &str) {
+        let mut eng = self.engine.borrow_mut();
+        let e = eng.diverged(what);
+        eng.fail(&e);
+    }
+
     /// True when large messages are copied once, straight from the
     /// sender's memory (false where the kernel forbids it; then they are
     /// pipelined through shared memory).

@@ -22,6 +22,16 @@ use crate::status::Status;
 pub type RawRequest = crate::engine::ReqId;
 
 pub use crate::collective::Transfer;
+pub use crate::engine::{OutsideSleep, Waker};
+
+/// What one [`Comm::poll_raw`] saw.
+#[derive(Debug, Clone, Copy)]
+pub struct Polled {
+    /// Something arrived or left (it may concern another thread).
+    pub progressed: bool,
+    /// The requests are done.
+    pub done: bool,
+}
 
 impl Comm {
     /// Start sending `len` bytes at `ptr` to `dest` (synchronous mode when
@@ -125,6 +135,36 @@ impl Comm {
     /// then take each status with [`Comm::finish_raw`].
     pub fn wait_all_raw(&self, reqs: &[Option<RawRequest>]) -> Result<()> {
         self.engine.borrow_mut().wait_all(reqs)
+    }
+
+    /// One pass of progress, then whether the requests of `reqs` (`None`:
+    /// inactive) are all done (`all`) or any is: for a caller that waits
+    /// outside vpml ([`Comm::outside_sleep_raw`]). No completion call is
+    /// made (the protocol sees none): complete them afterwards with
+    /// [`Comm::wait_all_raw`] or [`Comm::completion_raw`], which then do
+    /// not block.
+    pub fn poll_raw(&self, reqs: &[Option<RawRequest>], all: bool) -> Result<Polled> {
+        let mut eng = self.engine.borrow_mut();
+        let progressed = eng.progress()?;
+        let mut each = reqs.iter().flatten().map(|&r| eng.is_done(r));
+        let done = if all {
+            each.all(|d| d)
+        } else {
+            each.any(|d| d)
+        };
+        Ok(Polled { progressed, done })
+    }
+
+    /// Arm a sleep to take after letting the engine go (see
+    /// [`OutsideSleep`]); `None` if something already
+    /// arrived (poll again instead).
+    pub fn outside_sleep_raw(&self) -> Option<OutsideSleep> {
+        self.engine.borrow_mut().outside_sleep()
+    }
+
+    /// A waker for the outside sleepers of this process's engine.
+    pub fn waker_raw(&self) -> Waker {
+        self.engine.borrow().waker()
     }
 
     /// One completion call of `kind` over `reqs`: the indices of the

@@ -3,7 +3,10 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{MPI_Irecv, MPI_Request_free, MPI_Wait, rank_of, source_of, tag_of, write_status};
+use super::nonblocking::nonblocking;
+use super::{
+    MPI_Irecv, MPI_Request_free, MPI_Wait, rank_of, source_of, start_and_wait, tag_of, write_status,
+};
 use crate::consts::*;
 use crate::state::{STATE, comm, error, put, vpml_error, with_comm};
 use crate::types::Message;
@@ -31,6 +34,12 @@ fn blocking_send(
     tag: c_int,
     h: Comm,
 ) -> c_int {
+    if crate::threads::multiple() && !matches!(how, Blocking::Buffered) {
+        let sync = matches!(how, Blocking::Synchronous);
+        let start = |req| nonblocking(func, true, sync, buf, count, dt, dest, tag, h, req);
+        // SAFETY: no status is written.
+        return unsafe { start_and_wait(func, start, std::ptr::null_mut()) };
+    }
     // The common case: a predefined datatype (the C buffer itself) to a
     // real peer. (The communicator is cloned and the state let go before
     // the call blocks.)
@@ -117,6 +126,11 @@ export! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        if crate::threads::multiple() {
+            let start = |req| nonblocking("MPI_Recv", false, false, buf, count, dt, source, tag, h, req);
+            // SAFETY: the caller's status pointer.
+            return unsafe { start_and_wait("MPI_Recv", start, status) };
+        }
         // The common case, as in MPI_Send.
         if source != MPI_PROC_NULL
             && let Some(mut msg) = Message::predefined(buf, count, dt)

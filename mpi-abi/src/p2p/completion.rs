@@ -189,6 +189,11 @@ fn complete_with(
         (other, _) => Some(other),
     };
     if let (Some(call), Some(engine)) = (call, &engine) {
+        // Under MPI_THREAD_MULTIPLE, a wait lets other threads run.
+        if matches!(call, Call::WaitAll | Call::WaitAny | Call::WaitSome) {
+            crate::threads::block_until(engine, reqs, call == Call::WaitAll)
+                .map_err(|e| vpml_error(comm, func, &e))?;
+        }
         let kind = |k| engine.completion_raw(k, reqs);
         let completed = match call {
             Call::WaitAll => engine.wait_all_raw(reqs).map(|()| {
@@ -338,7 +343,9 @@ fn wait_all_plain(
         reqs.clear();
         return None;
     };
-    if let Err(e) = engine.wait_all_raw(reqs) {
+    let waited =
+        crate::threads::block_until(&engine, reqs, true).and_then(|()| engine.wait_all_raw(reqs));
+    if let Err(e) = waited {
         return Some(Err(vpml_error(comm, func, &e)));
     }
     let mut first_error = None;

@@ -71,7 +71,11 @@ fn probe_and_take(
         unsafe { write_status(status, None, true) };
         return Ok(Some(MPI_MESSAGE_NO_PROC));
     }
-    let found = if blocking {
+    // (Under MPI_THREAD_MULTIPLE, the probe that finds the message holds
+    // the call lock until it is taken: no other thread can receive it.)
+    let found = if blocking && crate::threads::multiple() {
+        super::probe::probe_threaded(&c, source, tag).map(Some)
+    } else if blocking {
         c.probe(source_of(source), tag_of(tag)).map(Some)
     } else {
         c.iprobe(source_of(source), tag_of(tag))

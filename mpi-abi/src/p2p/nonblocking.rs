@@ -8,8 +8,10 @@ use crate::consts::*;
 use crate::state::{Active, ReqEntry, error, put, request_handle, vpml_error, with_comm};
 use crate::types::Message;
 
+/// Start a send (synchronous when `sync`) or a receive, errors named
+/// after `func`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-fn nonblocking(
+pub(super) fn nonblocking(
     func: &str,
     send: bool,
     sync: bool,

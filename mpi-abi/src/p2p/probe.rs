@@ -52,7 +52,12 @@ export! {
             unsafe { write_status(status, None, true) };
             return MPI_SUCCESS;
         }
-        match c.probe(source_of(source), tag_of(tag)) {
+        let probed = if crate::threads::multiple() {
+            probe_threaded(&c, source, tag)
+        } else {
+            c.probe(source_of(source), tag_of(tag))
+        };
+        match probed {
             Ok(st) => {
                 // SAFETY: a status pointer or MPI_STATUS_IGNORE.
                 unsafe { write_status(status, Some(&st), false) };
@@ -86,6 +91,25 @@ export! {
             Err(e) => vpml_error(h, "MPI_Iprobe", &e),
         }
     }
+}
+
+/// `MPI_Probe` under `MPI_THREAD_MULTIPLE`: nonblocking probes until one
+/// finds a message, letting other threads call MPI between them.
+pub(super) fn probe_threaded(
+    c: &vpml::Comm,
+    source: c_int,
+    tag: c_int,
+) -> vpml::Result<vpml::Status> {
+    let mut found = None;
+    crate::threads::wait_for(c, || {
+        let progressed = c.poll_raw(&[], true)?.progressed;
+        found = c.iprobe(source_of(source), tag_of(tag))?;
+        Ok(vpml::raw::Polled {
+            progressed,
+            done: found.is_some(),
+        })
+    })?;
+    found.ok_or_else(|| vpml::Error::EngineFailed("probe ended without a message".into()))
 }
 
 /// Record in `status` that `count` basic elements of `dt` arrived.

@@ -31,23 +31,52 @@ unsafe fn write_completed(out: *mut MpiStatus, st: Option<&vpml::Status>) {
     unsafe { write_status(out, st, st.is_none()) };
 }
 
+/// `MPI_Wait` on the one handle of `hs`, errors named after `func`.
+///
+/// # Safety
+/// `status` is `MPI_STATUS_IGNORE` or a valid status pointer.
+pub(crate) unsafe fn wait_one(func: &str, hs: &mut [Request], status: *mut MpiStatus) -> c_int {
+    let each = |_, st: Option<&vpml::Status>| {
+        // SAFETY: caller contract.
+        unsafe { write_completed(status, st) }
+    };
+    match complete(func, hs, Call::WaitAll, each) {
+        Ok((Outcome::Completed { count: 1, error }, c)) => raise(func, c, error, false),
+        Ok(_) => {
+            // SAFETY: as above.
+            unsafe { write_status(status, None, false) };
+            MPI_SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// Under `MPI_THREAD_MULTIPLE`, a blocking call as its nonblocking start
+/// and a wait that lets other threads call MPI meanwhile (see
+/// [`crate::threads`]), errors named after `func`.
+///
+/// # Safety
+/// As for `wait_one`.
+pub(crate) unsafe fn start_and_wait(
+    func: &str,
+    start: impl FnOnce(*mut Request) -> c_int,
+    status: *mut MpiStatus,
+) -> c_int {
+    let mut req = MPI_REQUEST_NULL;
+    let r = start(&mut req);
+    if r != MPI_SUCCESS {
+        return r;
+    }
+    // SAFETY: the caller's status pointer.
+    unsafe { wait_one(func, std::slice::from_mut(&mut req), status) }
+}
+
 export! {
     fn MPI_Wait / PMPI_Wait(req: *mut Request, status: *mut MpiStatus) -> c_int {
         // SAFETY: one handle (caller contract).
         let hs = unsafe { handles(req, 1) };
-        let each = |_, st: Option<&vpml::Status>| {
-            // SAFETY: a status pointer or MPI_STATUS_IGNORE.
-            unsafe { write_completed(status, st) }
-        };
-        match complete("MPI_Wait", hs, Call::WaitAll, each) {
-            Ok((Outcome::Completed { count: 1, error }, c)) => raise("MPI_Wait", c, error, false),
-            Ok(_) => {
-                // SAFETY: as above.
-                unsafe { write_status(status, None, false) };
-                MPI_SUCCESS
-            }
-            Err(code) => code,
-        }
+        // SAFETY: the caller's status pointer.
+        unsafe { wait_one("MPI_Wait", hs, status) }
     }
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, reqs: *mut Request, statuses: *mut MpiStatus) -> c_int {

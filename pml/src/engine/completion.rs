@@ -365,7 +365,7 @@ impl Engine {
     }
 
     /// [`Error::Diverged`] for this rank.
-    pub(super) fn diverged(&self, what: impl std::fmt::Display) -> Error {
+    pub(crate) fn diverged(&self, what: impl std::fmt::Display) -> Error {
         Error::diverged(self.core.rank, self.incarnation(), what)
     }
 

@@ -239,7 +239,7 @@ impl Engine {
             size: env.size,
             peers,
             send_seq: vec![0; env.size],
-            own: Some(own),
+            own: Some(std::sync::Arc::new(own)),
             mailboxes,
             single_copy,
             idle,

@@ -24,6 +24,7 @@ mod completion;
 mod frames;
 mod join;
 mod link;
+mod outside;
 mod progress;
 mod recv;
 mod requests;
@@ -33,6 +34,7 @@ mod sim_rendezvous;
 mod tcp_rendezvous;
 
 use link::{Link, Outgoing, PartialDest, Peer, message_header};
+pub use outside::{OutsideSleep, Waker};
 pub use requests::ReqId;
 use requests::{Core, RawBytes, Unexpected};
 
@@ -131,7 +133,9 @@ pub(crate) struct Engine {
     size: usize,
     peers: Vec<Option<Peer>>,
     send_seq: Vec<u64>,
-    own: Option<Mailbox>,
+    /// Shared with [`OutsideSleep`]s and [`Waker`]s, which wait on and
+    /// ring its doorbell without the engine.
+    own: Option<std::sync::Arc<Mailbox>>,
     /// Kept mapped for the peers' rings and doorbells.
     mailboxes: Vec<Option<Mailbox>>,
     single_copy: bool,

@@ -126,6 +126,16 @@ impl Engine {
         self.recovery.as_mut()?.catching_up.as_mut()
     }
 
+    /// Is this process re-executing what an earlier one did (a restarted
+    /// rank before it caught up, or a rank replayed alone)?
+    pub(crate) fn reexecuting(&self) -> bool {
+        self.replay_alone
+            || self
+                .recovery
+                .as_ref()
+                .is_some_and(|r| r.catching_up.is_some())
+    }
+
     /// A restarted process has caught up once it is past its last logged
     /// event and has re-executed every send its peers already had: print
     /// how long each stage of its recovery took.

@@ -39,9 +39,6 @@ pub struct Doorbells {
     mailboxes: Vec<Mailbox>,
 }
 
-// SAFETY: only atomics of the shared mappings are touched.
-unsafe impl Send for Doorbells {}
-
 impl Doorbells {
     /// Map the mailboxes behind `fds` (one per rank of a `size`-rank job).
     pub fn map(fds: &[impl AsFd], size: usize) -> Result<Doorbells> {
@@ -117,6 +114,16 @@ pub(crate) struct Mailbox {
     base: *mut u8,
     len: usize,
 }
+
+// SAFETY: a `Mailbox` is the address of a shared mapping that lives until
+// it drops. Through `&Mailbox` safe code only reaches atomics (`doorbell`,
+// `pid`); the rings are raw pointers, which only unsafe code following the
+// ring protocol dereferences. Sharing or moving it between threads
+// therefore allows no data race (the engine's outside sleepers wait on its
+// doorbell from other threads).
+unsafe impl Send for Mailbox {}
+// SAFETY: as above.
+unsafe impl Sync for Mailbox {}
 
 impl Mailbox {
     /// Map the mailbox behind `fd` (inherited from the launcher) for a job of

@@ -19,7 +19,7 @@
 //! The layouts are in `movement` (barrier, broadcast, gathers, scatters,
 //! all-to-alls) and `reductions`; the MPI calls in `calls`.
 
-mod calls;
+pub(in crate::coll) mod calls;
 mod movement;
 mod reductions;
 

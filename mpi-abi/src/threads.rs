@@ -1,0 +1,220 @@
+//! Threads: the call lock, and waiting without it under
+//! `MPI_THREAD_MULTIPLE`.
+//!
+//! Under `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE` every call takes
+//! one process-wide lock ([`enter`]), so one thread at a time touches the
+//! library's state and the engine. Under `MPI_THREAD_MULTIPLE` a call
+//! that would block — a receive, a wait, a probe, a blocking collective —
+//! must not keep it, or a thread waiting for a message would stop the
+//! thread that sends it: such a call starts its requests, then waits for
+//! them with [`block_until`], which polls the engine under the lock and
+//! sleeps on the engine's doorbell without it. A thread that ends a call
+//! while others sleep rings the doorbell, so a sleeper whose request that
+//! call completed (a message between two threads of one rank) notices.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::thread::ThreadId;
+
+use vpml::raw::{Polled, RawRequest, Waker};
+
+/// Set by `MPI_Init_thread` when the program asked for
+/// `MPI_THREAD_SERIALIZED` or more: calls then take the call lock.
+pub(crate) static LOCKED: AtomicBool = AtomicBool::new(false);
+
+/// Set by `MPI_Init_thread` when the program asked for
+/// `MPI_THREAD_MULTIPLE`: blocking calls wait without the lock.
+static MULTIPLE: AtomicBool = AtomicBool::new(false);
+
+/// Threads sleeping in [`block_until`] right now.
+static SLEEPERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Set at init when this process re-executes a rank under a logging
+/// protocol (see [`one_thread_while_reexecuting`]); cleared once it has
+/// caught up.
+static REEXECUTING: AtomicBool = AtomicBool::new(false);
+
+/// The thread that initialized MPI (the only one that may call it while
+/// the process re-executes).
+static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+/// Rings the engine's doorbell, waking the sleepers.
+static WAKER: OnceLock<Waker> = OnceLock::new();
+
+/// Rounds of polling, letting the lock go and yielding between them,
+/// before a waiting thread sleeps.
+const POLLS_BEFORE_SLEEP: u32 = 64;
+
+/// The call lock: re-entrant (a user reduction may call MPI), so it
+/// records its owner and depth.
+static CALL_LOCK: Mutex<(Option<ThreadId>, usize)> = Mutex::new((None, 0));
+static CALL_FREE: Condvar = Condvar::new();
+
+/// Record the thread support granted at init: `serialized` takes the call
+/// lock in every call, `multiple` lets blocking calls wait without it,
+/// woken through `waker`.
+pub(crate) fn init(serialized: bool, multiple: bool, waker: Waker, reexecuting: bool) {
+    let _ = WAKER.set(waker);
+    let _ = INIT_THREAD.set(std::thread::current().id());
+    REEXECUTING.store(reexecuting, Ordering::Release);
+    MULTIPLE.store(multiple, Ordering::Release);
+    LOCKED.store(serialized || multiple, Ordering::Release);
+}
+
+/// Do blocking calls wait without the call lock (`MPI_THREAD_MULTIPLE`)?
+#[inline]
+pub(crate) fn multiple() -> bool {
+    MULTIPLE.load(Ordering::Relaxed)
+}
+
+/// Held for the duration of one MPI call.
+pub(crate) struct CallGuard(bool);
+
+/// Enter an MPI call: under `MPI_THREAD_SERIALIZED` or `_MULTIPLE`, wait
+/// until no other thread holds the call lock.
+pub(crate) fn enter() -> CallGuard {
+    if !LOCKED.load(Ordering::Acquire) {
+        return CallGuard(false);
+    }
+    let me = std::thread::current().id();
+    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        match g.0 {
+            None => {
+                *g = (Some(me), 1);
+                break;
+            }
+            Some(t) if t == me => {
+                g.1 += 1;
+                break;
+            }
+            Some(_) => g = CALL_FREE.wait(g).unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+    if REEXECUTING.load(Ordering::Relaxed) && INIT_THREAD.get() != Some(&me) {
+        one_thread_while_reexecuting();
+    }
+    CallGuard(true)
+}
+
+/// A thread other than the one that initialized MPI calls it while this
+/// process re-executes a rank. The order in which several threads' calls
+/// reach the engine is not recorded, so a re-execution could give their
+/// messages other sequence numbers, or a logged outcome to another call,
+/// than the execution it replays: exact or loud, the job stops, with one
+/// line. (Once caught up, any thread may call again.) Runs under the call
+/// lock, with the state free.
+#[cold]
+fn one_thread_while_reexecuting() {
+    let world = crate::state::STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+    let Some(world) = world else {
+        return;
+    };
+    if world.reexecuting() {
+        world.stop_diverged(
+            "a second thread calls MPI while the rank re-executes: vpml does not record the order of several threads' calls (MPI_THREAD_MULTIPLE), so it cannot replay them",
+        );
+    } else {
+        REEXECUTING.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if !self.0 {
+            return;
+        }
+        let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        g.1 = g.1.saturating_sub(1);
+        if g.1 == 0 {
+            g.0 = None;
+            CALL_FREE.notify_one();
+        }
+        drop(g);
+        // The call may have completed what a sleeper waits for.
+        wake_sleepers();
+    }
+}
+
+/// Ring the doorbell if any thread sleeps in [`block_until`].
+fn wake_sleepers() {
+    if SLEEPERS.load(Ordering::SeqCst) > 0
+        && let Some(w) = WAKER.get()
+    {
+        w.wake();
+    }
+}
+
+/// Run `f` without the call lock, if this thread holds it, and take it
+/// back afterwards, as deep as it was. It is let go at any depth: the
+/// library's calls call each other (`MPI_Sendrecv` waits with `MPI_Wait`),
+/// and a call made from a user function (a reduction, an error handler)
+/// finds the state as consistent as at any call's start, since no call
+/// keeps it borrowed while user code runs.
+fn unlocked<R>(f: impl FnOnce() -> R) -> R {
+    let me = std::thread::current().id();
+    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    if g.0 != Some(me) {
+        drop(g);
+        return f();
+    }
+    let depth = g.1;
+    *g = (None, 0);
+    CALL_FREE.notify_one();
+    drop(g);
+    let r = f();
+    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    while g.0.is_some() {
+        g = CALL_FREE.wait(g).unwrap_or_else(PoisonError::into_inner);
+    }
+    *g = (Some(me), depth);
+    r
+}
+
+/// Under `MPI_THREAD_MULTIPLE`, wait until the requests of `reqs`
+/// (`None`: inactive) are all done (`all`) or any is, letting other
+/// threads call MPI meanwhile; the completion call that follows then
+/// finds them done. Otherwise return at once (the completion call waits
+/// inside the engine). The caller holds no borrow of the state.
+pub(crate) fn block_until(
+    engine: &vpml::Comm,
+    reqs: &[Option<RawRequest>],
+    all: bool,
+) -> vpml::Result<()> {
+    if !multiple() {
+        return Ok(());
+    }
+    wait_for(engine, || engine.poll_raw(reqs, all))
+}
+
+/// Call `poll` (under the call lock) until it says done, letting other
+/// threads call MPI between calls: a few rounds with a yield, then sleeps
+/// on `engine`'s doorbell. The caller holds no borrow of the state.
+pub(crate) fn wait_for(
+    engine: &vpml::Comm,
+    mut poll: impl FnMut() -> vpml::Result<Polled>,
+) -> vpml::Result<()> {
+    let mut polls = 0;
+    loop {
+        let polled = poll()?;
+        if polled.progressed {
+            // What arrived may be another thread's.
+            wake_sleepers();
+        }
+        if polled.done {
+            return Ok(());
+        }
+        if polled.progressed || polls < POLLS_BEFORE_SLEEP {
+            polls += 1;
+            unlocked(std::thread::yield_now);
+            continue;
+        }
+        let Some(sleep) = engine.outside_sleep_raw() else {
+            continue;
+        };
+        SLEEPERS.fetch_add(1, Ordering::SeqCst);
+        unlocked(|| sleep.sleep());
+        SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+        polls = 0;
+    }
+}

@@ -1,0 +1,152 @@
+/* MPI_THREAD_MULTIPLE on 4 ranks: threads call MPI at the same time, with
+   no lock of their own.
+   - Each of 4 threads per rank has its own duplicate of MPI_COMM_WORLD and
+     runs rings of blocking Sendrecv, Send/Recv, Ssend, Probe + Recv and
+     collectives (Allreduce, Bcast, Allgather, Barrier) on it: a thread
+     blocked in a receive or a collective must not stop the others, whose
+     partners on other ranks wait for them.
+   - Two threads of one rank talk to each other through MPI_COMM_SELF (a
+     receive completed by a sibling's send wakes the blocked thread).
+   - Waitany over requests of several threads' communicators.
+   Every result is checked against the value it must have; rank 0 prints
+   "multiple ok <checks>" or FAIL lines. Built with `vpml mpicc` or MPICH's
+   mpicc.mpich. */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define THREADS 4
+static int ROUNDS = 50;
+
+static int rank, size;
+static long checks, failed;
+
+#define CHECK(cond, ...)                                            \
+    do {                                                            \
+        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);           \
+        if (!(cond)) {                                              \
+            __atomic_add_fetch(&failed, 1, __ATOMIC_RELAXED);       \
+            printf("FAIL rank %d line %d: ", rank, __LINE__);       \
+            printf(__VA_ARGS__);                                    \
+            printf("\n");                                           \
+        }                                                           \
+    } while (0)
+
+static MPI_Comm comms[THREADS];
+
+/* One thread's work on its own communicator. */
+static void *ring(void *arg) {
+    int id = (int)(long)arg;
+    MPI_Comm c = comms[id];
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    for (int i = 0; i < ROUNDS; i++) {
+        long out = rank * 1000 + id * 100 + i, in = -1;
+        MPI_Sendrecv(&out, 1, MPI_LONG, right, i, &in, 1, MPI_LONG, left, i, c, MPI_STATUS_IGNORE);
+        CHECK(in == left * 1000 + id * 100 + i, "thread %d sendrecv %d got %ld", id, i, in);
+
+        /* Even ranks send first, odd ranks receive first (blocking). */
+        long got = -1;
+        MPI_Status st;
+        if (rank % 2 == 0) {
+            MPI_Ssend(&out, 1, MPI_LONG, right, 7, c);
+            MPI_Probe(MPI_ANY_SOURCE, 7, c, &st);
+            CHECK(st.MPI_SOURCE == left, "thread %d probe source %d", id, st.MPI_SOURCE);
+            MPI_Recv(&got, 1, MPI_LONG, st.MPI_SOURCE, 7, c, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(&got, 1, MPI_LONG, left, 7, c, &st);
+            MPI_Send(&out, 1, MPI_LONG, right, 7, c);
+        }
+        CHECK(got == left * 1000 + id * 100 + i, "thread %d round %d got %ld", id, i, got);
+
+        long sum = 0;
+        MPI_Allreduce(&out, &sum, 1, MPI_LONG, MPI_SUM, c);
+        long want = 1000L * size * (size - 1) / 2 + (long)size * (id * 100 + i);
+        CHECK(sum == want, "thread %d allreduce %d: %ld, not %ld", id, i, sum, want);
+
+        int root = i % size, b = rank == root ? id * 7 + i : -1;
+        MPI_Bcast(&b, 1, MPI_INT, root, c);
+        CHECK(b == id * 7 + i, "thread %d bcast %d: %d", id, i, b);
+
+        int all[64], me = rank + id;
+        MPI_Allgather(&me, 1, MPI_INT, all, 1, MPI_INT, c);
+        for (int r = 0; r < size; r++) CHECK(all[r] == r + id, "thread %d allgather[%d] %d", id, r, all[r]);
+        MPI_Barrier(c);
+    }
+    return NULL;
+}
+
+/* Two threads of this rank: one receives on MPI_COMM_SELF what the other
+   sends, ROUNDS times, with blocking calls. */
+static void *self_receiver(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        int v = -1;
+        MPI_Recv(&v, 1, MPI_INT, 0, i, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        CHECK(v == i * 3, "self receive %d: %d", i, v);
+    }
+    return NULL;
+}
+
+static void *self_sender(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        int v = i * 3;
+        MPI_Ssend(&v, 1, MPI_INT, 0, i, MPI_COMM_SELF);
+    }
+    return NULL;
+}
+
+/* Each thread receives from the rank on its left on its own communicator
+   and the main thread waits for any of the sends. */
+static void *any_receiver(void *arg) {
+    int id = (int)(long)arg, v = -1;
+    int left = (rank + size - 1) % size;
+    MPI_Recv(&v, 1, MPI_INT, left, 3, comms[id], MPI_STATUS_IGNORE);
+    CHECK(v == left * 10 + id, "waitany thread %d got %d", id, v);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int provided = -1, queried = -1;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (argc > 1) ROUNDS = atoi(argv[1]);
+    MPI_Query_thread(&queried);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(provided == MPI_THREAD_MULTIPLE && queried == provided, "thread level %d %d", provided, queried);
+    for (int t = 0; t < THREADS; t++) MPI_Comm_dup(MPI_COMM_WORLD, &comms[t]);
+
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, ring, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+
+    pthread_create(&th[0], NULL, self_receiver, NULL);
+    pthread_create(&th[1], NULL, self_sender, NULL);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, any_receiver, (void *)t);
+    MPI_Request rq[THREADS];
+    int vals[THREADS], right = (rank + 1) % size;
+    for (int t = 0; t < THREADS; t++) {
+        vals[t] = rank * 10 + t;
+        MPI_Isend(&vals[t], 1, MPI_INT, right, 3, comms[t], &rq[t]);
+    }
+    int seen = 0;
+    for (int k = 0; k < THREADS; k++) {
+        int idx = -1;
+        MPI_Waitany(THREADS, rq, &idx, MPI_STATUS_IGNORE);
+        CHECK(idx >= 0 && idx < THREADS && !(seen & (1 << idx)), "waitany index %d", idx);
+        if (idx >= 0 && idx < THREADS) seen |= 1 << idx;
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+
+    for (int t = 0; t < THREADS; t++) MPI_Comm_free(&comms[t]);
+    long fails = failed, total_fails = 0, total_checks = 0, mine = checks;
+    MPI_Reduce(&fails, &total_fails, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine, &total_checks, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0 && total_fails == 0) printf("multiple ok %ld\n", total_checks);
+    MPI_Finalize();
+    return 0;
+}
