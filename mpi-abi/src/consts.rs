@@ -183,6 +183,7 @@ pub const MPI_NO_OP: Op = 0x5800_000e;
 
 /// MPICH's `MPI_Status`.
 #[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct MpiStatus {
     pub count_lo: c_int,
     pub count_hi_and_cancelled: c_int,

@@ -153,6 +153,8 @@ pub(crate) struct ReqEntry {
     /// completed (folding contributions, unpacking); it owns the memory
     /// the transfers use.
     pub after: Option<AfterCollective>,
+    /// A generalized request's functions (`MPI_Grequest_start`).
+    pub greq: Option<Box<crate::p2p::Greq>>,
 }
 
 /// See [`ReqEntry::after`].

@@ -92,8 +92,6 @@ unsupported! {
     MPI_Get_c / PMPI_Get_c,
     MPI_Get_count_c / PMPI_Get_count_c,
     MPI_Get_elements_c / PMPI_Get_elements_c,
-    MPI_Grequest_complete / PMPI_Grequest_complete,
-    MPI_Grequest_start / PMPI_Grequest_start,
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset,
     MPI_Iallgather_c / PMPI_Iallgather_c,
     MPI_Iallgatherv_c / PMPI_Iallgatherv_c,

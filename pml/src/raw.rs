@@ -137,6 +137,18 @@ impl Comm {
         self.engine.borrow_mut().wait_all(reqs)
     }
 
+    /// Start a request that completes when [`Comm::complete_external_raw`]
+    /// is called on it (MPI's generalized requests); its status is empty.
+    pub fn start_external_raw(&self) -> RawRequest {
+        self.engine.borrow_mut().start_external()
+    }
+
+    /// Complete a request of [`Comm::start_external_raw`] (an error if it
+    /// is not one, or already complete).
+    pub fn complete_external_raw(&self, r: RawRequest) -> Result<()> {
+        self.engine.borrow_mut().complete_external(r)
+    }
+
     /// One pass of progress, then whether the requests of `reqs` (`None`:
     /// inactive) are all done (`all`) or any is: for a caller that waits
     /// outside vpml ([`Comm::outside_sleep_raw`]). No completion call is

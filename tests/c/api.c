@@ -1044,6 +1044,79 @@ static void errors(void) {
     }
 }
 
+/* Generalized requests: the application completes them; the query
+   function gives the status, the free function runs once, the cancel
+   function is told whether the request completed. */
+static int greq_freed, greq_cancelled_complete = -1;
+
+static int greq_query(void *extra, MPI_Status *st) {
+    MPI_Status_set_elements(st, MPI_INT, *(int *)extra);
+    MPI_Status_set_cancelled(st, 0);
+    st->MPI_SOURCE = 5;
+    st->MPI_TAG = 77;
+    return MPI_SUCCESS;
+}
+
+static int greq_free(void *extra) {
+    (void)extra;
+    greq_freed++;
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete) {
+    (void)extra;
+    greq_cancelled_complete = complete;
+    return MPI_SUCCESS;
+}
+
+static void generalized_requests(void) {
+    int n = 3, flag = -1, count = -1, idx = -1;
+    MPI_Request r;
+    MPI_Status st;
+    CHECK(MPI_Grequest_start(greq_query, greq_free, greq_cancel, &n, &r) == MPI_SUCCESS, "Grequest_start");
+    MPI_Test(&r, &flag, &st);
+    CHECK(flag == 0 && r != MPI_REQUEST_NULL, "Test before Grequest_complete: flag %d", flag);
+    MPI_Cancel(&r);
+    CHECK(greq_cancelled_complete == 0, "cancel function told complete=%d", greq_cancelled_complete);
+    MPI_Grequest_complete(r);
+    MPI_Request_get_status(r, &flag, &st);
+    CHECK(flag == 1 && st.MPI_TAG == 77 && greq_freed == 0, "Request_get_status: flag %d tag %d freed %d", flag,
+          st.MPI_TAG, greq_freed);
+    MPI_Wait(&r, &st);
+    MPI_Get_count(&st, MPI_INT, &count);
+    CHECK(r == MPI_REQUEST_NULL && st.MPI_SOURCE == 5 && st.MPI_TAG == 77 && count == 3,
+          "Wait: source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG, count);
+    CHECK(greq_freed == 1, "free function ran %d times", greq_freed);
+
+    /* Completed in the middle of a Waitany over it and a receive. */
+    MPI_Request rs[2];
+    int v = -1, me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Irecv(&v, 1, MPI_INT, me, 9, MPI_COMM_WORLD, &rs[0]);
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &n, &rs[1]);
+    MPI_Grequest_complete(rs[1]);
+    MPI_Waitany(2, rs, &idx, &st);
+    CHECK(idx == 1 && st.MPI_TAG == 77 && greq_freed == 2, "Waitany: index %d tag %d freed %d", idx, st.MPI_TAG,
+          greq_freed);
+    int out = 41;
+    MPI_Send(&out, 1, MPI_INT, me, 9, MPI_COMM_WORLD);
+    MPI_Wait(&rs[0], MPI_STATUS_IGNORE);
+    CHECK(v == 41, "receive beside a generalized request: %d", v);
+
+    /* Freed before it completes: the free function runs at completion. */
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &n, &r);
+    MPI_Request keep = r;
+    MPI_Request_free(&r);
+    CHECK(r == MPI_REQUEST_NULL && greq_freed == 2, "Request_free in flight: freed %d", greq_freed);
+    MPI_Grequest_complete(keep);
+    CHECK(greq_freed == 3, "free function at completion of a freed request: %d", greq_freed);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Grequest_complete(keep), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_REQUEST, "completing a freed request twice: class %d", cls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -1070,6 +1143,7 @@ int main(int argc, char **argv) {
     packing();
     collectives();
     errors();
+    generalized_requests();
     int total = 0;
     MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && total == 0) printf("api ok %d\n", checks);

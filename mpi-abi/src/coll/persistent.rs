@@ -97,6 +97,7 @@ fn make(
         staging: None,
         after: None,
         ready: None,
+        greq: None,
     };
     let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
     // SAFETY: a request handle pointer (caller contract, checked non-null).

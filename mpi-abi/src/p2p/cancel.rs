@@ -13,12 +13,18 @@ export! {
         let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
         // Dropping an active request lets it finish in the background;
         // its staging buffer must outlive it.
+        // A completed generalized request to free with the state let go.
+        let mut greq = None;
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let i = request_slot(h).filter(|&i| s.requests.get(i).is_some())?;
             if s.requests.get(i).is_some_and(|e| e.after.is_some()) {
                 // MPI forbids it: the collective's memory is in use.
                 return Some(false);
+            }
+            if s.requests.get(i).is_some_and(|e| e.greq.is_some()) {
+                greq = super::release_greq(&mut s, i);
+                return Some(true);
             }
             let e = s.requests.remove(i)?;
             // A persistent request's private copies of its datatypes.
@@ -50,12 +56,27 @@ export! {
         }
         // SAFETY: as above.
         unsafe { put(req, MPI_REQUEST_NULL) };
+        if let Some((g, active)) = greq {
+            if let Some(a) = active {
+                // Its (empty) status in the engine.
+                let _ = a.finish();
+            }
+            let code = g.free();
+            if code != MPI_SUCCESS {
+                return error(MPI_COMM_WORLD, "MPI_Request_free", code, "the generalized request's free function failed");
+            }
+        }
         MPI_SUCCESS
     }
 
     fn MPI_Cancel / PMPI_Cancel(req: *mut Request) -> c_int {
         // SAFETY: a request handle pointer (caller contract).
         let h = unsafe { req.as_ref().copied() }.unwrap_or(MPI_REQUEST_NULL);
+        match super::cancel_greq(h) {
+            None => {}
+            Some(MPI_SUCCESS) => return MPI_SUCCESS,
+            Some(code) => return error(comm_of(h), "MPI_Cancel", code, "the generalized request's cancel function failed"),
+        }
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;

@@ -8,6 +8,7 @@ use std::ffi::c_int;
 use vpml::protocol::CompletionKind;
 use vpml::raw::RawRequest;
 
+use super::status_of;
 use crate::consts::*;
 use crate::state::{Active, STATE, State, class_of, engine_comm, error, request_slot, vpml_error};
 
@@ -116,7 +117,7 @@ pub(super) fn complete(
     func: &str,
     hs: &mut [Request],
     call: Call,
-    mut each: impl FnMut(usize, Option<&vpml::Status>),
+    mut each: impl FnMut(usize, &MpiStatus),
 ) -> Result<(Outcome, Comm), c_int> {
     let mut scratch = SCRATCH.take();
     let r = complete_with(&mut scratch, func, hs, call, &mut each);
@@ -131,7 +132,7 @@ fn complete_with(
     func: &str,
     hs: &mut [Request],
     call: Call,
-    each: &mut dyn FnMut(usize, Option<&vpml::Status>),
+    each: &mut dyn FnMut(usize, &MpiStatus),
 ) -> Result<(Outcome, Comm), c_int> {
     let Scratch { reqs, done } = scratch;
     if call == Call::WaitAll
@@ -233,9 +234,11 @@ fn complete_with(
     }
     let mut first_error = None;
     let mut count = 0;
-    // Nonblocking collectives' last steps, run once the table is free
-    // again (a user reduction may call MPI).
+    // Nonblocking collectives' last steps, and the generalized requests
+    // whose status the application's function gives, run once the table
+    // is free again (a user reduction may call MPI).
     let mut afters = Vec::new();
+    let mut greqs = Vec::new();
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();
         for &i in done.iter() {
@@ -267,6 +270,12 @@ fn complete_with(
                     {
                         afters.push(after);
                     }
+                    if let Some(g) = s.requests.get_mut(k).and_then(|e| e.greq.take()) {
+                        retire(&mut s, k, &mut hs[i]);
+                        greqs.push((i, g));
+                        count += 1;
+                        continue;
+                    }
                     Some(st)
                 }
                 // Complete from the start: its own status, or (on
@@ -278,12 +287,25 @@ fn complete_with(
                     .map(|(source, tag, len)| vpml::Status::of_send(source, tag, len)),
             };
             retire(&mut s, k, &mut hs[i]);
-            each(i, status.as_ref());
+            each(i, &status_of(status.as_ref(), status.is_none()));
             count += 1;
         }
         Ok(())
     });
     finished.map_err(|e| vpml_error(comm, func, &e))?;
+    for (i, g) in greqs {
+        let st = g.query();
+        each(i, &st);
+        let freed = g.free();
+        let code = if st.error != MPI_SUCCESS {
+            st.error
+        } else {
+            freed
+        };
+        if code != MPI_SUCCESS && first_error.is_none() {
+            first_error = Some((code, "a generalized request's function failed".to_string()));
+        }
+    }
     for after in afters {
         if let Err(e) = after()
             && first_error.is_none()
@@ -310,7 +332,7 @@ fn wait_all_plain(
     reqs: &mut Vec<Option<RawRequest>>,
     func: &str,
     hs: &mut [Request],
-    each: &mut dyn FnMut(usize, Option<&vpml::Status>),
+    each: &mut dyn FnMut(usize, &MpiStatus),
 ) -> Option<Result<(Outcome, Comm), c_int>> {
     let looked_up = STATE.with(|s| {
         let s = s.borrow();
@@ -322,10 +344,12 @@ fn wait_all_plain(
                 continue;
             }
             let e = request_slot(h).and_then(|k| s.requests.get(k))?;
-            let a = e
-                .active
-                .as_ref()
-                .filter(|_| e.persistent.is_none() && e.staging.is_none() && e.after.is_none())?;
+            let a = e.active.as_ref().filter(|_| {
+                e.persistent.is_none()
+                    && e.staging.is_none()
+                    && e.after.is_none()
+                    && e.greq.is_none()
+            })?;
             if first.is_none() {
                 first = Some(e.comm);
             }
@@ -365,7 +389,7 @@ fn wait_all_plain(
             if first_error.is_none() {
                 first_error = st.error().map(|e| (class_of(e), e.to_string()));
             }
-            each(i, Some(&st));
+            each(i, &status_of(Some(&st), false));
             count += 1;
         }
         Ok(())

@@ -25,6 +25,7 @@ use crate::types::Message;
 mod blocking;
 mod cancel;
 mod completion;
+mod greq;
 mod matched;
 mod nonblocking;
 mod persistent;
@@ -33,6 +34,7 @@ mod wait_test;
 
 pub use blocking::*;
 pub use cancel::*;
+pub use greq::*;
 pub use matched::*;
 pub use nonblocking::*;
 pub use persistent::*;
@@ -64,9 +66,13 @@ fn rank_of(r: c_int) -> usize {
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
 unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null: bool) {
-    if ignored(out) {
-        return;
-    }
+    // SAFETY: caller contract.
+    unsafe { put_status(out, &status_of(st, proc_null)) };
+}
+
+/// MPI's status for a completed operation (`None`: an empty one, whose
+/// source is `MPI_PROC_NULL` if `proc_null`).
+fn status_of(st: Option<&vpml::Status>, proc_null: bool) -> MpiStatus {
     let err = st.and_then(|s| s.error()).map_or(MPI_SUCCESS, class_of);
     let (source, tag, len, cancelled) = match st {
         Some(s) => (
@@ -78,15 +84,23 @@ unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null
         None if proc_null => (MPI_PROC_NULL, MPI_ANY_TAG, 0, false),
         None => (MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false),
     };
-    // SAFETY: caller contract.
-    unsafe {
-        *out = MpiStatus {
-            count_lo: len as u32 as c_int,
-            count_hi_and_cancelled: (((len >> 32) as c_int) << 1) | c_int::from(cancelled),
-            source,
-            tag,
-            error: err,
-        };
+    MpiStatus {
+        count_lo: len as u32 as c_int,
+        count_hi_and_cancelled: (((len >> 32) as c_int) << 1) | c_int::from(cancelled),
+        source,
+        tag,
+        error: err,
+    }
+}
+
+/// Write `st` to `out`, unless it is `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `out` is `MPI_STATUS_IGNORE` (or null) or a valid status pointer.
+unsafe fn put_status(out: *mut MpiStatus, st: &MpiStatus) {
+    if !ignored(out) {
+        // SAFETY: caller contract.
+        unsafe { *out = *st };
     }
 }
 
@@ -153,6 +167,7 @@ pub(crate) fn completed_request(h: Comm, req: *mut Request) -> c_int {
         staging: None,
         after: None,
         ready: None,
+        greq: None,
     };
     // SAFETY: a request handle pointer (caller contract, checked non-null).
     unsafe { crate::state::put(req, new_request(entry)) };

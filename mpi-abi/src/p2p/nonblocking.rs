@@ -48,6 +48,7 @@ pub(super) fn nonblocking(
                     staging: None,
                     after: None,
                     ready: None,
+                    greq: None,
                 })
             })
         });
@@ -76,6 +77,7 @@ pub(super) fn nonblocking(
                 staging,
                 after: None,
                 ready: None,
+                greq: None,
             };
             // SAFETY: a handle pointer (caller contract).
             unsafe { put(req, new_request(entry)) };
@@ -189,6 +191,7 @@ unsafe fn isendrecv(
                     Ok(())
                 })),
                 ready: None,
+                greq: None,
             };
             // SAFETY: a request handle pointer (caller contract, checked).
             unsafe { put(req, new_request(entry)) };

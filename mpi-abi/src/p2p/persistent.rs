@@ -56,6 +56,7 @@ fn persistent(
         staging: None,
         after: None,
         ready: None,
+        greq: None,
     };
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };

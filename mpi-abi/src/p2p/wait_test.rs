@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 
 use super::completion::{Call, Outcome, Standing, complete, raise, standing};
-use super::{handles, nth, write_status};
+use super::{handles, nth, put_status, write_status};
 use crate::consts::*;
 use crate::state::put;
 
@@ -21,14 +21,13 @@ unsafe fn write_empty_statuses(statuses: *mut MpiStatus, n: usize) {
     }
 }
 
-/// The status of a completed request (`None`: an operation on
-/// `MPI_PROC_NULL`).
+/// The status of a completed request.
 ///
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
-unsafe fn write_completed(out: *mut MpiStatus, st: Option<&vpml::Status>) {
+unsafe fn write_completed(out: *mut MpiStatus, st: &MpiStatus) {
     // SAFETY: caller contract.
-    unsafe { write_status(out, st, st.is_none()) };
+    unsafe { put_status(out, st) };
 }
 
 /// `MPI_Wait` on the one handle of `hs`, errors named after `func`.
@@ -36,7 +35,7 @@ unsafe fn write_completed(out: *mut MpiStatus, st: Option<&vpml::Status>) {
 /// # Safety
 /// `status` is `MPI_STATUS_IGNORE` or a valid status pointer.
 pub(crate) unsafe fn wait_one(func: &str, hs: &mut [Request], status: *mut MpiStatus) -> c_int {
-    let each = |_, st: Option<&vpml::Status>| {
+    let each = |_, st: &MpiStatus| {
         // SAFETY: caller contract.
         unsafe { write_completed(status, st) }
     };
@@ -86,7 +85,7 @@ export! {
         // Empty statuses first (for the null and inactive requests), once
         // the call got that far; each completed one's over its own.
         let mut wrote_empty = false;
-        let each = |i, st: Option<&vpml::Status>| {
+        let each = |i, st: &MpiStatus| {
             if !wrote_empty {
                 wrote_empty = true;
                 // SAFETY: `statuses` holds `count` statuses or is ignored.
@@ -122,7 +121,7 @@ export! {
     fn MPI_Test / PMPI_Test(req: *mut Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         // SAFETY: one handle (caller contract).
         let hs = unsafe { handles(req, 1) };
-        let each = |_, st: Option<&vpml::Status>| {
+        let each = |_, st: &MpiStatus| {
             // SAFETY: a status pointer or MPI_STATUS_IGNORE.
             unsafe { write_completed(status, st) }
         };
@@ -159,7 +158,7 @@ export! {
         // ones first, then (the call completes all or nothing) each
         // completed one over its own.
         let mut wrote_empty = false;
-        let each = |i, st: Option<&vpml::Status>| {
+        let each = |i, st: &MpiStatus| {
             if !wrote_empty {
                 wrote_empty = true;
                 // SAFETY: `statuses` holds `count` statuses or is ignored.
@@ -203,7 +202,7 @@ fn any_call(
     flag: Option<*mut c_int>,
     status: *mut MpiStatus,
 ) -> c_int {
-    let each = |i: usize, st: Option<&vpml::Status>| {
+    let each = |i: usize, st: &MpiStatus| {
         // SAFETY: the caller's pointers.
         unsafe {
             put(index, i as c_int);
@@ -249,7 +248,7 @@ fn some_call(
     statuses: *mut MpiStatus,
 ) -> c_int {
     let mut k = 0;
-    let each = |i: usize, st: Option<&vpml::Status>| {
+    let each = |i: usize, st: &MpiStatus| {
         // SAFETY: `indices`/`statuses` hold room for every request.
         unsafe {
             put(indices.wrapping_add(k), i as c_int);
@@ -354,6 +353,16 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
 
 export! {
     fn MPI_Request_get_status / PMPI_Request_get_status(req: Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        if let Some(st) = super::greq_status(req) {
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put(flag, c_int::from(st.is_some()));
+                if let Some(st) = st {
+                    put_status(status, &st);
+                }
+            }
+            return MPI_SUCCESS;
+        }
         match get_status(req) {
             Ok(done) => {
                 // SAFETY: the caller's pointers.

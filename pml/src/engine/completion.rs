@@ -271,6 +271,33 @@ impl Engine {
         id
     }
 
+    /// A request that completes when the application says so
+    /// ([`Engine::complete_external`]): one call, and one request to every
+    /// completion call and to the protocol, like any other.
+    pub(crate) fn start_external(&mut self) -> ReqId {
+        let call = self.next_call();
+        let empty = RawBytes {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        };
+        let (id, s) = self.core.alloc_slot(SlotKind::External, empty);
+        s.call = call;
+        id
+    }
+
+    /// Complete request `id` of [`Engine::start_external`] (its status is
+    /// empty: the application gives the real one).
+    pub(crate) fn complete_external(&mut self, id: ReqId) -> Result<()> {
+        match self.core.slot_mut(id) {
+            Some(s) if s.kind == SlotKind::External && !s.done => {
+                s.status = Some(Status::new(0, 0, 0, 0));
+            }
+            _ => return Err(Error::RequestState("not an incomplete generalized request")),
+        }
+        self.core.complete(id);
+        Ok(())
+    }
+
     /// Take the status of a completed request and free its slot.
     #[inline]
     pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {

@@ -111,6 +111,9 @@ pub(super) enum SlotKind {
     Recv,
     /// A nonblocking collective: done when all its `parts` are.
     Group,
+    /// A request the application completes itself (MPI's generalized
+    /// requests): done when [`super::Engine::complete_external`] says so.
+    External,
 }
 
 /// One entry of the request table.

@@ -109,6 +109,7 @@ pub(super) fn launch(
                 staging: None,
                 after: Some(after),
                 ready: None,
+                greq: None,
             };
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).
