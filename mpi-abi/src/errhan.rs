@@ -121,6 +121,25 @@ fn user_code(func: &str, code: c_int) -> Result<(), c_int> {
 }
 
 export! {
+    fn MPI_Errhandler_set / PMPI_Errhandler_set(h: Comm, handler: Errhandler) -> c_int {
+        // MPI-1's name of MPI_Comm_set_errhandler.
+        // SAFETY: the same contract.
+        unsafe { crate::comm::MPI_Comm_set_errhandler(h, handler) }
+    }
+
+    fn MPI_Errhandler_get / PMPI_Errhandler_get(h: Comm, handler: *mut Errhandler) -> c_int {
+        // MPI-1's name of MPI_Comm_get_errhandler.
+        // SAFETY: the same contract.
+        unsafe { crate::comm::MPI_Comm_get_errhandler(h, handler) }
+    }
+
+    fn MPI_Pcontrol / PMPI_Pcontrol(_level: c_int) -> c_int {
+        // Profiling control: vpml has no profiling levels to change (a
+        // variadic C call reaches this fixed-argument function safely on
+        // the platforms vpml runs on: the extra arguments are ignored).
+        MPI_SUCCESS
+    }
+
     fn MPI_Errhandler_create / PMPI_Errhandler_create(f: Option<CommErrhandlerFn>, out: *mut Errhandler) -> c_int {
         // MPI-1's name of MPI_Comm_create_errhandler.
         // SAFETY: the same contract.

@@ -52,6 +52,8 @@ pub(crate) struct PersistentCollective {
 pub(crate) struct PersistentOp {
     pub send: bool,
     pub sync: bool,
+    /// `MPI_Bsend_init`: each start copies the message and completes.
+    pub buffered: bool,
     pub buf: *const c_void,
     pub count: c_int,
     /// The datatype: for a derived one, a private copy, freed with the

@@ -1117,6 +1117,43 @@ static void generalized_requests(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Persistent buffered and ready sends; MPI-1's error handler names;
+   MPI_Pcontrol. */
+static void persistent_modes(void) {
+    int me, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    int out = 0, out2 = 0, in[2] = {-1, -1};
+    MPI_Request r[4];
+    MPI_Bsend_init(&out, 1, MPI_INT, right, 31, MPI_COMM_WORLD, &r[0]);
+    MPI_Rsend_init(&out2, 1, MPI_INT, right, 32, MPI_COMM_WORLD, &r[1]);
+    MPI_Recv_init(&in[0], 1, MPI_INT, left, 31, MPI_COMM_WORLD, &r[2]);
+    MPI_Recv_init(&in[1], 1, MPI_INT, left, 32, MPI_COMM_WORLD, &r[3]);
+    for (int round = 0; round < 3; round++) {
+        MPI_Start(&r[2]);
+        MPI_Start(&r[3]);
+        MPI_Barrier(MPI_COMM_WORLD); /* receives posted before ready sends */
+        out = me * 100 + round;
+        MPI_Start(&r[0]);
+        out = -7; /* a buffered send copied the message at its start */
+        out2 = me * 100 + round;
+        MPI_Start(&r[1]);
+        MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+        CHECK(in[0] == left * 100 + round && in[1] == left * 100 + round, "Bsend_init/Rsend_init round %d: %d %d",
+              round, in[0], in[1]);
+        CHECK(r[0] != MPI_REQUEST_NULL, "a persistent request stays allocated");
+    }
+    for (int i = 0; i < 4; i++) MPI_Request_free(&r[i]);
+
+    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
+    MPI_Errhandler_set(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Errhandler_get(MPI_COMM_WORLD, &eh);
+    CHECK(eh == MPI_ERRORS_RETURN, "Errhandler_get after Errhandler_set: %x", (unsigned)eh);
+    MPI_Errhandler_set(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    CHECK(MPI_Pcontrol(1) == MPI_SUCCESS && MPI_Pcontrol(0, "x") == MPI_SUCCESS, "Pcontrol");
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -1144,6 +1181,7 @@ int main(int argc, char **argv) {
     collectives();
     errors();
     generalized_requests();
+    persistent_modes();
     int total = 0;
     MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && total == 0) printf("api ok %d\n", checks);

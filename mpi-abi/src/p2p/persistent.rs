@@ -1,5 +1,6 @@
 //! Persistent requests: `MPI_Send_init`, `MPI_Ssend_init`,
-//! `MPI_Recv_init`, `MPI_Start`, `MPI_Startall`.
+//! `MPI_Rsend_init`, `MPI_Bsend_init`, `MPI_Recv_init`, `MPI_Start`,
+//! `MPI_Startall`.
 
 use std::ffi::{c_int, c_void};
 
@@ -13,7 +14,7 @@ use crate::state::{
 fn persistent(
     func: &str,
     send: bool,
-    sync: bool,
+    (sync, buffered): (bool, bool),
     buf: *const c_void,
     count: c_int,
     dt: Datatype,
@@ -41,6 +42,7 @@ fn persistent(
     let op = PersistentOp {
         send,
         sync,
+        buffered,
         buf,
         count,
         dt,
@@ -65,15 +67,25 @@ fn persistent(
 
 export! {
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
-        persistent("MPI_Send_init", true, false, buf, count, dt, dest, tag, h, req)
+        persistent("MPI_Send_init", true, (false, false), buf, count, dt, dest, tag, h, req)
     }
 
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
-        persistent("MPI_Ssend_init", true, true, buf, count, dt, dest, tag, h, req)
+        persistent("MPI_Ssend_init", true, (true, false), buf, count, dt, dest, tag, h, req)
+    }
+
+    fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        // A ready send is a standard one here (the receive being posted
+        // is the program's promise; nothing is gained by checking it).
+        persistent("MPI_Rsend_init", true, (false, false), buf, count, dt, dest, tag, h, req)
+    }
+
+    fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, dt: Datatype, dest: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
+        persistent("MPI_Bsend_init", true, (false, true), buf, count, dt, dest, tag, h, req)
     }
 
     fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, req: *mut Request) -> c_int {
-        persistent("MPI_Recv_init", false, false, buf, count, dt, source, tag, h, req)
+        persistent("MPI_Recv_init", false, (false, false), buf, count, dt, source, tag, h, req)
     }
 
     fn MPI_Start / PMPI_Start(req: *mut Request) -> c_int {
@@ -104,6 +116,22 @@ export! {
             What::P2p(op) => op,
             What::Collective(on, lane, lay) => return crate::coll::start_persistent(h, c, &on, lane, &*lay),
         };
+        if op.buffered {
+            // As MPI_Bsend: the message is copied and sent in the
+            // background; the request is complete (with an empty status).
+            // SAFETY: the buffer the request was made with (MPI's contract
+            // keeps it valid while the request exists).
+            let r = unsafe { super::MPI_Bsend(op.buf, op.count, op.dt, op.peer, op.tag, c) };
+            if r == MPI_SUCCESS {
+                STATE.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)) {
+                        e.proc_null = true;
+                    }
+                });
+            }
+            return r;
+        }
         match start("MPI_Start", c, &op.on, op.send, op.sync, op.buf, op.count, op.dt, op.peer, op.tag) {
             Ok((active, staging)) => {
                 STATE.with(|s| {
