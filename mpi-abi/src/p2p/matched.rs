@@ -8,7 +8,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{completed_request, source_of, tag_of};
+use super::{completed_request, source_of, tag_of, write_status};
 use crate::consts::*;
 use crate::state::{STATE, comm, error, handle_of, insert, put, slot_of, vpml_error};
 use crate::types::Message;
@@ -16,23 +16,6 @@ use crate::types::Message;
 /// `MPI_MESSAGE_NULL`, `MPI_MESSAGE_NO_PROC` (MPICH's values).
 const MPI_MESSAGE_NULL: c_int = 0x2c00_0000;
 const MPI_MESSAGE_NO_PROC: c_int = 0x6c00_0000;
-
-/// Write `st` to a C status as `super::write_status` does, but leave its
-/// `MPI_ERROR` as it was: MPI's single-completion calls do not set it.
-///
-/// # Safety
-/// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
-unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null: bool) {
-    if ignored(out) {
-        return;
-    }
-    // SAFETY: caller contract.
-    unsafe {
-        let kept = (*out).error;
-        super::write_status(out, st, proc_null);
-        (*out).error = kept;
-    }
-}
 
 /// A message taken by a matched probe.
 pub(crate) struct Matched {

@@ -67,7 +67,24 @@ fn rank_of(r: c_int) -> usize {
 /// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
 unsafe fn write_status(out: *mut MpiStatus, st: Option<&vpml::Status>, proc_null: bool) {
     // SAFETY: caller contract.
-    unsafe { put_status(out, &status_of(st, proc_null)) };
+    unsafe { put_single_status(out, &status_of(st, proc_null)) };
+}
+
+/// Write `st` to `out` as a call that completes one request does: all but
+/// `MPI_ERROR`, which MPI's single-completion calls leave as it was (the
+/// call's return value says it), unless `out` is `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `out` is `MPI_STATUS_IGNORE` (or null) or a valid status pointer.
+unsafe fn put_single_status(out: *mut MpiStatus, st: &MpiStatus) {
+    if !ignored(out) {
+        // SAFETY: caller contract.
+        unsafe {
+            let kept = (*out).error;
+            *out = *st;
+            (*out).error = kept;
+        }
+    }
 }
 
 /// MPI's status for a completed operation (`None`: an empty one, whose
@@ -93,7 +110,8 @@ fn status_of(st: Option<&vpml::Status>, proc_null: bool) -> MpiStatus {
     }
 }
 
-/// Write `st` to `out`, unless it is `MPI_STATUS_IGNORE`.
+/// Write `st` to `out`, `MPI_ERROR` included (as the calls that complete
+/// several requests do), unless it is `MPI_STATUS_IGNORE`.
 ///
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE` (or null) or a valid status pointer.

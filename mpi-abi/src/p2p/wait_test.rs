@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 
 use super::completion::{Call, Outcome, Standing, complete, raise, standing};
-use super::{handles, nth, put_status, write_status};
+use super::{handles, nth, put_single_status, put_status, write_status};
 use crate::consts::*;
 use crate::state::put;
 
@@ -21,13 +21,24 @@ unsafe fn write_empty_statuses(statuses: *mut MpiStatus, n: usize) {
     }
 }
 
-/// The status of a completed request.
+/// The status of a request completed by a call that completes several
+/// (`MPI_ERROR` included).
 ///
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
 unsafe fn write_completed(out: *mut MpiStatus, st: &MpiStatus) {
     // SAFETY: caller contract.
     unsafe { put_status(out, st) };
+}
+
+/// The status of the request completed by a call that completes one:
+/// `MPI_ERROR` is left as it was.
+///
+/// # Safety
+/// `out` is `MPI_STATUS_IGNORE` or a valid status pointer.
+unsafe fn write_one_completed(out: *mut MpiStatus, st: &MpiStatus) {
+    // SAFETY: caller contract.
+    unsafe { put_single_status(out, st) };
 }
 
 /// `MPI_Wait` on the one handle of `hs`, errors named after `func`.
@@ -37,7 +48,7 @@ unsafe fn write_completed(out: *mut MpiStatus, st: &MpiStatus) {
 pub(crate) unsafe fn wait_one(func: &str, hs: &mut [Request], status: *mut MpiStatus) -> c_int {
     let each = |_, st: &MpiStatus| {
         // SAFETY: caller contract.
-        unsafe { write_completed(status, st) }
+        unsafe { write_one_completed(status, st) }
     };
     match complete(func, hs, Call::WaitAll, each) {
         Ok((Outcome::Completed { count: 1, error }, c)) => raise(func, c, error, false),
@@ -123,7 +134,7 @@ export! {
         let hs = unsafe { handles(req, 1) };
         let each = |_, st: &MpiStatus| {
             // SAFETY: a status pointer or MPI_STATUS_IGNORE.
-            unsafe { write_completed(status, st) }
+            unsafe { write_one_completed(status, st) }
         };
         match complete("MPI_Test", hs, Call::Test, each) {
             Ok((Outcome::Inactive, _)) => {
@@ -206,7 +217,7 @@ fn any_call(
         // SAFETY: the caller's pointers.
         unsafe {
             put(index, i as c_int);
-            write_completed(status, st);
+            write_one_completed(status, st);
         }
     };
     match complete(func, hs, call, each) {
@@ -358,7 +369,7 @@ export! {
             unsafe {
                 put(flag, c_int::from(st.is_some()));
                 if let Some(st) = st {
-                    put_status(status, &st);
+                    put_single_status(status, &st);
                 }
             }
             return MPI_SUCCESS;
