@@ -87,7 +87,7 @@ export! {
             Ok(c) => c,
             Err(code) => return code,
         };
-        match c.dup() {
+        match crate::agreement::dup("MPI_Comm_dup", h, &c) {
             Ok(d) => {
                 // A duplicate keeps the topology, and the attributes the
                 // keyvals' copy functions copy.
@@ -97,7 +97,7 @@ export! {
                 unsafe { put(new, nh) };
                 copied_attributes(h, nh, new, "MPI_Comm_dup")
             }
-            Err(e) => vpml_error(h, "MPI_Comm_dup", &e),
+            Err(code) => code,
         }
     }
 
@@ -114,14 +114,14 @@ export! {
                 Err(_) => return error(h, "MPI_Comm_split", MPI_ERR_ARG, "negative color"),
             }
         };
-        match c.split(color, i64::from(key)) {
+        match crate::agreement::split("MPI_Comm_split", h, &c, color, i64::from(key)) {
             Ok(d) => {
                 let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, handle) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(h, "MPI_Comm_split", &e),
+            Err(code) => code,
         }
     }
 
@@ -171,7 +171,7 @@ export! {
             None
         };
         let remote_leader = usize::try_from(remote_leader).unwrap_or(usize::MAX);
-        match c.intercomm_create(local_leader, peer_comm.as_ref(), remote_leader, tag) {
+        match crate::agreement::exclusive(|| c.intercomm_create(local_leader, peer_comm.as_ref(), remote_leader, tag)) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(local, d)) };
@@ -183,7 +183,7 @@ export! {
 
     fn MPI_Intercomm_merge / PMPI_Intercomm_merge(h: Comm, high: c_int, new: *mut Comm) -> c_int {
         let c = match comm("MPI_Intercomm_merge", h) { Ok(c) => c, Err(code) => return code };
-        match c.merge(high != 0) {
+        match crate::agreement::exclusive(|| c.merge(high != 0)) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(h, d)) };
@@ -355,21 +355,21 @@ export! {
             return MPI_SUCCESS;
         }
         let host = fnv1a(crate::env::hostname().as_bytes());
-        let mut hosts = vec![0u64; c.size()];
-        if let Err(e) = c.allgather(&[host], &mut hosts) {
-            return vpml_error(h, func, &e);
-        }
+        let hosts = match crate::agreement::allgather(func, h, &c, &[host]) {
+            Ok(all) => all,
+            Err(code) => return code,
+        };
         // The color of a host: its lowest rank here.
         let color = (split_type != MPI_UNDEFINED)
             .then(|| hosts.iter().position(|&x| x == host).unwrap_or(0) as u32);
-        match c.split(color, i64::from(key)) {
+        match crate::agreement::split(func, h, &c, color, i64::from(key)) {
             Ok(d) => {
                 let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, handle) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 }

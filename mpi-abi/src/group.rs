@@ -327,7 +327,7 @@ export! {
             if m.iter().any(|w| !mine.contains(w)) {
                 return error(h, func, MPI_ERR_GROUP, "the group has a process outside the local group");
             }
-            return match c.inter_create(&m) {
+            return match crate::agreement::exclusive(|| c.inter_create(&m)) {
                 Ok(d) => {
                     let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                     // SAFETY: a handle pointer (caller contract).
@@ -350,14 +350,14 @@ export! {
             Some(r) => (m.iter().min().map(|&w| w as u32), r as i64),
             None => (None, 0),
         };
-        match c.split(color, key) {
+        match crate::agreement::split(func, h, &c, color, key) {
             Ok(d) => {
                 let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(out, handle) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 
@@ -365,7 +365,7 @@ export! {
         let func = "MPI_Comm_create_group";
         let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
-        match c.create_group(&m) {
+        match crate::agreement::exclusive(|| c.create_group(&m)) {
             Ok(d) => {
                 let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                 // SAFETY: a handle pointer (caller contract).

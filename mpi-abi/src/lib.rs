@@ -80,6 +80,7 @@ macro_rules! export {
     };
 }
 
+pub mod agreement;
 pub mod attr;
 pub mod coll;
 pub mod comm;

@@ -218,3 +218,20 @@ pub(crate) fn wait_for(
         polls = 0;
     }
 }
+
+/// Under `MPI_THREAD_MULTIPLE`, wait until `ready` holds (it changes only
+/// through other threads' calls), letting them run meanwhile.
+pub(crate) fn wait_until(mut ready: impl FnMut() -> bool) {
+    let world = crate::state::STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+    let Some(world) = world else {
+        return;
+    };
+    // A failed engine ends the wait: the call that follows reports it.
+    let _ = wait_for(&world, || {
+        let progressed = world.poll_raw(&[], true)?.progressed;
+        Ok(Polled {
+            progressed,
+            done: ready(),
+        })
+    });
+}

@@ -417,10 +417,10 @@ export! {
         }
         let periods = (0..dims.len()).map(|i| periods.get(i).is_some_and(|&p| p != 0)).collect();
         let color = (c.rank() < size).then_some(0);
-        match c.split(color, c.rank() as i64) {
+        match crate::agreement::split(func, h, &c, color, c.rank() as i64) {
             // SAFETY: a handle pointer (caller contract).
             Ok(d) => unsafe { give(h, d, Topology::Cart { dims, periods }, out) },
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 
@@ -537,10 +537,10 @@ export! {
         // No dimension kept: a zero-dimensional grid, which MPICH gives
         // to rank 0 alone (MPI_COMM_NULL elsewhere).
         let color = (!dims.is_empty() || c.rank() == 0).then_some(color);
-        match c.split(color, c.rank() as i64) {
+        match crate::agreement::split(func, h, &c, color, c.rank() as i64) {
             // SAFETY: a handle pointer (caller contract).
             Ok(sub) => unsafe { give(h, sub, Topology::Cart { dims, periods }, out) },
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 
@@ -580,10 +580,10 @@ export! {
             return code;
         }
         let color = (c.rank() < n).then_some(0);
-        match c.split(color, c.rank() as i64) {
+        match crate::agreement::split(func, h, &c, color, c.rank() as i64) {
             // SAFETY: a handle pointer (caller contract).
             Ok(d) => unsafe { give(h, d, Topology::Graph { index, edges }, out) },
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 
@@ -697,10 +697,10 @@ export! {
                 }
             }
         }
-        match c.dup() {
+        match crate::agreement::dup(func, h, &c) {
             // SAFETY: a handle pointer (caller contract).
             Ok(d) => unsafe { give(h, Some(d), topo, out) },
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 
@@ -759,7 +759,7 @@ export! {
                 let mut all = vec![0 as c_int; counts.iter().sum()];
                 c.allgatherv(&mine, &mut all, &counts, &displs).map(|()| all)
             })
-            .and_then(|all| c.dup().map(|d| (all, d)));
+            .and_then(|all| crate::agreement::exclusive(|| c.dup()).map(|d| (all, d)));
         let (all, d) = match gathered { Ok(v) => v, Err(e) => return vpml_error(h, func, &e) };
         let me = c.rank() as c_int;
         let (mut sources, mut source_weights, mut destinations, mut dest_weights) = (vec![], vec![], vec![], vec![]);

@@ -177,6 +177,13 @@ impl Comm {
             return self.inter_dup();
         }
         let context = self.agree_context()?;
+        self.dup_on(context)
+    }
+
+    /// [`Comm::dup`] on a context the members agreed otherwise (see
+    /// [`Comm::context_proposal`]).
+    pub fn dup_on(&self, context: u32) -> Result<Comm> {
+        self.intra_only("dup_on")?;
         let comm = Comm {
             engine: self.engine.clone(),
             context,
@@ -208,14 +215,23 @@ impl Comm {
             return self.inter_split(color, key);
         }
         let context = self.agree_context()?;
-        // (has color, color, key) of every member, in rank order.
-        let mine = [
-            u64::from(color.is_some()),
-            u64::from(color.unwrap_or(0)),
-            key as u64,
-        ];
         let mut all = vec![0u64; 3 * self.size()];
-        self.allgather(&mine, &mut all)?;
+        self.allgather(&split_entry(color, key), &mut all)?;
+        self.split_on(context, &all, color)
+    }
+
+    /// [`Comm::split`] on a context the members agreed otherwise (see
+    /// [`Comm::context_proposal`]), given every member's
+    /// [`split_entry`], in rank order.
+    pub fn split_on(&self, context: u32, all: &[u64], color: Option<u32>) -> Result<Option<Comm>> {
+        self.intra_only("split_on")?;
+        if all.len() != 3 * self.size() {
+            return Err(Error::Collective(format!(
+                "split: {} entries for {} members",
+                all.len() / 3,
+                self.size()
+            )));
+        }
         let Some(color) = color else {
             return Ok(None);
         };
@@ -335,17 +351,37 @@ impl Comm {
     /// id among the members. Two communicators that share a member always
     /// get different ids, because each member hands out increasing ids.
     pub(crate) fn agree_context(&self) -> Result<u32> {
-        let next = self.engine.borrow().next_context();
         let mut agreed = [0u32];
-        self.allreduce(&[next], &mut agreed, &crate::op::Max)?;
-        let id = agreed[0];
+        self.allreduce(&[self.context_proposal()], &mut agreed, &crate::op::Max)?;
+        self.commit_context(agreed[0])
+    }
+
+    /// The context this communicator's point-to-point messages carry:
+    /// unique among the communicators a process holds, the same at every
+    /// member.
+    pub fn context_id(&self) -> u32 {
+        self.context
+    }
+
+    /// What this process proposes in a context agreement: its next free
+    /// context. The agreed context is the largest proposal of the members
+    /// ([`Comm::commit_context`]). For bindings that run the agreement
+    /// themselves — threads that make communicators at once must not run
+    /// two agreements over one process's contexts at the same time.
+    pub fn context_proposal(&self) -> u32 {
+        self.engine.borrow().next_context()
+    }
+
+    /// Take `agreed` (the largest proposal) and the contexts after it that
+    /// a communicator reserves; returns it.
+    pub fn commit_context(&self, agreed: u32) -> Result<u32> {
         // Its two contexts, and those reserved for idups.
         let taken = reserved(2);
-        if id >= SELF_CONTEXT - taken {
+        if agreed >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
-        self.engine.borrow_mut().set_next_context(id + taken);
-        Ok(id)
+        self.engine.borrow_mut().set_next_context(agreed + taken);
+        Ok(agreed)
     }
 
     /// The job id given by the launcher (`"singleton"` outside `vpml run`).
@@ -818,4 +854,13 @@ impl Comm {
         self.engine.borrow_mut().abort(code, &msg);
         std::process::exit(code)
     }
+}
+
+/// A member's entry in a split's allgather: (has a color, color, key).
+pub fn split_entry(color: Option<u32>, key: i64) -> [u64; 3] {
+    [
+        u64::from(color.is_some()),
+        u64::from(color.unwrap_or(0)),
+        key as u64,
+    ]
 }

@@ -69,16 +69,28 @@ impl Comm {
     /// `MPI_Comm_idup`; see the module documentation). Collective: every
     /// member calls it, duplicating this communicator in the same order.
     pub fn idup(&self) -> Result<Comm> {
-        let Some(r) = &self.reserve else {
-            return self.dup();
-        };
+        match self.idup_reserved() {
+            Some(made) => made,
+            None => self.dup(),
+        }
+    }
+
+    /// [`Comm::idup`] from the reserve: `None` if this communicator has no
+    /// slot left (its members must then agree, as [`Comm::dup`] does; the
+    /// slot count moves on all the same, at every member alike).
+    pub fn idup_reserved(&self) -> Option<Result<Comm>> {
+        let r = self.reserve.as_ref()?;
         let i = match &r.taken {
             Some(n) => n.replace(n.get() + 1),
             None => self.engine.borrow_mut().next_world_idup(),
         };
         if i >= IDUP_RESERVE {
-            return self.dup();
+            return None;
         }
+        Some(self.idup_slot(r, i))
+    }
+
+    fn idup_slot(&self, r: &Reserve, i: u32) -> Result<Comm> {
         let per = if self.is_inter() { 4 } else { 2 };
         let context = r.first + per * i;
         let reserve = r.theirs.map(|theirs| Reserve {

@@ -74,7 +74,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use buffer::{Buffer, Pod};
 pub use collective::InterRoot;
-pub use comm::Comm;
+pub use comm::{Comm, split_entry};
 pub use config::JobConfig;
 pub use engine::EngineStats;
 pub use error::{Error, Result};

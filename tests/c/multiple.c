@@ -8,6 +8,9 @@
    - Two threads of one rank talk to each other through MPI_COMM_SELF (a
      receive completed by a sibling's send wakes the blocked thread).
    - Waitany over requests of several threads' communicators.
+   - Threads make communicators at once (Comm_dup, Comm_split,
+     Comm_create, Comm_idup) from their own communicators, 20 times each:
+     their members agree on contexts while the other threads run.
    Every result is checked against the value it must have; rank 0 prints
    "multiple ok <checks>" or FAIL lines. Built with `vpml mpicc` or MPICH's
    mpicc.mpich. */
@@ -107,6 +110,43 @@ static void *any_receiver(void *arg) {
     return NULL;
 }
 
+/* Each thread makes communicators from its own one, many times (more
+   than a communicator's reserve of duplicates), and uses them. */
+static void *creator(void *arg) {
+    int id = (int)(long)arg;
+    MPI_Comm c = comms[id];
+    for (int i = 0; i < 20; i++) {
+        MPI_Comm d, half, made, idup;
+        MPI_Comm_dup(c, &d);
+        MPI_Comm_split(d, rank % 2, -rank, &half);
+        int hs = -1, hr = -1;
+        MPI_Comm_size(half, &hs);
+        MPI_Comm_rank(half, &hr);
+        int want_size = (size + 1 - rank % 2) / 2;
+        CHECK(hs == want_size, "thread %d split size %d, not %d", id, hs, want_size);
+        /* Keys -rank: ranks in reverse order. */
+        CHECK(hr == want_size - 1 - rank / 2, "thread %d split rank %d", id, hr);
+        MPI_Group g;
+        MPI_Comm_group(half, &g);
+        MPI_Comm_create(d, g, &made);
+        long v = rank, sum = 0;
+        MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, made);
+        long want = 0;
+        for (int r = rank % 2; r < size; r += 2) want += r;
+        CHECK(sum == want, "thread %d allreduce on a made communicator: %ld, not %ld", id, sum, want);
+        MPI_Request rq;
+        MPI_Comm_idup(made, &idup, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        MPI_Barrier(idup);
+        MPI_Comm_free(&idup);
+        MPI_Group_free(&g);
+        MPI_Comm_free(&made);
+        MPI_Comm_free(&half);
+        MPI_Comm_free(&d);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int provided = -1, queried = -1;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -119,6 +159,9 @@ int main(int argc, char **argv) {
 
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, ring, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, creator, (void *)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
 
     pthread_create(&th[0], NULL, self_receiver, NULL);

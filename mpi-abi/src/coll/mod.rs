@@ -48,6 +48,7 @@ mod nonblocking;
 mod persistent;
 
 pub(crate) use nonblocking::Laid;
+pub(crate) use nonblocking::calls::{MPI_Iallgather, MPI_Iallreduce};
 pub(crate) use persistent::start_persistent;
 
 /// How many blocks a collective's per-rank buffers hold: one per member,

@@ -169,9 +169,15 @@ fn idup(func: &str, h: Comm, new: *mut Comm, req: *mut Request) -> c_int {
         return error(h, func, MPI_ERR_ARG, "null argument");
     }
     let c = comm_or_return!(func, h);
-    let d = match c.idup() {
-        Ok(d) => d,
-        Err(e) => return vpml_error(h, func, &e),
+    // Past the reserve, the members agree (under MPI_THREAD_MULTIPLE
+    // without stopping the other threads).
+    let d = match c.idup_reserved() {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return vpml_error(h, func, &e),
+        None => match crate::agreement::dup(func, h, &c) {
+            Ok(d) => d,
+            Err(code) => return code,
+        },
     };
     // A duplicate keeps the topology.
     let handle = crate::comm::register_with(h, d, crate::topo::topology_of(h));
