@@ -5,6 +5,10 @@
  * (with --min 0), 1 B, 4 B, 16 B, ... up to --max (powers of 4).
  *
  *   latency   half the mean round trip of blocking send/recv, ranks 0-1 (us)
+ *   latency_mt  the latency test run by 4 threads of ranks 0 and 1 at once,
+ *             each pair of threads on its own communicator, under
+ *             MPI_THREAD_MULTIPLE (OSU's osu_latency_mt): half the mean
+ *             round trip one thread sees (us)
  *   bw        a window of 64 nonblocking sends 0 -> 1, then an empty ack (MB/s)
  *   msgrate   the bw window, counted in messages per second
  *   bibw      both ranks send a window at once (MB/s, both directions)
@@ -32,6 +36,7 @@
  * bcast,allgather,allgatherv,alltoall,alltoallv), --min BYTES (default 1),
  * --max BYTES (default 4 MiB), --budget-ms MS, --name NAME, --json. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +104,57 @@ static void window_once(char **window, long s, int me, int from, int to, MPI_Com
     MPI_Waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
     if (me == from) MPI_Recv(NULL, 0, MPI_BYTE, to, 3, comm, MPI_STATUS_IGNORE);
     else MPI_Send(NULL, 0, MPI_BYTE, from, 3, comm);
+}
+
+#define MT_THREADS 4
+
+/* One thread's ping-pong for latency_mt. */
+struct mt_arg {
+    MPI_Comm comm;
+    long size, iters;
+    double secs;
+};
+
+static void *mt_pingpong(void *p) {
+    struct mt_arg *a = p;
+    char *buf = need(malloc(a->size ? a->size : 1));
+    memset(buf, 0, a->size ? a->size : 1);
+    int peer = 1 - rank;
+    double t0 = 0;
+    /* The first tenth warms up. */
+    for (long i = -(a->iters / 10 + 1); i < a->iters; i++) {
+        if (i == 0) t0 = MPI_Wtime();
+        if (rank == 0) {
+            MPI_Send(buf, a->size, MPI_BYTE, peer, 1, a->comm);
+            MPI_Recv(buf, a->size, MPI_BYTE, peer, 1, a->comm, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(buf, a->size, MPI_BYTE, peer, 1, a->comm, MPI_STATUS_IGNORE);
+            MPI_Send(buf, a->size, MPI_BYTE, peer, 1, a->comm);
+        }
+    }
+    a->secs = MPI_Wtime() - t0;
+    free(buf);
+    return NULL;
+}
+
+/* latency_mt: ranks 0 and 1, MT_THREADS threads each. */
+static void latency_mt(long s, MPI_Comm pair) {
+    long iters = clamp(VOLUME / 8 / (s ? s : 1), 20, 5000);
+    struct mt_arg args[MT_THREADS];
+    pthread_t th[MT_THREADS];
+    for (int t = 0; t < MT_THREADS; t++) {
+        MPI_Comm_dup(pair, &args[t].comm);
+        args[t].size = s;
+        args[t].iters = iters;
+    }
+    for (int t = 0; t < MT_THREADS; t++) pthread_create(&th[t], NULL, mt_pingpong, &args[t]);
+    double total = 0;
+    for (int t = 0; t < MT_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        total += args[t].secs;
+        MPI_Comm_free(&args[t].comm);
+    }
+    report("latency_mt", s, total / MT_THREADS * 1e6 / (2.0 * iters));
 }
 
 /* Ranks 0 and 1 only (the others wait at the next barrier): latency, bw,
@@ -269,7 +325,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mpi_bench: --max wants a positive number of bytes, --min one from 0 to --max\n");
         return 2;
     }
-    MPI_Init(&argc, &argv);
+    if (wanted("latency_mt")) {
+        int provided = MPI_THREAD_SINGLE;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "mpi_bench: latency_mt needs MPI_THREAD_MULTIPLE\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (nranks < 2) { fprintf(stderr, "mpi_bench needs 2 ranks or more\n"); MPI_Abort(MPI_COMM_WORLD, 2); }
@@ -285,6 +350,10 @@ int main(int argc, char **argv) {
     for (long s = min; s <= max; s = s ? s * 4 : 1) {
         if (p2p) {
             if (rank < 2) point_to_point(buf, window, s, pair);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (wanted("latency_mt")) {
+            if (rank < 2) latency_mt(s, pair);
             MPI_Barrier(MPI_COMM_WORLD);
         }
         if (wanted("mrate")) multi_pair(window, s);

@@ -32,6 +32,8 @@
 //! * [`ext`] — `vpml_ext.h`: `VPMLX_Checkpoint`/`VPMLX_Restarted`, for
 //!   programs that want to restart from a checkpoint rather than replay
 //!   from the start;
+//! * [`agreement`] — how communicators' contexts are agreed while other
+//!   threads call MPI;
 //! * [`threads`] — the call lock every call takes under
 //!   `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE`, and how a blocking
 //!   call waits without it;
