@@ -10,104 +10,169 @@
 //! agreement. Under `MPI_THREAD_MULTIPLE` the library runs the agreement
 //! itself, as rounds of `MPI_Iallreduce` waited for without the lock.
 //!
-//! Two agreements of one process must not run over its contexts at once
-//! (both would propose the same one). So one agreement at a time owns the
-//! process's contexts and proposes; any other contributes "busy" (the
-//! largest value), which makes its whole round fail, and tries again. The
-//! agreement on the communicator with the lowest context, among those
-//! waiting in a process, owns them first: the lowest one waiting
-//! anywhere is first at every member, so it succeeds within a round or
-//! two, and the others after it (MPICH's context-id scheme, with a
-//! largest-value reduction in place of a bit mask).
+//! Several agreements may run in one process at once (threads make
+//! communicators on different communicators, in any order across
+//! processes), so none may wait for another. Each round of an agreement:
+//!
+//! 1. each member holds a block of its contexts for this agreement alone
+//!    (its next free block, which no later proposal of the process
+//!    overlaps) and proposes its start; the largest proposal `r` is the
+//!    candidate (`MPI_Iallreduce`, `MPI_MAX`);
+//! 2. each member says whether the candidate block is free there: it must
+//!    not overlap a block another agreement in flight holds or checked, or
+//!    one committed while this agreement was in flight (everything
+//!    committed before lies below the proposal); a member that says yes
+//!    holds the candidate block too, until the round ends;
+//! 3. if every member said yes (`MPI_Iallreduce`, `MPI_MIN`), the block is
+//!    committed; otherwise the round is repeated with new blocks, after a
+//!    short pause that differs between threads.
+//!
+//! Two agreements never commit overlapping blocks at a common member: the
+//! second to check there sees the first one's hold (or its commit) and
+//! says no. None waits for another, so one that its members all reach
+//! completes; two that keep checking each other's blocks at the same
+//! moment are parted by the pauses.
 
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::consts::*;
 use crate::state::vpml_error;
 
-/// Agreements under way in this process, by the context of the
-/// communicator they run on, and the one that owns the contexts.
+/// The agreements in flight in this process.
 struct Agreements {
-    waiting: Vec<u32>,
-    owner: Option<u32>,
+    /// Blocks of contexts held by agreements in flight: (agreement,
+    /// first, end).
+    held: Vec<(u64, u32, u32)>,
+    /// Blocks committed while some agreement was in flight.
+    recent: Vec<(u32, u32)>,
+    /// Agreements in flight.
+    in_flight: usize,
+    /// The next agreement's number.
+    next_id: u64,
 }
 
+/// See [`Agreements`].
 static AGREEMENTS: Mutex<Agreements> = Mutex::new(Agreements {
-    waiting: Vec::new(),
-    owner: None,
+    held: Vec::new(),
+    recent: Vec::new(),
+    in_flight: 0,
+    next_id: 0,
 });
 
-/// A contribution that makes a round fail.
-const BUSY: u32 = u32::MAX;
+/// The agreements' table (every access is also under the call lock).
+fn lock() -> std::sync::MutexGuard<'static, Agreements> {
+    AGREEMENTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One `MPI_Iallreduce` of an unsigned int over `h`, waited for without
+/// the call lock.
+fn allreduce_u32(func: &str, h: Comm, mine: u32, op: Op) -> Result<u32, c_int> {
+    let mut result: u32 = 0;
+    let start = |req| {
+        // SAFETY: one unsigned int each way, both alive until the wait
+        // below returns.
+        unsafe {
+            crate::coll::MPI_Iallreduce(
+                (&raw const mine).cast::<c_void>(),
+                (&raw mut result).cast::<c_void>(),
+                1,
+                MPI_UNSIGNED,
+                op,
+                h,
+                req,
+            )
+        }
+    };
+    // SAFETY: null is MPI_STATUS_IGNORE.
+    match unsafe { crate::p2p::start_and_wait(func, start, std::ptr::null_mut()) } {
+        MPI_SUCCESS => Ok(result),
+        code => Err(code),
+    }
+}
 
 /// Agree with the other members of `c` (handle `h`) on a new context,
 /// letting other threads run meanwhile. Errors are reported (named after
 /// `func`) and returned as codes.
 fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
-    let me = c.context_id();
-    lock().waiting.push(me);
+    let taken = vpml::Comm::contexts_per_communicator();
+    let me = {
+        let mut a = lock();
+        a.in_flight += 1;
+        a.next_id += 1;
+        a.next_id
+    };
+    let mut round: u32 = 0;
     let agreed = loop {
-        let own = {
+        let mine = c.take_context_block();
+        lock().held.push((me, mine, mine.saturating_add(taken)));
+        let candidate = match allreduce_u32(func, h, mine, MPI_MAX) {
+            Ok(r) => r,
+            Err(code) => break Err(code),
+        };
+        let end = candidate.saturating_add(taken);
+        let free = {
             let mut a = lock();
-            let first = a.waiting.iter().min() == Some(&me);
-            let own = a.owner.is_none() && first;
-            if own {
-                a.owner = Some(me);
+            let overlaps = |&(first, last): &(u32, u32)| first < end && candidate < last;
+            let free = !a
+                .held
+                .iter()
+                .any(|&(id, f, l)| id != me && overlaps(&(f, l)))
+                && !a.recent.iter().any(overlaps);
+            if free {
+                a.held.push((me, candidate, end));
             }
-            own
+            free
         };
-        let proposal: u32 = if own { c.context_proposal() } else { BUSY };
-        let mut result: u32 = 0;
-        let start = |req| {
-            // SAFETY: one unsigned int each way, both alive until the
-            // wait below returns.
-            unsafe {
-                crate::coll::MPI_Iallreduce(
-                    (&raw const proposal).cast::<c_void>(),
-                    (&raw mut result).cast::<c_void>(),
-                    1,
-                    MPI_UNSIGNED,
-                    MPI_MAX,
-                    h,
-                    req,
-                )
+        let all_free = allreduce_u32(func, h, u32::from(free), MPI_MIN);
+        lock().held.retain(|&(id, _, _)| id != me);
+        match all_free {
+            Err(code) => break Err(code),
+            Ok(1) => {
+                let committed = c
+                    .commit_context(candidate)
+                    .map_err(|e| vpml_error(h, func, &e));
+                let mut a = lock();
+                if committed.is_ok() && a.in_flight > 1 {
+                    a.recent.push((candidate, end));
+                }
+                break committed;
             }
-        };
-        // SAFETY: null is MPI_STATUS_IGNORE.
-        let r = unsafe { crate::p2p::start_and_wait(func, start, std::ptr::null_mut()) };
-        if own {
-            lock().owner = None;
+            Ok(_) => {
+                // A member's block was held by another agreement: pause
+                // (differently in each thread and round) and try again.
+                round = round.wrapping_add(1);
+                let pause = Duration::from_micros(u64::from(jitter(me, round)));
+                crate::threads::without_lock(|| std::thread::sleep(pause));
+            }
         }
-        if r != MPI_SUCCESS {
-            break Err(r);
-        }
-        if result != BUSY {
-            break c
-                .commit_context(result)
-                .map_err(|e| vpml_error(h, func, &e));
-        }
-        // Some member's contexts were busy: everyone tries again.
     };
     let mut a = lock();
-    if let Some(i) = a.waiting.iter().position(|&w| w == me) {
-        a.waiting.swap_remove(i);
+    a.in_flight -= 1;
+    if a.in_flight == 0 {
+        a.recent.clear();
     }
     agreed
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Agreements> {
-    AGREEMENTS.lock().unwrap_or_else(PoisonError::into_inner)
+/// A pause of 0 to about 2 ms, different for each agreement and round
+/// (a hash of both; nothing depends on its value but the spread).
+fn jitter(id: u64, round: u32) -> u32 {
+    let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ u64::from(round).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 31;
+    (x % 2048) as u32
 }
 
 /// Run `f`, a vpml call that agrees on contexts itself (blocking, with
-/// the call lock held), once no agreement of another thread owns this
-/// process's contexts.
+/// the call lock held, so no other thread runs until it returns), once no
+/// agreement of another thread is in flight.
 pub(crate) fn exclusive<R>(f: impl FnOnce() -> R) -> R {
     if !crate::threads::multiple() {
         return f();
     }
-    crate::threads::wait_until(|| lock().owner.is_none());
+    crate::threads::wait_until(|| lock().in_flight == 0);
     // The call lock is held from here: no other thread can start one.
     f()
 }

@@ -145,6 +145,12 @@ fn wake_sleepers() {
     }
 }
 
+/// Run `f` (which touches neither the state nor the engine) without the
+/// call lock, letting other threads call MPI meanwhile.
+pub(crate) fn without_lock<R>(f: impl FnOnce() -> R) -> R {
+    unlocked(f)
+}
+
 /// Run `f` without the call lock, if this thread holds it, and take it
 /// back afterwards, as deep as it was. It is let go at any depth: the
 /// library's calls call each other (`MPI_Sendrecv` waits with `MPI_Wait`),

@@ -373,15 +373,35 @@ impl Comm {
     }
 
     /// Take `agreed` (the largest proposal) and the contexts after it that
-    /// a communicator reserves; returns it.
+    /// a communicator reserves ([`Comm::contexts_per_communicator`]);
+    /// returns it. The next free context only moves up.
     pub fn commit_context(&self, agreed: u32) -> Result<u32> {
-        // Its two contexts, and those reserved for idups.
-        let taken = reserved(2);
+        let taken = Self::contexts_per_communicator();
         if agreed >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
-        self.engine.borrow_mut().set_next_context(agreed + taken);
+        let mut eng = self.engine.borrow_mut();
+        let next = eng.next_context().max(agreed + taken);
+        eng.set_next_context(next);
         Ok(agreed)
+    }
+
+    /// Propose, and hold for this agreement alone, the next free block of
+    /// contexts: the next free context moves past it (for bindings that
+    /// run several agreements of one process at once; see
+    /// [`Comm::context_proposal`]).
+    pub fn take_context_block(&self) -> u32 {
+        let mut eng = self.engine.borrow_mut();
+        let first = eng.next_context();
+        let next = first.saturating_add(Self::contexts_per_communicator());
+        eng.set_next_context(next.min(SELF_CONTEXT));
+        first
+    }
+
+    /// How many contexts an intracommunicator made by agreement takes: its
+    /// own two and those reserved for its idups.
+    pub fn contexts_per_communicator() -> u32 {
+        reserved(2)
     }
 
     /// The job id given by the launcher (`"singleton"` outside `vpml run`).

@@ -10,7 +10,10 @@
    - Waitany over requests of several threads' communicators.
    - Threads make communicators at once (Comm_dup, Comm_split,
      Comm_create, Comm_idup) from their own communicators, 20 times each:
-     their members agree on contexts while the other threads run.
+     their members agree on contexts while the other threads run; and
+     rank 0 duplicates two communicators from two threads at once while
+     the other ranks duplicate them one after the other, in the opposite
+     order.
    Every result is checked against the value it must have; rank 0 prints
    "multiple ok <checks>" or FAIL lines. Built with `vpml mpicc` or MPICH's
    mpicc.mpich. */
@@ -147,6 +150,32 @@ static void *creator(void *arg) {
     return NULL;
 }
 
+/* Rank 0's threads: duplicate comms[id] (ids 0 and 1 at once). */
+static MPI_Comm dups[2];
+
+static void *dupper(void *arg) {
+    int id = (int)(long)arg;
+    MPI_Comm_dup(comms[id], &dups[id]);
+    return NULL;
+}
+
+static void crossed_duplicates(void) {
+    if (rank == 0) {
+        pthread_t th[2];
+        for (long t = 0; t < 2; t++) pthread_create(&th[t], NULL, dupper, (void *)t);
+        for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    } else {
+        MPI_Comm_dup(comms[1], &dups[1]);
+        MPI_Comm_dup(comms[0], &dups[0]);
+    }
+    for (int i = 0; i < 2; i++) {
+        int v = rank + i, sum = 0;
+        MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, dups[i]);
+        CHECK(sum == size * (size - 1) / 2 + size * i, "crossed duplicate %d: sum %d", i, sum);
+        MPI_Comm_free(&dups[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     int provided = -1, queried = -1;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -163,6 +192,8 @@ int main(int argc, char **argv) {
 
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, creator, (void *)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+
+    crossed_duplicates();
 
     pthread_create(&th[0], NULL, self_receiver, NULL);
     pthread_create(&th[1], NULL, self_sender, NULL);
