@@ -48,6 +48,7 @@ const POLLS_BEFORE_SLEEP: u32 = 64;
 /// The call lock: re-entrant (a user reduction may call MPI), so it
 /// records its owner and depth.
 static CALL_LOCK: Mutex<(Option<ThreadId>, usize)> = Mutex::new((None, 0));
+/// Signalled when the call lock is let go.
 static CALL_FREE: Condvar = Condvar::new();
 
 /// Record the thread support granted at init: `serialized` takes the call
@@ -216,10 +217,21 @@ pub(crate) fn wait_for(
             continue;
         }
         let Some(sleep) = engine.outside_sleep_raw() else {
+            // Something arrived meanwhile: poll again, after a yield.
+            unlocked(std::thread::yield_now);
             continue;
         };
-        SLEEPERS.fetch_add(1, Ordering::SeqCst);
-        unlocked(|| sleep.sleep());
+        // Sleepers share one doorbell word, which each re-arms: a thread
+        // that arms it after another was woken can make that one miss its
+        // wake-up. With another sleeper about, sleep briefly.
+        let others = SLEEPERS.fetch_add(1, Ordering::SeqCst) > 0;
+        unlocked(|| {
+            if others {
+                sleep.sleep_briefly();
+            } else {
+                sleep.sleep();
+            }
+        });
         SLEEPERS.fetch_sub(1, Ordering::SeqCst);
         polls = 0;
     }

@@ -90,6 +90,7 @@ impl Comm {
         Some(self.idup_slot(r, i))
     }
 
+    /// The duplicate on slot `i` of reserve `r`.
     fn idup_slot(&self, r: &Reserve, i: u32) -> Result<Comm> {
         let per = if self.is_inter() { 4 } else { 2 };
         let context = r.first + per * i;

@@ -1063,6 +1063,11 @@ static int greq_free(void *extra) {
     return MPI_SUCCESS;
 }
 
+static int greq_free_fails(void *extra) {
+    (void)extra;
+    return MPI_ERR_OTHER;
+}
+
 static int greq_cancel(void *extra, int complete) {
     (void)extra;
     greq_cancelled_complete = complete;
@@ -1110,7 +1115,19 @@ static void generalized_requests(void) {
     CHECK(r == MPI_REQUEST_NULL && greq_freed == 2, "Request_free in flight: freed %d", greq_freed);
     MPI_Grequest_complete(keep);
     CHECK(greq_freed == 3, "free function at completion of a freed request: %d", greq_freed);
+    /* A failing free function: Waitall says MPI_ERR_IN_STATUS, the status
+       carries its code; a null request's status is empty, MPI_ERROR
+       included. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Request two[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Status sts[2];
+    sts[0].MPI_ERROR = sts[1].MPI_ERROR = -5;
+    MPI_Grequest_start(greq_query, greq_free_fails, greq_cancel, &n, &two[1]);
+    MPI_Grequest_complete(two[1]);
+    int wrc = MPI_Waitall(2, two, sts);
+    CHECK(wrc == MPI_ERR_IN_STATUS && sts[1].MPI_ERROR == MPI_ERR_OTHER && sts[0].MPI_ERROR == MPI_SUCCESS &&
+              sts[0].MPI_TAG == MPI_ANY_TAG,
+          "Waitall with a failing free function: rc %d, errors %d %d", wrc, sts[0].MPI_ERROR, sts[1].MPI_ERROR);
     int rc = MPI_Grequest_complete(keep), cls = -1;
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_REQUEST, "completing a freed request twice: class %d", cls);

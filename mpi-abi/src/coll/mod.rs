@@ -474,8 +474,12 @@ export! {
     }
 
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter(send: *const c_void, recv: *mut c_void, counts: *const c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
-        threaded_as!("MPI_Reduce_scatter", MPI_Ireduce_scatter(send, recv, counts, dt, op, h));
         let c = match comm("MPI_Reduce_scatter", h) { Ok(c) => c, Err(code) => return code };
+        // (Its nonblocking form has no intercommunicator layout yet: there
+        // it stays blocking, the call lock held.)
+        if !c.is_inter() {
+            threaded_as!("MPI_Reduce_scatter", MPI_Ireduce_scatter(send, recv, counts, dt, op, h));
+        }
         if counts.is_null() {
             return error(h, "MPI_Reduce_scatter", MPI_ERR_ARG, "null count array");
         }

@@ -62,6 +62,23 @@ fn blocking_send(
         Ok(c) => c,
         Err(code) => return code,
     };
+    send_on(func, how, &c, h, buf, count, dt, dest, tag)
+}
+
+/// A blocking send of the C buffer on `c` (whose handle, for errors, is
+/// `h`).
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn send_on(
+    func: &str,
+    how: Blocking,
+    c: &vpml::Comm,
+    h: Comm,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+) -> c_int {
     if dest == MPI_PROC_NULL {
         return MPI_SUCCESS;
     }
@@ -80,6 +97,23 @@ fn blocking_send(
         Ok(()) => MPI_SUCCESS,
         Err(e) => vpml_error(h, func, &e),
     }
+}
+
+/// `MPI_Bsend` on communicator `c` (a persistent request's clone; its
+/// handle `h` names the error handler): the message is copied and sent in
+/// the background.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(super) fn buffered_send_on(
+    func: &str,
+    c: &vpml::Comm,
+    h: Comm,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+) -> c_int {
+    send_on(func, Blocking::Buffered, c, h, buf, count, dt, dest, tag)
 }
 
 export! {

@@ -294,17 +294,14 @@ fn complete_with(
     });
     finished.map_err(|e| vpml_error(comm, func, &e))?;
     for (i, g) in greqs {
-        let st = g.query();
-        each(i, &st);
-        let freed = g.free();
-        let code = if st.error != MPI_SUCCESS {
-            st.error
-        } else {
-            freed
-        };
-        if code != MPI_SUCCESS && first_error.is_none() {
-            first_error = Some((code, "a generalized request's function failed".to_string()));
+        let st = g.finish();
+        if st.error != MPI_SUCCESS && first_error.is_none() {
+            first_error = Some((
+                st.error,
+                "a generalized request's function failed".to_string(),
+            ));
         }
+        each(i, &st);
     }
     for after in afters {
         if let Err(e) = after()

@@ -25,9 +25,13 @@ pub(crate) type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 
 /// The application's functions and state for one generalized request.
 pub(crate) struct Greq {
+    /// The query function: fills the status of the completed request.
     query: Option<QueryFn>,
+    /// The free function: releases the application's state.
     free: Option<FreeFn>,
+    /// The cancel function: told whether the request completed.
     cancel: Option<CancelFn>,
+    /// The application's state, passed to each function.
     extra: *mut c_void,
     /// `MPI_Grequest_complete` was called.
     completed: bool,
@@ -37,16 +41,26 @@ pub(crate) struct Greq {
 }
 
 impl Greq {
-    /// The status the query function gives (its return value in
-    /// `MPI_ERROR`). Runs the application's code: call it with the state
-    /// free.
-    pub(crate) fn query(&self) -> MpiStatus {
+    /// The status the query function gives, and its return value. Runs
+    /// the application's code: call it with the state free.
+    pub(crate) fn query(&self) -> (MpiStatus, c_int) {
         let mut st = MpiStatus::default();
-        if let Some(q) = self.query {
+        let rc = match self.query {
             // SAFETY: the function and its state as the application gave
             // them to MPI_Grequest_start; a status it may fill.
-            st.error = unsafe { q(self.extra, &mut st) };
-        }
+            Some(q) => unsafe { q(self.extra, &mut st) },
+            None => MPI_SUCCESS,
+        };
+        (st, rc)
+    }
+
+    /// Query, then free (the request completes): the status, with the
+    /// last failing function's code in `MPI_ERROR` (MPI's rule: the free
+    /// function's, else the query function's).
+    pub(crate) fn finish(self) -> MpiStatus {
+        let (mut st, queried) = self.query();
+        let freed = self.free();
+        st.error = if freed != MPI_SUCCESS { freed } else { queried };
         st
     }
 
@@ -109,7 +123,9 @@ pub(crate) fn greq_status(h: Request) -> Option<Option<MpiStatus>> {
             completed: true,
             orphaned: false,
         };
-        g.query()
+        let (mut st, rc) = g.query();
+        st.error = rc;
+        st
     }))
 }
 
@@ -172,19 +188,24 @@ export! {
             let k = request_slot(h)?;
             let e = s.requests.get_mut(k)?;
             let g = e.greq.as_mut().filter(|g| !g.completed)?;
-            g.completed = true;
             let orphaned = g.orphaned;
             let a = e.active.as_ref()?;
             let (id, on) = (a.id(), a.on()?.clone());
+            // Complete in the engine first: on an error, nothing changed.
+            if let Err(e) = on.complete_external_raw(id) {
+                return Some(Err(e));
+            }
+            if let Some(g) = s.requests.get_mut(k).and_then(|e| e.greq.as_mut()) {
+                g.completed = true;
+            }
             let greq = if orphaned { s.requests.remove(k).and_then(|e| e.greq) } else { None };
-            Some((id, on, greq))
+            Some(Ok((id, on, greq)))
         });
-        let Some((id, on, greq)) = found else {
-            return error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "not an active generalized request");
+        let (id, on, greq) = match found {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => return vpml_error(MPI_COMM_WORLD, func, &e),
+            None => return error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "not an active generalized request"),
         };
-        if let Err(e) = on.complete_external_raw(id) {
-            return vpml_error(MPI_COMM_WORLD, func, &e);
-        }
         match greq {
             Some(g) => {
                 // Nobody waits for it: its status is not needed.

@@ -29,6 +29,9 @@ fn take(c: &vpml::Comm, st: &vpml::Status) -> vpml::Result<Matched> {
     let mut data = vec![0u8; st.len()];
     // SAFETY: `data` outlives the receive, which completes below.
     let id = unsafe { c.irecv_raw(st.source(), st.tag(), data.as_mut_ptr(), data.len())? };
+    // (It matched the probed message: under MPI_THREAD_MULTIPLE the rest
+    // of a large one is waited for without the call lock.)
+    crate::threads::block_until(c, &[Some(id)], true)?;
     c.wait_all_raw(&[Some(id)])?;
     let got = c.finish_raw(id)?.into_result()?;
     Ok(Matched {

@@ -119,9 +119,9 @@ export! {
         if op.buffered {
             // As MPI_Bsend: the message is copied and sent in the
             // background; the request is complete (with an empty status).
-            // SAFETY: the buffer the request was made with (MPI's contract
-            // keeps it valid while the request exists).
-            let r = unsafe { super::MPI_Bsend(op.buf, op.count, op.dt, op.peer, op.tag, c) };
+            // On the request's own communicator (the program may have
+            // freed its handle); the buffer the request was made with.
+            let r = super::blocking::buffered_send_on("MPI_Start", &op.on, c, op.buf, op.count, op.dt, op.peer, op.tag);
             if r == MPI_SUCCESS {
                 STATE.with(|s| {
                     let mut s = s.borrow_mut();

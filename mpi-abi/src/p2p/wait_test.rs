@@ -16,8 +16,9 @@ use crate::state::put;
 /// `statuses` holds `n` statuses or is `MPI_STATUSES_IGNORE`.
 unsafe fn write_empty_statuses(statuses: *mut MpiStatus, n: usize) {
     for i in 0..n {
-        // SAFETY: caller contract.
-        unsafe { write_status(nth(statuses, i), None, false) };
+        // SAFETY: caller contract. (MPI's empty status, MPI_ERROR
+        // included: these calls set it.)
+        unsafe { put_status(nth(statuses, i), &super::status_of(None, false)) };
     }
 }
 
@@ -368,11 +369,15 @@ export! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put(flag, c_int::from(st.is_some()));
-                if let Some(st) = st {
-                    put_single_status(status, &st);
+                if let Some(st) = &st {
+                    put_single_status(status, st);
                 }
             }
-            return MPI_SUCCESS;
+            // The query function's code is the call's.
+            return match st.map_or(MPI_SUCCESS, |st| st.error) {
+                MPI_SUCCESS => MPI_SUCCESS,
+                code => crate::state::error(MPI_COMM_WORLD, "MPI_Request_get_status", code, "the generalized request's query function failed"),
+            };
         }
         match get_status(req) {
             Ok(done) => {

@@ -39,9 +39,21 @@ impl OutsideSleep {
     /// us) or the slice ends. Spurious returns are part of the contract:
     /// the caller polls again.
     pub fn sleep(self) {
+        let timeout = self.timeout;
+        self.sleep_at_most(timeout);
+    }
+
+    /// [`OutsideSleep::sleep`], at most a millisecond (for a thread that
+    /// may have missed a wake-up: the doorbell word is shared).
+    pub fn sleep_briefly(self) {
+        let timeout = self.timeout.min(POLL_SLICE);
+        self.sleep_at_most(timeout);
+    }
+
+    fn sleep_at_most(self, timeout: Duration) {
         match &self.bell {
-            Some(b) => futex::wait(b.0.doorbell(), 1, self.timeout),
-            None => std::thread::sleep(self.timeout),
+            Some(b) => futex::wait(b.0.doorbell(), 1, timeout),
+            None => std::thread::sleep(timeout),
         }
     }
 }
