@@ -56,6 +56,27 @@ typedef int MPI_Message;
 #define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x54000001)
 #define MPI_ERRORS_ABORT     ((MPI_Errhandler)0x54000003)
 typedef void (MPI_Comm_errhandler_function)(MPI_Comm *, int *, ...);
+enum MPIR_Combiner_enum {
+    MPI_COMBINER_NAMED = 1,
+    MPI_COMBINER_DUP = 2,
+    MPI_COMBINER_CONTIGUOUS = 3,
+    MPI_COMBINER_VECTOR = 4,
+    MPI_COMBINER_HVECTOR_INTEGER = 5,
+    MPI_COMBINER_HVECTOR = 6,
+    MPI_COMBINER_INDEXED = 7,
+    MPI_COMBINER_HINDEXED_INTEGER = 8,
+    MPI_COMBINER_HINDEXED = 9,
+    MPI_COMBINER_INDEXED_BLOCK = 10,
+    MPI_COMBINER_STRUCT_INTEGER = 11,
+    MPI_COMBINER_STRUCT = 12,
+    MPI_COMBINER_SUBARRAY = 13,
+    MPI_COMBINER_DARRAY = 14,
+    MPI_COMBINER_F90_REAL = 15,
+    MPI_COMBINER_F90_COMPLEX = 16,
+    MPI_COMBINER_F90_INTEGER = 17,
+    MPI_COMBINER_RESIZED = 18,
+    MPI_COMBINER_HINDEXED_BLOCK = 19
+};
 typedef int (MPI_Grequest_query_function)(void *, MPI_Status *);
 typedef int (MPI_Grequest_free_function)(void *);
 typedef int (MPI_Grequest_cancel_function)(void *, int);
@@ -701,6 +722,10 @@ int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
 int PMPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Pcontrol(const int level, ...);
 int PMPI_Pcontrol(const int level, ...);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses, int *num_datatypes, int *combiner);
+int PMPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses, int *num_datatypes, int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
+int PMPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
 int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int MPI_Grequest_complete(MPI_Request request);

@@ -352,32 +352,35 @@ export! {
     }
 
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_contiguous", new, || {
+        let rc = make_type("MPI_Type_contiguous", new, || {
             let o = old_type(old)?;
             let mut b = Builder::default();
             for i in 0..counted(count)? {
                 b.place(&o, i as isize * o.extent);
             }
             Ok(b.build(false))
-        })
+        });
+        crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_CONTIGUOUS, ints: vec![count], addrs: vec![], types: vec![old] })
     }
 
     fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklen: c_int, stride: c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_vector", new, || {
+        let rc = make_type("MPI_Type_vector", new, || {
             let o = old_type(old)?;
             strided(&o, counted(count)?, counted(blocklen)?, stride as isize * o.extent)
-        })
+        });
+        crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_VECTOR, ints: vec![count, blocklen, stride], addrs: vec![], types: vec![old] })
     }
 
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklen: c_int, stride: Aint, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_hvector", new, || {
+        let rc = make_type("MPI_Type_create_hvector", new, || {
             let o = old_type(old)?;
             strided(&o, counted(count)?, counted(blocklen)?, stride)
-        })
+        });
+        crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HVECTOR, ints: vec![count, blocklen], addrs: vec![stride], types: vec![old] })
     }
 
     fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklens: *const c_int, displs: *const c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_indexed", new, || {
+        let rc = make_type("MPI_Type_indexed", new, || {
             let o = old_type(old)?;
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` ints (caller contract).
@@ -389,21 +392,23 @@ export! {
                 }
             }
             Ok(b.build(false))
-        })
+        });
+        crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); ints.extend(copied(displs, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_INDEXED, ints, addrs: vec![], types: vec![old] } })
     }
 
     fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklen: c_int, displs: *const c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_indexed_block", new, || {
+        let rc = make_type("MPI_Type_create_indexed_block", new, || {
             let o = old_type(old)?;
             // SAFETY: `displs` holds `count` ints (caller contract).
             let offs = unsafe { ints(displs, counted(count)?)? };
             let at: Vec<isize> = offs.iter().map(|&d| d as isize * o.extent).collect();
             blocks_at(&o, &at, counted(blocklen)?)
-        })
+        });
+        crate::recipes::record(rc, new, || { let mut ints = vec![count, blocklen]; ints.extend(copied(displs, count as usize)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_INDEXED_BLOCK, ints, addrs: vec![], types: vec![old] } })
     }
 
     fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklens: *const c_int, displs: *const Aint, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_hindexed", new, || {
+        let rc = make_type("MPI_Type_create_hindexed", new, || {
             let o = old_type(old)?;
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` entries (caller contract).
@@ -415,16 +420,18 @@ export! {
                 }
             }
             Ok(b.build(false))
-        })
+        });
+        crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HINDEXED, ints, addrs: copied(displs, n), types: vec![old] } })
     }
 
     fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklen: c_int, displs: *const Aint, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_hindexed_block", new, || {
+        let rc = make_type("MPI_Type_create_hindexed_block", new, || {
             let o = old_type(old)?;
             // SAFETY: `displs` holds `count` entries (caller contract).
             let offs = unsafe { array(displs, counted(count)?)? };
             blocks_at(&o, offs, counted(blocklen)?)
-        })
+        });
+        crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HINDEXED_BLOCK, ints: vec![count, blocklen], addrs: copied(displs, count as usize), types: vec![old] })
     }
 
     fn MPI_Type_dup / PMPI_Type_dup(old: Datatype, new: *mut Datatype) -> c_int {
@@ -432,6 +439,7 @@ export! {
         // with the same layout), and of the attributes the keyvals' copy
         // functions copy.
         let rc = make_type("MPI_Type_dup", new, || old_type(old));
+        let rc = crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_DUP, ints: vec![], addrs: vec![], types: vec![old] });
         if rc != MPI_SUCCESS {
             return rc;
         }
@@ -444,7 +452,7 @@ export! {
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const Aint, types: *const Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_struct", new, || {
+        let rc = make_type("MPI_Type_create_struct", new, || {
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` entries (caller contract).
             let (lens, offs, tys) = unsafe { (ints(blocklens, n)?, array(displs, n)?, ints(types, n)?) };
@@ -456,16 +464,18 @@ export! {
                 }
             }
             Ok(b.build(true))
-        })
+        });
+        crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_STRUCT, ints, addrs: copied(displs, n), types: copied(types, n) } })
     }
 
     fn MPI_Type_create_resized / PMPI_Type_create_resized(old: Datatype, lb: Aint, extent: Aint, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_resized", new, || {
+        let rc = make_type("MPI_Type_create_resized", new, || {
             let mut o = old_type(old)?;
             o.lb = lb;
             o.extent = extent;
             Ok(o)
-        })
+        });
+        crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_RESIZED, ints: vec![], addrs: vec![lb, extent], types: vec![old] })
     }
 
     fn MPI_Type_commit / PMPI_Type_commit(dt: *mut Datatype) -> c_int {
@@ -486,11 +496,9 @@ export! {
                 return error(MPI_COMM_WORLD, "MPI_Type_free", rc, "an attribute's delete function failed");
             }
         }
-        let freed = STATE.with(|s| {
-            let mut s = s.borrow_mut();
-            s.type_names.remove(&h);
-            release(&mut s.types, h, USER_TYPE_KIND)
-        });
+        // (A type another type's recipe or MPI_Type_get_contents still
+        // refers to lives on until its last reference goes.)
+        let freed = STATE.with(|s| crate::recipes::unref(&mut s.borrow_mut(), h));
         if !freed {
             return error(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE, "not a derived datatype");
         }
@@ -589,6 +597,16 @@ pub(crate) fn make_type(
         }
         Err(why) => error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, why),
     }
+}
+
+/// A copy of the `n` entries at `p` (nothing if `p` is null): a
+/// constructor's arguments, read again for its recipe once it succeeded.
+pub(crate) fn copied<T: Copy>(p: *const T, n: usize) -> Vec<T> {
+    if p.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the constructor read the same `n` entries (caller contract).
+    unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
 }
 
 pub(crate) fn old_type(dt: Datatype) -> Result<DerivedType, &'static str> {

@@ -94,6 +94,7 @@ pub mod group;
 pub mod info;
 pub mod p2p;
 pub mod pack;
+pub mod recipes;
 pub mod state;
 pub mod threads;
 pub mod topo;

@@ -207,6 +207,8 @@ pub(crate) struct State {
     pub messages: Vec<Option<crate::p2p::Matched>>,
     /// Names given by `MPI_Type_set_name`.
     pub type_names: std::collections::BTreeMap<Datatype, String>,
+    /// How each derived datatype was made, and references to them.
+    pub recipes: crate::recipes::Recipes,
     /// User operations: the function, and whether it commutes.
     pub ops: Vec<Option<(UserFn, bool)>>,
     /// Staging buffers of requests freed while active: the engine may
@@ -229,6 +231,7 @@ impl State {
             user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
             type_names: std::collections::BTreeMap::new(),
+            recipes: crate::recipes::Recipes::new(),
             keyvals: Vec::new(),
             messages: Vec::new(),
             type_attrs: std::collections::BTreeMap::new(),

@@ -228,7 +228,7 @@ fn predefined_name(dt: Datatype) -> Option<&'static str> {
 
 export! {
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_subarray", new, || {
+        let rc = make_type("MPI_Type_create_subarray", new, || {
             let n = counted(ndims)?;
             if n == 0 {
                 return Err("ndims must be positive");
@@ -251,11 +251,12 @@ export! {
                 picked.push((s..s + k).collect());
             }
             array_type(&full, &picked, order, &old_type(old)?)
-        })
+        });
+        crate::recipes::record(rc, new, || { let n = ndims.max(0) as usize; let mut ints = vec![ndims]; for a in [sizes, subsizes, starts] { ints.extend(crate::env::copied(a, n)); } ints.push(order); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_SUBARRAY, ints, addrs: vec![], types: vec![old] } })
     }
 
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, old: Datatype, new: *mut Datatype) -> c_int {
-        make_type("MPI_Type_create_darray", new, || {
+        let rc = make_type("MPI_Type_create_darray", new, || {
             let n = counted(ndims)?;
             if n == 0 {
                 return Err("ndims must be positive");
@@ -286,7 +287,8 @@ export! {
                 picked.push(mine);
             }
             array_type(&full, &picked, order, &old_type(old)?)
-        })
+        });
+        crate::recipes::record(rc, new, || { let n = ndims.max(0) as usize; let mut ints = vec![size, rank, ndims]; for a in [gsizes, distribs, dargs, psizes] { ints.extend(crate::env::copied(a, n)); } ints.push(order); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_DARRAY, ints, addrs: vec![], types: vec![old] } })
     }
 
     fn MPI_Type_set_name / PMPI_Type_set_name(dt: Datatype, name: *const c_char) -> c_int {

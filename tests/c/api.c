@@ -1171,6 +1171,52 @@ static void persistent_modes(void) {
     CHECK(MPI_Pcontrol(1) == MPI_SUCCESS && MPI_Pcontrol(0, "x") == MPI_SUCCESS, "Pcontrol");
 }
 
+/* MPI_Type_get_envelope/contents give back each constructor and its
+   arguments, also after the inner type was freed. */
+static void type_contents(void) {
+    int ni, na, nd, comb;
+    MPI_Type_get_envelope(MPI_INT, &ni, &na, &nd, &comb);
+    CHECK(comb == MPI_COMBINER_NAMED && ni == 0 && na == 0 && nd == 0, "envelope of MPI_INT: %d", comb);
+
+    MPI_Datatype vec, st, got[2], sub;
+    MPI_Type_vector(3, 2, 5, MPI_DOUBLE, &vec);
+    int lens[2] = {1, 4};
+    MPI_Aint displs[2] = {0, 64};
+    MPI_Datatype types[2] = {MPI_CHAR, vec};
+    MPI_Type_create_struct(2, lens, displs, types, &st);
+    MPI_Type_free(&vec); /* the struct still refers to it */
+    MPI_Type_get_envelope(st, &ni, &na, &nd, &comb);
+    CHECK(comb == MPI_COMBINER_STRUCT && ni == 3 && na == 2 && nd == 2, "struct envelope %d %d %d %d", comb, ni, na,
+          nd);
+    int is[3];
+    MPI_Aint as[2];
+    MPI_Type_get_contents(st, 3, 2, 2, is, as, got);
+    CHECK(is[0] == 2 && is[1] == 1 && is[2] == 4 && as[0] == 0 && as[1] == 64 && got[0] == MPI_CHAR,
+          "struct contents %d %d %d %ld", is[0], is[1], is[2], (long)as[1]);
+    MPI_Type_get_envelope(got[1], &ni, &na, &nd, &comb);
+    CHECK(comb == MPI_COMBINER_VECTOR && ni == 3 && nd == 1, "inner vector envelope %d", comb);
+    int vi[3];
+    MPI_Datatype vt;
+    MPI_Type_get_contents(got[1], 3, 0, 1, vi, NULL, &vt);
+    CHECK(vi[0] == 3 && vi[1] == 2 && vi[2] == 5 && vt == MPI_DOUBLE, "vector contents %d %d %d", vi[0], vi[1], vi[2]);
+    int size = 0;
+    MPI_Type_size(got[1], &size);
+    CHECK(size == 48, "the inner vector lives on: size %d", size);
+    MPI_Type_free(&got[1]);
+    MPI_Type_free(&st);
+
+    int sizes[2] = {4, 6}, subs[2] = {2, 3}, starts[2] = {1, 2};
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub);
+    MPI_Type_get_envelope(sub, &ni, &na, &nd, &comb);
+    int si[8];
+    MPI_Datatype so;
+    MPI_Type_get_contents(sub, 8, 0, 1, si, NULL, &so);
+    CHECK(comb == MPI_COMBINER_SUBARRAY && ni == 8 && si[0] == 2 && si[1] == 4 && si[4] == 3 && si[6] == 2 &&
+              si[7] == MPI_ORDER_C && so == MPI_INT,
+          "subarray contents: combiner %d ni %d", comb, ni);
+    MPI_Type_free(&sub);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -1199,6 +1245,7 @@ int main(int argc, char **argv) {
     errors();
     generalized_requests();
     persistent_modes();
+    type_contents();
     int total = 0;
     MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && total == 0) printf("api ok %d\n", checks);

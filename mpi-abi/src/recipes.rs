@@ -1,0 +1,171 @@
+//! How each derived datatype was made: `MPI_Type_get_envelope` and
+//! `MPI_Type_get_contents` give back the constructor and its arguments.
+//!
+//! Each constructor records its recipe: the combiner (`MPI_COMBINER_*`)
+//! and its integer, address and datatype arguments, in the order MPI
+//! lists them. A recipe holds a reference to each derived datatype it
+//! names, so that the program may free those first (MPI allows it) and
+//! still decode the new type; `MPI_Type_get_contents` hands out one more
+//! reference per derived datatype it returns, which the program frees. A
+//! derived type's table slot is released when its last reference goes.
+
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+
+use crate::consts::*;
+use crate::state::{STATE, State, error, put, release, slot_of};
+
+/// `MPI_COMBINER_*`: which constructor made a datatype (MPICH's values).
+pub(crate) const MPI_COMBINER_NAMED: c_int = 1;
+pub(crate) const MPI_COMBINER_DUP: c_int = 2;
+pub(crate) const MPI_COMBINER_CONTIGUOUS: c_int = 3;
+pub(crate) const MPI_COMBINER_VECTOR: c_int = 4;
+pub(crate) const MPI_COMBINER_HVECTOR: c_int = 6;
+pub(crate) const MPI_COMBINER_INDEXED: c_int = 7;
+pub(crate) const MPI_COMBINER_HINDEXED: c_int = 9;
+pub(crate) const MPI_COMBINER_INDEXED_BLOCK: c_int = 10;
+pub(crate) const MPI_COMBINER_STRUCT: c_int = 12;
+pub(crate) const MPI_COMBINER_SUBARRAY: c_int = 13;
+pub(crate) const MPI_COMBINER_DARRAY: c_int = 14;
+pub(crate) const MPI_COMBINER_RESIZED: c_int = 18;
+pub(crate) const MPI_COMBINER_HINDEXED_BLOCK: c_int = 19;
+
+/// A derived datatype's constructor and arguments.
+pub(crate) struct Recipe {
+    pub combiner: c_int,
+    pub ints: Vec<c_int>,
+    pub addrs: Vec<Aint>,
+    pub types: Vec<Datatype>,
+}
+
+/// Recipes and reference counts of the derived datatypes.
+#[derive(Default)]
+pub(crate) struct Recipes {
+    made: BTreeMap<Datatype, Recipe>,
+    /// References to a derived type beyond the program's first one.
+    extra: BTreeMap<Datatype, usize>,
+}
+
+impl Recipes {
+    pub(crate) const fn new() -> Recipes {
+        Recipes {
+            made: BTreeMap::new(),
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+/// A derived (not predefined) datatype handle?
+fn derived(dt: Datatype) -> bool {
+    slot_of(dt, USER_TYPE_KIND).is_some()
+}
+
+/// After a constructor returned `rc`: on success, record the recipe of
+/// the type written to `*new`. Returns `rc`.
+pub(crate) fn record(rc: c_int, new: *mut Datatype, recipe: impl FnOnce() -> Recipe) -> c_int {
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // SAFETY: the constructor just wrote the handle there.
+    let Some(&h) = (unsafe { new.as_ref() }) else {
+        return rc;
+    };
+    let r = recipe();
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        for &t in r.types.iter().filter(|&&t| derived(t)) {
+            *s.recipes.extra.entry(t).or_insert(0) += 1;
+        }
+        s.recipes.made.insert(h, r);
+    });
+    rc
+}
+
+/// Drop one reference to derived type `h`: the last one releases its
+/// slot, its name and its recipe (and the recipe's references). False if
+/// `h` is not a derived type in use.
+pub(crate) fn unref(s: &mut State, h: Datatype) -> bool {
+    match s.recipes.extra.get_mut(&h) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            return true;
+        }
+        Some(_) => {
+            s.recipes.extra.remove(&h);
+            return true;
+        }
+        None => {}
+    }
+    if !release(&mut s.types, h, USER_TYPE_KIND) {
+        return false;
+    }
+    s.type_names.remove(&h);
+    if let Some(r) = s.recipes.made.remove(&h) {
+        for t in r.types.into_iter().filter(|&t| derived(t)) {
+            unref(s, t);
+        }
+    }
+    true
+}
+
+export! {
+    fn MPI_Type_get_envelope / PMPI_Type_get_envelope(dt: Datatype, ni: *mut c_int, na: *mut c_int, nd: *mut c_int, combiner: *mut c_int) -> c_int {
+        let found = STATE.with(|s| {
+            let s = s.borrow();
+            s.recipes.made.get(&dt).map(|r| (r.ints.len(), r.addrs.len(), r.types.len(), r.combiner))
+        });
+        let (i, a, d, c) = match found {
+            Some(f) => f,
+            None if !derived(dt) && crate::types::info(dt).is_some() => (0, 0, 0, MPI_COMBINER_NAMED),
+            None => return error(MPI_COMM_WORLD, "MPI_Type_get_envelope", MPI_ERR_TYPE, "invalid datatype"),
+        };
+        // SAFETY: int pointers (caller contract).
+        unsafe {
+            put(ni, i as c_int);
+            put(na, a as c_int);
+            put(nd, d as c_int);
+            put(combiner, c);
+        }
+        MPI_SUCCESS
+    }
+
+    fn MPI_Type_get_contents / PMPI_Type_get_contents(dt: Datatype, max_i: c_int, max_a: c_int, max_d: c_int, ints: *mut c_int, addrs: *mut Aint, types: *mut Datatype) -> c_int {
+        let func = "MPI_Type_get_contents";
+        let copied = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            let r = s.recipes.made.get(&dt)?;
+            let fits = r.ints.len() <= max_i.max(0) as usize
+                && r.addrs.len() <= max_a.max(0) as usize
+                && r.types.len() <= max_d.max(0) as usize;
+            if !fits {
+                return Some(Err(()));
+            }
+            let (i, a, d) = (r.ints.clone(), r.addrs.clone(), r.types.clone());
+            // Each derived type handed out is one more reference.
+            for &t in d.iter().filter(|&&t| derived(t)) {
+                *s.recipes.extra.entry(t).or_insert(0) += 1;
+            }
+            Some(Ok((i, a, d)))
+        });
+        let (i, a, d) = match copied {
+            Some(Ok(c)) => c,
+            Some(Err(())) => return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "the arrays are too small for the type's arguments"),
+            None => return error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, "a predefined or invalid datatype has no contents"),
+        };
+        // SAFETY: each array holds at least its max entries, which are at
+        // least as many as written (checked above; caller contract).
+        // (An empty array may be any pointer, null included: not touched.)
+        unsafe {
+            if !i.is_empty() {
+                std::ptr::copy_nonoverlapping(i.as_ptr(), ints, i.len());
+            }
+            if !a.is_empty() {
+                std::ptr::copy_nonoverlapping(a.as_ptr(), addrs, a.len());
+            }
+            if !d.is_empty() {
+                std::ptr::copy_nonoverlapping(d.as_ptr(), types, d.len());
+            }
+        }
+        MPI_SUCCESS
+    }
+}
