@@ -170,6 +170,17 @@ fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
     c_checks_pass("errhan", Compiler::Mpich, &["none"]);
 }
 
+/// `tests/c/session.c`: MPI 4.0's sessions, without `MPI_Init`.
+#[test]
+fn sessions_start_mpi_without_mpi_init_built_with_vpml_mpicc() {
+    c_checks_pass("session", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn sessions_start_mpi_without_mpi_init_built_with_mpich() {
+    c_checks_pass("session", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/multiple.c`: under `MPI_THREAD_MULTIPLE`, threads block in
 /// receives, probes and collectives at once without stopping each other.
 #[test]

@@ -48,8 +48,30 @@ static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::Once
 
 /// `MPI_Init` and `MPI_Init_thread`, granting thread support `level`.
 fn init(func: &str, level: c_int) -> c_int {
-    if STATE.with(|s| s.borrow().world.is_some()) {
+    if INITIALIZED.load(Ordering::Acquire) {
         return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "called twice");
+    }
+    // A session may have started vpml already.
+    if STATE.with(|s| s.borrow().world.is_none()) {
+        let rc = start(func, level);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    INITIALIZED.store(true, Ordering::Release);
+    MPI_SUCCESS
+}
+
+/// Join the job (for `MPI_Init` or the first `MPI_Session_init`),
+/// granting thread support `level`.
+pub(crate) fn start(func: &str, level: c_int) -> c_int {
+    if crate::session::ended() {
+        return error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_OTHER,
+            "vpml cannot start MPI again once it ended (after MPI_Finalize or the last session's MPI_Session_finalize)",
+        );
     }
     let _ = MAIN_THREAD.set(std::thread::current().id());
     let world = match vpml::init() {
@@ -93,7 +115,6 @@ fn init(func: &str, level: c_int) -> c_int {
         waker,
         reexecuting,
     );
-    INITIALIZED.store(true, Ordering::Release);
     MPI_SUCCESS
 }
 
@@ -176,6 +197,7 @@ export! {
         let r = world.finalize();
         // MPI_Finalized: MPI_Finalize has completed.
         FINALIZED.store(true, Ordering::Release);
+        crate::session::end();
         drop(staging);
         match r {
             Ok(()) => MPI_SUCCESS,
@@ -196,10 +218,12 @@ export! {
     }
 
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+        // MPI 4.0, as MPICH 4.0.2's header (whose ABI this library has)
+        // and vpml's say: programs compare it with MPI_VERSION.
         // SAFETY: int pointers (caller contract).
         unsafe {
-            put(version, 3);
-            put(subversion, 1);
+            put(version, 4);
+            put(subversion, 0);
         }
         MPI_SUCCESS
     }

@@ -22,7 +22,7 @@ pub(crate) fn members(g: Group) -> Option<Vec<usize>> {
 }
 
 /// A handle for a group of `members` (`MPI_GROUP_EMPTY` if none).
-fn new_group(members: Vec<usize>) -> Group {
+pub(crate) fn new_group(members: Vec<usize>) -> Group {
     if members.is_empty() {
         return MPI_GROUP_EMPTY;
     }

@@ -36,6 +36,14 @@ fn update(h: Info, f: impl FnOnce(&mut Vec<(String, String)>)) -> bool {
     )
 }
 
+/// The value of `key` in info `h` (`None`: not set, or no such info).
+pub(crate) fn value_of(h: Info, key: &str) -> Option<String> {
+    pairs(h)?
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
 /// A new info handle holding `pairs`.
 pub(crate) fn new_info(pairs: Vec<(String, String)>) -> Info {
     STATE.with(|s| handle_of(USER_INFO_KIND, insert(&mut s.borrow_mut().infos, 0, pairs)))

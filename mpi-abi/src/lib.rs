@@ -95,6 +95,7 @@ pub mod info;
 pub mod p2p;
 pub mod pack;
 pub mod recipes;
+pub mod session;
 pub mod state;
 pub mod threads;
 pub mod topo;

@@ -205,6 +205,8 @@ pub(crate) struct State {
     pub type_attrs: std::collections::BTreeMap<Datatype, Vec<(c_int, usize)>>,
     /// Messages taken by matched probes (`MPI_Mprobe`).
     pub messages: Vec<Option<crate::p2p::Matched>>,
+    /// Sessions (`MPI_Session_init`).
+    pub sessions: Vec<Option<crate::session::SessionEntry>>,
     /// Names given by `MPI_Type_set_name`.
     pub type_names: std::collections::BTreeMap<Datatype, String>,
     /// How each derived datatype was made, and references to them.
@@ -230,6 +232,7 @@ impl State {
             errhandlers: Vec::new(),
             user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
+            sessions: Vec::new(),
             type_names: std::collections::BTreeMap::new(),
             recipes: crate::recipes::Recipes::new(),
             keyvals: Vec::new(),

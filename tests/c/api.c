@@ -47,7 +47,7 @@ static void environment(void) {
     MPI_Is_thread_main(&main_thread);
     CHECK(main_thread == 1, "Is_thread_main %d", main_thread);
     MPI_Get_version(&v, &sv);
-    CHECK(v == 3 && sv == 1, "Get_version %d.%d", v, sv);
+    CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION && v == 4 && sv == 0, "Get_version %d.%d", v, sv);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     MPI_Get_library_version(lib, &len);
     CHECK(len > 0 && strstr(lib, "vpml") != NULL, "Get_library_version %s", lib);
