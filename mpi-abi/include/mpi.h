@@ -77,6 +77,17 @@ enum MPIR_Combiner_enum {
     MPI_COMBINER_RESIZED = 18,
     MPI_COMBINER_HINDEXED_BLOCK = 19
 };
+typedef struct MPIR_T_enum_s *MPI_T_enum;
+typedef struct MPIR_T_cvar_handle_s *MPI_T_cvar_handle;
+typedef struct MPIR_T_pvar_handle_s *MPI_T_pvar_handle;
+typedef struct MPIR_T_pvar_session_s *MPI_T_pvar_session;
+#define MPI_T_ENUM_NULL ((MPI_T_enum)NULL)
+#define MPI_T_CVAR_HANDLE_NULL ((MPI_T_cvar_handle)NULL)
+#define MPI_T_PVAR_HANDLE_NULL ((MPI_T_pvar_handle)NULL)
+#define MPI_T_PVAR_SESSION_NULL ((MPI_T_pvar_session)NULL)
+#define MPI_T_ERR_NOT_INITIALIZED 60
+#define MPI_T_ERR_INVALID_INDEX 62
+#define MPI_T_ERR_INVALID_SESSION 67
 typedef int MPI_Fint;
 typedef int MPI_Session;
 #define MPI_SESSION_NULL ((MPI_Session)0x38000000)
@@ -752,6 +763,20 @@ int MPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
 int PMPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
 int MPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
 int PMPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int MPI_T_init_thread(int required, int *provided);
+int PMPI_T_init_thread(int required, int *provided);
+int MPI_T_finalize(void);
+int PMPI_T_finalize(void);
+int MPI_T_cvar_get_num(int *num_cvar);
+int PMPI_T_cvar_get_num(int *num_cvar);
+int MPI_T_pvar_get_num(int *num_pvar);
+int PMPI_T_pvar_get_num(int *num_pvar);
+int MPI_T_category_get_num(int *num_cat);
+int PMPI_T_category_get_num(int *num_cat);
+int MPI_T_pvar_session_create(MPI_T_pvar_session *session);
+int PMPI_T_pvar_session_create(MPI_T_pvar_session *session);
+int MPI_T_pvar_session_free(MPI_T_pvar_session *session);
+int PMPI_T_pvar_session_free(MPI_T_pvar_session *session);
 int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int MPI_Grequest_complete(MPI_Request request);

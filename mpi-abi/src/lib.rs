@@ -98,6 +98,7 @@ pub mod recipes;
 pub mod session;
 pub mod state;
 pub mod threads;
+pub mod tools;
 pub mod topo;
 pub mod typemaps;
 pub mod types;

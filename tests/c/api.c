@@ -1217,6 +1217,25 @@ static void type_contents(void) {
     MPI_Type_free(&sub);
 }
 
+/* MPI_T: the interface opens and closes (nested), and has no variables. */
+static void tool_interface(void) {
+    int provided = -1, n = -1, m = -1, k = -1;
+    CHECK(MPI_T_cvar_get_num(&n) == MPI_T_ERR_NOT_INITIALIZED, "MPI_T before init");
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_T_cvar_get_num(&n);
+    MPI_T_pvar_get_num(&m);
+    MPI_T_category_get_num(&k);
+    CHECK(provided == MPI_THREAD_SINGLE && n == 0 && m == 0 && k == 0, "MPI_T counts %d %d %d", n, m, k);
+    MPI_T_pvar_session ps = MPI_T_PVAR_SESSION_NULL;
+    MPI_T_pvar_session_create(&ps);
+    CHECK(ps != MPI_T_PVAR_SESSION_NULL && MPI_T_pvar_session_free(&ps) == MPI_SUCCESS && ps == MPI_T_PVAR_SESSION_NULL,
+          "pvar session");
+    CHECK(MPI_T_finalize() == MPI_SUCCESS && MPI_T_finalize() == MPI_SUCCESS &&
+              MPI_T_finalize() == MPI_T_ERR_NOT_INITIALIZED,
+          "MPI_T_finalize nests");
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -1246,6 +1265,7 @@ int main(int argc, char **argv) {
     generalized_requests();
     persistent_modes();
     type_contents();
+    tool_interface();
     int total = 0;
     MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && total == 0) printf("api ok %d\n", checks);
