@@ -88,6 +88,10 @@ typedef struct MPIR_T_pvar_session_s *MPI_T_pvar_session;
 #define MPI_T_ERR_NOT_INITIALIZED 60
 #define MPI_T_ERR_INVALID_INDEX 62
 #define MPI_T_ERR_INVALID_SESSION 67
+#define MPI_MAX_STRINGTAG_LEN 256
+#define MPI_MAX_PSET_NAME_LEN 256
+#define MPI_ERR_SESSION 75
+#define MPI_T_ERR_INVALID_NAME 73
 typedef int MPI_Fint;
 typedef int MPI_Session;
 #define MPI_SESSION_NULL ((MPI_Session)0x38000000)
@@ -777,6 +781,18 @@ int MPI_T_pvar_session_create(MPI_T_pvar_session *session);
 int PMPI_T_pvar_session_create(MPI_T_pvar_session *session);
 int MPI_T_pvar_session_free(MPI_T_pvar_session *session);
 int PMPI_T_pvar_session_free(MPI_T_pvar_session *session);
+int MPI_T_event_get_num(int *num_events);
+int PMPI_T_event_get_num(int *num_events);
+int MPI_T_source_get_num(int *num_sources);
+int PMPI_T_source_get_num(int *num_sources);
+int MPI_T_cvar_get_index(const char *name, int *cvar_index);
+int PMPI_T_cvar_get_index(const char *name, int *cvar_index);
+int MPI_T_pvar_get_index(const char *name, int var_class, int *pvar_index);
+int PMPI_T_pvar_get_index(const char *name, int var_class, int *pvar_index);
+int MPI_T_category_get_index(const char *name, int *cat_index);
+int PMPI_T_category_get_index(const char *name, int *cat_index);
+int MPI_T_category_get_num_events(int cat_index, int *num_events);
+int PMPI_T_category_get_num_events(int cat_index, int *num_events);
 int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int MPI_Grequest_complete(MPI_Request request);

@@ -109,9 +109,19 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
         lock().held.push((me, mine, mine.saturating_add(taken)));
         let candidate = match allreduce_u32(func, h, mine, MPI_MAX) {
             Ok(r) => r,
-            Err(code) => break Err(code),
+            Err(code) => {
+                lock().held.retain(|&(id, _, _)| id != me);
+                break Err(code);
+            }
         };
         let end = candidate.saturating_add(taken);
+        if end >= u32::MAX - 2 {
+            // Every member sees the same candidate: all fail alike.
+            lock().held.retain(|&(id, _, _)| id != me);
+            break c
+                .commit_context(candidate)
+                .map_err(|e| vpml_error(h, func, &e));
+        }
         let free = {
             let mut a = lock();
             let overlaps = |&(first, last): &(u32, u32)| first < end && candidate < last;
@@ -142,7 +152,7 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
             Ok(_) => {
                 // A member's block was held by another agreement: pause
                 // (differently in each thread and round) and try again.
-                round = round.wrapping_add(1);
+                round = round.saturating_add(1);
                 let pause = Duration::from_micros(u64::from(jitter(me, round)));
                 crate::threads::without_lock(|| std::thread::sleep(pause));
             }
@@ -156,13 +166,19 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
     agreed
 }
 
-/// A pause of 0 to about 2 ms, different for each agreement and round
-/// (a hash of both; nothing depends on its value but the spread).
+/// A pause before round `round` of agreement `id` is repeated: up to
+/// 0.25 ms doubled each round (at most 32 ms), at a point drawn from the
+/// process, the agreement and the round, so that two agreements that keep
+/// failing each other — mirrored at two processes — part.
 fn jitter(id: u64, round: u32) -> u32 {
     let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ u64::from(round).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        ^ u64::from(round).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        ^ u64::from(std::process::id()).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
-    (x % 2048) as u32
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    let span = 256u64 << round.min(7);
+    (x % span) as u32
 }
 
 /// Run `f`, a vpml call that agrees on contexts itself (blocking, with

@@ -126,8 +126,9 @@ export! {
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
         let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
         let r = init("MPI_Init_thread", level);
+        // The level granted: a session that started MPI first set it.
         // SAFETY: an int pointer (caller contract).
-        unsafe { put(provided, level) };
+        unsafe { put(provided, THREAD_LEVEL.load(Ordering::Acquire)) };
         r
     }
 }
@@ -167,6 +168,10 @@ export! {
 export! {
 
     fn MPI_Finalize / PMPI_Finalize() -> c_int {
+        if !INITIALIZED.load(Ordering::Acquire) || FINALIZED.load(Ordering::Acquire) {
+            // (A session alone ends with MPI_Session_finalize.)
+            return error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER, "called before MPI_Init or twice");
+        }
         // MPI_COMM_SELF's attributes are deleted first (libraries hook
         // their cleanup there), then the world's.
         if STATE.with(|s| s.borrow().world.is_some()) {
@@ -514,6 +519,9 @@ export! {
     fn MPI_Type_free / PMPI_Type_free(dt: *mut Datatype) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         let h = unsafe { dt.as_ref().copied() }.unwrap_or(MPI_DATATYPE_NULL);
+        // The attributes go when the program frees the type, even if a
+        // recipe still refers to it (a get_contents result is the same
+        // handle: freeing it deletes them too).
         if slot_of(h, USER_TYPE_KIND).is_some() {
             let rc = crate::attr::delete_all(crate::attr::Object::Type, h);
             if rc != MPI_SUCCESS {

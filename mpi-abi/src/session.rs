@@ -7,7 +7,9 @@
 //! vpml cannot join a job twice: a session started after that fails with
 //! a one-line error. A communicator made from a group agrees on its
 //! context among the group's members alone, over the world's channels
-//! (as `MPI_Comm_create_group`); the string tag is not needed for that.
+//! (as `MPI_Comm_create_group`): the string tag is not used, so two such
+//! calls whose groups overlap must come in the same order at every
+//! common member (MPI lets the tag tell them apart; vpml does not yet).
 
 use std::ffi::{CStr, c_char, c_int};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,12 +110,17 @@ unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
 export! {
     fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, out: *mut Session) -> c_int {
         let func = "MPI_Session_init";
+        // Sessions may start from several threads at once, before any
+        // call lock exists: one starts MPI.
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let starting = STARTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if STATE.with(|s| s.borrow().world.is_none()) {
             let rc = crate::env::start(func, asked_level(info));
             if rc != MPI_SUCCESS {
                 return rc;
             }
         }
+        drop(starting);
         let i = STATE.with(|s| insert(&mut s.borrow_mut().sessions, 0, SessionEntry { errhandler }));
         // SAFETY: a handle pointer (caller contract).
         unsafe { put(out, handle_of(USER_SESSION_KIND, i)) };
@@ -185,10 +192,10 @@ export! {
         let Some(room) = (unsafe { len.as_ref().copied() }) else {
             return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null length");
         };
+        // The length it needs, its NUL included, always.
+        // SAFETY: as above.
+        unsafe { put(len, pset.len() as c_int + 1) };
         if room <= 0 {
-            // The length it needs, its NUL included.
-            // SAFETY: as above.
-            unsafe { put(len, pset.len() as c_int + 1) };
             return MPI_SUCCESS;
         }
         let copied = pset.len().min(room as usize - 1);

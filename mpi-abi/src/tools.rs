@@ -1,10 +1,10 @@
 //! `MPI_T`, the tool information interface: its life cycle and the counts
 //! of its variables. vpml exposes no control or performance variable and
 //! no category yet (MPI allows none), so a tool that enumerates them finds
-//! none; the calls that take an index are not reached by such a tool and
-//! stay unsupported.
+//! none, and a lookup by name finds nothing; the calls that take a
+//! variable's index are not reached by such a tool and stay unsupported.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::consts::*;
@@ -12,6 +12,10 @@ use crate::state::put;
 
 /// `MPI_T_ERR_NOT_INITIALIZED`.
 const MPI_T_ERR_NOT_INITIALIZED: c_int = 60;
+/// `MPI_T_ERR_INVALID_INDEX`.
+const MPI_T_ERR_INVALID_INDEX: c_int = 62;
+/// `MPI_T_ERR_INVALID_NAME`.
+const MPI_T_ERR_INVALID_NAME: c_int = 73;
 /// `MPI_T_ERR_INVALID_SESSION`.
 const MPI_T_ERR_INVALID_SESSION: c_int = 67;
 
@@ -71,6 +75,32 @@ export! {
     fn MPI_T_category_get_num / PMPI_T_category_get_num(n: *mut c_int) -> c_int {
         // SAFETY: an int pointer (caller contract).
         unsafe { none(n) }
+    }
+
+    fn MPI_T_event_get_num / PMPI_T_event_get_num(n: *mut c_int) -> c_int {
+        // SAFETY: an int pointer (caller contract).
+        unsafe { none(n) }
+    }
+
+    fn MPI_T_source_get_num / PMPI_T_source_get_num(n: *mut c_int) -> c_int {
+        // SAFETY: an int pointer (caller contract).
+        unsafe { none(n) }
+    }
+
+    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(_name: *const c_char, _index: *mut c_int) -> c_int {
+        if open() { MPI_T_ERR_INVALID_NAME } else { MPI_T_ERR_NOT_INITIALIZED }
+    }
+
+    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(_name: *const c_char, _class: c_int, _index: *mut c_int) -> c_int {
+        if open() { MPI_T_ERR_INVALID_NAME } else { MPI_T_ERR_NOT_INITIALIZED }
+    }
+
+    fn MPI_T_category_get_index / PMPI_T_category_get_index(_name: *const c_char, _index: *mut c_int) -> c_int {
+        if open() { MPI_T_ERR_INVALID_NAME } else { MPI_T_ERR_NOT_INITIALIZED }
+    }
+
+    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(_category: c_int, _n: *mut c_int) -> c_int {
+        if open() { MPI_T_ERR_INVALID_INDEX } else { MPI_T_ERR_NOT_INITIALIZED }
     }
 
     fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut *const c_void) -> c_int {

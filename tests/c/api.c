@@ -1227,6 +1227,8 @@ static void tool_interface(void) {
     MPI_T_pvar_get_num(&m);
     MPI_T_category_get_num(&k);
     CHECK(provided == MPI_THREAD_SINGLE && n == 0 && m == 0 && k == 0, "MPI_T counts %d %d %d", n, m, k);
+    int idx = -1;
+    CHECK(MPI_T_cvar_get_index("no_such_variable", &idx) == MPI_T_ERR_INVALID_NAME, "MPI_T lookup by name");
     MPI_T_pvar_session ps = MPI_T_PVAR_SESSION_NULL;
     MPI_T_pvar_session_create(&ps);
     CHECK(ps != MPI_T_PVAR_SESSION_NULL && MPI_T_pvar_session_free(&ps) == MPI_SUCCESS && ps == MPI_T_PVAR_SESSION_NULL,

@@ -33,7 +33,7 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         int len = 0;
         MPI_Session_get_nth_pset(s, MPI_INFO_NULL, i, &len, NULL);
-        CHECK(len == 12 || len == 11, "pset %d name length %d", i, len);
+        CHECK(len == (i == 0 ? 12 : 11), "pset %d name length %d (NUL included)", i, len);
         MPI_Session_get_nth_pset(s, MPI_INFO_NULL, i, &len, name);
         CHECK(!strcmp(name, i == 0 ? "mpi://WORLD" : "mpi://SELF"), "pset %d is %s", i, name);
     }

@@ -14,14 +14,19 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
+use super::Engine;
 use super::link::Link;
-use super::{Engine, SLEEP_SLICE};
 use crate::shm::futex;
 use crate::shm::mailbox::Mailbox;
 
 /// How long a sleep lasts when a wake-up may come by another way than the
 /// doorbell (a socket, a simulated peer): the thread then polls.
 const POLL_SLICE: Duration = Duration::from_millis(1);
+
+/// The longest sleep outside the engine. Sleepers share one doorbell word,
+/// which each re-arms, so a wake-up meant for one may be hidden by
+/// another's arming: this bounds how late such a sleeper notices.
+const OUTSIDE_SLICE: Duration = Duration::from_millis(10);
 
 /// The owner's doorbell, usable from any thread (the mapping lives as
 /// long as the `Arc`).
@@ -109,7 +114,7 @@ impl Engine {
                 .any(|p| matches!(p.link, Link::Tcp(_)));
         Some(OutsideSleep {
             bell: Some(Bell(own.clone())),
-            timeout: if sockets { POLL_SLICE } else { SLEEP_SLICE },
+            timeout: if sockets { POLL_SLICE } else { OUTSIDE_SLICE },
         })
     }
 
