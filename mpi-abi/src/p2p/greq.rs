@@ -101,28 +101,33 @@ pub(crate) fn release_greq(
     Some((*e.greq?, e.active))
 }
 
-/// What `MPI_Request_get_status` says of generalized request `h`:
-/// `None` if `h` is not one; else its status once completed (the query
-/// function's answer, the request staying as it is).
-pub(crate) fn greq_status(h: Request) -> Option<Option<MpiStatus>> {
-    // The functions are called with the state let go: copy them out.
-    let found = STATE.with(|s| {
+/// A copy of generalized request `h`'s functions and state, to call
+/// them with the state let go (the free function left out: only the call
+/// that completes the request runs it); `None` if `h` is not one.
+fn functions_of(h: Request) -> Option<Greq> {
+    STATE.with(|s| {
         let s = s.borrow();
         let g = request_slot(h)
             .and_then(|k| s.requests.get(k))?
             .greq
             .as_ref()?;
-        Some(g.completed.then_some((g.query, g.extra)))
-    })?;
-    Some(found.map(|(query, extra)| {
-        let g = Greq {
-            query,
+        Some(Greq {
+            query: g.query,
             free: None,
-            cancel: None,
-            extra,
-            completed: true,
+            cancel: g.cancel,
+            extra: g.extra,
+            completed: g.completed,
             orphaned: false,
-        };
+        })
+    })
+}
+
+/// What `MPI_Request_get_status` says of generalized request `h`:
+/// `None` if `h` is not one; else its status once completed (the query
+/// function's answer, the request staying as it is).
+pub(crate) fn greq_status(h: Request) -> Option<Option<MpiStatus>> {
+    let g = functions_of(h)?;
+    Some(g.completed.then(|| {
         let (mut st, rc) = g.query();
         st.error = rc;
         st
@@ -132,24 +137,8 @@ pub(crate) fn greq_status(h: Request) -> Option<Option<MpiStatus>> {
 /// `MPI_Cancel` of generalized request `h`: its cancel function's answer,
 /// or `None` if `h` is not one.
 pub(crate) fn cancel_greq(h: Request) -> Option<c_int> {
-    let found = STATE.with(|s| {
-        let s = s.borrow();
-        let g = request_slot(h)
-            .and_then(|k| s.requests.get(k))?
-            .greq
-            .as_ref()?;
-        Some((g.cancel, g.extra, g.completed))
-    })?;
-    let (cancel, extra, completed) = found;
-    let g = Greq {
-        query: None,
-        free: None,
-        cancel,
-        extra,
-        completed,
-        orphaned: false,
-    };
-    Some(g.cancel(completed))
+    let g = functions_of(h)?;
+    Some(g.cancel(g.completed))
 }
 
 export! {

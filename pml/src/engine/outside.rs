@@ -11,7 +11,7 @@
 //! something a sleeper may wait for rings it with a [`Waker`].
 
 use std::sync::Arc;
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Engine;
@@ -91,18 +91,11 @@ impl Engine {
         if self.sim.is_some() || self.replay_alone {
             return Some(polled);
         }
-        let Some(own) = &self.own else {
+        let Some(own) = self.own.clone() else {
             return Some(polled);
         };
-        let bell = own.doorbell();
-        bell.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let ready =
-            self.peers.iter_mut().flatten().any(|p| {
-                p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link))
-            });
-        if ready {
-            bell.store(0, Ordering::Relaxed);
+        if self.arm_doorbell() {
+            own.doorbell().store(0, Ordering::Relaxed);
             return None;
         }
         // Sockets do not ring the doorbell: with any, sleep in slices.
@@ -113,7 +106,7 @@ impl Engine {
                 .flatten()
                 .any(|p| matches!(p.link, Link::Tcp(_)));
         Some(OutsideSleep {
-            bell: Some(Bell(own.clone())),
+            bell: Some(Bell(own)),
             timeout: if sockets { POLL_SLICE } else { OUTSIDE_SLICE },
         })
     }

@@ -34,20 +34,13 @@ impl Engine {
             sim.idle();
             return;
         }
-        let Some(own) = self.own.as_ref() else {
+        let Some(own) = self.own.clone() else {
             // A single rank waiting for itself can never be woken.
             std::thread::sleep(SLEEP_SLICE);
             return;
         };
         let bell = own.doorbell();
-        bell.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        // Something to read, or room for a frame we are waiting to write
-        // (the reader may have freed space before our doorbell was armed).
-        let ready =
-            self.peers.iter_mut().flatten().any(|p| {
-                p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link))
-            });
+        let ready = self.arm_doorbell();
         if !ready {
             // TCP peers wake us through the socket, shared-memory ones
             // through the doorbell; with both, poll the sockets briefly.
@@ -86,6 +79,21 @@ impl Engine {
             }
         }
         bell.store(0, Ordering::Relaxed);
+    }
+
+    /// Arm this rank's doorbell (peers then ring it), and say whether
+    /// something is already waiting: a frame to read, or room for a frame
+    /// waiting to be written (the reader may have freed space before the
+    /// doorbell was armed). Only for an engine with a mailbox.
+    pub(super) fn arm_doorbell(&mut self) -> bool {
+        if let Some(own) = &self.own {
+            own.doorbell().store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        }
+        self.peers
+            .iter_mut()
+            .flatten()
+            .any(|p| p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link)))
     }
 
     /// One pass over every channel. Returns true if anything happened.
