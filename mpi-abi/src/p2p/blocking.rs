@@ -13,7 +13,7 @@ use crate::types::Message;
 
 /// How a blocking send completes.
 #[derive(Clone, Copy)]
-enum Blocking {
+pub(super) enum Blocking {
     /// `MPI_Send` (and `MPI_Rsend`).
     Standard,
     /// `MPI_Ssend`: once the receive has matched.
@@ -66,9 +66,9 @@ fn blocking_send(
 }
 
 /// A blocking send of the C buffer on `c` (whose handle, for errors, is
-/// `h`).
+/// `h`; a persistent request's clone may outlive the handle).
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
-fn send_on(
+pub(super) fn send_on(
     func: &str,
     how: Blocking,
     c: &vpml::Comm,
@@ -97,23 +97,6 @@ fn send_on(
         Ok(()) => MPI_SUCCESS,
         Err(e) => vpml_error(h, func, &e),
     }
-}
-
-/// `MPI_Bsend` on communicator `c` (a persistent request's clone; its
-/// handle `h` names the error handler): the message is copied and sent in
-/// the background.
-#[allow(clippy::too_many_arguments)] // MPI's own argument list
-pub(super) fn buffered_send_on(
-    func: &str,
-    c: &vpml::Comm,
-    h: Comm,
-    buf: *const c_void,
-    count: c_int,
-    dt: Datatype,
-    dest: c_int,
-    tag: c_int,
-) -> c_int {
-    send_on(func, Blocking::Buffered, c, h, buf, count, dt, dest, tag)
 }
 
 export! {

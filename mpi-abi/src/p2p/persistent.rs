@@ -121,7 +121,7 @@ export! {
             // background; the request is complete (with an empty status).
             // On the request's own communicator (the program may have
             // freed its handle); the buffer the request was made with.
-            let r = super::blocking::buffered_send_on("MPI_Start", &op.on, c, op.buf, op.count, op.dt, op.peer, op.tag);
+            let r = super::blocking::send_on("MPI_Start", super::blocking::Blocking::Buffered, &op.on, c, op.buf, op.count, op.dt, op.peer, op.tag);
             if r == MPI_SUCCESS {
                 STATE.with(|s| {
                     let mut s = s.borrow_mut();
