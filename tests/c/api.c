@@ -1162,6 +1162,18 @@ static void persistent_modes(void) {
         CHECK(r[0] != MPI_REQUEST_NULL, "a persistent request stays allocated");
     }
     for (int i = 0; i < 4; i++) MPI_Request_free(&r[i]);
+    /* Started after their communicator was freed (MPI allows it). */
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    int o = me + 7, i2 = -1;
+    MPI_Bsend_init(&o, 1, MPI_INT, right, 5, d, &r[0]);
+    MPI_Recv_init(&i2, 1, MPI_INT, left, 5, d, &r[1]);
+    MPI_Comm_free(&d);
+    MPI_Startall(2, r);
+    MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    CHECK(i2 == left + 7, "Bsend_init started after Comm_free: %d", i2);
+    MPI_Request_free(&r[0]);
+    MPI_Request_free(&r[1]);
 
     MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
     MPI_Errhandler_set(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
