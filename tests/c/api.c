@@ -1227,6 +1227,18 @@ static void type_contents(void) {
               si[7] == MPI_ORDER_C && so == MPI_INT,
           "subarray contents: combiner %d ni %d", comb, ni);
     MPI_Type_free(&sub);
+
+    /* A datatype of no bytes counts an empty message as 0 of it. */
+    MPI_Datatype zero;
+    MPI_Type_contiguous(0, MPI_INT, &zero);
+    MPI_Type_commit(&zero);
+    int me, zc = -1, dummy = 0;
+    MPI_Status zs;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Sendrecv(&dummy, 1, zero, me, 77, &dummy, 1, zero, me, 77, MPI_COMM_WORLD, &zs);
+    MPI_Get_count(&zs, zero, &zc);
+    CHECK(zc == 0, "Get_count of a zero-size datatype: %d", zc);
+    MPI_Type_free(&zero);
 }
 
 /* MPI_T: the interface opens and closes (nested), and has no variables. */
