@@ -41,6 +41,10 @@ static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// Rings the engine's doorbell, waking the sleepers.
 static WAKER: OnceLock<Waker> = OnceLock::new();
 
+/// The exit status of a job stopped by a divergence (vpml's engine uses
+/// the same).
+const DIVERGED_EXIT_CODE: i32 = 70;
+
 /// Rounds of polling, letting the lock go and yielding between them,
 /// before a waiting thread sleeps.
 const POLLS_BEFORE_SLEEP: u32 = 64;
@@ -112,9 +116,15 @@ fn one_thread_while_reexecuting() {
         return;
     };
     if world.reexecuting() {
-        world.stop_diverged(
+        let unheard = world.stop_diverged(
             "a second thread calls MPI while the rank re-executes: vpml does not record the order of several threads' calls (MPI_THREAD_MULTIPLE), so it cannot replay them",
         );
+        // The launcher says it, once; the process ends here rather than
+        // fail its threads' calls one by one, each with a line.
+        if let Some(line) = unheard {
+            eprintln!("vpml: {line}");
+        }
+        std::process::exit(DIVERGED_EXIT_CODE);
     } else {
         REEXECUTING.store(false, Ordering::Relaxed);
     }

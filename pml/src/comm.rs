@@ -513,14 +513,16 @@ impl Comm {
     }
 
     /// Stop the job because this process's re-execution cannot follow the
-    /// logged execution: one line saying `what` (with the rank and
-    /// incarnation) and exit status 70, as for any divergence: the
-    /// launcher stops the job, and meanwhile every call of this process
-    /// fails.
-    pub fn stop_diverged(&self, what: &str) {
+    /// logged execution, as for any divergence: the launcher is told (it
+    /// prints one line saying `what`, with the rank and incarnation, and
+    /// ends the job with exit status 70) and every later call of this
+    /// process fails. Returns the line if no launcher was there to tell
+    /// (a rank replayed alone), for the caller to print.
+    pub fn stop_diverged(&self, what: &str) -> Option<String> {
         let mut eng = self.engine.borrow_mut();
         let e = eng.diverged(what);
         eng.fail(&e);
+        (!eng.has_launcher()).then(|| e.to_string())
     }
 
     /// True when large messages are copied once, straight from the

@@ -185,6 +185,10 @@ impl Engine {
     pub(crate) fn size(&self) -> usize {
         self.size
     }
+    /// Was the process started by a launcher (which hears its aborts)?
+    pub(crate) fn has_launcher(&self) -> bool {
+        self.kv.is_some()
+    }
     pub(crate) fn job_id(&self) -> &str {
         &self.job_id
     }
