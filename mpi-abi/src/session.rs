@@ -266,6 +266,52 @@ export! {
         }
     }
 
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, tag: *const c_char, _info: Info, errhandler: Errhandler, out: *mut Comm) -> c_int {
+        let func = "MPI_Intercomm_create_from_groups";
+        let (Some(local), Some(remote)) = (crate::group::members(local_group), crate::group::members(remote_group)) else {
+            return error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "invalid group");
+        };
+        let Some(&remote_world) = usize::try_from(remote_leader).ok().and_then(|r| remote.get(r)) else {
+            return error(MPI_COMM_WORLD, func, MPI_ERR_RANK, &format!("invalid remote leader {remote_leader}"));
+        };
+        let Ok(local_leader) = usize::try_from(local_leader) else {
+            return error(MPI_COMM_WORLD, func, MPI_ERR_RANK, &format!("invalid local leader {local_leader}"));
+        };
+        let world = STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+        let Some(world) = world else {
+            return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "no session or MPI_Init started MPI");
+        };
+        // The two leaders meet on the world's channels under a tag drawn
+        // from the string tag, which both groups pass alike.
+        // SAFETY: a C string (caller contract).
+        let tag_text = unsafe { text(tag) }.unwrap_or("");
+        let tag = (crate::comm::fnv1a(tag_text.as_bytes()) & 0x3fff_ffff) as c_int;
+        let made = crate::agreement::exclusive(|| {
+            // The local group's own communicator first, then the
+            // intercommunicator over it.
+            let Some(local_comm) = world.create_group(&local)? else {
+                return Ok(None);
+            };
+            let inter = local_comm.intercomm_create(local_leader, Some(&world), remote_world, tag);
+            local_comm.free();
+            inter.map(Some)
+        });
+        match made {
+            Ok(Some(c)) => {
+                let h = crate::comm::register(MPI_COMM_WORLD, c);
+                if errhandler != MPI_ERRHANDLER_NULL {
+                    // SAFETY: a handle this call made.
+                    unsafe { crate::comm::MPI_Comm_set_errhandler(h, errhandler) };
+                }
+                // SAFETY: a handle pointer (caller contract).
+                unsafe { put(out, h) };
+                MPI_SUCCESS
+            }
+            Ok(None) => error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "this process is not in the local group"),
+            Err(e) => vpml_error(MPI_COMM_WORLD, func, &e),
+        }
+    }
+
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(h: Session, errhandler: Errhandler) -> c_int {
         let set = STATE.with(|s| {
             let mut s = s.borrow_mut();

@@ -106,7 +106,6 @@ unsupported! {
     MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c,
     MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c,
     MPI_Info_create_env / PMPI_Info_create_env,
-    MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups,
     MPI_Irecv_c / PMPI_Irecv_c,
     MPI_Ireduce_c / PMPI_Ireduce_c,
     MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c,

@@ -1,7 +1,8 @@
 /* MPI 4.0's sessions, without MPI_Init: a library starts MPI with a
    session, makes a communicator from the mpi://WORLD process set, uses
    it, and ends the session (which leaves the job). Also the process sets'
-   names and info, mpi://SELF, and the session's error handler. Rank 0
+   names and info, mpi://SELF, the session's error handler, and an
+   intercommunicator made from two groups (Intercomm_create_from_groups). Rank 0
    prints "session ok <checks>" or FAIL lines. */
 #include <mpi.h>
 #include <stdio.h>
@@ -61,6 +62,32 @@ int main(void) {
     MPI_Comm_get_errhandler(comm, &eh);
     CHECK(eh == MPI_ERRORS_RETURN, "the communicator's error handler %x", (unsigned)eh);
     CHECK(MPI_Group_from_session_pset(s, "mpi://nowhere", &self) != MPI_SUCCESS, "an unknown process set fails");
+
+    /* Even and odd ranks of the world, joined by an intercommunicator made
+       from the two groups alone. */
+    if (size >= 2) {
+        int evens[64], odds[64], ne = 0, no = 0;
+        for (int r = 0; r < size && r < 128; r++) {
+            if (r % 2 == 0) evens[ne++] = r;
+            else odds[no++] = r;
+        }
+        MPI_Group ge, go;
+        MPI_Group_incl(world, ne, evens, &ge);
+        MPI_Group_incl(world, no, odds, &go);
+        MPI_Comm inter;
+        int mine = rank % 2 == 0;
+        MPI_Intercomm_create_from_groups(mine ? ge : go, 0, mine ? go : ge, 0, "org.vpml.halves", MPI_INFO_NULL,
+                                         MPI_ERRORS_RETURN, &inter);
+        int remote = -1, theirs = 0, want = 0;
+        MPI_Comm_remote_size(inter, &remote);
+        MPI_Allreduce(&rank, &theirs, 1, MPI_INT, MPI_SUM, inter);
+        for (int r = mine ? 1 : 0; r < size; r += 2) want += r;
+        CHECK(remote == (mine ? no : ne) && theirs == want, "intercommunicator from groups: remote %d, sum %d, not %d",
+              remote, theirs, want);
+        MPI_Comm_free(&inter);
+        MPI_Group_free(&ge);
+        MPI_Group_free(&go);
+    }
 
     int failed_all = 0;
     MPI_Reduce(&failed, &failed_all, 1, MPI_INT, MPI_SUM, 0, comm);
