@@ -245,25 +245,13 @@ export! {
         let Some(m) = crate::group::members(g) else {
             return error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "invalid group");
         };
-        let world = STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+        let world = crate::state::world_comm();
         let Some(world) = world else {
             return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "no session or MPI_Init started MPI");
         };
         let made = crate::agreement::exclusive(|| world.create_group(&m));
-        match made {
-            Ok(Some(c)) => {
-                let h = crate::comm::register(MPI_COMM_WORLD, c);
-                if errhandler != MPI_ERRHANDLER_NULL {
-                    // SAFETY: a handle this call made.
-                    unsafe { crate::comm::MPI_Comm_set_errhandler(h, errhandler) };
-                }
-                // SAFETY: a handle pointer (caller contract).
-                unsafe { put(out, h) };
-                MPI_SUCCESS
-            }
-            Ok(None) => error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "this process is not in the group"),
-            Err(e) => vpml_error(MPI_COMM_WORLD, func, &e),
-        }
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { hand_out(func, made, errhandler, out, "this process is not in the group") }
     }
 
     fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, tag: *const c_char, _info: Info, errhandler: Errhandler, out: *mut Comm) -> c_int {
@@ -277,7 +265,7 @@ export! {
         let Ok(local_leader) = usize::try_from(local_leader) else {
             return error(MPI_COMM_WORLD, func, MPI_ERR_RANK, &format!("invalid local leader {local_leader}"));
         };
-        let world = STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+        let world = crate::state::world_comm();
         let Some(world) = world else {
             return error(MPI_COMM_WORLD, func, MPI_ERR_OTHER, "no session or MPI_Init started MPI");
         };
@@ -296,20 +284,8 @@ export! {
             local_comm.free();
             inter.map(Some)
         });
-        match made {
-            Ok(Some(c)) => {
-                let h = crate::comm::register(MPI_COMM_WORLD, c);
-                if errhandler != MPI_ERRHANDLER_NULL {
-                    // SAFETY: a handle this call made.
-                    unsafe { crate::comm::MPI_Comm_set_errhandler(h, errhandler) };
-                }
-                // SAFETY: a handle pointer (caller contract).
-                unsafe { put(out, h) };
-                MPI_SUCCESS
-            }
-            Ok(None) => error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, "this process is not in the local group"),
-            Err(e) => vpml_error(MPI_COMM_WORLD, func, &e),
-        }
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { hand_out(func, made, errhandler, out, "this process is not in the local group") }
     }
 
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(h: Session, errhandler: Errhandler) -> c_int {
@@ -338,6 +314,35 @@ export! {
             }
             None => error(MPI_COMM_WORLD, "MPI_Session_get_errhandler", MPI_ERR_ARG, "invalid session"),
         }
+    }
+}
+
+/// Give the program the communicator a from-group call `made` (`None`:
+/// this process is not a member, for which `not_member` says why), with
+/// `errhandler` set on it.
+///
+/// # Safety
+/// `out` is a communicator handle pointer.
+unsafe fn hand_out(
+    func: &str,
+    made: vpml::Result<Option<vpml::Comm>>,
+    errhandler: Errhandler,
+    out: *mut Comm,
+    not_member: &str,
+) -> c_int {
+    match made {
+        Ok(Some(c)) => {
+            let h = crate::comm::register(MPI_COMM_WORLD, c);
+            if errhandler != MPI_ERRHANDLER_NULL {
+                // SAFETY: a handle this call made.
+                unsafe { crate::comm::MPI_Comm_set_errhandler(h, errhandler) };
+            }
+            // SAFETY: caller contract.
+            unsafe { put(out, h) };
+            MPI_SUCCESS
+        }
+        Ok(None) => error(MPI_COMM_WORLD, func, MPI_ERR_GROUP, not_member),
+        Err(e) => vpml_error(MPI_COMM_WORLD, func, &e),
     }
 }
 

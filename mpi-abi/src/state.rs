@@ -450,6 +450,12 @@ pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -
     })
 }
 
+/// A clone of the world communicator, if MPI is started (for calls that
+/// let the state go before they use it).
+pub(crate) fn world_comm() -> Option<vpml::Comm> {
+    STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()))
+}
+
 /// A communicator that reaches the engine (every communicator shares
 /// it): the world's, while MPI is initialized.
 pub(crate) fn engine_comm(s: &State) -> Option<vpml::Comm> {

@@ -111,7 +111,7 @@ pub(crate) fn enter() -> CallGuard {
 /// lock, with the state free.
 #[cold]
 fn one_thread_while_reexecuting() {
-    let world = crate::state::STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+    let world = crate::state::world_comm();
     let Some(world) = world else {
         return;
     };
@@ -250,7 +250,7 @@ pub(crate) fn wait_for(
 /// Under `MPI_THREAD_MULTIPLE`, wait until `ready` holds (it changes only
 /// through other threads' calls), letting them run meanwhile.
 pub(crate) fn wait_until(mut ready: impl FnMut() -> bool) {
-    let world = crate::state::STATE.with(|s| s.borrow().world.as_ref().map(|w| (**w).clone()));
+    let world = crate::state::world_comm();
     let Some(world) = world else {
         return;
     };
