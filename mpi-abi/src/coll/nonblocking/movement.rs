@@ -112,19 +112,9 @@ unsafe fn gather_at_root(
         // The blocks land in the caller's buffer.
         // SAFETY: caller contract.
         let all = unsafe { user_bytes(recv, span) }?;
-        let mut mismatch = None;
-        if let Some(me) = me
-            && !in_place(send)
-        {
-            // SAFETY: caller contract.
-            let mine = unsafe { owned(send, scount, stype) }?;
-            mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
-        }
-        let base = all.as_mut_ptr();
-        let recvs = from
-            .iter()
-            .map(|&i| transfer(i, base.wrapping_add(offs[i]), lens[i]))
-            .collect();
+        // SAFETY: caller contract.
+        let (recvs, mismatch) =
+            unsafe { own_and_others(me, &from, send, scount, stype, all, &lens, &offs) }?;
         return Ok(Laid {
             sends: Vec::new(),
             recvs,
@@ -139,19 +129,9 @@ unsafe fn gather_at_root(
     } else {
         vec![0; vb.total()]
     };
-    let mut mismatch = None;
-    if let Some(me) = me
-        && !in_place(send)
-    {
-        // SAFETY: caller contract.
-        let mine = unsafe { owned(send, scount, stype) }?;
-        mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
-    }
-    let base = all.as_mut_ptr();
-    let recvs = from
-        .iter()
-        .map(|&i| transfer(i, base.wrapping_add(offs[i]), lens[i]))
-        .collect();
+    // SAFETY: caller contract.
+    let (recvs, mismatch) =
+        unsafe { own_and_others(me, &from, send, scount, stype, &mut all, &lens, &offs) }?;
     let recv_addr = recv as usize;
     Ok(Laid {
         sends: Vec::new(),
@@ -167,6 +147,43 @@ unsafe fn gather_at_root(
 }
 
 /// This rank's own block, copied into the result: the lengths must agree.
+/// A block whose size is not what the collective says: class and why.
+type Mismatch = (c_int, String);
+
+/// A gather's root: its own block (`send`, unless in place) copied into
+/// `all` at its place, and a receive of each other rank's block (`from`)
+/// into its place; with the size mismatch of the own block, if any.
+///
+/// # Safety
+/// Unless in place, `send` holds `scount` elements of `stype`; `all`
+/// outlives the receives.
+#[allow(clippy::too_many_arguments)] // a gather's own list
+unsafe fn own_and_others(
+    me: Option<usize>,
+    from: &[usize],
+    send: *const c_void,
+    scount: c_int,
+    stype: Datatype,
+    all: &mut [u8],
+    lens: &[usize],
+    offs: &[usize],
+) -> Res<(Vec<Transfer>, Option<Mismatch>)> {
+    let mut mismatch = None;
+    if let Some(me) = me
+        && !in_place(send)
+    {
+        // SAFETY: caller contract.
+        let mine = unsafe { owned(send, scount, stype) }?;
+        mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
+    }
+    let base = all.as_mut_ptr();
+    let recvs = from
+        .iter()
+        .map(|&i| transfer(i, base.wrapping_add(offs[i]), lens[i]))
+        .collect();
+    Ok((recvs, mismatch))
+}
+
 fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
     if mine.len() != into.len() {
         return Err((
