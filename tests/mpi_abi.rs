@@ -170,6 +170,18 @@ fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
     c_checks_pass("errhan", Compiler::Mpich, &["none"]);
 }
 
+/// `tests/c/rma.c`: one-sided communication — windows of every flavor but
+/// shared, every operation, every synchronization.
+#[test]
+fn one_sided_communication_passes_its_checks_built_with_vpml_mpicc() {
+    c_checks_pass("rma", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn one_sided_communication_passes_its_checks_built_with_mpich() {
+    c_checks_pass("rma", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/session.c`: MPI 4.0's sessions, without `MPI_Init`.
 #[test]
 fn sessions_start_mpi_without_mpi_init_built_with_vpml_mpicc() {

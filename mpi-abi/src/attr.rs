@@ -22,6 +22,7 @@ use crate::state::{STATE, comm_slot, error, handle_of, insert, put, slot_of};
 pub(crate) enum Object {
     Comm,
     Type,
+    Win,
 }
 
 /// `MPI_Comm_copy_attr_function` (and the datatype one: both handles are
@@ -95,6 +96,7 @@ fn attributes(object: Object, obj: c_int) -> Vec<(c_int, usize)> {
                 .map(|e| e.attrs.clone())
                 .unwrap_or_default(),
             Object::Type => s.type_attrs.get(&obj).cloned().unwrap_or_default(),
+            Object::Win => s.win_attrs.get(&obj).cloned().unwrap_or_default(),
         }
     })
 }
@@ -114,6 +116,10 @@ fn with_attributes(object: Object, obj: c_int, f: impl FnOnce(&mut Vec<(c_int, u
             },
             Object::Type => {
                 f(s.type_attrs.entry(obj).or_default());
+                true
+            }
+            Object::Win => {
+                f(s.win_attrs.entry(obj).or_default());
                 true
             }
         }
@@ -155,9 +161,11 @@ pub(crate) fn delete_all(object: Object, obj: c_int) -> c_int {
             rc = r;
         }
     }
-    if object == Object::Type {
-        STATE.with(|s| s.borrow_mut().type_attrs.remove(&obj));
-    }
+    match object {
+        Object::Type => STATE.with(|s| s.borrow_mut().type_attrs.remove(&obj)),
+        Object::Win => STATE.with(|s| s.borrow_mut().win_attrs.remove(&obj)),
+        Object::Comm => None,
+    };
     rc
 }
 
@@ -201,7 +209,7 @@ pub(crate) fn copy_all(object: Object, old: c_int, new: c_int) -> c_int {
 }
 
 /// `MPI_*_create_keyval`.
-fn create(
+pub(crate) fn create(
     func: &str,
     object: Object,
     copy: Option<CopyFn>,
@@ -227,7 +235,7 @@ fn create(
 
 /// `MPI_*_free_keyval`: the keyval goes; attributes set with it stay
 /// until deleted (their delete function is kept for them).
-fn free(func: &str, object: Object, k: *mut c_int) -> c_int {
+pub(crate) fn free(func: &str, object: Object, k: *mut c_int) -> c_int {
     // SAFETY: an int pointer (caller contract).
     let h = unsafe { k.as_ref().copied() }.unwrap_or(MPI_KEYVAL_INVALID);
     if keyval(h, object).is_none() {
@@ -248,7 +256,7 @@ fn free(func: &str, object: Object, k: *mut c_int) -> c_int {
 }
 
 /// `MPI_*_set_attr`.
-fn set(func: &str, object: Object, obj: c_int, k: c_int, v: *mut c_void) -> c_int {
+pub(crate) fn set(func: &str, object: Object, obj: c_int, k: c_int, v: *mut c_void) -> c_int {
     if keyval(k, object).is_none() {
         return error(
             MPI_COMM_WORLD,
@@ -278,7 +286,7 @@ fn set(func: &str, object: Object, obj: c_int, k: c_int, v: *mut c_void) -> c_in
 }
 
 /// `MPI_*_get_attr`.
-fn get(
+pub(crate) fn get(
     func: &str,
     object: Object,
     obj: c_int,
@@ -330,7 +338,7 @@ fn refresh(k: c_int) {
 }
 
 /// `MPI_*_delete_attr`.
-fn delete(func: &str, object: Object, obj: c_int, k: c_int) -> c_int {
+pub(crate) fn delete(func: &str, object: Object, obj: c_int, k: c_int) -> c_int {
     if keyval(k, object).is_none() {
         return error(MPI_COMM_WORLD, func, MPI_ERR_KEYVAL, "invalid keyval");
     }

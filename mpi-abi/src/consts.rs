@@ -12,6 +12,7 @@ pub type Request = c_int;
 pub type Errhandler = c_int;
 pub type Group = c_int;
 pub type Info = c_int;
+pub type Win = c_int;
 pub type Aint = isize;
 /// `MPI_Count`.
 pub type Count = i64;
@@ -44,6 +45,18 @@ pub const MPI_ERR_NO_MEM: c_int = 34;
 pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
+pub const MPI_ERR_WIN: c_int = 45;
+pub const MPI_ERR_BASE: c_int = 46;
+pub const MPI_ERR_LOCKTYPE: c_int = 47;
+pub const MPI_ERR_RMA_CONFLICT: c_int = 49;
+pub const MPI_ERR_RMA_SYNC: c_int = 50;
+pub const MPI_ERR_SIZE: c_int = 51;
+pub const MPI_ERR_DISP: c_int = 52;
+pub const MPI_ERR_ASSERT: c_int = 53;
+pub const MPI_ERR_RMA_RANGE: c_int = 55;
+pub const MPI_ERR_RMA_ATTACH: c_int = 56;
+pub const MPI_ERR_RMA_SHARED: c_int = 57;
+pub const MPI_ERR_RMA_FLAVOR: c_int = 58;
 
 pub const MPI_COMM_NULL: Comm = 0x0400_0000;
 pub const MPI_COMM_WORLD: Comm = 0x4400_0000;
@@ -77,6 +90,18 @@ pub const MPI_ERRORS_ABORT: Errhandler = 0x5400_0003;
 pub const USER_ERRHANDLER_KIND: u32 = 0x9400_0000;
 /// Keyvals made by the program.
 pub const USER_KEYVAL_KIND: u32 = 0xa400_0000;
+/// Windows (`MPI_Win_create` …).
+pub const MPI_WIN_NULL: Win = 0x2000_0000;
+pub const USER_WIN_KIND: u32 = 0xa000_0000;
+pub const MPI_LOCK_EXCLUSIVE: c_int = 234;
+pub const MPI_LOCK_SHARED: c_int = 235;
+pub const MPI_MODE_NOCHECK: c_int = 1024;
+pub const MPI_WIN_FLAVOR_CREATE: c_int = 1;
+pub const MPI_WIN_FLAVOR_ALLOCATE: c_int = 2;
+pub const MPI_WIN_FLAVOR_DYNAMIC: c_int = 3;
+pub const MPI_WIN_FLAVOR_SHARED: c_int = 4;
+pub const MPI_WIN_SEPARATE: c_int = 1;
+pub const MPI_WIN_UNIFIED: c_int = 2;
 /// Messages taken by matched probes.
 pub const MESSAGE_KIND: u32 = 0xac00_0000;
 

@@ -39,6 +39,18 @@ pub(crate) fn error_text(code: c_int) -> &'static str {
         MPI_ERR_INTERN => "internal error",
         MPI_ERR_UNSUPPORTED_OPERATION => "unsupported operation",
         MPI_ERR_OTHER => "other error",
+        MPI_ERR_WIN => "invalid window",
+        MPI_ERR_BASE => "invalid base address",
+        MPI_ERR_LOCKTYPE => "invalid lock type",
+        MPI_ERR_RMA_CONFLICT => "conflicting accesses to a window",
+        MPI_ERR_RMA_SYNC => "wrong synchronization of RMA calls",
+        MPI_ERR_SIZE => "invalid size argument",
+        MPI_ERR_DISP => "invalid displacement argument",
+        MPI_ERR_ASSERT => "invalid assert argument",
+        MPI_ERR_RMA_RANGE => "target memory is not part of the window",
+        MPI_ERR_RMA_ATTACH => "memory cannot be attached",
+        MPI_ERR_RMA_SHARED => "memory cannot be shared",
+        MPI_ERR_RMA_FLAVOR => "wrong window flavor",
         _ => "unknown error",
     }
 }

@@ -12,7 +12,7 @@ const MAX_KEY: usize = 255;
 const MAX_VAL: usize = 1024;
 
 /// The key/value pairs of info `h`, in the order they were first set.
-fn pairs(h: Info) -> Option<Vec<(String, String)>> {
+pub(crate) fn pairs(h: Info) -> Option<Vec<(String, String)>> {
     if h == MPI_INFO_ENV {
         return Some(Vec::new());
     }

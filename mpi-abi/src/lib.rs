@@ -29,6 +29,9 @@
 //! * [`types`] — datatype sizes (predefined types and contiguous derived
 //!   ones move as bytes) and reductions.
 //!
+//! * [`rma`] — one-sided communication (windows, put/get/accumulates,
+//!   fence, post/start/complete/wait, locks), carried as messages a target
+//!   serves whenever it waits in the library, so logging replays it;
 //! * [`ext`] — `vpml_ext.h`: `VPMLX_Checkpoint`/`VPMLX_Restarted`, for
 //!   programs that want to restart from a checkpoint rather than replay
 //!   from the start;
@@ -95,6 +98,7 @@ pub mod info;
 pub mod p2p;
 pub mod pack;
 pub mod recipes;
+pub mod rma;
 pub mod session;
 pub mod state;
 pub mod threads;

@@ -205,6 +205,10 @@ pub(crate) struct State {
     pub type_attrs: std::collections::BTreeMap<Datatype, Vec<(c_int, usize)>>,
     /// Messages taken by matched probes (`MPI_Mprobe`).
     pub messages: Vec<Option<crate::p2p::Matched>>,
+    /// Windows (`MPI_Win_create` …).
+    pub windows: Vec<Option<crate::rma::Window>>,
+    /// Attributes cached on windows: (keyval, value) per window.
+    pub win_attrs: std::collections::BTreeMap<c_int, Vec<(c_int, usize)>>,
     /// Sessions (`MPI_Session_init`).
     pub sessions: Vec<Option<crate::session::SessionEntry>>,
     /// Names given by `MPI_Type_set_name`.
@@ -233,6 +237,8 @@ impl State {
             user_errors: crate::errhan::UserErrors::new(),
             types: Vec::new(),
             sessions: Vec::new(),
+            windows: Vec::new(),
+            win_attrs: std::collections::BTreeMap::new(),
             type_names: std::collections::BTreeMap::new(),
             recipes: crate::recipes::Recipes::new(),
             keyvals: Vec::new(),
@@ -524,6 +530,12 @@ pub(crate) fn error(comm: Comm, func: &str, code: c_int, why: &str) -> c_int {
         }
         None => {}
     }
+    fatal(func, code, why)
+}
+
+/// One line naming the function and the error, then the job stops
+/// (`MPI_ERRORS_ARE_FATAL`).
+pub(crate) fn fatal(func: &str, code: c_int, why: &str) -> ! {
     let text = crate::errhan::user_string(code)
         .unwrap_or_else(|| crate::env::error_text(code).to_string());
     eprintln!("vpml libmpi: {func}: {why} ({text})");

@@ -72,6 +72,23 @@ pub(crate) fn multiple() -> bool {
     MULTIPLE.load(Ordering::Relaxed)
 }
 
+/// Do blocking calls wait in the library — polling the engine, and
+/// sleeping on its doorbell — rather than inside the engine? Under
+/// `MPI_THREAD_MULTIPLE` (so other threads may call meanwhile), and while
+/// a one-sided window is alive (so the requests of other ranks are served
+/// meanwhile: [`crate::rma::progress`]).
+#[inline]
+pub(crate) fn waits_in_library() -> bool {
+    multiple() || crate::rma::live()
+}
+
+/// One pass of the engine's progress (a test that should let messages in).
+pub(crate) fn poll_once() {
+    if let Some(world) = crate::state::world_comm() {
+        let _ = world.poll_raw(&[], true);
+    }
+}
+
 /// Held for the duration of one MPI call.
 pub(crate) struct CallGuard(bool);
 
@@ -198,7 +215,7 @@ pub(crate) fn block_until(
     reqs: &[Option<RawRequest>],
     all: bool,
 ) -> vpml::Result<()> {
-    if !multiple() {
+    if !waits_in_library() {
         return Ok(());
     }
     wait_for(engine, || engine.poll_raw(reqs, all))
@@ -213,6 +230,8 @@ pub(crate) fn wait_for(
 ) -> vpml::Result<()> {
     let mut polls = 0;
     loop {
+        // A progress point for the windows of this process.
+        crate::rma::progress();
         let polled = poll()?;
         if polled.progressed {
             // What arrived may be another thread's.

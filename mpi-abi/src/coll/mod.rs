@@ -27,10 +27,12 @@ macro_rules! comm_or_return {
 /// Under `MPI_THREAD_MULTIPLE`, return what the blocking collective gives
 /// as its nonblocking form and a wait that lets the other threads call MPI
 /// (a thread blocked inside a collective would keep them from the calls
-/// that other ranks' collectives wait for).
+/// that other ranks' collectives wait for). Also on a communicator whose
+/// members all share a live window: the wait serves one-sided requests
+/// (see [`crate::rma::covers`]). The communicator is `h`.
 macro_rules! threaded_as {
-    ($func:literal, $start:ident ($($arg:expr),*)) => {
-        if crate::threads::multiple() {
+    ($func:literal, $h:ident, $start:ident ($($arg:expr),*)) => {
+        if crate::threads::multiple() || crate::rma::covers($h) {
             let start = |req| {
                 // SAFETY: the blocking call's arguments, under the same
                 // contract, and a request of its own.
@@ -407,10 +409,30 @@ fn run_reduction(
     report(h, func, r)
 }
 
+/// A barrier that serves one-sided requests while it waits (a rank that
+/// waits in a barrier for another which waits for a lock this one grants
+/// would otherwise never see it): the blocking barrier's rounds, each
+/// waited for in the library.
+fn serving_barrier(c: &vpml::Comm) -> vpml::Result<()> {
+    let mut k = 1;
+    while k < c.size() {
+        let round = c.start_barrier_round_raw(k)?;
+        crate::threads::wait_for(c, || c.poll_raw(&[Some(round)], true))?;
+        c.wait_all_raw(&[Some(round)])?;
+        c.finish_raw(round)?;
+        k *= 2;
+    }
+    Ok(())
+}
+
 export! {
     fn MPI_Barrier / PMPI_Barrier(h: Comm) -> c_int {
-        threaded_as!("MPI_Barrier", MPI_Ibarrier(h));
+        threaded_as!("MPI_Barrier", h, MPI_Ibarrier(h));
         match comm("MPI_Barrier", h) {
+            Ok(c) if crate::rma::live() && !c.is_inter() => match serving_barrier(&c) {
+                Ok(()) => MPI_SUCCESS,
+                Err(e) => vpml_error(h, "MPI_Barrier", &e),
+            },
             Ok(c) => match c.barrier() {
                 Ok(()) => MPI_SUCCESS,
                 Err(e) => vpml_error(h, "MPI_Barrier", &e),
@@ -420,7 +442,7 @@ export! {
     }
 
     fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, count: c_int, dt: Datatype, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Bcast", MPI_Ibcast(buf, count, dt, root, h));
+        threaded_as!("MPI_Bcast", h, MPI_Ibcast(buf, count, dt, root, h));
         let c = match comm("MPI_Bcast", h) { Ok(c) => c, Err(code) => return code };
         if c.is_inter() {
             // SAFETY: the caller's buffer holds `count` elements of `dt`.
@@ -438,7 +460,7 @@ export! {
     }
 
     fn MPI_Reduce / PMPI_Reduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Reduce", MPI_Ireduce(send, recv, count, dt, op, root, h));
+        threaded_as!("MPI_Reduce", h, MPI_Ireduce(send, recv, count, dt, op, root, h));
         if let Ok(c) = comm("MPI_Reduce", h)
             && c.is_inter()
         {
@@ -449,22 +471,22 @@ export! {
     }
 
     fn MPI_Allreduce / PMPI_Allreduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
-        threaded_as!("MPI_Allreduce", MPI_Iallreduce(send, recv, count, dt, op, h));
+        threaded_as!("MPI_Allreduce", h, MPI_Iallreduce(send, recv, count, dt, op, h));
         run_reduction("MPI_Allreduce", |_| Ok(Reduction::All), send, recv, count, count, dt, op, h)
     }
 
     fn MPI_Scan / PMPI_Scan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
-        threaded_as!("MPI_Scan", MPI_Iscan(send, recv, count, dt, op, h));
+        threaded_as!("MPI_Scan", h, MPI_Iscan(send, recv, count, dt, op, h));
         run_reduction("MPI_Scan", |_| Ok(Reduction::Scan), send, recv, count, count, dt, op, h)
     }
 
     fn MPI_Exscan / PMPI_Exscan(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
-        threaded_as!("MPI_Exscan", MPI_Iexscan(send, recv, count, dt, op, h));
+        threaded_as!("MPI_Exscan", h, MPI_Iexscan(send, recv, count, dt, op, h));
         run_reduction("MPI_Exscan", |_| Ok(Reduction::Exscan), send, recv, count, count, dt, op, h)
     }
 
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(send: *const c_void, recv: *mut c_void, count: c_int, dt: Datatype, op: Op, h: Comm) -> c_int {
-        threaded_as!("MPI_Reduce_scatter_block", MPI_Ireduce_scatter_block(send, recv, count, dt, op, h));
+        threaded_as!("MPI_Reduce_scatter_block", h, MPI_Ireduce_scatter_block(send, recv, count, dt, op, h));
         // In place, the input is the whole of `recv` (n blocks).
         let n = match comm("MPI_Reduce_scatter_block", h) { Ok(c) => c.size() as c_int, Err(code) => return code };
         if count.checked_mul(n).is_none() {
@@ -478,7 +500,7 @@ export! {
         // (Its nonblocking form has no intercommunicator layout yet: there
         // it stays blocking, the call lock held.)
         if !c.is_inter() {
-            threaded_as!("MPI_Reduce_scatter", MPI_Ireduce_scatter(send, recv, counts, dt, op, h));
+            threaded_as!("MPI_Reduce_scatter", h, MPI_Ireduce_scatter(send, recv, counts, dt, op, h));
         }
         if counts.is_null() {
             return error(h, "MPI_Reduce_scatter", MPI_ERR_ARG, "null count array");
@@ -496,7 +518,7 @@ export! {
     }
 
     fn MPI_Gather / PMPI_Gather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Gather", MPI_Igather(send, scount, stype, recv, rcount, rtype, root, h));
+        threaded_as!("MPI_Gather", h, MPI_Igather(send, scount, stype, recv, rcount, rtype, root, h));
         let c = match comm("MPI_Gather", h) { Ok(c) => c, Err(code) => return code };
         if c.is_inter() {
             // SAFETY: the caller's buffers and arrays are as MPI says.
@@ -525,7 +547,7 @@ export! {
     }
 
     fn MPI_Gatherv / PMPI_Gatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Gatherv", MPI_Igatherv(send, scount, stype, recv, rcounts, displs, rtype, root, h));
+        threaded_as!("MPI_Gatherv", h, MPI_Igatherv(send, scount, stype, recv, rcounts, displs, rtype, root, h));
         let c = match comm("MPI_Gatherv", h) { Ok(c) => c, Err(code) => return code };
         if c.is_inter() {
             // SAFETY: the caller's buffers and arrays are as MPI says.
@@ -562,7 +584,7 @@ export! {
     }
 
     fn MPI_Scatter / PMPI_Scatter(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Scatter", MPI_Iscatter(send, scount, stype, recv, rcount, rtype, root, h));
+        threaded_as!("MPI_Scatter", h, MPI_Iscatter(send, scount, stype, recv, rcount, rtype, root, h));
         let c = match comm("MPI_Scatter", h) { Ok(c) => c, Err(code) => return code };
         if c.is_inter() {
             // SAFETY: the caller's buffers and arrays are as MPI says.
@@ -597,7 +619,7 @@ export! {
     }
 
     fn MPI_Scatterv / PMPI_Scatterv(send: *const c_void, scounts: *const c_int, displs: *const c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, root: c_int, h: Comm) -> c_int {
-        threaded_as!("MPI_Scatterv", MPI_Iscatterv(send, scounts, displs, stype, recv, rcount, rtype, root, h));
+        threaded_as!("MPI_Scatterv", h, MPI_Iscatterv(send, scounts, displs, stype, recv, rcount, rtype, root, h));
         let c = match comm("MPI_Scatterv", h) { Ok(c) => c, Err(code) => return code };
         if c.is_inter() {
             // SAFETY: the caller's buffers and arrays are as MPI says.
@@ -642,7 +664,7 @@ export! {
     }
 
     fn MPI_Allgather / PMPI_Allgather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
-        threaded_as!("MPI_Allgather", MPI_Iallgather(send, scount, stype, recv, rcount, rtype, h));
+        threaded_as!("MPI_Allgather", h, MPI_Iallgather(send, scount, stype, recv, rcount, rtype, h));
         let c = match comm("MPI_Allgather", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             no_in_place_on_inter(&c, send)?;
@@ -663,7 +685,7 @@ export! {
     }
 
     fn MPI_Allgatherv / PMPI_Allgatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm) -> c_int {
-        threaded_as!("MPI_Allgatherv", MPI_Iallgatherv(send, scount, stype, recv, rcounts, displs, rtype, h));
+        threaded_as!("MPI_Allgatherv", h, MPI_Iallgatherv(send, scount, stype, recv, rcounts, displs, rtype, h));
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             not_aliased(send, recv)?;
@@ -692,7 +714,7 @@ export! {
     }
 
     fn MPI_Alltoall / PMPI_Alltoall(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
-        threaded_as!("MPI_Alltoall", MPI_Ialltoall(send, scount, stype, recv, rcount, rtype, h));
+        threaded_as!("MPI_Alltoall", h, MPI_Ialltoall(send, scount, stype, recv, rcount, rtype, h));
         let c = match comm("MPI_Alltoall", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             no_in_place_on_inter(&c, send)?;
@@ -717,7 +739,7 @@ export! {
     }
 
     fn MPI_Alltoallv / PMPI_Alltoallv(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtype: Datatype, h: Comm) -> c_int {
-        threaded_as!("MPI_Alltoallv", MPI_Ialltoallv(send, scounts, sdispls, stype, recv, rcounts, rdispls, rtype, h));
+        threaded_as!("MPI_Alltoallv", h, MPI_Ialltoallv(send, scounts, sdispls, stype, recv, rcounts, rdispls, rtype, h));
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             no_in_place_on_inter(&c, send)?;

@@ -34,7 +34,7 @@ fn blocking_send(
     tag: c_int,
     h: Comm,
 ) -> c_int {
-    if crate::threads::multiple() && !matches!(how, Blocking::Buffered) {
+    if crate::threads::waits_in_library() && !matches!(how, Blocking::Buffered) {
         let sync = matches!(how, Blocking::Synchronous);
         let start = |req| nonblocking(func, true, sync, buf, count, dt, dest, tag, h, req);
         // SAFETY: no status is written.
@@ -143,7 +143,7 @@ export! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
-        if crate::threads::multiple() {
+        if crate::threads::waits_in_library() {
             let start = |req| nonblocking("MPI_Recv", false, false, buf, count, dt, source, tag, h, req);
             // SAFETY: the caller's status pointer.
             return unsafe { start_and_wait("MPI_Recv", start, status) };

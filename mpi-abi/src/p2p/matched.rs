@@ -59,7 +59,7 @@ fn probe_and_take(
     }
     // (Under MPI_THREAD_MULTIPLE, the probe that finds the message holds
     // the call lock until it is taken: no other thread can receive it.)
-    let found = if blocking && crate::threads::multiple() {
+    let found = if blocking && crate::threads::waits_in_library() {
         super::probe::probe_threaded(&c, source, tag).map(Some)
     } else if blocking {
         c.probe(source_of(source), tag_of(tag)).map(Some)

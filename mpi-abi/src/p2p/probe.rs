@@ -52,7 +52,7 @@ export! {
             unsafe { write_status(status, None, true) };
             return MPI_SUCCESS;
         }
-        let probed = if crate::threads::multiple() {
+        let probed = if crate::threads::waits_in_library() {
             probe_threaded(&c, source, tag)
         } else {
             c.probe(source_of(source), tag_of(tag))

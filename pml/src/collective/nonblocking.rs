@@ -59,6 +59,49 @@ impl Comm {
         lane: u32,
     ) -> Result<ReqId> {
         let tag = tag::NONBLOCKING + (lane % LANES) as i32;
+        // SAFETY: the caller's contract.
+        unsafe { self.start_transfers(sends, recvs, tag) }
+    }
+
+    /// Start round `k` (1, 2, 4, … below the size) of [`Comm::barrier`]'s
+    /// dissemination — the same messages, so it meets members that run
+    /// the blocking barrier — as one request, for a binding that waits
+    /// outside vpml to keep serving other work meanwhile (the MPI C
+    /// library's one-sided operations). Round `k` may start once round
+    /// `k / 2` completed.
+    pub fn start_barrier_round_raw(&self, k: usize) -> Result<ReqId> {
+        let (r, n) = (self.rank(), self.size());
+        if self.is_inter() || k == 0 || k >= n {
+            return Err(Error::Collective(format!(
+                "no barrier round {k} on this communicator"
+            )));
+        }
+        let none = std::ptr::NonNull::<u8>::dangling().as_ptr();
+        let send = Transfer {
+            peer: (r + k) % n,
+            ptr: none,
+            len: 0,
+        };
+        let recv = Transfer {
+            peer: (r + n - k) % n,
+            ptr: none,
+            len: 0,
+        };
+        // SAFETY: no bytes are read or written.
+        unsafe { self.start_transfers(&[send], &[recv], tag::BARRIER) }
+    }
+
+    /// Start `sends` and `recvs` with `tag` on the collective context, as
+    /// one request.
+    ///
+    /// # Safety
+    /// As [`Comm::start_collective_raw`].
+    unsafe fn start_transfers(
+        &self,
+        sends: &[Transfer],
+        recvs: &[Transfer],
+        tag: i32,
+    ) -> Result<ReqId> {
         let n = self.peer_count();
         if let Some(t) = sends.iter().chain(recvs).find(|t| t.peer >= n) {
             return Err(Error::InvalidRank {

@@ -1,0 +1,277 @@
+//! One-sided communication (`MPI_Win_*`, `MPI_Put`, `MPI_Get`, the
+//! accumulates), carried as messages so that message logging replays it.
+//!
+//! A window has a private duplicate of its communicator. Every one-sided
+//! operation is a request message to its target ([`wire`]); the target
+//! takes requests from any source, in the order they reach it, and applies
+//! them to its memory at its next *progress point*: any call that waits in
+//! the library (a blocking receive or send, a wait, a probe, `MPI_Barrier`,
+//! and every one-sided call). What a target sends back — the bytes of a
+//! get, a lock grant, an acknowledgement — is a reply the origin receives
+//! from that target in the order it asked.
+//!
+//! Under message logging this makes one-sided communication replayable
+//! with nothing new to log: the order in which a target takes requests is
+//! the outcome of an `MPI_Improbe` from any source, which the protocol
+//! logs like any other; requests and replies are messages the sender's
+//! log keeps. A restarted target re-applies the same requests in the same
+//! order, so its memory, and every fetch-and-op result it returns, is the
+//! failure-free one. (Direct load/store access to another rank's memory —
+//! `MPI_Win_allocate_shared` — could not be replayed, and is refused under
+//! a logging protocol.)
+//!
+//! Synchronization ([`sync`]):
+//! * `MPI_Win_fence`: each rank learns how many requests were sent to it
+//!   since the last fence (a reduce-scatter of counts), serves until it has
+//!   taken that many, waits for its own replies, and meets the others in a
+//!   barrier;
+//! * post/start/complete/wait: `post` sends a word to each origin, `start`
+//!   waits for them, `complete` sends a `Complete` request after the
+//!   operations (so it arrives after them), `wait` serves until every
+//!   origin's has arrived;
+//! * `MPI_Win_lock`/`unlock`/`flush`: the target grants locks in the order
+//!   it takes the requests (shared ones together), and acknowledges an
+//!   unlock or flush once every earlier request of the origin is done.
+//!
+//! Modules: [`window`] (creation, memory, names, attributes, error
+//! handlers), [`origin`] (the operations), [`target`] (serving requests),
+//! [`sync`], [`wire`].
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::consts::*;
+use crate::state::{STATE, slot_of};
+
+mod origin;
+mod sync;
+mod target;
+mod window;
+mod wire;
+
+/// Windows alive in this process: while there is one, blocking calls wait
+/// in the library, serving requests meanwhile.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Set while requests are served (a call made while serving does not serve
+/// again).
+static SERVING: AtomicBool = AtomicBool::new(false);
+
+/// Another rank's part of a window, as it told at creation.
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+pub(crate) struct Peer {
+    /// Bytes of its window memory.
+    len: u64,
+    /// Its displacement unit.
+    disp_unit: u64,
+}
+
+/// The values `MPI_WIN_SIZE`, `MPI_WIN_DISP_UNIT` and
+/// `MPI_WIN_CREATE_FLAVOR` point to (boxed: they stay put while the window
+/// table grows).
+pub(crate) struct Shown {
+    size: Aint,
+    disp_unit: c_int,
+    flavor: c_int,
+}
+
+/// Memory a window owns (`MPI_Win_allocate`).
+pub(crate) struct Allocation {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout by `Allocation::new`, freed
+        // once (the allocation owns it).
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// A target's lock: who holds it, and who waits, in request order.
+#[derive(Default)]
+pub(crate) struct TargetLock {
+    exclusive: bool,
+    shared: usize,
+    waiting: VecDeque<(usize, bool)>,
+}
+
+impl TargetLock {
+    fn can_grant(&self, exclusive: bool) -> bool {
+        !self.exclusive && (!exclusive || self.shared == 0)
+    }
+
+    fn take(&mut self, exclusive: bool) {
+        if exclusive {
+            self.exclusive = true;
+        } else {
+            self.shared += 1;
+        }
+    }
+
+    fn release(&mut self, exclusive: bool) {
+        if exclusive {
+            self.exclusive = false;
+        } else {
+            self.shared = self.shared.saturating_sub(1);
+        }
+    }
+}
+
+/// How an origin holds a lock on a target.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    Exclusive,
+    Shared,
+    /// `MPI_MODE_NOCHECK`: not asked for; unlocking flushes.
+    Unchecked,
+}
+
+/// A window.
+pub(crate) struct Window {
+    /// The private duplicate of the communicator it was made on (errors
+    /// return).
+    comm: Comm,
+    rank: usize,
+    size: usize,
+    /// Its memory: address and bytes (0 and 0 for a dynamic window).
+    base: usize,
+    len: usize,
+    flavor: c_int,
+    /// What the predefined attributes point to.
+    shown: Box<Shown>,
+    /// What `MPI_Win_allocate` allocated.
+    owned: Option<Allocation>,
+    /// The world ranks of its members, in order.
+    members: Vec<usize>,
+    /// Each member's length and displacement unit.
+    peers: Vec<Peer>,
+    /// Regions attached to a dynamic window: (address, bytes).
+    attached: Vec<(usize, usize)>,
+    name: String,
+    info: Vec<(String, String)>,
+    errhandler: Errhandler,
+    // The origin side.
+    /// Accesses sent to each member since the last fence.
+    issued: Vec<u64>,
+    /// Receives of replies not yet waited for.
+    replies: Vec<Request>,
+    /// Sends in flight, with their bytes.
+    sends: Vec<(Request, Vec<u8>)>,
+    /// The targets of the access epoch `MPI_Win_start` opened.
+    access: Option<Vec<usize>>,
+    /// Locks held, by target.
+    locks: std::collections::BTreeMap<usize, Held>,
+    // The target side.
+    /// Accesses served since the last fence.
+    served: u64,
+    /// The origins of the exposure epoch `MPI_Win_post` opened.
+    exposure: Option<Vec<usize>>,
+    /// `Complete` requests taken from each member and not yet waited for.
+    completed: Vec<u32>,
+    lock: TargetLock,
+}
+
+/// Is any window alive (so blocking calls serve requests while they wait)?
+#[inline]
+pub(crate) fn live() -> bool {
+    LIVE.load(Ordering::Relaxed) > 0
+}
+
+/// A progress point: serve the requests that reached this process's
+/// windows. Called by every wait in the library.
+pub(crate) fn progress() {
+    if !live() || SERVING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let windows: Vec<Win> = STATE.with(|s| {
+        let s = s.borrow();
+        (0..s.windows.len())
+            .filter(|&i| s.windows[i].is_some())
+            .map(|i| crate::state::handle_of(USER_WIN_KIND, i))
+            .collect()
+    });
+    for w in windows {
+        target::serve(w);
+    }
+    SERVING.store(false, Ordering::Release);
+}
+
+/// Does every member of communicator `h` share a live window with this
+/// process? Then its blocking collectives wait in the library and serve
+/// requests meanwhile, as their nonblocking twins (which every member
+/// runs alike: each sees the same windows, made and freed by collectives
+/// over all of them, so each decides the same). On other communicators a
+/// blocking collective does not serve (`MPI_Barrier` always does).
+pub(crate) fn covers(h: Comm) -> bool {
+    if !live() {
+        return false;
+    }
+    STATE.with(|s| {
+        let s = s.borrow();
+        let Some(c) = crate::state::comm_slot(h).and_then(|i| s.comms.get(i)?.as_ref()) else {
+            return false;
+        };
+        if c.comm.is_inter() {
+            return false;
+        }
+        let ranks = c.comm.world_ranks();
+        s.windows
+            .iter()
+            .flatten()
+            .any(|w| ranks.iter().all(|r| w.members.binary_search(r).is_ok()))
+    })
+}
+
+/// Run `f` on the window behind `h`; `None` if there is none. `f` must not
+/// call the library.
+fn with_win<R>(h: Win, f: impl FnOnce(&mut Window) -> R) -> Option<R> {
+    let i = slot_of(h, USER_WIN_KIND)?;
+    STATE.with(|s| s.borrow_mut().windows.get_mut(i)?.as_mut().map(f))
+}
+
+/// Report error `code` of `func` on window `h` through its error handler
+/// (`MPI_ERRORS_ARE_FATAL` by default): the code comes back unless the job
+/// stops.
+fn win_error(h: Win, func: &str, code: c_int, why: &str) -> c_int {
+    match with_win(h, |w| w.errhandler) {
+        Some(MPI_ERRORS_RETURN) => code,
+        Some(handler) => match crate::errhan::handler_fn(handler) {
+            Some(f) => {
+                // The handler gets the window's handle where a
+                // communicator's would get the communicator's.
+                crate::errhan::call_user(f, h, code);
+                code
+            }
+            None => crate::state::fatal(func, code, why),
+        },
+        // No such window: the communicator world's handler decides.
+        None => crate::state::error(MPI_COMM_WORLD, func, code, why),
+    }
+}
+
+/// The window behind `h`, or the error for an invalid handle.
+fn window_or_error(func: &str, h: Win) -> Result<(), c_int> {
+    match with_win(h, |_| ()) {
+        Some(()) => Ok(()),
+        None => Err(crate::state::error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_WIN,
+            "invalid window",
+        )),
+    }
+}
+
+/// A library call made on a window's private communicator failed: report
+/// it on the window.
+fn check(h: Win, func: &str, rc: c_int, doing: &str) -> Result<(), c_int> {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(win_error(h, func, rc, doing))
+    }
+}

@@ -1,0 +1,490 @@
+//! The origin side: `MPI_Put`, `MPI_Get`, `MPI_Accumulate`,
+//! `MPI_Get_accumulate`, `MPI_Fetch_and_op`, `MPI_Compare_and_swap` and
+//! their request-based forms. Each packs its origin data into a request
+//! naming the target's byte runs (computed here from the target datatype,
+//! which the target need not know), and posts the receive of the reply
+//! before it sends, so replies land straight in the program's buffer.
+
+use std::ffi::{c_int, c_void};
+
+use super::wire::{self, Header, Kind, TAG_REPLY, TAG_REQUEST};
+use super::{check, win_error, with_win};
+use crate::consts::*;
+use crate::state::DerivedType;
+
+/// Sends in flight past which an operation first forgets completed ones.
+const SENDS_KEPT: usize = 256;
+
+/// Where an operation acts on its target.
+#[derive(Clone, Copy)]
+struct Target {
+    rank: c_int,
+    disp: Aint,
+    count: c_int,
+    dt: Datatype,
+}
+
+/// A prepared operation: the window's communicator, the target's rank,
+/// the request header (`at` and `base` set), and the target runs.
+struct Prepared {
+    comm: Comm,
+    rank: usize,
+    header: Header,
+    runs: Vec<(i64, u64)>,
+    bytes: u64,
+}
+
+/// The layout of `dt`, or the error.
+fn layout_of(h: Win, func: &str, dt: Datatype) -> Result<DerivedType, c_int> {
+    crate::types::layout(dt).ok_or_else(|| win_error(h, func, MPI_ERR_TYPE, "invalid datatype"))
+}
+
+/// A count argument, checked.
+fn count_of(h: Win, func: &str, count: c_int) -> Result<usize, c_int> {
+    usize::try_from(count)
+        .map_err(|_| win_error(h, func, MPI_ERR_COUNT, &format!("negative count {count}")))
+}
+
+/// Check an operation's target and lay out its runs; `None` for
+/// `MPI_PROC_NULL` (nothing to do).
+fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
+    let Some((comm, size, dynamic)) =
+        with_win(h, |w| (w.comm, w.size, w.flavor == MPI_WIN_FLAVOR_DYNAMIC))
+    else {
+        return Err(crate::state::error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_WIN,
+            "invalid window",
+        ));
+    };
+    if t.rank == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    let rank = usize::try_from(t.rank)
+        .ok()
+        .filter(|&r| r < size)
+        .ok_or_else(|| {
+            win_error(
+                h,
+                func,
+                MPI_ERR_RANK,
+                &format!("invalid target rank {}", t.rank),
+            )
+        })?;
+    let count = count_of(h, func, t.count)?;
+    let l = layout_of(h, func, t.dt)?;
+    let peer = with_win(h, |w| w.peers[rank]).unwrap_or_default();
+    let at = if dynamic {
+        t.disp as i64
+    } else {
+        (t.disp as i64).saturating_mul(peer.disp_unit as i64)
+    };
+    let mut runs: Vec<(i64, u64)> = Vec::new();
+    for i in 0..count as i64 {
+        for &(off, len) in &l.blocks {
+            let start = i * l.extent as i64 + off as i64;
+            match runs.last_mut() {
+                Some(last) if last.0 + last.1 as i64 == start => last.1 += len as u64,
+                _ if len > 0 => runs.push((start, len as u64)),
+                _ => {}
+            }
+        }
+    }
+    if !dynamic {
+        let outside = runs.iter().find(|&&(off, len)| {
+            let start = at.saturating_add(off);
+            start < 0 || start.saturating_add(len as i64) > peer.len as i64
+        });
+        if outside.is_some() {
+            return Err(win_error(
+                h,
+                func,
+                MPI_ERR_RMA_RANGE,
+                &format!(
+                    "displacement {} and {} elements reach past the {} bytes of rank {rank}'s window",
+                    t.disp, t.count, peer.len
+                ),
+            ));
+        }
+    }
+    let bytes = runs.iter().map(|r| r.1).sum();
+    let header = Header {
+        at,
+        base: l.base.unwrap_or(MPI_DATATYPE_NULL),
+        ..Header::default()
+    };
+    Ok(Some(Prepared {
+        comm,
+        rank,
+        header,
+        runs,
+        bytes,
+    }))
+}
+
+/// `count` elements of `dt` at `addr`, packed; they must be `want` bytes
+/// (the target's side of the operation).
+fn pack(
+    h: Win,
+    func: &str,
+    addr: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    want: u64,
+) -> Result<Vec<u8>, c_int> {
+    let n = count_of(h, func, count)?;
+    let l = layout_of(h, func, dt)?;
+    // SAFETY: `addr` holds `count` elements of `dt` (caller contract).
+    let data = unsafe { crate::types::pack(addr.cast(), n, &l) };
+    if data.len() as u64 != want {
+        return Err(win_error(
+            h,
+            func,
+            MPI_ERR_TYPE,
+            &format!(
+                "{} bytes at the origin for {want} at the target",
+                data.len()
+            ),
+        ));
+    }
+    Ok(data)
+}
+
+/// The operation must combine with a predefined operation over the
+/// target's predefined type, and the origin's must be the same.
+fn check_accumulate(
+    h: Win,
+    func: &str,
+    p: &Prepared,
+    op: Op,
+    origin_dt: Datatype,
+) -> Result<(), c_int> {
+    if slot_of_user_op(op) {
+        return Err(win_error(
+            h,
+            func,
+            MPI_ERR_OP,
+            "one-sided accumulates take predefined operations only",
+        ));
+    }
+    let origin_base = crate::types::info(origin_dt).and_then(|t| t.base);
+    if op != MPI_NO_OP && origin_base.is_some_and(|b| b != p.header.base) {
+        return Err(win_error(
+            h,
+            func,
+            MPI_ERR_TYPE,
+            "the origin and target datatypes hold different predefined types",
+        ));
+    }
+    crate::types::CombineOp::new(op, p.header.base)
+        .map(|_| ())
+        .map_err(|(code, why)| win_error(h, func, code, why))
+}
+
+fn slot_of_user_op(op: Op) -> bool {
+    crate::state::slot_of(op, USER_OP_KIND).is_some()
+}
+
+/// Post the receive of the target's reply into `count` elements of `dt`
+/// at `addr`; its request.
+fn expect_reply(
+    h: Win,
+    func: &str,
+    p: &Prepared,
+    addr: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+) -> Result<Request, c_int> {
+    let mut req: Request = MPI_REQUEST_NULL;
+    // SAFETY: `addr` holds `count` elements of `dt` until the request
+    // completes (MPI's rule for one-sided operations).
+    let rc = unsafe {
+        crate::p2p::MPI_Irecv(
+            addr,
+            count,
+            dt,
+            p.rank as c_int,
+            TAG_REPLY,
+            p.comm,
+            &mut req,
+        )
+    };
+    check(h, func, rc, "receiving a reply").map(|()| req)
+}
+
+/// Send request `bytes` to the target (an access of its memory, counted
+/// for the fence, unless `control`).
+pub(super) fn send_request(
+    h: Win,
+    func: &str,
+    comm: Comm,
+    rank: usize,
+    bytes: Vec<u8>,
+    access: bool,
+) -> Result<(), c_int> {
+    if with_win(h, |w| w.sends.len()).unwrap_or(0) >= SENDS_KEPT {
+        super::target::reap(h);
+    }
+    let mut req: Request = MPI_REQUEST_NULL;
+    // SAFETY: `bytes` stays in the window's list until the send completes.
+    let rc = unsafe {
+        crate::p2p::MPI_Isend(
+            bytes.as_ptr().cast(),
+            bytes.len() as c_int,
+            MPI_BYTE,
+            rank as c_int,
+            TAG_REQUEST,
+            comm,
+            &mut req,
+        )
+    };
+    check(h, func, rc, "sending a request")?;
+    with_win(h, |w| {
+        w.sends.push((req, bytes));
+        if access {
+            w.issued[rank] += 1;
+        }
+    });
+    Ok(())
+}
+
+/// Keep the reply's request for the window's next synchronization, or
+/// give it to the program (`MPI_Rget` …).
+fn keep_or_give(h: Win, req: Request, out: Option<*mut Request>) {
+    match out {
+        // SAFETY: a request pointer (caller contract).
+        Some(out) => unsafe { crate::state::put(out, req) },
+        None => {
+            with_win(h, |w| w.replies.push(req));
+        }
+    }
+}
+
+/// A request-based operation that is complete once started (its data was
+/// copied), or on `MPI_PROC_NULL`.
+fn completed(h: Win, out: Option<*mut Request>) -> c_int {
+    match out {
+        Some(out) => {
+            crate::p2p::completed_request(with_win(h, |w| w.comm).unwrap_or(MPI_COMM_WORLD), out)
+        }
+        None => MPI_SUCCESS,
+    }
+}
+
+/// `MPI_Put` and `MPI_Rput`.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn put(
+    func: &str,
+    addr: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    t: Target,
+    h: Win,
+    out: Option<*mut Request>,
+) -> c_int {
+    let r = (|| {
+        let Some(p) = prepare(h, func, t)? else {
+            return Ok(());
+        };
+        let data = pack(h, func, addr, count, dt, p.bytes)?;
+        let bytes = wire::encode(Kind::Put, p.header, &p.runs, &data, &[]);
+        send_request(h, func, p.comm, p.rank, bytes, true)
+    })();
+    match r {
+        Ok(()) => completed(h, out),
+        Err(code) => code,
+    }
+}
+
+/// `MPI_Get` and `MPI_Rget`.
+fn get(
+    func: &str,
+    addr: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    t: Target,
+    h: Win,
+    out: Option<*mut Request>,
+) -> c_int {
+    let r = (|| {
+        let Some(p) = prepare(h, func, t)? else {
+            return Ok(None);
+        };
+        let l = layout_of(h, func, dt)?;
+        let want: u64 =
+            l.blocks.iter().map(|b| b.1 as u64).sum::<u64>() * count_of(h, func, count)? as u64;
+        if want != p.bytes {
+            return Err(win_error(
+                h,
+                func,
+                MPI_ERR_TYPE,
+                &format!("{want} bytes at the origin for {} at the target", p.bytes),
+            ));
+        }
+        let req = expect_reply(h, func, &p, addr, count, dt)?;
+        let bytes = wire::encode(Kind::Get, p.header, &p.runs, &[], &[]);
+        send_request(h, func, p.comm, p.rank, bytes, true)?;
+        Ok(Some(req))
+    })();
+    match r {
+        Ok(Some(req)) => {
+            keep_or_give(h, req, out);
+            MPI_SUCCESS
+        }
+        Ok(None) => completed(h, out),
+        Err(code) => code,
+    }
+}
+
+/// `MPI_Accumulate` and `MPI_Raccumulate`.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+fn accumulate(
+    func: &str,
+    addr: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    t: Target,
+    op: Op,
+    h: Win,
+    out: Option<*mut Request>,
+) -> c_int {
+    let r = (|| {
+        let Some(mut p) = prepare(h, func, t)? else {
+            return Ok(());
+        };
+        check_accumulate(h, func, &p, op, dt)?;
+        let data = pack(h, func, addr, count, dt, p.bytes)?;
+        p.header.arg = op;
+        let bytes = wire::encode(Kind::Accumulate, p.header, &p.runs, &data, &[]);
+        send_request(h, func, p.comm, p.rank, bytes, true)
+    })();
+    match r {
+        Ok(()) => completed(h, out),
+        Err(code) => code,
+    }
+}
+
+/// The origin's data and the result buffer of `MPI_Get_accumulate`.
+struct Fetch {
+    addr: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    result: *mut c_void,
+    result_count: c_int,
+    result_dt: Datatype,
+}
+
+/// `MPI_Get_accumulate`, `MPI_Rget_accumulate`, `MPI_Fetch_and_op`, and
+/// with `compare`, `MPI_Compare_and_swap`.
+fn fetch(
+    func: &str,
+    f: Fetch,
+    compare: Option<*const c_void>,
+    t: Target,
+    op: Op,
+    h: Win,
+    out: Option<*mut Request>,
+) -> c_int {
+    let r = (|| {
+        let Some(mut p) = prepare(h, func, t)? else {
+            return Ok(None);
+        };
+        let kind = match compare {
+            Some(_) => {
+                let base = crate::types::info(t.dt).and_then(|i| i.base);
+                if crate::types::predefined_size(t.dt).is_none() || base.is_none() {
+                    return Err(win_error(
+                        h,
+                        func,
+                        MPI_ERR_TYPE,
+                        "compare-and-swap takes a predefined datatype",
+                    ));
+                }
+                Kind::CompareAndSwap
+            }
+            None => {
+                check_accumulate(h, func, &p, op, f.dt)?;
+                Kind::GetAccumulate
+            }
+        };
+        let data = if op == MPI_NO_OP && compare.is_none() {
+            Vec::new()
+        } else {
+            pack(h, func, f.addr, f.count, f.dt, p.bytes)?
+        };
+        let compare = match compare {
+            Some(c) => pack(h, func, c, f.count, f.dt, p.bytes)?,
+            None => Vec::new(),
+        };
+        p.header.arg = op;
+        let req = expect_reply(h, func, &p, f.result, f.result_count, f.result_dt)?;
+        let bytes = wire::encode(kind, p.header, &p.runs, &data, &compare);
+        send_request(h, func, p.comm, p.rank, bytes, true)?;
+        Ok(Some(req))
+    })();
+    match r {
+        Ok(Some(req)) => {
+            keep_or_give(h, req, out);
+            MPI_SUCCESS
+        }
+        Ok(None) => completed(h, out),
+        Err(code) => code,
+    }
+}
+
+/// The target of an operation, from MPI's arguments.
+fn target(rank: c_int, disp: Aint, count: c_int, dt: Datatype) -> Target {
+    Target {
+        rank,
+        disp,
+        count,
+        dt,
+    }
+}
+
+export! {
+    fn MPI_Put / PMPI_Put(addr: *const c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, h: Win) -> c_int {
+        put("MPI_Put", addr, count, dt, target(rank, disp, tcount, tdt), h, None)
+    }
+
+    fn MPI_Rput / PMPI_Rput(addr: *const c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, h: Win, req: *mut Request) -> c_int {
+        put("MPI_Rput", addr, count, dt, target(rank, disp, tcount, tdt), h, Some(req))
+    }
+
+    fn MPI_Get / PMPI_Get(addr: *mut c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, h: Win) -> c_int {
+        get("MPI_Get", addr, count, dt, target(rank, disp, tcount, tdt), h, None)
+    }
+
+    fn MPI_Rget / PMPI_Rget(addr: *mut c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, h: Win, req: *mut Request) -> c_int {
+        get("MPI_Rget", addr, count, dt, target(rank, disp, tcount, tdt), h, Some(req))
+    }
+
+    fn MPI_Accumulate / PMPI_Accumulate(addr: *const c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, op: Op, h: Win) -> c_int {
+        accumulate("MPI_Accumulate", addr, count, dt, target(rank, disp, tcount, tdt), op, h, None)
+    }
+
+    fn MPI_Raccumulate / PMPI_Raccumulate(addr: *const c_void, count: c_int, dt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, op: Op, h: Win, req: *mut Request) -> c_int {
+        accumulate("MPI_Raccumulate", addr, count, dt, target(rank, disp, tcount, tdt), op, h, Some(req))
+    }
+
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(addr: *const c_void, count: c_int, dt: Datatype, result: *mut c_void, rcount: c_int, rdt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, op: Op, h: Win) -> c_int {
+        let f = Fetch { addr, count, dt, result, result_count: rcount, result_dt: rdt };
+        fetch("MPI_Get_accumulate", f, None, target(rank, disp, tcount, tdt), op, h, None)
+    }
+
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(addr: *const c_void, count: c_int, dt: Datatype, result: *mut c_void, rcount: c_int, rdt: Datatype, rank: c_int, disp: Aint, tcount: c_int, tdt: Datatype, op: Op, h: Win, req: *mut Request) -> c_int {
+        let f = Fetch { addr, count, dt, result, result_count: rcount, result_dt: rdt };
+        fetch("MPI_Rget_accumulate", f, None, target(rank, disp, tcount, tdt), op, h, Some(req))
+    }
+
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(addr: *const c_void, result: *mut c_void, dt: Datatype, rank: c_int, disp: Aint, op: Op, h: Win) -> c_int {
+        let f = Fetch { addr, count: 1, dt, result, result_count: 1, result_dt: dt };
+        fetch("MPI_Fetch_and_op", f, None, target(rank, disp, 1, dt), op, h, None)
+    }
+
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(addr: *const c_void, compare: *const c_void, result: *mut c_void, dt: Datatype, rank: c_int, disp: Aint, h: Win) -> c_int {
+        let f = Fetch { addr, count: 1, dt, result, result_count: 1, result_dt: dt };
+        fetch("MPI_Compare_and_swap", f, Some(compare), target(rank, disp, 1, dt), MPI_REPLACE, h, None)
+    }
+}

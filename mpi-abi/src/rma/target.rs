@@ -1,0 +1,268 @@
+//! The target side: taking requests from any origin, in the order they
+//! come (an `MPI_Improbe` from any source, which a logging protocol logs
+//! and replays), and applying them to the window's memory.
+
+use std::ffi::c_int;
+
+use super::wire::{self, Kind, TAG_REPLY, TAG_REQUEST};
+use super::{Window, with_win};
+use crate::consts::*;
+use crate::types::{CombineOp, fold_packed};
+
+/// Serve every request waiting for window `h`.
+pub(super) fn serve(h: Win) {
+    reap(h);
+    loop {
+        let Some(comm) = with_win(h, |w| w.comm) else {
+            return;
+        };
+        let mut flag: c_int = 0;
+        let mut msg: c_int = 0;
+        let mut st = MpiStatus::default();
+        // SAFETY: out-pointers to locals.
+        let rc = unsafe {
+            crate::p2p::MPI_Improbe(
+                MPI_ANY_SOURCE,
+                TAG_REQUEST,
+                comm,
+                &mut flag,
+                &mut msg,
+                &mut st,
+            )
+        };
+        if rc != MPI_SUCCESS || flag == 0 {
+            return;
+        }
+        let mut count: c_int = 0;
+        // SAFETY: as above.
+        unsafe { crate::p2p::MPI_Get_count(&st, MPI_BYTE, &mut count) };
+        let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0)];
+        // SAFETY: `bytes` holds the message; the status is ignored.
+        let rc = unsafe {
+            crate::p2p::MPI_Mrecv(
+                bytes.as_mut_ptr().cast(),
+                count,
+                MPI_BYTE,
+                &mut msg,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != MPI_SUCCESS {
+            return;
+        }
+        let from = usize::try_from(st.source).unwrap_or(0);
+        apply(h, from, &bytes);
+    }
+}
+
+/// Forget the sends that completed.
+pub(super) fn reap(h: Win) {
+    let Some(sends) = with_win(h, |w| std::mem::take(&mut w.sends)) else {
+        return;
+    };
+    let mut left = Vec::with_capacity(sends.len());
+    for (mut req, bytes) in sends {
+        let mut done: c_int = 0;
+        // SAFETY: a request of this window; the status is ignored.
+        let rc = unsafe { crate::p2p::MPI_Test(&mut req, &mut done, std::ptr::null_mut()) };
+        if rc != MPI_SUCCESS || done == 0 {
+            left.push((req, bytes));
+        }
+    }
+    with_win(h, |w| w.sends.append(&mut left));
+}
+
+/// A request that cannot be right stops the job, naming its origin: its
+/// bytes were damaged, or the origin's program broke MPI's rules in a way
+/// the origin could not see (an address outside a dynamic window).
+fn refuse(h: Win, from: usize, why: &str) -> ! {
+    let (rank, name) = with_win(h, |w| (w.rank, w.name.clone())).unwrap_or_default();
+    let which = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" \"{name}\"")
+    };
+    crate::state::fatal(
+        "MPI one-sided communication",
+        MPI_ERR_RMA_RANGE,
+        &format!("a request from rank {from} to rank {rank} of window{which}: {why}"),
+    )
+}
+
+/// Apply one request from rank `from`.
+fn apply(h: Win, from: usize, bytes: &[u8]) {
+    let req = match wire::decode(bytes) {
+        Ok(r) => r,
+        Err(why) => refuse(h, from, &format!("malformed ({why})")),
+    };
+    let reply: Option<Vec<u8>> = match req.kind {
+        Kind::Put => {
+            write(h, from, &req, req.data);
+            None
+        }
+        Kind::Get => Some(read(h, from, &req)),
+        Kind::Accumulate => {
+            let old = read(h, from, &req);
+            write(h, from, &req, &combine(h, from, &req, &old));
+            None
+        }
+        Kind::GetAccumulate => {
+            let old = read(h, from, &req);
+            if req.header.arg != MPI_NO_OP {
+                write(h, from, &req, &combine(h, from, &req, &old));
+            }
+            Some(old)
+        }
+        Kind::CompareAndSwap => {
+            let old = read(h, from, &req);
+            if old == req.compare {
+                write(h, from, &req, req.data);
+            }
+            Some(old)
+        }
+        Kind::Lock => {
+            let exclusive = req.header.arg == MPI_LOCK_EXCLUSIVE;
+            let granted = with_win(h, |w| {
+                if w.lock.waiting.is_empty() && w.lock.can_grant(exclusive) {
+                    w.lock.take(exclusive);
+                    true
+                } else {
+                    w.lock.waiting.push_back((from, exclusive));
+                    false
+                }
+            });
+            granted.unwrap_or(false).then(Vec::new)
+        }
+        Kind::Unlock => {
+            let exclusive = req.header.arg == MPI_LOCK_EXCLUSIVE;
+            // Acknowledge, then grant to those waiting, in order.
+            send_reply(h, from, Vec::new());
+            let granted = with_win(h, |w| {
+                w.lock.release(exclusive);
+                let mut granted = Vec::new();
+                while let Some(&(origin, excl)) = w.lock.waiting.front() {
+                    if !w.lock.can_grant(excl) {
+                        break;
+                    }
+                    w.lock.waiting.pop_front();
+                    w.lock.take(excl);
+                    granted.push(origin);
+                }
+                granted
+            });
+            for origin in granted.unwrap_or_default() {
+                send_reply(h, origin, Vec::new());
+            }
+            None
+        }
+        Kind::Flush => Some(Vec::new()),
+        Kind::Complete => {
+            with_win(h, |w| {
+                if let Some(n) = w.completed.get_mut(from) {
+                    *n += 1;
+                }
+            });
+            None
+        }
+    };
+    if req.kind.is_access() {
+        with_win(h, |w| w.served += 1);
+    }
+    if let Some(bytes) = reply {
+        send_reply(h, from, bytes);
+    }
+}
+
+/// Send `bytes` back to `origin` (kept until the send completes).
+fn send_reply(h: Win, origin: usize, bytes: Vec<u8>) {
+    let Some(comm) = with_win(h, |w| w.comm) else {
+        return;
+    };
+    let mut req: Request = MPI_REQUEST_NULL;
+    // SAFETY: `bytes` stays in the window's list until the send completes.
+    let rc = unsafe {
+        crate::p2p::MPI_Isend(
+            bytes.as_ptr().cast(),
+            bytes.len() as c_int,
+            MPI_BYTE,
+            origin as c_int,
+            TAG_REPLY,
+            comm,
+            &mut req,
+        )
+    };
+    if rc != MPI_SUCCESS {
+        refuse(h, origin, "its reply could not be sent");
+    }
+    with_win(h, |w| w.sends.push((req, bytes)));
+}
+
+/// The window bytes of `req`'s runs, in order.
+fn read(h: Win, from: usize, req: &wire::Request<'_>) -> Vec<u8> {
+    let got = with_win(h, |w| {
+        let mut out = Vec::new();
+        for &(off, len) in &req.runs {
+            let at = runs_at(w, req.header.at, off, len)?;
+            // SAFETY: `locate` found all `len` bytes inside the window's
+            // memory, which the program keeps valid while the window lives.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(at, len as usize) });
+        }
+        Some(out)
+    });
+    got.flatten()
+        .unwrap_or_else(|| refuse(h, from, "its target bytes are not all in the window"))
+}
+
+/// Write `data` over `req`'s runs, in order.
+fn write(h: Win, from: usize, req: &wire::Request<'_>, data: &[u8]) {
+    let total: u64 = req.runs.iter().map(|r| r.1).sum();
+    if total != data.len() as u64 {
+        refuse(
+            h,
+            from,
+            &format!("{} bytes for {total} bytes of target", data.len()),
+        );
+    }
+    let done = with_win(h, |w| {
+        let mut pos = 0usize;
+        for &(off, len) in &req.runs {
+            let at = runs_at(w, req.header.at, off, len)?;
+            let len = len as usize;
+            // SAFETY: as in `read`; `data` holds `len` more bytes from
+            // `pos` (the runs add up to its length).
+            unsafe { std::ptr::copy(data[pos..].as_ptr(), at, len) };
+            pos += len;
+        }
+        Some(())
+    });
+    if done.flatten().is_none() {
+        refuse(h, from, "its target bytes are not all in the window");
+    }
+}
+
+/// Where run (`off`, `len`) after `at` lies in `w`'s memory.
+fn runs_at(w: &Window, at: i64, off: i64, len: u64) -> Option<*mut u8> {
+    w.locate(at.checked_add(off)?, len)
+}
+
+/// `old` combined with the request's data by its operation.
+fn combine(h: Win, from: usize, req: &wire::Request<'_>, old: &[u8]) -> Vec<u8> {
+    let (op, base) = (req.header.arg, req.header.base);
+    if req.data.len() != old.len() {
+        refuse(
+            h,
+            from,
+            &format!("{} bytes for {} bytes of target", req.data.len(), old.len()),
+        );
+    }
+    let combined = CombineOp::new(op, base)
+        .map_err(|(_, why)| why.to_string())
+        .and_then(|c| {
+            let mut out = vec![0u8; old.len()];
+            fold_packed(c, base, base, 0, &[old, req.data], &mut out)
+                .map(|()| out)
+                .map_err(|(_, w)| w)
+        });
+    combined
+        .unwrap_or_else(|why| refuse(h, from, &format!("its accumulate cannot be applied: {why}")))
+}

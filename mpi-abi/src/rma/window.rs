@@ -1,0 +1,466 @@
+//! Windows: creation (`MPI_Win_create`, `_allocate`, `_create_dynamic`),
+//! attached memory, `MPI_Win_free`, and what a program may ask of a window
+//! (group, name, info, attributes, error handler).
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+
+use super::{
+    Allocation, LIVE, Peer, Shown, TargetLock, Window, check, win_error, window_or_error, with_win,
+};
+use crate::consts::*;
+use crate::state::{STATE, handle_of, insert, put, slot_of};
+
+/// Alignment of the memory `MPI_Win_allocate` and `MPI_Alloc_mem` give.
+const ALIGN: usize = 64;
+
+/// The attributes MPI predefines on windows (MPICH's keyvals).
+const MPI_WIN_BASE: c_int = 0x6600_0001;
+const MPI_WIN_SIZE: c_int = 0x6600_0003;
+const MPI_WIN_DISP_UNIT: c_int = 0x6600_0005;
+const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
+const MPI_WIN_MODEL: c_int = 0x6600_0009;
+
+impl Allocation {
+    /// `len` zeroed bytes; `None` if there is no memory for them.
+    fn new(len: usize) -> Option<Allocation> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), ALIGN).ok()?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        (!ptr.is_null()).then_some(Allocation { ptr, layout })
+    }
+}
+
+impl Window {
+    /// Where `len` bytes at `at` lie — a byte offset into the window, or
+    /// an address in a dynamic window's attached memory — if they are all
+    /// the window's.
+    pub(super) fn locate(&self, at: i64, len: u64) -> Option<*mut u8> {
+        let len = usize::try_from(len).ok()?;
+        if self.flavor == MPI_WIN_FLAVOR_DYNAMIC {
+            let addr = usize::try_from(at).ok()?;
+            let end = addr.checked_add(len)?;
+            let inside = self
+                .attached
+                .iter()
+                .any(|&(a, l)| a <= addr && end <= a.saturating_add(l));
+            return (inside || len == 0).then_some(addr as *mut u8);
+        }
+        let off = usize::try_from(at).ok()?;
+        (off.checked_add(len)? <= self.len).then(|| (self.base + off) as *mut u8)
+    }
+}
+
+/// Make a window over `len` bytes at `base` on communicator `h`
+/// (collective): the private communicator, every member's length and
+/// displacement unit. Its handle.
+fn create(
+    func: &str,
+    h: Comm,
+    base: usize,
+    len: usize,
+    disp_unit: usize,
+    flavor: c_int,
+    owned: Option<Allocation>,
+) -> Result<Win, c_int> {
+    let c = crate::state::intra_comm(func, h)?;
+    let private = crate::agreement::dup(func, h, &c)?;
+    let (rank, size) = (private.rank(), private.size());
+    let mut members = private.world_ranks();
+    members.sort_unstable();
+    let comm = crate::comm::register_with(h, private, None);
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(e) = crate::state::comm_slot(comm).and_then(|i| s.comms.get_mut(i)?.as_mut()) {
+            e.errhandler = MPI_ERRORS_RETURN;
+        }
+    });
+    let mine = Peer {
+        len: len as u64,
+        disp_unit: disp_unit as u64,
+    };
+    let mut peers = vec![Peer::default(); size];
+    let n = size_of::<Peer>() as c_int;
+    // SAFETY: `mine` and `peers` hold one and `size` peers.
+    let rc = unsafe {
+        crate::coll::MPI_Allgather(
+            (&mine as *const Peer).cast(),
+            n,
+            MPI_BYTE,
+            peers.as_mut_ptr().cast(),
+            n,
+            MPI_BYTE,
+            comm,
+        )
+    };
+    if rc != MPI_SUCCESS {
+        return Err(crate::state::error(
+            h,
+            func,
+            rc,
+            "exchanging the window's sizes",
+        ));
+    }
+    let w = Window {
+        comm,
+        rank,
+        size,
+        base,
+        len,
+        flavor,
+        shown: Box::new(Shown {
+            size: len as Aint,
+            disp_unit: disp_unit as c_int,
+            flavor,
+        }),
+        owned,
+        members,
+        peers,
+        attached: Vec::new(),
+        name: String::new(),
+        info: Vec::new(),
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        issued: vec![0; size],
+        replies: Vec::new(),
+        sends: Vec::new(),
+        access: None,
+        locks: Default::default(),
+        served: 0,
+        exposure: None,
+        completed: vec![0; size],
+        lock: TargetLock::default(),
+    };
+    let i = STATE.with(|s| insert(&mut s.borrow_mut().windows, 0, w));
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    Ok(handle_of(USER_WIN_KIND, i))
+}
+
+/// A size or displacement unit argument, checked.
+fn non_negative(func: &str, v: isize, what: &str, code: c_int) -> Result<usize, c_int> {
+    usize::try_from(v).map_err(|_| {
+        crate::state::error(MPI_COMM_WORLD, func, code, &format!("negative {what} {v}"))
+    })
+}
+
+/// Give the handle of a window made by `made` to `*out`.
+fn give(made: Result<Win, c_int>, out: *mut Win) -> c_int {
+    match made {
+        Ok(w) => {
+            // SAFETY: a handle pointer (caller contract).
+            unsafe { put(out, w) };
+            MPI_SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// `MPI_Win_allocate`: `len` bytes of the window's own.
+fn allocate(
+    func: &str,
+    len: isize,
+    disp_unit: c_int,
+    h: Comm,
+    baseptr: *mut c_void,
+    out: *mut Win,
+) -> c_int {
+    let made = (|| {
+        let len = non_negative(func, len, "size", MPI_ERR_SIZE)?;
+        let unit = non_negative(func, disp_unit as isize, "displacement unit", MPI_ERR_DISP)?;
+        let Some(memory) = Allocation::new(len) else {
+            return Err(crate::state::error(
+                h,
+                func,
+                MPI_ERR_NO_MEM,
+                &format!("no memory for {len} bytes"),
+            ));
+        };
+        let base = memory.ptr;
+        // SAFETY: `baseptr` is a `void **` (caller contract).
+        unsafe { put(baseptr.cast::<*mut c_void>(), base.cast()) };
+        create(
+            func,
+            h,
+            base as usize,
+            len,
+            unit,
+            MPI_WIN_FLAVOR_ALLOCATE,
+            Some(memory),
+        )
+    })();
+    give(made, out)
+}
+
+/// Wait for every request of `reqs` (on window `h`'s communicator).
+pub(super) fn wait_all(h: Win, func: &str, reqs: &mut Vec<Request>) -> Result<(), c_int> {
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `reqs` holds `len` request handles; statuses are ignored.
+    let rc = unsafe {
+        crate::p2p::MPI_Waitall(reqs.len() as c_int, reqs.as_mut_ptr(), std::ptr::null_mut())
+    };
+    reqs.clear();
+    check(h, func, rc, "completing one-sided transfers")
+}
+
+/// Wait for the sends of window `h` in flight, and its replies to come.
+pub(super) fn drain(h: Win, func: &str) -> Result<(), c_int> {
+    let (mut replies, sends) = with_win(h, |w| {
+        (std::mem::take(&mut w.replies), std::mem::take(&mut w.sends))
+    })
+    .unwrap_or_default();
+    let (mut reqs, bufs): (Vec<Request>, Vec<Vec<u8>>) = sends.into_iter().unzip();
+    reqs.append(&mut replies);
+    let r = wait_all(h, func, &mut reqs);
+    drop(bufs);
+    r
+}
+
+/// The string of a C string argument, or `None` for null.
+fn c_string(p: *const c_char) -> Option<String> {
+    // SAFETY: a NUL-terminated string (caller contract).
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+export! {
+    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, _info: Info, h: Comm, out: *mut Win) -> c_int {
+        let func = "MPI_Win_create";
+        let made = (|| {
+            let len = non_negative(func, size, "size", MPI_ERR_SIZE)?;
+            let unit = non_negative(func, disp_unit as isize, "displacement unit", MPI_ERR_DISP)?;
+            create(func, h, base as usize, len, unit, MPI_WIN_FLAVOR_CREATE, None)
+        })();
+        give(made, out)
+    }
+
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, _info: Info, h: Comm, baseptr: *mut c_void, out: *mut Win) -> c_int {
+        allocate("MPI_Win_allocate", size, disp_unit, h, baseptr, out)
+    }
+
+    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(_info: Info, h: Comm, out: *mut Win) -> c_int {
+        give(create("MPI_Win_create_dynamic", h, 0, 0, 1, MPI_WIN_FLAVOR_DYNAMIC, None), out)
+    }
+
+    fn MPI_Win_attach / PMPI_Win_attach(h: Win, base: *mut c_void, size: Aint) -> c_int {
+        let func = "MPI_Win_attach";
+        if let Err(code) = window_or_error(func, h) {
+            return code;
+        }
+        let Ok(len) = usize::try_from(size) else {
+            return win_error(h, func, MPI_ERR_SIZE, &format!("negative size {size}"));
+        };
+        match with_win(h, |w| {
+            (w.flavor == MPI_WIN_FLAVOR_DYNAMIC).then(|| w.attached.push((base as usize, len)))
+        }) {
+            Some(Some(())) => MPI_SUCCESS,
+            _ => win_error(h, func, MPI_ERR_RMA_FLAVOR, "the window is not a dynamic one"),
+        }
+    }
+
+    fn MPI_Win_detach / PMPI_Win_detach(h: Win, base: *const c_void) -> c_int {
+        let func = "MPI_Win_detach";
+        if let Err(code) = window_or_error(func, h) {
+            return code;
+        }
+        let found = with_win(h, |w| {
+            let i = w.attached.iter().position(|&(a, _)| a == base as usize)?;
+            w.attached.remove(i);
+            Some(())
+        });
+        match found {
+            Some(Some(())) => MPI_SUCCESS,
+            _ => win_error(h, func, MPI_ERR_RMA_ATTACH, "no memory attached at this address"),
+        }
+    }
+
+    fn MPI_Win_free / PMPI_Win_free(win: *mut Win) -> c_int {
+        let func = "MPI_Win_free";
+        // SAFETY: a handle pointer (caller contract).
+        let h = unsafe { win.as_ref().copied() }.unwrap_or(MPI_WIN_NULL);
+        if let Err(code) = window_or_error(func, h) {
+            return code;
+        }
+        if let Err(code) = drain(h, func) {
+            return code;
+        }
+        // Every member's requests to this one were served before it
+        // reaches the barrier (each waited for its own).
+        let comm = with_win(h, |w| w.comm).unwrap_or(MPI_COMM_NULL);
+        // SAFETY: a valid communicator.
+        let rc = unsafe { crate::coll::MPI_Barrier(comm) };
+        if let Err(code) = check(h, func, rc, "meeting the other members") {
+            return code;
+        }
+        let rc = crate::attr::delete_all(crate::attr::Object::Win, h);
+        let w = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            s.windows.get_mut(slot_of(h, USER_WIN_KIND)?)?.take()
+        });
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        if let Some(mut w) = w {
+            let mut comm = w.comm;
+            // SAFETY: the window's private communicator, freed once.
+            unsafe { crate::comm::MPI_Comm_free(&mut comm) };
+            drop(w.owned.take());
+        }
+        // SAFETY: as above.
+        unsafe { put(win, MPI_WIN_NULL) };
+        rc
+    }
+
+    fn MPI_Win_get_group / PMPI_Win_get_group(h: Win, out: *mut Group) -> c_int {
+        let func = "MPI_Win_get_group";
+        match with_win(h, |w| w.comm) {
+            // SAFETY: a valid communicator; the caller's group pointer.
+            Some(comm) => unsafe { crate::group::MPI_Comm_group(comm, out) },
+            None => win_error(h, func, MPI_ERR_WIN, "invalid window"),
+        }
+    }
+
+    fn MPI_Win_set_name / PMPI_Win_set_name(h: Win, name: *const c_char) -> c_int {
+        let name = c_string(name).unwrap_or_default();
+        let name: String = name.chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        match with_win(h, |w| w.name = name) {
+            Some(()) => MPI_SUCCESS,
+            None => win_error(h, "MPI_Win_set_name", MPI_ERR_WIN, "invalid window"),
+        }
+    }
+
+    fn MPI_Win_get_name / PMPI_Win_get_name(h: Win, name: *mut c_char, len: *mut c_int) -> c_int {
+        let Some(text) = with_win(h, |w| w.name.clone()) else {
+            return win_error(h, "MPI_Win_get_name", MPI_ERR_WIN, "invalid window");
+        };
+        if !name.is_null() {
+            let bytes = text.as_bytes();
+            // SAFETY: `name` holds MPI_MAX_OBJECT_NAME chars (caller
+            // contract); the name is shorter.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), name, bytes.len());
+                *name.add(bytes.len()) = 0;
+            }
+        }
+        // SAFETY: an int pointer (caller contract).
+        unsafe { put(len, text.len() as c_int) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Win_set_info / PMPI_Win_set_info(h: Win, info: Info) -> c_int {
+        let pairs = crate::info::pairs(info).unwrap_or_default();
+        match with_win(h, |w| {
+            for (k, v) in pairs {
+                w.info.retain(|(key, _)| *key != k);
+                w.info.push((k, v));
+            }
+        }) {
+            Some(()) => MPI_SUCCESS,
+            None => win_error(h, "MPI_Win_set_info", MPI_ERR_WIN, "invalid window"),
+        }
+    }
+
+    fn MPI_Win_get_info / PMPI_Win_get_info(h: Win, out: *mut Info) -> c_int {
+        let Some(mut pairs) = with_win(h, |w| w.info.clone()) else {
+            return win_error(h, "MPI_Win_get_info", MPI_ERR_WIN, "invalid window");
+        };
+        if !pairs.iter().any(|(k, _)| k == "no_locks") {
+            pairs.push(("no_locks".into(), "false".into()));
+        }
+        if !pairs.iter().any(|(k, _)| k == "accumulate_ordering") {
+            pairs.push(("accumulate_ordering".into(), "rar,raw,war,waw".into()));
+        }
+        if !pairs.iter().any(|(k, _)| k == "accumulate_ops") {
+            pairs.push(("accumulate_ops".into(), "same_op_no_op".into()));
+        }
+        // SAFETY: the caller's handle pointer.
+        unsafe { put(out, crate::info::new_info(pairs)) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(f: Option<crate::errhan::CommErrhandlerFn>, out: *mut Errhandler) -> c_int {
+        // SAFETY: the same contract (window handlers take the same
+        // arguments, a window handle where a communicator's would be).
+        unsafe { crate::errhan::MPI_Comm_create_errhandler(f, out) }
+    }
+
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(h: Win, handler: Errhandler) -> c_int {
+        if !crate::errhan::is_handler(handler) {
+            return win_error(h, "MPI_Win_set_errhandler", MPI_ERR_ARG, "unknown error handler");
+        }
+        match with_win(h, |w| w.errhandler = handler) {
+            Some(()) => MPI_SUCCESS,
+            None => win_error(h, "MPI_Win_set_errhandler", MPI_ERR_WIN, "invalid window"),
+        }
+    }
+
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(h: Win, out: *mut Errhandler) -> c_int {
+        match with_win(h, |w| w.errhandler) {
+            Some(e) => {
+                // SAFETY: the caller's handle pointer.
+                unsafe { put(out, e) };
+                MPI_SUCCESS
+            }
+            None => win_error(h, "MPI_Win_get_errhandler", MPI_ERR_WIN, "invalid window"),
+        }
+    }
+
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(h: Win, code: c_int) -> c_int {
+        if let Err(rc) = window_or_error("MPI_Win_call_errhandler", h) {
+            return rc;
+        }
+        win_error(h, "MPI_Win_call_errhandler", code, "called by the program");
+        MPI_SUCCESS
+    }
+
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy: Option<crate::attr::CopyFn>, delete: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra: *mut c_void) -> c_int {
+        crate::attr::create("MPI_Win_create_keyval", crate::attr::Object::Win, copy, delete, keyval, extra)
+    }
+
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) -> c_int {
+        crate::attr::free("MPI_Win_free_keyval", crate::attr::Object::Win, keyval)
+    }
+
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(h: Win, keyval: c_int, val: *mut c_void) -> c_int {
+        if let Err(code) = window_or_error("MPI_Win_set_attr", h) {
+            return code;
+        }
+        crate::attr::set("MPI_Win_set_attr", crate::attr::Object::Win, h, keyval, val)
+    }
+
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(h: Win, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> c_int {
+        let func = "MPI_Win_get_attr";
+        let Some(predefined) = with_win(h, |w| match keyval {
+            MPI_WIN_BASE => Some(w.base),
+            MPI_WIN_SIZE => Some(std::ptr::addr_of!(w.shown.size) as usize),
+            MPI_WIN_DISP_UNIT => Some(std::ptr::addr_of!(w.shown.disp_unit) as usize),
+            MPI_WIN_CREATE_FLAVOR => Some(std::ptr::addr_of!(w.shown.flavor) as usize),
+            MPI_WIN_MODEL => Some(&WIN_MODEL as *const c_int as usize),
+            _ => None,
+        }) else {
+            return win_error(h, func, MPI_ERR_WIN, "invalid window");
+        };
+        match predefined {
+            Some(v) => {
+                // SAFETY: `val` is a `void **`, `flag` an int pointer
+                // (caller contract). The size, unit and flavor point into
+                // the window's entry, which stays put until it is freed
+                // (the table holds it boxed in place: see `Window`).
+                unsafe {
+                    put(val.cast::<*mut c_void>(), v as *mut c_void);
+                    put(flag, 1);
+                }
+                MPI_SUCCESS
+            }
+            None => crate::attr::get(func, crate::attr::Object::Win, h, keyval, val, flag),
+        }
+    }
+
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(h: Win, keyval: c_int) -> c_int {
+        if let Err(code) = window_or_error("MPI_Win_delete_attr", h) {
+            return code;
+        }
+        crate::attr::delete("MPI_Win_delete_attr", crate::attr::Object::Win, h, keyval)
+    }
+}
+
+/// What `MPI_WIN_MODEL` points to: one copy of memory, which operations
+/// and local loads and stores both see.
+static WIN_MODEL: c_int = MPI_WIN_UNIFIED;

@@ -1,0 +1,245 @@
+/* One-sided communication: windows made by MPI_Win_create, _allocate and
+   _create_dynamic; put, get, accumulate, get_accumulate, fetch_and_op,
+   compare_and_swap and the request-based forms, with predefined and
+   derived datatypes; fence, post/start/complete/wait, lock/unlock
+   (exclusive, shared, lock_all) and flushes; a target that waits in a
+   barrier or a receive while others lock it; attributes, names, groups,
+   info and error handlers of windows. Rank 0 prints "rma ok <checks>" or
+   FAIL lines. Needs at least 2 ranks. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define ITERS 20
+
+static int deleted;
+static int count_delete(MPI_Win w, int k, void *v, void *extra) {
+    (void)w; (void)k; (void)v; (void)extra;
+    deleted++;
+    return MPI_SUCCESS;
+}
+
+static int handled;
+static void on_error(MPI_Win *w, int *code, ...) {
+    (void)w; (void)code;
+    handled++;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+
+    /* Fence epochs on memory of the program's: put, get, accumulate,
+       a strided target datatype. */
+    int *buf = calloc(4 * n, sizeof(int));
+    MPI_Win win;
+    CHECK(MPI_Win_create(buf, 4 * n * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win) == MPI_SUCCESS, "Win_create");
+    MPI_Win_fence(0, win);
+    int mine = 100 + rank;
+    for (int t = 0; t < n; t++) MPI_Put(&mine, 1, MPI_INT, t, rank, 1, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < n; i++) CHECK(buf[i] == 100 + i, "fence put: slot %d holds %d", i, buf[i]);
+    int got[64];
+    MPI_Get(got, n, MPI_INT, right, 0, n, MPI_INT, win);
+    int one = rank + 1;
+    MPI_Accumulate(&one, 1, MPI_INT, 0, n, 1, MPI_INT, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < n; i++) CHECK(got[i] == 100 + i, "fence get: %d holds %d", i, got[i]);
+    if (rank == 0) CHECK(buf[n] == n * (n + 1) / 2, "accumulate: %d", buf[n]);
+    MPI_Datatype every_other;
+    MPI_Type_vector(n, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    int row[64];
+    for (int i = 0; i < n; i++) row[i] = 1000 * rank + i;
+    /* n ints into every other slot of the right neighbour's last 2n. */
+    MPI_Put(row, n, MPI_INT, right, 2 * n, 1, every_other, win);
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < n; i++) CHECK(buf[2 * n + 2 * i] == 1000 * left + i, "strided put: %d holds %d", i, buf[2 * n + 2 * i]);
+    MPI_Type_free(&every_other);
+
+    /* The window's attributes, name, group and info. */
+    void *attr;
+    int flag = 0;
+    MPI_Win_get_attr(win, MPI_WIN_BASE, &attr, &flag);
+    CHECK(flag && attr == buf, "WIN_BASE %p, not %p", attr, (void *)buf);
+    MPI_Win_get_attr(win, MPI_WIN_SIZE, &attr, &flag);
+    CHECK(flag && *(MPI_Aint *)attr == (MPI_Aint)(4 * n * sizeof(int)), "WIN_SIZE %ld", (long)*(MPI_Aint *)attr);
+    MPI_Win_get_attr(win, MPI_WIN_DISP_UNIT, &attr, &flag);
+    CHECK(flag && *(int *)attr == (int)sizeof(int), "WIN_DISP_UNIT %d", *(int *)attr);
+    MPI_Win_get_attr(win, MPI_WIN_CREATE_FLAVOR, &attr, &flag);
+    CHECK(flag && *(int *)attr == MPI_WIN_FLAVOR_CREATE, "flavor %d", *(int *)attr);
+    MPI_Win_get_attr(win, MPI_WIN_MODEL, &attr, &flag);
+    CHECK(flag && *(int *)attr == MPI_WIN_UNIFIED, "model %d", *(int *)attr);
+    char name[MPI_MAX_OBJECT_NAME];
+    int len = -1;
+    MPI_Win_get_name(win, name, &len);
+    CHECK(len == 0, "unnamed window: %d", len);
+    MPI_Win_set_name(win, "counters");
+    MPI_Win_get_name(win, name, &len);
+    CHECK(len == 8 && !strcmp(name, "counters"), "name %s", name);
+    MPI_Group g;
+    int gsize = 0;
+    MPI_Win_get_group(win, &g);
+    MPI_Group_size(g, &gsize);
+    CHECK(gsize == n, "group of %d", gsize);
+    MPI_Group_free(&g);
+    int key;
+    MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, count_delete, &key, NULL);
+    MPI_Win_set_attr(win, key, &mine);
+    MPI_Win_get_attr(win, key, &attr, &flag);
+    CHECK(flag && attr == &mine, "user attribute");
+
+    /* Errors come back through the window's handler. */
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win);
+    int rc = MPI_Put(&mine, 1, MPI_INT, right, 4 * n, 1, MPI_INT, win);
+    int class = -1;
+    MPI_Error_class(rc, &class);
+    CHECK(class == MPI_ERR_RMA_RANGE, "put past the window: class %d", class);
+    MPI_Win_unlock(right, win);
+    rc = MPI_Win_unlock(right, win);
+    MPI_Error_class(rc, &class);
+    CHECK(class == MPI_ERR_RMA_SYNC, "unlock without a lock: class %d", class);
+    MPI_Errhandler eh;
+    MPI_Win_create_errhandler(on_error, &eh);
+    MPI_Win_set_errhandler(win, eh);
+    MPI_Win_call_errhandler(win, MPI_ERR_OTHER);
+    CHECK(handled == 1, "the user handler ran %d times", handled);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_ARE_FATAL);
+    MPI_Errhandler_free(&eh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&win);
+    CHECK(win == MPI_WIN_NULL && deleted == 1, "Win_free: deleted %d", deleted);
+    MPI_Win_free_keyval(&key);
+
+    /* Memory the window allocates, post/start/complete/wait: every rank
+       but 0 writes its rank into rank 0's window. */
+    int *mem = NULL;
+    CHECK(MPI_Win_allocate((n + 4) * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win) == MPI_SUCCESS && mem, "Win_allocate");
+    for (int i = 0; i < n; i++) mem[i] = -1;
+    MPI_Group world, zero, others;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int zero_rank = 0;
+    MPI_Group_incl(world, 1, &zero_rank, &zero);
+    MPI_Group_excl(world, 1, &zero_rank, &others);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Win_post(others, 0, win);
+        MPI_Win_wait(win);
+        for (int i = 1; i < n; i++) CHECK(mem[i] == i * i, "post/wait: slot %d holds %d", i, mem[i]);
+    } else {
+        int sq = rank * rank;
+        MPI_Win_start(zero, 0, win);
+        MPI_Put(&sq, 1, MPI_INT, 0, rank, 1, MPI_INT, win);
+        MPI_Win_complete(win);
+    }
+    MPI_Group_free(&world);
+    MPI_Group_free(&zero);
+    MPI_Group_free(&others);
+
+    /* A counter at rank 0 under an exclusive lock, each rank's later
+       values depending on what it fetched; rank 0 sits in a barrier
+       meanwhile (passive target). */
+    if (rank == 0) mem[0] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    int fetched[ITERS], inc = 1;
+    if (rank != 0) {
+        for (int i = 0; i < ITERS; i++) {
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+            MPI_Fetch_and_op(&inc, &fetched[i], MPI_INT, 0, 0, MPI_SUM, win);
+            MPI_Win_unlock(0, win);
+            inc = 1 + fetched[i] % 3;
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    int sum = 0;
+    if (rank != 0) {
+        inc = 1;
+        for (int i = 0; i < ITERS; i++) {
+            sum += inc;
+            inc = 1 + fetched[i] % 3;
+        }
+    }
+    int total = 0;
+    MPI_Reduce(&sum, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) CHECK(mem[0] == total, "fetch-and-op counter %d, increments %d", mem[0], total);
+
+    /* Compare-and-swap: one rank wins the empty slot. */
+    if (rank == 0) mem[1] = -1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    int expect = -1, old = 0, wins = 0, all_wins = 0;
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+    MPI_Compare_and_swap(&rank, &expect, &old, MPI_INT, 0, 1, win);
+    MPI_Win_unlock(0, win);
+    wins = old == -1;
+    MPI_Allreduce(&wins, &all_wins, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(all_wins == 1, "compare-and-swap: %d winners", all_wins);
+
+    /* Lock_all, Rget, Get_accumulate as an atomic read and a swap,
+       flush. */
+    mem[2] = 7 * rank;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    MPI_Request req;
+    int seen = -1, atomic = -1, swapped = -1, mark = -5;
+    MPI_Rget(&seen, 1, MPI_INT, right, 2, 1, MPI_INT, win, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(seen == 7 * right, "Rget: %d", seen);
+    MPI_Get_accumulate(NULL, 0, MPI_INT, &atomic, 1, MPI_INT, right, 2, 1, MPI_INT, MPI_NO_OP, win);
+    MPI_Win_flush(right, win);
+    CHECK(atomic == 7 * right, "get_accumulate NO_OP: %d", atomic);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win);
+    MPI_Get_accumulate(&mark, 1, MPI_INT, &swapped, 1, MPI_INT, right, 2, 1, MPI_INT, MPI_REPLACE, win);
+    MPI_Win_unlock(right, win);
+    CHECK(swapped == 7 * right, "get_accumulate REPLACE fetched %d", swapped);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(mem[2] == -5, "swapped in %d", mem[2]);
+
+    /* A target waiting in a receive serves the lock and the put whose
+       origin sends after unlocking. */
+    if (rank == 1) {
+        int v = 4242;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        MPI_Put(&v, 1, MPI_INT, 0, 3 % n, 1, MPI_INT, win);
+        MPI_Win_unlock(0, win);
+        MPI_Send(&v, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
+    } else if (rank == 0) {
+        int v = 0;
+        MPI_Recv(&v, 1, MPI_INT, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(mem[3 % n] == 4242, "put while the target waited in a receive: %d", mem[3 % n]);
+    }
+    MPI_Win_free(&win);
+
+    /* A dynamic window: memory attached, addressed by its address. */
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    int *dyn = calloc(n, sizeof(int));
+    MPI_Win_attach(win, dyn, n * sizeof(int));
+    MPI_Aint here, *addrs = calloc(n, sizeof(MPI_Aint));
+    MPI_Get_address(dyn, &here);
+    MPI_Allgather(&here, 1, MPI_AINT, addrs, 1, MPI_AINT, MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win);
+    int r2 = rank * 2;
+    MPI_Put(&r2, 1, MPI_INT, right, addrs[right] + rank * sizeof(int), 1, MPI_INT, win);
+    MPI_Win_unlock(right, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(dyn[left] == left * 2, "dynamic window: %d", dyn[left]);
+    MPI_Win_detach(win, dyn);
+    MPI_Win_free(&win);
+    free(dyn);
+    free(addrs);
+    free(buf);
+
+    int failed_all = 0;
+    MPI_Reduce(&failed, &failed_all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0 && failed_all == 0 && failed == 0) printf("rma ok %d\n", checks);
+    MPI_Finalize();
+    return failed_all != 0;
+}
