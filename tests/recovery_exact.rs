@@ -11,6 +11,8 @@
 //! * `tests/c/intercomm.c` makes, uses and derives intercommunicators,
 //!   `tests/c/nbc.c` runs nonblocking collectives: killed at each of
 //!   their sends, they must still pass their checks.
+//! * `tests/c/rma.c` uses one-sided communication, which recovery does
+//!   not replay yet: a kill must stop the job with one line.
 //! * `tests/c/diverge.c` is not piecewise deterministic (its messages
 //!   carry the process id): recovery must refuse it with one line.
 //!
@@ -292,6 +294,29 @@ fn recovery_of_a_rank_whose_threads_call_mpi_at_once_is_exact_or_stops_with_one_
         stopped >= 2,
         "kills amid the threads' exchanges must stop the job"
     );
+}
+
+#[test]
+fn recovery_of_one_sided_communication_stops_the_job_with_one_line() {
+    // A target serves requests at points its log does not hold, so a rank
+    // whose re-execution makes a window stops the job, saying why, rather
+    // than answer differently. Killed before the windows (rank 2 at its
+    // third send, inside the first MPI_Win_create) and amid them.
+    let _g = serial();
+    let prog = mpicc("rma");
+    for kill in ["2@point:send.after_frame#3", "1@point:send.after_frame#40"] {
+        let out = job(&["--inject-failure".into(), kill.into()], &prog, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "kill {kill}: {stderr}");
+        assert_eq!(
+            stderr
+                .matches("one-sided communication (MPI_Win_*) cannot be replayed yet")
+                .count(),
+            1,
+            "kill {kill}: {stderr}"
+        );
+        assert!(!text(&out.stdout).contains("rma ok"), "kill {kill}");
+    }
 }
 
 #[test]

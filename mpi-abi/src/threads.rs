@@ -133,18 +133,23 @@ fn one_thread_while_reexecuting() {
         return;
     };
     if world.reexecuting() {
-        let unheard = world.stop_diverged(
+        stop_reexecution(
+            &world,
             "a second thread calls MPI while the rank re-executes: vpml does not record the order of several threads' calls (MPI_THREAD_MULTIPLE), so it cannot replay them",
         );
-        // The launcher says it, once; the process ends here rather than
-        // fail its threads' calls one by one, each with a line.
-        if let Some(line) = unheard {
-            eprintln!("vpml: {line}");
-        }
-        std::process::exit(DIVERGED_EXIT_CODE);
     } else {
         REEXECUTING.store(false, Ordering::Relaxed);
     }
+}
+
+/// This process re-executes a rank and met what it cannot replay: stop the
+/// job with one line saying `why` (the launcher says it, once; a rank
+/// replayed alone prints it), as a divergence does.
+pub(crate) fn stop_reexecution(world: &vpml::Comm, why: &str) -> ! {
+    if let Some(line) = world.stop_diverged(why) {
+        eprintln!("vpml: {line}");
+    }
+    std::process::exit(DIVERGED_EXIT_CODE)
 }
 
 impl Drop for CallGuard {

@@ -10,15 +10,15 @@
 //! get, a lock grant, an acknowledgement — is a reply the origin receives
 //! from that target in the order it asked.
 //!
-//! Under message logging this makes one-sided communication replayable
-//! with nothing new to log: the order in which a target takes requests is
+//! Under message logging, the order in which a target takes requests is
 //! the outcome of an `MPI_Improbe` from any source, which the protocol
-//! logs like any other; requests and replies are messages the sender's
-//! log keeps. A restarted target re-applies the same requests in the same
-//! order, so its memory, and every fetch-and-op result it returns, is the
-//! failure-free one. (Direct load/store access to another rank's memory —
-//! `MPI_Win_allocate_shared` — could not be replayed, and is refused under
-//! a logging protocol.)
+//! logs like any other, and requests and replies are messages the
+//! sender's log keeps. Where in its calls a target took them is not
+//! logged yet (it probes at every wait, as often as timing makes it), so
+//! a rank whose re-execution makes a window stops the job with one line
+//! instead of answering differently (docs/DESIGN.md says what replay
+//! still needs). `MPI_Win_allocate_shared` (direct loads and stores into
+//! another process's memory) is not offered.
 //!
 //! Synchronization ([`sync`]):
 //! * `MPI_Win_fence`: each rank learns how many requests were sent to it

@@ -64,6 +64,12 @@ fn create(
     owned: Option<Allocation>,
 ) -> Result<Win, c_int> {
     let c = crate::state::intra_comm(func, h)?;
+    if c.reexecuting() {
+        crate::threads::stop_reexecution(
+            &c,
+            "one-sided communication (MPI_Win_*) cannot be replayed yet: the points at which a target served other ranks' requests are not logged",
+        );
+    }
     let private = crate::agreement::dup(func, h, &c)?;
     let (rank, size) = (private.rank(), private.size());
     let mut members = private.world_ranks();
