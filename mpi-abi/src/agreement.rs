@@ -193,9 +193,18 @@ pub(crate) fn exclusive<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Are communicators made from `h` agreed in rounds waited for in the
+/// library — under `MPI_THREAD_MULTIPLE` (other threads call meanwhile),
+/// or when every member shares a live window with this process (requests
+/// are served meanwhile; see [`crate::rma::covers`])? Every member decides
+/// alike.
+fn in_rounds(h: Comm) -> bool {
+    crate::threads::multiple() || crate::rma::covers(h)
+}
+
 /// `MPI_Comm_dup`'s communicator.
 pub(crate) fn dup(func: &str, h: Comm, c: &vpml::Comm) -> Result<vpml::Comm, c_int> {
-    if !crate::threads::multiple() || c.is_inter() {
+    if !in_rounds(h) || c.is_inter() {
         return exclusive(|| c.dup()).map_err(|e| vpml_error(h, func, &e));
     }
     let context = agree(func, h, c)?;
@@ -210,7 +219,7 @@ pub(crate) fn split(
     color: Option<u32>,
     key: i64,
 ) -> Result<Option<vpml::Comm>, c_int> {
-    if !crate::threads::multiple() || c.is_inter() {
+    if !in_rounds(h) || c.is_inter() {
         return exclusive(|| c.split(color, key)).map_err(|e| vpml_error(h, func, &e));
     }
     let context = agree(func, h, c)?;
@@ -228,7 +237,7 @@ pub(crate) fn allgather(
     mine: &[u64],
 ) -> Result<Vec<u64>, c_int> {
     let mut all = vec![0u64; mine.len() * c.size()];
-    if !crate::threads::multiple() {
+    if !in_rounds(h) {
         c.allgather(mine, &mut all)
             .map_err(|e| vpml_error(h, func, &e))?;
         return Ok(all);

@@ -216,7 +216,49 @@ int main(int argc, char **argv) {
         MPI_Recv(&v, 1, MPI_INT, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         CHECK(mem[3 % n] == 4242, "put while the target waited in a receive: %d", mem[3 % n]);
     }
+    /* ... and one that polls with MPI_Test. */
+    if (rank == 1) {
+        int v = 777;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        MPI_Put(&v, 1, MPI_INT, 0, 3 % n, 1, MPI_INT, win);
+        MPI_Win_unlock(0, win);
+        MPI_Send(&v, 1, MPI_INT, 0, 10, MPI_COMM_WORLD);
+    } else if (rank == 0) {
+        int v = 0, done = 0;
+        MPI_Request r;
+        MPI_Irecv(&v, 1, MPI_INT, 1, 10, MPI_COMM_WORLD, &r);
+        while (!done) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        CHECK(mem[3 % n] == 777, "put while the target polled MPI_Test: %d", mem[3 % n]);
+    }
     MPI_Win_free(&win);
+
+    /* A window on half the ranks: a collective on that half serves its
+       requests (rank 0 locks rank 1 of the half, which waits in an
+       Allreduce). */
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    int hrank, hsize;
+    MPI_Comm_rank(half, &hrank);
+    MPI_Comm_size(half, &hsize);
+    int cell = -1;
+    MPI_Win_create(&cell, sizeof(int), sizeof(int), MPI_INFO_NULL, half, &win);
+    if (hsize > 1) {
+        if (hrank == 0) {
+            int v = 31 + rank;
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+            MPI_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
+            MPI_Win_unlock(1, win);
+        }
+        int x = 1, y = 0;
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, half);
+        CHECK(y == hsize, "allreduce on the half: %d", y);
+        MPI_Comm dup;
+        MPI_Comm_dup(half, &dup);
+        MPI_Comm_free(&dup);
+        if (hrank == 1) CHECK(cell == 31 + rank - 2, "put while the target waited in an allreduce: %d", cell);
+    }
+    MPI_Win_free(&win);
+    MPI_Comm_free(&half);
 
     /* A dynamic window: memory attached, addressed by its address. */
     MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);

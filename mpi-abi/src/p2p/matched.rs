@@ -146,6 +146,8 @@ export! {
     }
 
     fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, h: Comm, flag: *mut c_int, msg: *mut c_int, status: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         match probe_and_take("MPI_Improbe", source, tag, h, false, status) {
             Ok(m) => {
                 // SAFETY: int and message handle pointers (caller contract).

@@ -68,6 +68,8 @@ export! {
     }
 
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, h: Comm, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         let c = match comm("MPI_Iprobe", h) { Ok(c) => c, Err(code) => return code };
         if source == MPI_PROC_NULL {
             // SAFETY: caller's pointers.

@@ -131,6 +131,8 @@ export! {
     }
 
     fn MPI_Test / PMPI_Test(req: *mut Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         // SAFETY: one handle (caller contract).
         let hs = unsafe { handles(req, 1) };
         let each = |_, st: &MpiStatus| {
@@ -156,12 +158,16 @@ export! {
     }
 
     fn MPI_Testany / PMPI_Testany(count: c_int, reqs: *mut Request, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
         any_call("MPI_Testany", hs, Call::TestAny, index, Some(flag), status)
     }
 
     fn MPI_Testall / PMPI_Testall(count: c_int, reqs: *mut Request, flag: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
         let n = hs.len();
@@ -199,6 +205,8 @@ export! {
     }
 
     fn MPI_Testsome / PMPI_Testsome(count: c_int, reqs: *mut Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        // A polling loop is a progress point for one-sided requests.
+        crate::rma::progress();
         // SAFETY: `reqs` holds `count` handles (caller contract).
         let hs = unsafe { handles(reqs, count) };
         some_call("MPI_Testsome", hs, Call::TestSome, outcount, indices, statuses)

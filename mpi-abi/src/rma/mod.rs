@@ -4,9 +4,11 @@
 //! A window has a private duplicate of its communicator. Every one-sided
 //! operation is a request message to its target ([`wire`]); the target
 //! takes requests from any source, in the order they reach it, and applies
-//! them to its memory at its next *progress point*: any call that waits in
-//! the library (a blocking receive or send, a wait, a probe, `MPI_Barrier`,
-//! and every one-sided call). What a target sends back — the bytes of a
+//! them to its memory at its next *progress point*: a blocking receive or
+//! send, a wait, a test, a probe, `MPI_Barrier` on an intracommunicator,
+//! the synchronizing one-sided calls, and the blocking collectives and
+//! communicator constructors of a communicator whose members all share a
+//! live window ([`covers`]). What a target sends back — the bytes of a
 //! get, a lock grant, an acknowledgement — is a reply the origin receives
 //! from that target in the order it asked.
 //!
@@ -18,7 +20,7 @@
 //! a rank whose re-execution makes a window stops the job with one line
 //! instead of answering differently (docs/DESIGN.md says what replay
 //! still needs). `MPI_Win_allocate_shared` (direct loads and stores into
-//! another process's memory) is not offered.
+//! another process's memory, which no log could replay) is not offered.
 //!
 //! Synchronization ([`sync`]):
 //! * `MPI_Win_fence`: each rank learns how many requests were sent to it
@@ -159,6 +161,10 @@ pub(crate) struct Window {
     issued: Vec<u64>,
     /// Receives of replies not yet waited for.
     replies: Vec<Request>,
+    /// Reply receives given to the program (`MPI_Rget` …), which the
+    /// window's synchronizations also wait for: the handle, and the
+    /// engine's id it stood for.
+    given: Vec<(Request, vpml::raw::RawRequest)>,
     /// Sends in flight, with their bytes.
     sends: Vec<(Request, Vec<u8>)>,
     /// The targets of the access epoch `MPI_Win_start` opened.
@@ -205,7 +211,8 @@ pub(crate) fn progress() {
 /// requests meanwhile, as their nonblocking twins (which every member
 /// runs alike: each sees the same windows, made and freed by collectives
 /// over all of them, so each decides the same). On other communicators a
-/// blocking collective does not serve (`MPI_Barrier` always does).
+/// blocking collective does not serve (`MPI_Barrier` on an
+/// intracommunicator always does).
 pub(crate) fn covers(h: Comm) -> bool {
     if !live() {
         return false;

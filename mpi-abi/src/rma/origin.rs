@@ -2,18 +2,23 @@
 //! `MPI_Get_accumulate`, `MPI_Fetch_and_op`, `MPI_Compare_and_swap` and
 //! their request-based forms. Each packs its origin data into a request
 //! naming the target's byte runs (computed here from the target datatype,
-//! which the target need not know), and posts the receive of the reply
-//! before it sends, so replies land straight in the program's buffer.
+//! which the target need not know), and then posts the receive of the
+//! reply into the program's buffer (replies from one target match in the
+//! order they were asked for).
 
 use std::ffi::{c_int, c_void};
 
 use super::wire::{self, Header, Kind, TAG_REPLY, TAG_REQUEST};
 use super::{check, win_error, with_win};
 use crate::consts::*;
-use crate::state::DerivedType;
+use crate::state::{DerivedType, STATE};
 
 /// Sends in flight past which an operation first forgets completed ones.
 const SENDS_KEPT: usize = 256;
+
+/// Most bytes one operation moves (its request and reply are one message,
+/// whose count is a C int).
+const MAX_BYTES: u64 = (i32::MAX as u64) / 2;
 
 /// Where an operation acts on its target.
 #[derive(Clone, Copy)]
@@ -43,6 +48,24 @@ fn layout_of(h: Win, func: &str, dt: Datatype) -> Result<DerivedType, c_int> {
 fn count_of(h: Win, func: &str, count: c_int) -> Result<usize, c_int> {
     usize::try_from(count)
         .map_err(|_| win_error(h, func, MPI_ERR_COUNT, &format!("negative count {count}")))
+}
+
+/// The byte runs of `count` elements of layout `l`, adjacent ones merged;
+/// `None` if their offsets overflow.
+fn runs_of(count: usize, l: &DerivedType) -> Option<Vec<(i64, u64)>> {
+    let mut runs: Vec<(i64, u64)> = Vec::new();
+    for i in 0..i64::try_from(count).ok()? {
+        for &(off, len) in &l.blocks {
+            let start = i.checked_mul(l.extent as i64)?.checked_add(off as i64)?;
+            let len = len as u64;
+            match runs.last_mut() {
+                Some(last) if last.0.checked_add(last.1 as i64) == Some(start) => last.1 += len,
+                _ if len > 0 => runs.push((start, len)),
+                _ => {}
+            }
+        }
+    }
+    Some(runs)
 }
 
 /// Check an operation's target and lay out its runs; `None` for
@@ -80,17 +103,17 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
     } else {
         (t.disp as i64).saturating_mul(peer.disp_unit as i64)
     };
-    let mut runs: Vec<(i64, u64)> = Vec::new();
-    for i in 0..count as i64 {
-        for &(off, len) in &l.blocks {
-            let start = i * l.extent as i64 + off as i64;
-            match runs.last_mut() {
-                Some(last) if last.0 + last.1 as i64 == start => last.1 += len as u64,
-                _ if len > 0 => runs.push((start, len as u64)),
-                _ => {}
-            }
-        }
-    }
+    let runs = runs_of(count, &l).ok_or_else(|| {
+        win_error(
+            h,
+            func,
+            MPI_ERR_COUNT,
+            &format!(
+                "{} elements of this datatype span more than memory",
+                t.count
+            ),
+        )
+    })?;
     if !dynamic {
         let outside = runs.iter().find(|&&(off, len)| {
             let start = at.saturating_add(off);
@@ -108,7 +131,15 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
             ));
         }
     }
-    let bytes = runs.iter().map(|r| r.1).sum();
+    let bytes: u64 = runs.iter().map(|r| r.1).sum();
+    if bytes > MAX_BYTES {
+        return Err(win_error(
+            h,
+            func,
+            MPI_ERR_COUNT,
+            &format!("{bytes} bytes in one operation (at most {MAX_BYTES})"),
+        ));
+    }
     let header = Header {
         at,
         base: l.base.unwrap_or(MPI_DATATYPE_NULL),
@@ -186,7 +217,26 @@ fn slot_of_user_op(op: Op) -> bool {
     crate::state::slot_of(op, USER_OP_KIND).is_some()
 }
 
-/// Post the receive of the target's reply into `count` elements of `dt`
+/// `count` elements of `dt` must hold the `want` bytes the target sends
+/// back.
+fn check_room(h: Win, func: &str, count: c_int, dt: Datatype, want: u64) -> Result<(), c_int> {
+    let l = layout_of(h, func, dt)?;
+    let each: u64 = l.blocks.iter().map(|b| b.1 as u64).sum();
+    let room = each.saturating_mul(count_of(h, func, count)? as u64);
+    if room == want {
+        return Ok(());
+    }
+    Err(win_error(
+        h,
+        func,
+        MPI_ERR_TYPE,
+        &format!("{room} bytes at the origin for {want} at the target"),
+    ))
+}
+
+/// Post the receive of the target's reply (after the request was sent:
+/// replies from one target are matched in the order they were asked for,
+/// and one that came first waits among the unexpected messages) into `count` elements of `dt`
 /// at `addr`; its request.
 fn expect_reply(
     h: Win,
@@ -226,12 +276,16 @@ pub(super) fn send_request(
     if with_win(h, |w| w.sends.len()).unwrap_or(0) >= SENDS_KEPT {
         super::target::reap(h);
     }
+    let Ok(len) = c_int::try_from(bytes.len()) else {
+        let why = format!("a request of {} bytes (its runs and data)", bytes.len());
+        return Err(win_error(h, func, MPI_ERR_COUNT, &why));
+    };
     let mut req: Request = MPI_REQUEST_NULL;
     // SAFETY: `bytes` stays in the window's list until the send completes.
     let rc = unsafe {
         crate::p2p::MPI_Isend(
             bytes.as_ptr().cast(),
-            bytes.len() as c_int,
+            len,
             MPI_BYTE,
             rank as c_int,
             TAG_REQUEST,
@@ -253,12 +307,24 @@ pub(super) fn send_request(
 /// give it to the program (`MPI_Rget` …).
 fn keep_or_give(h: Win, req: Request, out: Option<*mut Request>) {
     match out {
-        // SAFETY: a request pointer (caller contract).
-        Some(out) => unsafe { crate::state::put(out, req) },
+        Some(out) => {
+            // The window's synchronizations wait for it too.
+            if let Some(id) = raw_id(req) {
+                with_win(h, |w| w.given.push((req, id)));
+            }
+            // SAFETY: a request pointer (caller contract).
+            unsafe { crate::state::put(out, req) }
+        }
         None => {
             with_win(h, |w| w.replies.push(req));
         }
     }
+}
+
+/// The engine's id of request `req`, if it is in flight.
+pub(super) fn raw_id(req: Request) -> Option<vpml::raw::RawRequest> {
+    let i = crate::state::request_slot(req)?;
+    STATE.with(|s| Some(s.borrow().requests.get(i)?.active.as_ref()?.id()))
 }
 
 /// A request-based operation that is complete once started (its data was
@@ -311,21 +377,10 @@ fn get(
         let Some(p) = prepare(h, func, t)? else {
             return Ok(None);
         };
-        let l = layout_of(h, func, dt)?;
-        let want: u64 =
-            l.blocks.iter().map(|b| b.1 as u64).sum::<u64>() * count_of(h, func, count)? as u64;
-        if want != p.bytes {
-            return Err(win_error(
-                h,
-                func,
-                MPI_ERR_TYPE,
-                &format!("{want} bytes at the origin for {} at the target", p.bytes),
-            ));
-        }
-        let req = expect_reply(h, func, &p, addr, count, dt)?;
+        check_room(h, func, count, dt, p.bytes)?;
         let bytes = wire::encode(Kind::Get, p.header, &p.runs, &[], &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)?;
-        Ok(Some(req))
+        expect_reply(h, func, &p, addr, count, dt).map(Some)
     })();
     match r {
         Ok(Some(req)) => {
@@ -418,10 +473,10 @@ fn fetch(
             None => Vec::new(),
         };
         p.header.arg = op;
-        let req = expect_reply(h, func, &p, f.result, f.result_count, f.result_dt)?;
+        check_room(h, func, f.result_count, f.result_dt, p.bytes)?;
         let bytes = wire::encode(kind, p.header, &p.runs, &data, &compare);
         send_request(h, func, p.comm, p.rank, bytes, true)?;
-        Ok(Some(req))
+        expect_reply(h, func, &p, f.result, f.result_count, f.result_dt).map(Some)
     })();
     match r {
         Ok(Some(req)) => {

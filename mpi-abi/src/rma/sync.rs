@@ -39,7 +39,7 @@ fn fence(h: Win) -> Result<(), c_int> {
             issued.as_ptr().cast(),
             (&mut expected as *mut u64).cast(),
             1,
-            MPI_UNSIGNED_LONG,
+            MPI_UINT64_T,
             MPI_SUM,
             comm,
         )
@@ -110,9 +110,10 @@ fn ask_all(h: Win, func: &str, targets: &[(usize, Kind, c_int)]) -> Result<(), c
     let comm = comm_of(func, h)?;
     let mut acks = Vec::with_capacity(targets.len());
     for &(rank, kind, arg) in targets {
-        acks.push(expect_ack(h, func, comm, rank)?);
         send_request(h, func, comm, rank, wire::control(kind, arg), false)?;
+        acks.push(expect_ack(h, func, comm, rank)?);
     }
+    super::window::await_given(h, func)?;
     let mut replies = with_win(h, |w| std::mem::take(&mut w.replies)).unwrap_or_default();
     replies.append(&mut acks);
     wait_all(h, func, &mut replies)
@@ -252,7 +253,11 @@ fn unlock_all(h: Win) -> Result<(), c_int> {
 fn flush(h: Win, func: &str, rank: Option<c_int>) -> Result<(), c_int> {
     let targets: Vec<usize> = match rank {
         Some(r) => match target_rank(func, h, r)? {
-            Some(r) => vec![r],
+            Some(r) if with_win(h, |w| w.locks.contains_key(&r)).unwrap_or(false) => vec![r],
+            Some(r) => {
+                let why = format!("rank {r} is not locked");
+                return Err(win_error(h, func, MPI_ERR_RMA_SYNC, &why));
+            }
             None => return Ok(()),
         },
         None => with_win(h, |w| w.locks.keys().copied().collect()).unwrap_or_default(),
@@ -265,6 +270,7 @@ fn flush(h: Win, func: &str, rank: Option<c_int>) -> Result<(), c_int> {
 /// again (puts copied theirs already; gets' replies have come).
 fn flush_local(h: Win, func: &str) -> Result<(), c_int> {
     window_or_error(func, h)?;
+    super::window::await_given(h, func)?;
     let mut replies = with_win(h, |w| std::mem::take(&mut w.replies)).unwrap_or_default();
     wait_all(h, func, &mut replies)
 }
@@ -420,6 +426,9 @@ export! {
     fn MPI_Win_wait / PMPI_Win_wait(h: Win) -> c_int {
         if let Err(code) = window_or_error("MPI_Win_wait", h) {
             return code;
+        }
+        if with_win(h, |w| w.exposure.is_none()).unwrap_or(true) {
+            return win_error(h, "MPI_Win_wait", MPI_ERR_RMA_SYNC, "no exposure epoch was posted");
         }
         serve_until(h, |w| w.exposure.as_ref().is_none_or(|o| o.iter().all(|&r| w.completed[r] > 0)));
         with_win(h, exposure_done);

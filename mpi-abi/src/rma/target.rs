@@ -30,7 +30,10 @@ pub(super) fn serve(h: Win) {
                 &mut st,
             )
         };
-        if rc != MPI_SUCCESS || flag == 0 {
+        if rc != MPI_SUCCESS {
+            refuse(h, None, "probing for requests failed");
+        }
+        if flag == 0 {
             return;
         }
         let mut count: c_int = 0;
@@ -47,11 +50,11 @@ pub(super) fn serve(h: Win) {
                 std::ptr::null_mut(),
             )
         };
+        let from = usize::try_from(st.source).ok();
         if rc != MPI_SUCCESS {
-            return;
+            refuse(h, from, "it could not be received");
         }
-        let from = usize::try_from(st.source).unwrap_or(0);
-        apply(h, from, &bytes);
+        apply(h, from.unwrap_or(usize::MAX), &bytes);
     }
 }
 
@@ -75,17 +78,26 @@ pub(super) fn reap(h: Win) {
 /// A request that cannot be right stops the job, naming its origin: its
 /// bytes were damaged, or the origin's program broke MPI's rules in a way
 /// the origin could not see (an address outside a dynamic window).
-fn refuse(h: Win, from: usize, why: &str) -> ! {
+fn refuse(h: Win, from: impl Into<Option<usize>>, why: &str) -> ! {
+    refuse_as(h, from, MPI_ERR_OTHER, why)
+}
+
+/// [`refuse`] with error class `code`.
+fn refuse_as(h: Win, from: impl Into<Option<usize>>, code: c_int, why: &str) -> ! {
     let (rank, name) = with_win(h, |w| (w.rank, w.name.clone())).unwrap_or_default();
     let which = if name.is_empty() {
         String::new()
     } else {
         format!(" \"{name}\"")
     };
+    let from = match from.into() {
+        Some(r) if r != usize::MAX => format!("rank {r}"),
+        _ => "an unknown rank".to_string(),
+    };
     crate::state::fatal(
         "MPI one-sided communication",
-        MPI_ERR_RMA_RANGE,
-        &format!("a request from rank {from} to rank {rank} of window{which}: {why}"),
+        code,
+        &format!("a request from {from} to rank {rank} of window{which}: {why}"),
     )
 }
 
@@ -209,34 +221,44 @@ fn read(h: Win, from: usize, req: &wire::Request<'_>) -> Vec<u8> {
         }
         Some(out)
     });
-    got.flatten()
-        .unwrap_or_else(|| refuse(h, from, "its target bytes are not all in the window"))
+    got.flatten().unwrap_or_else(|| {
+        refuse_as(
+            h,
+            from,
+            MPI_ERR_RMA_RANGE,
+            "its target bytes are not all in the window",
+        )
+    })
 }
 
 /// Write `data` over `req`'s runs, in order.
 fn write(h: Win, from: usize, req: &wire::Request<'_>, data: &[u8]) {
-    let total: u64 = req.runs.iter().map(|r| r.1).sum();
-    if total != data.len() as u64 {
-        refuse(
-            h,
-            from,
-            &format!("{} bytes for {total} bytes of target", data.len()),
-        );
+    let total = req.runs.iter().try_fold(0u64, |t, r| t.checked_add(r.1));
+    if total != Some(data.len() as u64) {
+        let why = format!("{} bytes of data for runs of other lengths", data.len());
+        refuse(h, from, &why);
     }
     let done = with_win(h, |w| {
         let mut pos = 0usize;
         for &(off, len) in &req.runs {
             let at = runs_at(w, req.header.at, off, len)?;
-            let len = len as usize;
-            // SAFETY: as in `read`; `data` holds `len` more bytes from
-            // `pos` (the runs add up to its length).
-            unsafe { std::ptr::copy(data[pos..].as_ptr(), at, len) };
-            pos += len;
+            let end = pos.checked_add(usize::try_from(len).ok()?)?;
+            let bytes = data.get(pos..end)?;
+            // SAFETY: `locate` found all `len` bytes inside the window's
+            // memory, which the program keeps valid while the window
+            // lives; `bytes` is exactly `len` bytes long.
+            unsafe { std::ptr::copy(bytes.as_ptr(), at, bytes.len()) };
+            pos = end;
         }
         Some(())
     });
     if done.flatten().is_none() {
-        refuse(h, from, "its target bytes are not all in the window");
+        refuse_as(
+            h,
+            from,
+            MPI_ERR_RMA_RANGE,
+            "its target bytes are not all in the window",
+        );
     }
 }
 

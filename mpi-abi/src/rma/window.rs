@@ -128,6 +128,7 @@ fn create(
         errhandler: MPI_ERRORS_ARE_FATAL,
         issued: vec![0; size],
         replies: Vec::new(),
+        given: Vec::new(),
         sends: Vec::new(),
         access: None,
         locks: Default::default(),
@@ -141,10 +142,22 @@ fn create(
     Ok(handle_of(USER_WIN_KIND, i))
 }
 
-/// A size or displacement unit argument, checked.
+/// A size argument, checked.
 fn non_negative(func: &str, v: isize, what: &str, code: c_int) -> Result<usize, c_int> {
     usize::try_from(v).map_err(|_| {
         crate::state::error(MPI_COMM_WORLD, func, code, &format!("negative {what} {v}"))
+    })
+}
+
+/// A displacement unit argument, checked (positive).
+fn disp_unit_of(func: &str, v: c_int) -> Result<usize, c_int> {
+    usize::try_from(v).ok().filter(|&u| u > 0).ok_or_else(|| {
+        crate::state::error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_DISP,
+            &format!("displacement unit {v} is not positive"),
+        )
     })
 }
 
@@ -171,7 +184,7 @@ fn allocate(
 ) -> c_int {
     let made = (|| {
         let len = non_negative(func, len, "size", MPI_ERR_SIZE)?;
-        let unit = non_negative(func, disp_unit as isize, "displacement unit", MPI_ERR_DISP)?;
+        let unit = disp_unit_of(func, disp_unit)?;
         let Some(memory) = Allocation::new(len) else {
             return Err(crate::state::error(
                 h,
@@ -209,8 +222,29 @@ pub(super) fn wait_all(h: Win, func: &str, reqs: &mut Vec<Request>) -> Result<()
     check(h, func, rc, "completing one-sided transfers")
 }
 
+/// Wait until the reply receives given to the program (`MPI_Rget` …) that
+/// are still in flight have their data, without completing them (the
+/// program does).
+pub(super) fn await_given(h: Win, func: &str) -> Result<(), c_int> {
+    let given = with_win(h, |w| std::mem::take(&mut w.given)).unwrap_or_default();
+    let ids: Vec<_> = given
+        .into_iter()
+        .filter(|&(req, id)| super::origin::raw_id(req) == Some(id))
+        .map(|(_, id)| Some(id))
+        .collect();
+    let Some(engine) = crate::state::world_comm() else {
+        return Ok(());
+    };
+    if ids.is_empty() {
+        return Ok(());
+    }
+    crate::threads::block_until(&engine, &ids, true)
+        .map_err(|e| win_error(h, func, crate::state::class_of(&e), &e.to_string()))
+}
+
 /// Wait for the sends of window `h` in flight, and its replies to come.
 pub(super) fn drain(h: Win, func: &str) -> Result<(), c_int> {
+    await_given(h, func)?;
     let (mut replies, sends) = with_win(h, |w| {
         (std::mem::take(&mut w.replies), std::mem::take(&mut w.sends))
     })
@@ -233,7 +267,7 @@ export! {
         let func = "MPI_Win_create";
         let made = (|| {
             let len = non_negative(func, size, "size", MPI_ERR_SIZE)?;
-            let unit = non_negative(func, disp_unit as isize, "displacement unit", MPI_ERR_DISP)?;
+            let unit = disp_unit_of(func, disp_unit)?;
             create(func, h, base as usize, len, unit, MPI_WIN_FLAVOR_CREATE, None)
         })();
         give(made, out)
@@ -289,12 +323,17 @@ export! {
         if let Err(code) = drain(h, func) {
             return code;
         }
-        // Every member's requests to this one were served before it
-        // reaches the barrier (each waited for its own).
+        // Others may still lock this rank until they reach the barrier:
+        // it serves meanwhile, and its replies are sent before the window
+        // goes (every member's requests to it were acknowledged or
+        // answered before that member reached the barrier).
         let comm = with_win(h, |w| w.comm).unwrap_or(MPI_COMM_NULL);
         // SAFETY: a valid communicator.
         let rc = unsafe { crate::coll::MPI_Barrier(comm) };
         if let Err(code) = check(h, func, rc, "meeting the other members") {
+            return code;
+        }
+        if let Err(code) = drain(h, func) {
             return code;
         }
         let rc = crate::attr::delete_all(crate::attr::Object::Win, h);
@@ -324,8 +363,13 @@ export! {
     }
 
     fn MPI_Win_set_name / PMPI_Win_set_name(h: Win, name: *const c_char) -> c_int {
-        let name = c_string(name).unwrap_or_default();
-        let name: String = name.chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        let mut name = c_string(name).unwrap_or_default();
+        // At most MPI_MAX_OBJECT_NAME - 1 bytes, cut at a character.
+        let mut end = name.len().min(MPI_MAX_OBJECT_NAME - 1);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
         match with_win(h, |w| w.name = name) {
             Some(()) => MPI_SUCCESS,
             None => win_error(h, "MPI_Win_set_name", MPI_ERR_WIN, "invalid window"),
@@ -336,17 +380,9 @@ export! {
         let Some(text) = with_win(h, |w| w.name.clone()) else {
             return win_error(h, "MPI_Win_get_name", MPI_ERR_WIN, "invalid window");
         };
-        if !name.is_null() {
-            let bytes = text.as_bytes();
-            // SAFETY: `name` holds MPI_MAX_OBJECT_NAME chars (caller
-            // contract); the name is shorter.
-            unsafe {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), name, bytes.len());
-                *name.add(bytes.len()) = 0;
-            }
-        }
-        // SAFETY: an int pointer (caller contract).
-        unsafe { put(len, text.len() as c_int) };
+        // SAFETY: `name` holds MPI_MAX_OBJECT_NAME chars, `len` is an int
+        // pointer (caller contract).
+        unsafe { crate::env::copy_string(&text, name, len, MPI_MAX_OBJECT_NAME) };
         MPI_SUCCESS
     }
 
