@@ -170,16 +170,36 @@ fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
     c_checks_pass("errhan", Compiler::Mpich, &["none"]);
 }
 
-/// `tests/c/rma.c`: one-sided communication — windows of every flavor but
-/// shared, every operation, every synchronization.
+/// `tests/c/rma.c`: one-sided communication — windows of every flavor,
+/// every operation, every synchronization; shared windows work without a
+/// protocol and are refused (with `MPI_ERR_RMA_SHARED`) under a logging
+/// one.
+fn one_sided_checks_pass(compiler: Compiler) {
+    c_checks_pass("rma", compiler, &["none", "pessimist"]);
+    let _g = serial();
+    let Some(prog) = build("rma", compiler) else {
+        return;
+    };
+    for (protocol, refused) in [("none", false), ("pessimist", true)] {
+        let (stdout, stderr, code) = run(&["--protocol", protocol], &prog, &[]);
+        assert_eq!(code, Some(0), "{protocol}: {stdout}{stderr}");
+        assert_eq!(
+            stdout.contains("shared windows refused"),
+            refused,
+            "{protocol}: {stdout}"
+        );
+    }
+    let _ = std::fs::remove_file(&prog);
+}
+
 #[test]
 fn one_sided_communication_passes_its_checks_built_with_vpml_mpicc() {
-    c_checks_pass("rma", Compiler::Vpml, &["none", "pessimist"]);
+    one_sided_checks_pass(Compiler::Vpml);
 }
 
 #[test]
 fn one_sided_communication_passes_its_checks_built_with_mpich() {
-    c_checks_pass("rma", Compiler::Mpich, &["none", "pessimist"]);
+    one_sided_checks_pass(Compiler::Mpich);
 }
 
 /// `tests/c/session.c`: MPI 4.0's sessions, without `MPI_Init`.

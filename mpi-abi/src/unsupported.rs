@@ -238,9 +238,7 @@ unsupported! {
     MPI_Unpack_external_c / PMPI_Unpack_external_c,
     MPI_Unpublish_name / PMPI_Unpublish_name,
     MPI_Win_allocate_c / PMPI_Win_allocate_c,
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared,
     MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c,
     MPI_Win_create_c / PMPI_Win_create_c,
-    MPI_Win_shared_query / PMPI_Win_shared_query,
     MPI_Win_shared_query_c / PMPI_Win_shared_query_c,
 }

@@ -279,9 +279,45 @@ int main(int argc, char **argv) {
     free(addrs);
     free(buf);
 
+    /* Memory the members share: loads and stores into each other's
+       parts (refused under a logging protocol, which cannot log them). */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+    int *part = NULL, refused = 0;
+    rc = MPI_Win_allocate_shared(2 * sizeof(int), sizeof(int), MPI_INFO_NULL, node, &part, &win);
+    if (rc == MPI_SUCCESS) {
+        int nr, ns;
+        MPI_Comm_rank(node, &nr);
+        MPI_Comm_size(node, &ns);
+        part[0] = 100 + nr;
+        part[1] = 0;
+        MPI_Win_sync(win);
+        MPI_Barrier(node);
+        MPI_Aint qsize = 0;
+        int qunit = 0, *theirs = NULL, next = (nr + 1) % ns;
+        MPI_Win_shared_query(win, next, &qsize, &qunit, &theirs);
+        CHECK(qsize == 2 * sizeof(int) && qunit == sizeof(int), "shared_query: %ld bytes, unit %d", (long)qsize, qunit);
+        CHECK(theirs && theirs[0] == 100 + next, "load from the next part: %d", theirs ? theirs[0] : -1);
+        theirs[1] = nr + 1;
+        MPI_Win_sync(win);
+        MPI_Barrier(node);
+        CHECK(part[1] == (nr + ns - 1) % ns + 1, "store from the previous member: %d", part[1]);
+        int *first = NULL;
+        MPI_Win_shared_query(win, MPI_PROC_NULL, &qsize, &qunit, &first);
+        CHECK(first == part - 2 * nr && first[0] == 100, "contiguous parts from the first");
+        MPI_Win_free(&win);
+    } else {
+        MPI_Error_class(rc, &class);
+        CHECK(class == MPI_ERR_RMA_SHARED, "allocate_shared failed with class %d", class);
+        refused = 1;
+    }
+    MPI_Comm_free(&node);
+
     int failed_all = 0;
     MPI_Reduce(&failed, &failed_all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0 && failed_all == 0 && failed == 0) printf("rma ok %d\n", checks);
+    if (rank == 0 && refused) printf("shared windows refused\n");
     MPI_Finalize();
     return failed_all != 0;
 }

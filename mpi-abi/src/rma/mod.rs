@@ -36,8 +36,8 @@
 //!   unlock or flush once every earlier request of the origin is done.
 //!
 //! Modules: [`window`] (creation, memory, names, attributes, error
-//! handlers), [`origin`] (the operations), [`target`] (serving requests),
-//! [`sync`], [`wire`].
+//! handlers), [`shared`] (windows in memory the members share), [`origin`]
+//! (the operations), [`target`] (serving requests), [`sync`], [`wire`].
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -47,6 +47,7 @@ use crate::consts::*;
 use crate::state::{STATE, slot_of};
 
 mod origin;
+mod shared;
 mod sync;
 mod target;
 mod window;
@@ -79,7 +80,15 @@ pub(crate) struct Shown {
     flavor: c_int,
 }
 
-/// Memory a window owns (`MPI_Win_allocate`).
+/// Memory a window owns.
+pub(crate) enum Memory {
+    /// `MPI_Win_allocate`'s.
+    Allocated(#[allow(dead_code, reason = "held to be freed with the window")] Allocation),
+    /// `MPI_Win_allocate_shared`'s: every member's part.
+    Shared(shared::Segment),
+}
+
+/// Memory allocated for a window (`MPI_Win_allocate`).
 pub(crate) struct Allocation {
     ptr: *mut u8,
     layout: std::alloc::Layout,
@@ -145,8 +154,8 @@ pub(crate) struct Window {
     flavor: c_int,
     /// What the predefined attributes point to.
     shown: Box<Shown>,
-    /// What `MPI_Win_allocate` allocated.
-    owned: Option<Allocation>,
+    /// What `MPI_Win_allocate` or `_allocate_shared` allocated.
+    owned: Option<Memory>,
     /// The world ranks of its members, in order.
     members: Vec<usize>,
     /// Each member's length and displacement unit.

@@ -132,6 +132,11 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
         }
     }
     let bytes: u64 = runs.iter().map(|r| r.1).sum();
+    if bytes == 0 {
+        // Nothing moves (zero counts, or zero-size datatypes at the
+        // target): nothing to check or do.
+        return Ok(None);
+    }
     if bytes > MAX_BYTES {
         return Err(win_error(
             h,

@@ -6,7 +6,8 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 
 use super::{
-    Allocation, LIVE, Peer, Shown, TargetLock, Window, check, win_error, window_or_error, with_win,
+    Allocation, LIVE, Memory, Peer, Shown, TargetLock, Window, check, win_error, window_or_error,
+    with_win,
 };
 use crate::consts::*;
 use crate::state::{STATE, handle_of, insert, put, slot_of};
@@ -40,29 +41,43 @@ impl Window {
         if self.flavor == MPI_WIN_FLAVOR_DYNAMIC {
             let addr = usize::try_from(at).ok()?;
             let end = addr.checked_add(len)?;
-            let inside = self
-                .attached
-                .iter()
-                .any(|&(a, l)| a <= addr && end <= a.saturating_add(l));
-            return (inside || len == 0).then_some(addr as *mut u8);
+            // Regions attached side by side cover what spans them; they
+            // are kept in address order.
+            let mut covered = addr;
+            for &(a, l) in &self.attached {
+                if a <= covered {
+                    covered = covered.max(a.saturating_add(l));
+                }
+            }
+            return (covered >= end).then_some(addr as *mut u8);
         }
         let off = usize::try_from(at).ok()?;
         (off.checked_add(len)? <= self.len).then(|| (self.base + off) as *mut u8)
     }
 }
 
-/// Make a window over `len` bytes at `base` on communicator `h`
-/// (collective): the private communicator, every member's length and
-/// displacement unit. Its handle.
-fn create(
-    func: &str,
-    h: Comm,
-    base: usize,
-    len: usize,
-    disp_unit: usize,
-    flavor: c_int,
-    owned: Option<Allocation>,
-) -> Result<Win, c_int> {
+/// A window's memory, as its creation call gives it.
+pub(super) struct Given {
+    /// Address and bytes (0 and 0 for a dynamic window).
+    pub base: usize,
+    pub len: usize,
+    pub disp_unit: usize,
+    pub flavor: c_int,
+    /// What the window allocated, freed with it.
+    pub owned: Option<Memory>,
+}
+
+/// Make a window over `memory` on communicator `h` (collective): the
+/// private communicator, every member's length and displacement unit, the
+/// window's info (`info`'s keys it knows). Its handle.
+pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<Win, c_int> {
+    let Given {
+        base,
+        len,
+        disp_unit,
+        flavor,
+        owned,
+    } = memory;
     let c = crate::state::intra_comm(func, h)?;
     if c.reexecuting() {
         crate::threads::stop_reexecution(
@@ -124,7 +139,7 @@ fn create(
         peers,
         attached: Vec::new(),
         name: String::new(),
-        info: Vec::new(),
+        info: known_info(info),
         errhandler: MPI_ERRORS_ARE_FATAL,
         issued: vec![0; size],
         replies: Vec::new(),
@@ -142,6 +157,25 @@ fn create(
     Ok(handle_of(USER_WIN_KIND, i))
 }
 
+/// The window info keys MPI defines, which a window keeps (others are
+/// ignored, as MPICH does).
+const INFO_KEYS: &[&str] = &[
+    "no_locks",
+    "accumulate_ordering",
+    "accumulate_ops",
+    "same_size",
+    "same_disp_unit",
+    "alloc_shared_noncontig",
+    "mpi_accumulate_granularity",
+];
+
+/// The pairs of `info` a window keeps.
+fn known_info(info: Info) -> Vec<(String, String)> {
+    let mut pairs = crate::info::pairs(info).unwrap_or_default();
+    pairs.retain(|(k, _)| INFO_KEYS.contains(&k.as_str()));
+    pairs
+}
+
 /// A size argument, checked.
 fn non_negative(func: &str, v: isize, what: &str, code: c_int) -> Result<usize, c_int> {
     usize::try_from(v).map_err(|_| {
@@ -150,7 +184,7 @@ fn non_negative(func: &str, v: isize, what: &str, code: c_int) -> Result<usize, 
 }
 
 /// A displacement unit argument, checked (positive).
-fn disp_unit_of(func: &str, v: c_int) -> Result<usize, c_int> {
+pub(super) fn disp_unit_of(func: &str, v: c_int) -> Result<usize, c_int> {
     usize::try_from(v).ok().filter(|&u| u > 0).ok_or_else(|| {
         crate::state::error(
             MPI_COMM_WORLD,
@@ -178,6 +212,7 @@ fn allocate(
     func: &str,
     len: isize,
     disp_unit: c_int,
+    info: Info,
     h: Comm,
     baseptr: *mut c_void,
     out: *mut Win,
@@ -196,15 +231,14 @@ fn allocate(
         let base = memory.ptr;
         // SAFETY: `baseptr` is a `void **` (caller contract).
         unsafe { put(baseptr.cast::<*mut c_void>(), base.cast()) };
-        create(
-            func,
-            h,
-            base as usize,
+        let given = Given {
+            base: base as usize,
             len,
-            unit,
-            MPI_WIN_FLAVOR_ALLOCATE,
-            Some(memory),
-        )
+            disp_unit: unit,
+            flavor: MPI_WIN_FLAVOR_ALLOCATE,
+            owned: Some(Memory::Allocated(memory)),
+        };
+        create(func, h, given, info)
     })();
     give(made, out)
 }
@@ -263,22 +297,24 @@ fn c_string(p: *const c_char) -> Option<String> {
 }
 
 export! {
-    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, _info: Info, h: Comm, out: *mut Win) -> c_int {
+    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, h: Comm, out: *mut Win) -> c_int {
         let func = "MPI_Win_create";
         let made = (|| {
             let len = non_negative(func, size, "size", MPI_ERR_SIZE)?;
             let unit = disp_unit_of(func, disp_unit)?;
-            create(func, h, base as usize, len, unit, MPI_WIN_FLAVOR_CREATE, None)
+            let given = Given { base: base as usize, len, disp_unit: unit, flavor: MPI_WIN_FLAVOR_CREATE, owned: None };
+            create(func, h, given, info)
         })();
         give(made, out)
     }
 
-    fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, _info: Info, h: Comm, baseptr: *mut c_void, out: *mut Win) -> c_int {
-        allocate("MPI_Win_allocate", size, disp_unit, h, baseptr, out)
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, h: Comm, baseptr: *mut c_void, out: *mut Win) -> c_int {
+        allocate("MPI_Win_allocate", size, disp_unit, info, h, baseptr, out)
     }
 
-    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(_info: Info, h: Comm, out: *mut Win) -> c_int {
-        give(create("MPI_Win_create_dynamic", h, 0, 0, 1, MPI_WIN_FLAVOR_DYNAMIC, None), out)
+    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, h: Comm, out: *mut Win) -> c_int {
+        let given = Given { base: 0, len: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, owned: None };
+        give(create("MPI_Win_create_dynamic", h, given, info), out)
     }
 
     fn MPI_Win_attach / PMPI_Win_attach(h: Win, base: *mut c_void, size: Aint) -> c_int {
@@ -290,7 +326,10 @@ export! {
             return win_error(h, func, MPI_ERR_SIZE, &format!("negative size {size}"));
         };
         match with_win(h, |w| {
-            (w.flavor == MPI_WIN_FLAVOR_DYNAMIC).then(|| w.attached.push((base as usize, len)))
+            (w.flavor == MPI_WIN_FLAVOR_DYNAMIC).then(|| {
+                let at = w.attached.partition_point(|&(a, _)| a < base as usize);
+                w.attached.insert(at, (base as usize, len));
+            })
         }) {
             Some(Some(())) => MPI_SUCCESS,
             _ => win_error(h, func, MPI_ERR_RMA_FLAVOR, "the window is not a dynamic one"),
@@ -387,7 +426,7 @@ export! {
     }
 
     fn MPI_Win_set_info / PMPI_Win_set_info(h: Win, info: Info) -> c_int {
-        let pairs = crate::info::pairs(info).unwrap_or_default();
+        let pairs = known_info(info);
         match with_win(h, |w| {
             for (k, v) in pairs {
                 w.info.retain(|(key, _)| *key != k);

@@ -1,0 +1,238 @@
+//! Windows in memory the members share (`MPI_Win_allocate_shared`,
+//! `MPI_Win_shared_query`): one file in `/dev/shm`, made by the first
+//! member and mapped by every member, each one's part right after the one
+//! before it (MPI's default, contiguous layout; the info key
+//! `alloc_shared_noncontig` changes nothing), so that members load and
+//! store into each other's parts directly. One-sided operations on such a
+//! window travel as on any other.
+//!
+//! Those loads and stores reach another process's memory without a
+//! message, so no log holds them: under a logging protocol the window is
+//! refused with `MPI_ERR_RMA_SHARED`, saying why.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Memory, win_error, window_or_error, with_win};
+use crate::consts::*;
+use crate::state::{error, put};
+
+/// Windows this process made a file for (their names differ by it).
+static MADE: AtomicU64 = AtomicU64::new(0);
+
+/// A shared window's mapping and where each member's part lies in it:
+/// (offset, bytes, displacement unit).
+pub(crate) struct Segment {
+    map: memmap2::MmapMut,
+    parts: Vec<(usize, usize, usize)>,
+}
+
+/// Every member's (bytes, displacement unit, host), in rank order.
+fn exchange(func: &str, h: Comm, len: usize, unit: usize) -> Result<Vec<[u64; 3]>, c_int> {
+    let host = crate::comm::fnv1a(crate::env::hostname().as_bytes());
+    let mine = [len as u64, unit as u64, host];
+    let c = crate::state::intra_comm(func, h)?;
+    let mut all = vec![[0u64; 3]; c.size()];
+    // SAFETY: `mine` holds 3 words, `all` 3 per member.
+    let rc = unsafe {
+        crate::coll::MPI_Allgather(
+            mine.as_ptr().cast(),
+            3,
+            MPI_UINT64_T,
+            all.as_mut_ptr().cast(),
+            3,
+            MPI_UINT64_T,
+            h,
+        )
+    };
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    Ok(all)
+}
+
+/// The segment of the members of `h`: made by member 0, opened by the
+/// others once it told them its name.
+fn map_segment(func: &str, h: Comm, rank: usize, total: usize) -> Result<memmap2::MmapMut, c_int> {
+    let fail = |why: String| error(h, func, MPI_ERR_RMA_SHARED, &why);
+    let mut name = [0u8; 64];
+    let mut made = Err(String::new());
+    if rank == 0 {
+        let path = format!(
+            "/dev/shm/vpml-win-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        );
+        made = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|f| f.set_len(total.max(1) as u64).map(|()| f))
+            .map_err(|e| format!("{path}: {e}"));
+        if made.is_ok() {
+            let n = path.len().min(name.len());
+            name[..n].copy_from_slice(&path.as_bytes()[..n]);
+        }
+    }
+    // SAFETY: `name` holds 64 bytes at every member.
+    let rc = unsafe { crate::coll::MPI_Bcast(name.as_mut_ptr().cast(), 64, MPI_BYTE, 0, h) };
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    let path = String::from_utf8_lossy(&name)
+        .trim_end_matches('\0')
+        .to_string();
+    if path.is_empty() {
+        return Err(fail(match made {
+            Err(why) if rank == 0 => why,
+            _ => "the first member could not make the shared memory file".into(),
+        }));
+    }
+    let file = match made {
+        Ok(f) => Ok(f),
+        Err(_) => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path),
+    };
+    // SAFETY: the file is this window's alone (made with `create_new`,
+    // under a name no other window uses, and unlinked once every member
+    // mapped it); its length is fixed before anyone maps it; the members'
+    // concurrent loads and stores through their mappings are the
+    // program's, as MPI defines shared windows.
+    let map = file
+        .and_then(|f| unsafe { memmap2::MmapMut::map_mut(&f) })
+        .map_err(|e| format!("{path}: {e}"));
+    // Every member mapped it, or some failed: all learn which, and the
+    // name can go.
+    let mut failed = c_int::from(map.is_err());
+    // SAFETY: one int in and out.
+    let rc = unsafe {
+        crate::coll::MPI_Allreduce(
+            -1isize as *const c_void,
+            (&mut failed as *mut c_int).cast(),
+            1,
+            MPI_INT,
+            MPI_MAX,
+            h,
+        )
+    };
+    if rank == 0 {
+        let _ = std::fs::remove_file(&path);
+    }
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    match map {
+        Ok(m) if failed == 0 => Ok(m),
+        Ok(_) => Err(fail(
+            "another member could not map the shared memory file".into(),
+        )),
+        Err(why) => Err(fail(why)),
+    }
+}
+
+/// `MPI_Win_allocate_shared`.
+fn allocate_shared(
+    func: &str,
+    len: Aint,
+    disp_unit: c_int,
+    info: Info,
+    h: Comm,
+    baseptr: *mut c_void,
+    out: *mut Win,
+) -> Result<(), c_int> {
+    let c = crate::state::intra_comm(func, h)?;
+    if c.protocol() != "none" {
+        let why = format!(
+            "loads and stores into another process's memory reach it without a message, so --protocol {} cannot log or replay them",
+            c.protocol()
+        );
+        return Err(error(h, func, MPI_ERR_RMA_SHARED, &why));
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| error(h, func, MPI_ERR_SIZE, &format!("negative size {len}")))?;
+    let unit = super::window::disp_unit_of(func, disp_unit)?;
+    let all = exchange(func, h, len, unit)?;
+    if all.iter().any(|m| m[2] != all[0][2]) {
+        return Err(error(
+            h,
+            func,
+            MPI_ERR_RMA_SHARED,
+            "the members are not all on one host",
+        ));
+    }
+    let mut parts = Vec::with_capacity(all.len());
+    let mut at = 0usize;
+    for m in &all {
+        let bytes = usize::try_from(m[0]).unwrap_or(usize::MAX);
+        parts.push((at, bytes, m[1] as usize));
+        at = at.checked_add(bytes).ok_or_else(|| {
+            error(
+                h,
+                func,
+                MPI_ERR_SIZE,
+                "the parts add up to more than memory",
+            )
+        })?;
+    }
+    let rank = c.rank();
+    let mut map = map_segment(func, h, rank, at)?;
+    let base = map.as_mut_ptr() as usize + parts[rank].0;
+    let segment = Segment { map, parts };
+    let given = super::window::Given {
+        base,
+        len,
+        disp_unit: unit,
+        flavor: MPI_WIN_FLAVOR_SHARED,
+        owned: Some(Memory::Shared(segment)),
+    };
+    let win = super::window::create(func, h, given, info)?;
+    // SAFETY: `baseptr` is a `void **`, `out` a handle pointer (caller
+    // contract).
+    unsafe {
+        put(baseptr.cast::<*mut c_void>(), base as *mut c_void);
+        put(out, win);
+    }
+    Ok(())
+}
+
+export! {
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, h: Comm, baseptr: *mut c_void, out: *mut Win) -> c_int {
+        allocate_shared("MPI_Win_allocate_shared", size, disp_unit, info, h, baseptr, out).err().unwrap_or(MPI_SUCCESS)
+    }
+
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(h: Win, rank: c_int, size: *mut Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+        let func = "MPI_Win_shared_query";
+        if let Err(code) = window_or_error(func, h) {
+            return code;
+        }
+        let found = with_win(h, |w| {
+            let Some(Memory::Shared(seg)) = &w.owned else {
+                return Err((MPI_ERR_RMA_FLAVOR, "the window is not a shared one".to_string()));
+            };
+            let part = if rank == MPI_PROC_NULL {
+                // The first part with memory (or the first, if none has).
+                seg.parts.iter().find(|p| p.1 > 0).or(seg.parts.first())
+            } else {
+                usize::try_from(rank).ok().and_then(|r| seg.parts.get(r))
+            };
+            let &(off, bytes, unit) = part.ok_or((MPI_ERR_RANK, format!("invalid rank {rank}")))?;
+            Ok((seg.map.as_ptr() as usize + off, bytes, unit))
+        });
+        match found {
+            Some(Ok((base, bytes, unit))) => {
+                // SAFETY: the caller's out-pointers (`baseptr` a `void **`).
+                unsafe {
+                    put(size, bytes as Aint);
+                    put(disp_unit, unit as c_int);
+                    put(baseptr.cast::<*mut c_void>(), base as *mut c_void);
+                }
+                MPI_SUCCESS
+            }
+            Some(Err((code, why))) => win_error(h, func, code, &why),
+            None => win_error(h, func, MPI_ERR_WIN, "invalid window"),
+        }
+    }
+}
