@@ -549,10 +549,28 @@ pub(crate) fn fatal(func: &str, code: c_int, why: &str) -> ! {
     std::process::exit(code.max(1))
 }
 
-/// `error` for a vpml error.
+/// `error` for a vpml error. A divergence of a re-executed rank stops the
+/// job whatever the error handler: the launcher says why, once (a rank
+/// replayed alone says it itself), and the process ends as the engine's
+/// divergences do.
 pub(crate) fn vpml_error(comm: Comm, func: &str, e: &vpml::Error) -> c_int {
+    if let vpml::Error::Diverged(_) = e {
+        let told = STATE.with(|s| {
+            s.try_borrow()
+                .ok()
+                .and_then(|s| s.world.as_ref().map(|w| w.comm().has_launcher()))
+        });
+        if told != Some(true) {
+            eprintln!("vpml: {e}");
+        }
+        std::process::exit(DIVERGED_EXIT_CODE);
+    }
     error(comm, func, class_of(e), &e.to_string())
 }
+
+/// The exit status of a job stopped by a divergence (vpml's engine uses
+/// the same).
+pub(crate) const DIVERGED_EXIT_CODE: c_int = 70;
 
 /// Write `v` through a C out-pointer.
 ///

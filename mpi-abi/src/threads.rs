@@ -41,10 +41,6 @@ static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// Rings the engine's doorbell, waking the sleepers.
 static WAKER: OnceLock<Waker> = OnceLock::new();
 
-/// The exit status of a job stopped by a divergence (vpml's engine uses
-/// the same).
-const DIVERGED_EXIT_CODE: i32 = 70;
-
 /// Rounds of polling, letting the lock go and yielding between them,
 /// before a waiting thread sleeps.
 const POLLS_BEFORE_SLEEP: u32 = 64;
@@ -149,7 +145,7 @@ pub(crate) fn stop_reexecution(world: &vpml::Comm, why: &str) -> ! {
     if let Some(line) = world.stop_diverged(why) {
         eprintln!("vpml: {line}");
     }
-    std::process::exit(DIVERGED_EXIT_CODE)
+    std::process::exit(crate::state::DIVERGED_EXIT_CODE)
 }
 
 impl Drop for CallGuard {

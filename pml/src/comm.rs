@@ -525,6 +525,12 @@ impl Comm {
         (!eng.has_launcher()).then(|| e.to_string())
     }
 
+    /// Was this process started by a launcher (which prints the job's
+    /// lines), rather than replayed alone?
+    pub fn has_launcher(&self) -> bool {
+        self.engine.borrow().has_launcher()
+    }
+
     /// True when large messages are copied once, straight from the
     /// sender's memory (false where the kernel forbids it; then they are
     /// pipelined through shared memory).

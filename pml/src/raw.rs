@@ -167,6 +167,19 @@ impl Comm {
         Ok(Polled { progressed, done })
     }
 
+    /// Should the binding complete request `r` with its next completion
+    /// call? While this process re-executes logged calls, exactly when the
+    /// log says that call completed `r` (`Some(true)`, and `Some(false)`
+    /// otherwise, even if `r` is done); past them, whenever `r` is done
+    /// (`None`: check with [`Comm::poll_raw`]). For requests a binding
+    /// completes at points of its own choosing rather than the program's
+    /// (the MPI C library's one-sided requests): the points where it did
+    /// are logged as the calls' outcomes, and a re-execution finds them
+    /// there.
+    pub fn logged_next_completes_raw(&self, r: RawRequest) -> Option<bool> {
+        self.engine.borrow().logged_next_completes(r)
+    }
+
     /// Arm a sleep to take after letting the engine go (see
     /// [`OutsideSleep`]); `None` if something already
     /// arrived (poll again instead).

@@ -375,6 +375,15 @@ impl ReplayLog {
         }
     }
 
+    /// The requests whose completion is logged for call `call`, if its
+    /// logged outcome is a completion (the log is left as it is).
+    pub fn logged_completion(&self, call: CallId) -> Option<Vec<CallId>> {
+        match self.outcomes.get(&call) {
+            Some((_, Outcome::Delivery(set))) => Some(set.clone()),
+            _ => None,
+        }
+    }
+
     /// The answer of probe call `call` for a probe of (`source`, `tag`)
     /// (`None`: any).
     pub fn probe(
@@ -484,6 +493,22 @@ mod tests {
                 .collect(),
             0,
         )
+    }
+
+    #[test]
+    fn a_logged_completion_is_shown_without_being_answered() {
+        let mut r = log(vec![
+            Event::NoneRun { first: 3, last: 4 },
+            Event::Delivery {
+                call: 5,
+                completed: vec![2],
+            },
+        ]);
+        assert_eq!(r.logged_completion(4), None);
+        assert_eq!(r.logged_completion(5), Some(vec![2]));
+        // Still there for the call itself, and gone once answered.
+        assert_eq!(r.completion(5, &[2]).unwrap(), Replay::Logged(vec![2]));
+        assert_eq!(r.logged_completion(5), None);
     }
 
     #[test]

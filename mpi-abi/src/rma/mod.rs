@@ -12,15 +12,13 @@
 //! get, a lock grant, an acknowledgement — is a reply the origin receives
 //! from that target in the order it asked.
 //!
-//! Under message logging, the order in which a target takes requests is
-//! the outcome of an `MPI_Improbe` from any source, which the protocol
-//! logs like any other, and requests and replies are messages the
-//! sender's log keeps. Where in its calls a target took them is not
-//! logged yet (it probes at every wait, as often as timing makes it), so
-//! a rank whose re-execution makes a window stops the job with one line
-//! instead of answering differently (docs/DESIGN.md says what replay
-//! still needs). `MPI_Win_allocate_shared` (direct loads and stores into
-//! another process's memory, which no log could replay) is not offered.
+//! Under message logging this is replayed exactly: the source each
+//! request came from is the logged match of the target's receive from any
+//! source, and where the target took it is the logged completion of the
+//! test that took it; a re-executing target takes requests exactly there
+//! ([`target`]). Requests and replies are messages the senders' logs keep.
+//! `MPI_Win_allocate_shared` — loads and stores into another process's
+//! memory, which no log sees — is refused under a logging protocol.
 //!
 //! Synchronization ([`sync`]):
 //! * `MPI_Win_fence`: each rank learns how many requests were sent to it
@@ -181,6 +179,10 @@ pub(crate) struct Window {
     /// Locks held, by target.
     locks: std::collections::BTreeMap<usize, Held>,
     // The target side.
+    /// The receive of requests from any source, and its buffer
+    /// ([`target::INBOX_BYTES`], freed after the receive is cancelled).
+    inbox: Request,
+    inbox_buf: Vec<u8>,
     /// Accesses served since the last fence.
     served: u64,
     /// The origins of the exposure epoch `MPI_Win_post` opened.
@@ -209,9 +211,9 @@ pub(crate) fn progress() {
             .map(|i| crate::state::handle_of(USER_WIN_KIND, i))
             .collect()
     });
-    for w in windows {
-        target::serve(w);
-    }
+    // Until a pass serves nothing: the log may say a request of another
+    // window comes next.
+    while windows.iter().fold(false, |any, &w| target::serve(w) | any) {}
     SERVING.store(false, Ordering::Release);
 }
 

@@ -8,7 +8,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::wire::{self, Header, Kind, TAG_REPLY, TAG_REQUEST};
+use super::wire::{self, Header, Kind, TAG_DATA, TAG_REPLY, TAG_REQUEST};
 use super::{check, win_error, with_win};
 use crate::consts::*;
 use crate::state::{DerivedType, STATE};
@@ -281,6 +281,35 @@ pub(super) fn send_request(
     if with_win(h, |w| w.sends.len()).unwrap_or(0) >= SENDS_KEPT {
         super::target::reap(h);
     }
+    if bytes.len() > super::target::INBOX_BYTES {
+        // Too long for the target's inbox: announced there, then whole.
+        send_tagged(
+            h,
+            func,
+            comm,
+            rank,
+            wire::follows_of(bytes.len()),
+            TAG_REQUEST,
+        )?;
+        send_tagged(h, func, comm, rank, bytes, TAG_DATA)?;
+    } else {
+        send_tagged(h, func, comm, rank, bytes, TAG_REQUEST)?;
+    }
+    if access {
+        with_win(h, |w| w.issued[rank] += 1);
+    }
+    Ok(())
+}
+
+/// Send `bytes` to `rank` with `tag`, kept until the send completes.
+fn send_tagged(
+    h: Win,
+    func: &str,
+    comm: Comm,
+    rank: usize,
+    bytes: Vec<u8>,
+    tag: c_int,
+) -> Result<(), c_int> {
     let Ok(len) = c_int::try_from(bytes.len()) else {
         let why = format!("a request of {} bytes (its runs and data)", bytes.len());
         return Err(win_error(h, func, MPI_ERR_COUNT, &why));
@@ -293,18 +322,13 @@ pub(super) fn send_request(
             len,
             MPI_BYTE,
             rank as c_int,
-            TAG_REQUEST,
+            tag,
             comm,
             &mut req,
         )
     };
     check(h, func, rc, "sending a request")?;
-    with_win(h, |w| {
-        w.sends.push((req, bytes));
-        if access {
-            w.issued[rank] += 1;
-        }
-    });
+    with_win(h, |w| w.sends.push((req, bytes)));
     Ok(())
 }
 

@@ -1,74 +1,167 @@
 //! The target side: taking requests from any origin, in the order they
-//! come (an `MPI_Improbe` from any source, which a logging protocol logs
-//! and replays), and applying them to the window's memory.
+//! come, and applying them to the window's memory.
+//!
+//! Each window keeps a receive from any source posted for requests (its
+//! *inbox*). The engine matches it whenever it progresses; a progress
+//! point takes the request with `MPI_Test` once the receive is done — and,
+//! while the rank re-executes logged calls, exactly where the log says the
+//! logged execution did (`vpml::Comm::logged_next_completes_raw`) — then
+//! posts the inbox again. The source the receive matched and the point
+//! where it was taken are both logged outcomes, so a re-execution applies
+//! the same requests in the same order at the same points.
 
 use std::ffi::c_int;
 
-use super::wire::{self, Kind, TAG_REPLY, TAG_REQUEST};
+use super::wire::{self, Kind, TAG_DATA, TAG_REPLY, TAG_REQUEST};
 use super::{Window, with_win};
 use crate::consts::*;
 use crate::types::{CombineOp, fold_packed};
 
-/// Serve every request waiting for window `h`.
-pub(super) fn serve(h: Win) {
-    reap(h);
-    loop {
-        let Some(comm) = with_win(h, |w| w.comm) else {
-            return;
-        };
-        let mut flag: c_int = 0;
-        let mut msg: c_int = 0;
-        let mut st = MpiStatus::default();
-        // SAFETY: out-pointers to locals.
-        let rc = unsafe {
-            crate::p2p::MPI_Improbe(
-                MPI_ANY_SOURCE,
-                TAG_REQUEST,
-                comm,
-                &mut flag,
-                &mut msg,
-                &mut st,
-            )
-        };
-        if rc != MPI_SUCCESS {
-            refuse(h, None, "probing for requests failed");
-        }
-        if flag == 0 {
-            return;
-        }
-        let mut count: c_int = 0;
-        // SAFETY: as above.
-        unsafe { crate::p2p::MPI_Get_count(&st, MPI_BYTE, &mut count) };
-        let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0)];
-        // SAFETY: `bytes` holds the message; the status is ignored.
-        let rc = unsafe {
-            crate::p2p::MPI_Mrecv(
-                bytes.as_mut_ptr().cast(),
-                count,
-                MPI_BYTE,
-                &mut msg,
-                std::ptr::null_mut(),
-            )
-        };
-        let from = usize::try_from(st.source).ok();
-        if rc != MPI_SUCCESS {
-            refuse(h, from, "it could not be received");
-        }
-        apply(h, from.unwrap_or(usize::MAX), &bytes);
+/// Bytes of a window's inbox: a request longer than this comes as a
+/// `Follows` request, and then whole on its own (`TAG_DATA`).
+pub(crate) const INBOX_BYTES: usize = 64 * 1024;
+
+/// Post window `h`'s inbox receive (into its buffer, which stays put
+/// while the window lives).
+pub(super) fn post_inbox(h: Win) -> Result<(), c_int> {
+    let Some((comm, ptr)) = with_win(h, |w| (w.comm, w.inbox_buf.as_mut_ptr())) else {
+        return Ok(());
+    };
+    let mut req: Request = MPI_REQUEST_NULL;
+    // SAFETY: the buffer holds INBOX_BYTES and is freed only with the
+    // window, after the receive was cancelled.
+    let rc = unsafe {
+        crate::p2p::MPI_Irecv(
+            ptr.cast(),
+            INBOX_BYTES as c_int,
+            MPI_BYTE,
+            MPI_ANY_SOURCE,
+            TAG_REQUEST,
+            comm,
+            &mut req,
+        )
+    };
+    with_win(h, |w| w.inbox = req);
+    super::check(
+        h,
+        "MPI one-sided communication",
+        rc,
+        "posting the receive of requests",
+    )
+}
+
+/// Should the inbox of window `h` be taken now?
+fn inbox_ready(h: Win) -> bool {
+    let Some(req) = with_win(h, |w| w.inbox) else {
+        return false;
+    };
+    let Some(id) = super::origin::raw_id(req) else {
+        return false;
+    };
+    let Some(engine) = crate::state::world_comm() else {
+        return false;
+    };
+    match engine.logged_next_completes_raw(id) {
+        Some(logged) => logged,
+        // Past the last logged event, but still re-making sends the peers
+        // already have: the logged execution took no request there (it
+        // would have been logged before the sends that followed), so
+        // neither does this one — a reply sent early would come before
+        // them.
+        None if engine.reexecuting() => false,
+        None => engine.poll_raw(&[Some(id)], true).is_ok_and(|p| p.done),
     }
 }
 
-/// Forget the sends that completed.
+/// Serve the requests waiting for window `h`; whether it served one.
+pub(super) fn serve(h: Win) -> bool {
+    let mut served = false;
+    while inbox_ready(h) {
+        let Some(mut req) = with_win(h, |w| w.inbox) else {
+            return served;
+        };
+        let mut done: c_int = 0;
+        let mut st = MpiStatus::default();
+        // SAFETY: the inbox request and out-pointers to locals.
+        let rc = unsafe { crate::p2p::MPI_Test(&mut req, &mut done, &mut st) };
+        if rc != MPI_SUCCESS {
+            refuse(h, None, "receiving requests failed");
+        }
+        if done == 0 {
+            return served;
+        }
+        let mut count: c_int = 0;
+        // SAFETY: a status of this library.
+        unsafe { crate::p2p::MPI_Get_count(&st, MPI_BYTE, &mut count) };
+        let n = usize::try_from(count).unwrap_or(0).min(INBOX_BYTES);
+        let bytes = with_win(h, |w| w.inbox_buf[..n].to_vec()).unwrap_or_default();
+        if let Err(code) = post_inbox(h) {
+            refuse(
+                h,
+                None,
+                &format!("its inbox could not be posted again (error {code})"),
+            );
+        }
+        reap(h);
+        let from = usize::try_from(st.source).unwrap_or(usize::MAX);
+        match wire::follows(&bytes) {
+            Some(len) => {
+                let whole = receive_whole(h, from, len);
+                apply(h, from, &whole);
+            }
+            None => apply(h, from, &bytes),
+        }
+        served = true;
+    }
+    served
+}
+
+/// The request of `len` bytes that rank `from` sends after a `Follows`.
+fn receive_whole(h: Win, from: usize, len: u64) -> Vec<u8> {
+    let Some(comm) = with_win(h, |w| w.comm) else {
+        return Vec::new();
+    };
+    let Ok(n) = c_int::try_from(len) else {
+        refuse(h, from, &format!("a request of {len} bytes announced"));
+    };
+    let mut whole = vec![0u8; n as usize];
+    // SAFETY: `whole` holds `n` bytes; the status is ignored.
+    let rc = unsafe {
+        crate::p2p::MPI_Recv(
+            whole.as_mut_ptr().cast(),
+            n,
+            MPI_BYTE,
+            from as c_int,
+            TAG_DATA,
+            comm,
+            std::ptr::null_mut(),
+        )
+    };
+    if rc != MPI_SUCCESS {
+        refuse(h, from, "its data could not be received");
+    }
+    whole
+}
+
+/// Forget the sends that completed. Whether one did depends on timing,
+/// so none of this may make a call that takes a call id (a test would):
+/// the engine is asked directly, and a done send completed by `MPI_Wait`,
+/// which takes none.
 pub(super) fn reap(h: Win) {
     let Some(sends) = with_win(h, |w| std::mem::take(&mut w.sends)) else {
         return;
     };
+    let Some(engine) = crate::state::world_comm() else {
+        return;
+    };
     let mut left = Vec::with_capacity(sends.len());
     for (mut req, bytes) in sends {
-        let mut done: c_int = 0;
-        // SAFETY: a request of this window; the status is ignored.
-        let rc = unsafe { crate::p2p::MPI_Test(&mut req, &mut done, std::ptr::null_mut()) };
-        if rc != MPI_SUCCESS || done == 0 {
+        let done = super::origin::raw_id(req)
+            .is_none_or(|id| engine.poll_raw(&[Some(id)], true).is_ok_and(|p| p.done));
+        if done {
+            // SAFETY: a request of this window; the status is ignored.
+            unsafe { crate::p2p::MPI_Wait(&mut req, std::ptr::null_mut()) };
+        } else {
             left.push((req, bytes));
         }
     }
@@ -168,6 +261,7 @@ fn apply(h: Win, from: usize, bytes: &[u8]) {
             None
         }
         Kind::Flush => Some(Vec::new()),
+        Kind::Follows => refuse(h, from, "a request announced inside another"),
         Kind::Complete => {
             with_win(h, |w| {
                 if let Some(n) = w.completed.get_mut(from) {

@@ -79,12 +79,6 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
         owned,
     } = memory;
     let c = crate::state::intra_comm(func, h)?;
-    if c.reexecuting() {
-        crate::threads::stop_reexecution(
-            &c,
-            "one-sided communication (MPI_Win_*) cannot be replayed yet: the points at which a target served other ranks' requests are not logged",
-        );
-    }
     let private = crate::agreement::dup(func, h, &c)?;
     let (rank, size) = (private.rank(), private.size());
     let mut members = private.world_ranks();
@@ -147,6 +141,8 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
         sends: Vec::new(),
         access: None,
         locks: Default::default(),
+        inbox: MPI_REQUEST_NULL,
+        inbox_buf: vec![0; super::target::INBOX_BYTES],
         served: 0,
         exposure: None,
         completed: vec![0; size],
@@ -154,7 +150,9 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
     };
     let i = STATE.with(|s| insert(&mut s.borrow_mut().windows, 0, w));
     LIVE.fetch_add(1, Ordering::Relaxed);
-    Ok(handle_of(USER_WIN_KIND, i))
+    let win = handle_of(USER_WIN_KIND, i);
+    super::target::post_inbox(win)?;
+    Ok(win)
 }
 
 /// The window info keys MPI defines, which a window keeps (others are
@@ -374,6 +372,16 @@ export! {
         }
         if let Err(code) = drain(h, func) {
             return code;
+        }
+        // No request can come any more: the inbox goes.
+        // (Taken out of the window first: the wait below serves, and must
+        // not take the cancelled receive for a request.)
+        let mut inbox = with_win(h, |w| std::mem::replace(&mut w.inbox, MPI_REQUEST_NULL))
+            .unwrap_or(MPI_REQUEST_NULL);
+        // SAFETY: the window's own request, cancelled and completed here.
+        unsafe {
+            crate::p2p::MPI_Cancel(&mut inbox);
+            crate::p2p::MPI_Wait(&mut inbox, std::ptr::null_mut());
         }
         let rc = crate::attr::delete_all(crate::attr::Object::Win, h);
         let w = STATE.with(|s| {

@@ -12,6 +12,8 @@ pub(crate) const TAG_REQUEST: i32 = 1;
 pub(crate) const TAG_REPLY: i32 = 2;
 /// `MPI_Win_post`'s word to each origin of the exposure group.
 pub(crate) const TAG_POST: i32 = 3;
+/// A request too long for the target's inbox, whole, after its `Follows`.
+pub(crate) const TAG_DATA: i32 = 4;
 
 /// What a request asks of its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,8 @@ pub(crate) enum Kind {
     Flush = 8,
     /// The origin's access epoch of `MPI_Win_start` ended.
     Complete = 9,
+    /// A request of `data_len` bytes follows whole, with `TAG_DATA`.
+    Follows = 10,
 }
 
 impl Kind {
@@ -50,6 +54,7 @@ impl Kind {
             7 => Kind::Unlock,
             8 => Kind::Flush,
             9 => Kind::Complete,
+            10 => Kind::Follows,
             _ => return None,
         })
     }
@@ -106,6 +111,24 @@ pub(crate) fn control(kind: Kind, arg: i32) -> Vec<u8> {
         &[],
         &[],
     )
+}
+
+/// The announcement of a request of `len` bytes sent whole after it.
+pub(crate) fn follows_of(len: usize) -> Vec<u8> {
+    let header = Header {
+        kind: Kind::Follows as u32,
+        data_len: len as u64,
+        ..Header::default()
+    };
+    bytemuck::bytes_of(&header).to_vec()
+}
+
+/// If `bytes` announce a request that follows whole, its length.
+pub(crate) fn follows(bytes: &[u8]) -> Option<u64> {
+    let head = bytes.get(..size_of::<Header>())?;
+    let header: Header = bytemuck::pod_read_unaligned(head);
+    (header.kind == Kind::Follows as u32 && bytes.len() == size_of::<Header>())
+        .then_some(header.data_len)
 }
 
 /// Encode a request.
@@ -214,6 +237,14 @@ mod tests {
                 &[2u8; 8][..]
             ))
         );
+    }
+
+    #[test]
+    fn a_long_request_is_announced_with_its_length() {
+        assert_eq!(follows(&follows_of(70_000)), Some(70_000));
+        let put = encode(Kind::Put, Header::default(), &[(0, 4)], &[1; 4], &[]);
+        assert_eq!(follows(&put), None);
+        assert_eq!(follows(&put[..10]), None);
     }
 
     #[test]

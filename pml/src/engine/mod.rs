@@ -247,6 +247,26 @@ impl Engine {
             .or_else(|| self.core.slot(id).map(|s| s.call))
     }
 
+    /// While calls are replayed (the next call comes at or before the last
+    /// logged event): is the next call's logged outcome a completion that
+    /// includes request `id`? `None` past the replay, where the caller
+    /// decides freely.
+    pub(crate) fn logged_next_completes(&self, id: ReqId) -> Option<bool> {
+        let call = self.last_call + 1;
+        if call > self.replay_end {
+            return None;
+        }
+        let Some(created) = self.call_of(id) else {
+            return Some(false);
+        };
+
+        Some(
+            self.protocol
+                .replay_logged_completion(call)
+                .is_some_and(|set| set.contains(&created)),
+        )
+    }
+
     fn next_call(&mut self) -> CallId {
         self.last_call += 1;
         self.last_call

@@ -437,6 +437,16 @@ pub trait Protocol {
         blocking: bool,
     ) -> Result<Replay<Option<(usize, i32)>>>;
 
+    /// The requests (by the calls that created them) whose completion is
+    /// logged as the outcome of call `call`, without answering it: for a
+    /// binding that completes a request at points of its own choosing (the
+    /// MPI C library's one-sided requests), so that a re-execution makes
+    /// that completion call where the logged execution did. `None` when no
+    /// completion is logged for `call`.
+    fn replay_logged_completion(&self, _call: CallId) -> Option<Vec<CallId>> {
+        None
+    }
+
     /// The logged outcome of cancel call `call` of the receive created by
     /// call `request`.
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;

@@ -533,6 +533,12 @@ impl Protocol for Pessimist {
         self.answer_probe(call, spec, blocking)
     }
 
+    fn replay_logged_completion(&self, call: CallId) -> Option<Vec<CallId>> {
+        self.replaying
+            .then(|| self.replay.logged_completion(call))
+            .flatten()
+    }
+
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>> {
         self.answer_cancel(call, request)
     }
