@@ -10,7 +10,7 @@
 #ifdef VPML_MPI_ABI
 /* Not declared by vpml's mpi.h (not implemented), but present in the
    library as a stub, as every MPICH function is. */
-int MPI_Win_fence(int assertion, int win);
+int MPI_Pready(int partition, MPI_Request request);
 #endif
 
 #include "check.h"
@@ -1037,7 +1037,7 @@ static void errors(void) {
     MPI_Get_library_version(lib, &len);
     if (strstr(lib, "vpml") != NULL) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-        rc = MPI_Win_fence(0, 0);
+        rc = MPI_Pready(0, MPI_REQUEST_NULL);
         MPI_Error_class(rc, &cls);
         CHECK(cls == MPI_ERR_UNSUPPORTED_OPERATION, "unsupported %d", cls);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
