@@ -14,6 +14,14 @@
  *   bibw      both ranks send a window at once (MB/s, both directions)
  *   mrate     every rank in a pair (r, r + n/2) runs the bw window: the
  *             messages per second of all pairs together (OSU's mbw_mr)
+ *   put_latency get_latency
+ *             one-sided, ranks 0-1 (OSU's osu_put_latency / osu_get_latency
+ *             with lock/unlock): rank 0 locks rank 1's window, puts or gets
+ *             `bytes`, unlocks; mean time of one such epoch (us), while
+ *             rank 1 waits in a barrier
+ *   put_bw get_bw
+ *             rank 0 locks rank 1's window, puts or gets a window of 64
+ *             messages, unlocks (OSU's osu_put_bw / osu_get_bw) (MB/s)
  *   barrier bcast reduce allreduce gather gatherv scatter scatterv
  *   allgather allgatherv alltoall alltoallv reduce_scatter
  *   reduce_scatter_block scan
@@ -212,6 +220,38 @@ static void point_to_point(char *buf, char **window, long s, MPI_Comm pair) {
     }
 }
 
+/* One-sided, ranks 0 and 1 only (rank 1 is the passive target, waiting
+ * in a barrier meanwhile): put/get latency and bandwidth on `win`, whose
+ * memory at rank 1 holds WINDOW messages of the largest size. */
+static void one_sided(char *buf, long s, MPI_Win win, MPI_Comm pair) {
+    static const char *KINDS[] = {"put_latency", "get_latency", "put_bw", "get_bw"};
+    for (int k = 0; k < 4; k++) {
+        if (!wanted(KINDS[k]) || (k >= 2 && !s)) continue;
+        int get = k % 2, many = k >= 2 ? WINDOW : 1;
+        long iters = clamp(VOLUME / 8 / ((s ? s : 1) * many), 20, 20000), warm = iters / 10 + 1;
+        double t0 = 0;
+        for (int phase = 0; phase < 2; phase++) {
+            long n = phase ? iters : warm;
+            if (rank == 0) {
+                t0 = MPI_Wtime();
+                for (long i = 0; i < n; i++) {
+                    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                    for (int m = 0; m < many; m++) {
+                        if (get) MPI_Get(buf + m * s, s, MPI_BYTE, 1, m * s, s, MPI_BYTE, win);
+                        else MPI_Put(buf + m * s, s, MPI_BYTE, 1, m * s, s, MPI_BYTE, win);
+                    }
+                    MPI_Win_unlock(1, win);
+                }
+            }
+            double secs = rank == 0 ? (MPI_Wtime() - t0) / n : 0;
+            MPI_Barrier(pair);
+            if (!phase) iters = repetitions(iters, secs, pair);
+            else if (k < 2) report(KINDS[k], s, secs * 1e6);
+            else report(KINDS[k], s, (double)s * many / secs / 1e6);
+        }
+    }
+}
+
 /* Every rank in a pair (r, r + n/2), all pairs at once: messages per
  * second over all pairs (an odd last rank sits out). */
 static void multi_pair(char **window, long s) {
@@ -346,6 +386,15 @@ int main(int argc, char **argv) {
     memset(buf, 0, max);
     for (int w = 0; w < 2 * WINDOW; w++) { window[w] = need(malloc(max)); memset(window[w], 1, max); }
     int p2p = wanted("latency") || wanted("bw") || wanted("msgrate") || wanted("bibw");
+    int rma = wanted("put_latency") || wanted("get_latency") || wanted("put_bw") || wanted("get_bw");
+    /* The one-sided tests' window: WINDOW messages of the largest size at
+     * rank 1 (rank 0's buffer holds as many). */
+    MPI_Win win = MPI_WIN_NULL;
+    char *rma_buf = NULL, *rma_mem = NULL;
+    if (rma && rank < 2) {
+        rma_buf = need(calloc(WINDOW, max));
+        MPI_Win_allocate(rank == 1 ? WINDOW * max : 0, 1, MPI_INFO_NULL, pair, &rma_mem, &win);
+    }
     /* 0 B first when asked for, then powers of 4. */
     for (long s = min; s <= max; s = s ? s * 4 : 1) {
         if (p2p) {
@@ -357,7 +406,13 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);
         }
         if (wanted("mrate")) multi_pair(window, s);
+        if (rma) {
+            if (rank < 2) one_sided(rma_buf, s, win, pair);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
     }
+    if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+    free(rma_buf);
     for (long s = min; s <= max; s = s ? s * 4 : 1) {
         collectives(s, max);
     }

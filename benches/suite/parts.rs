@@ -72,9 +72,9 @@ const fn protocol_pingpong(name: &'static str, args: &'static [&'static str]) ->
 pub(crate) const NOCHECKPOINT: &str = "nocheckpoint";
 
 /// Every test of `benches/c/mpi_bench.c` (issue 23's set).
-const ALL_TESTS: &str = "latency,latency_mt,bw,msgrate,bibw,mrate,barrier,bcast,reduce,allreduce,gather,\
-gatherv,scatter,scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,\
-reduce_scatter_block,scan";
+const ALL_TESTS: &str = "latency,latency_mt,bw,msgrate,bibw,mrate,put_latency,get_latency,put_bw,\
+get_bw,barrier,bcast,reduce,allreduce,gather,gatherv,scatter,scatterv,allgather,allgatherv,\
+alltoall,alltoallv,reduce_scatter,reduce_scatter_block,scan";
 /// Its multi-rank tests: the multi-pair message rate and the collectives.
 const MULTI_RANK_TESTS: &str = "mrate,barrier,bcast,reduce,allreduce,gather,gatherv,scatter,\
 scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,reduce_scatter_block,scan";

@@ -299,7 +299,10 @@ fn print_nocheckpoint_of(samples: &[Sample], config: &str) {
 /// The rate metrics of `benches/c/mpi_bench.c` (larger is better); the
 /// others are times.
 fn is_rate(metric: &str) -> bool {
-    matches!(metric, "bw" | "bibw" | "msgrate" | "mrate")
+    matches!(
+        metric,
+        "bw" | "bibw" | "msgrate" | "mrate" | "put_bw" | "get_bw"
+    )
 }
 
 /// vpml's time over the reference's for one row (for a rate, the
