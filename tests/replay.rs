@@ -367,3 +367,39 @@ fn a_rank_replays_under_a_debugger() {
     assert!(stderr.contains("no divergence"), "{stdout}\n{stderr}");
     assert!(stdout.contains("exited normally"), "gdb ran it:\n{stdout}");
 }
+
+/// One-sided communication: every rank of `tests/c/rma.c` (targets of
+/// locked fetch-and-ops, fences, post/wait and accumulates, origins of
+/// every operation) replays alone and takes its requests where the
+/// recording says.
+#[test]
+fn every_rank_of_a_one_sided_c_program_replays_alone_without_divergence() {
+    let _g = serial();
+    let prog = common::mpicc("rma");
+    let dir = Dir::new("rma");
+    let recorded = Command::new(vpml())
+        .args(["run", "-n", "4", "--timeout", "240"])
+        .arg(format!("--record={}", dir.0.display()))
+        .arg(&prog)
+        .arg("no-addresses")
+        .output()
+        .expect("run vpml");
+    assert!(
+        recorded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    assert!(app_lines(&recorded.stdout).starts_with("rma ok "));
+    for rank in 0..4 {
+        let out = replay(&dir.0, rank);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.contains("no divergence"),
+            "replay of rank {rank} failed ({}):\n{stderr}",
+            out.status
+        );
+        if rank == 0 {
+            assert_eq!(app_lines(&out.stdout), app_lines(&recorded.stdout));
+        }
+    }
+}

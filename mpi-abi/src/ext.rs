@@ -17,6 +17,17 @@ use crate::state::{STATE, error};
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn VPMLX_Checkpoint(state: *const c_void, len: usize) -> c_int {
     let _call = crate::threads::enter();
+    if crate::rma::live() {
+        // A window's state (its memory, locks, epochs, the receive its
+        // requests arrive in) is not in a checkpoint, and a restarted rank
+        // could not make it again alone.
+        return error(
+            MPI_COMM_WORLD,
+            "VPMLX_Checkpoint",
+            MPI_ERR_OTHER,
+            "a one-sided window is alive: free every window before taking a checkpoint",
+        );
+    }
     let bytes: &[u8] = if len == 0 || state.is_null() {
         &[]
     } else {

@@ -168,10 +168,12 @@ impl Comm {
     }
 
     /// Should the binding complete request `r` with its next completion
-    /// call? While this process re-executes logged calls, exactly when the
-    /// log says that call completed `r` (`Some(true)`, and `Some(false)`
-    /// otherwise, even if `r` is done); past them, whenever `r` is done
-    /// (`None`: check with [`Comm::poll_raw`]). For requests a binding
+    /// call? While this process re-executes, exactly when the log says
+    /// that call completed `r` (`Some(true)`, and `Some(false)` otherwise,
+    /// even if `r` is done — always `false` past the last logged event,
+    /// while it re-makes sends its peers have: the logged execution would
+    /// have logged such a completion before them); once it has caught up,
+    /// whenever `r` is done (`None`: check with [`Comm::poll_raw`]). For requests a binding
     /// completes at points of its own choosing rather than the program's
     /// (the MPI C library's one-sided requests): the points where it did
     /// are logged as the calls' outcomes, and a re-execution finds them

@@ -289,6 +289,10 @@ impl Protocol for Replayer {
         self.events.end()
     }
 
+    fn replay_logged_completion(&self, call: CallId) -> Option<Vec<CallId>> {
+        self.events.logged_completion(call)
+    }
+
     fn replay_completion(
         &mut self,
         call: CallId,

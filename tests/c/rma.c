@@ -262,6 +262,46 @@ int main(int argc, char **argv) {
     MPI_Win_free(&win);
     MPI_Comm_free(&half);
 
+    /* Two windows at once, and operations longer than a target's inbox
+       (64 KiB): a 96 KiB put and get under fences on one, and on the
+       other a 24 KiB accumulate from every rank into rank 0 under an
+       exclusive lock. */
+    {
+        enum { BIG = 24 * 1024 }; /* ints */
+        int *a = calloc(BIG, sizeof(int)), *b = calloc(BIG / 4, sizeof(int));
+        int *src = malloc(BIG * sizeof(int)), *back = calloc(BIG, sizeof(int));
+        MPI_Win wa, wb;
+        MPI_Win_create(a, BIG * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &wa);
+        MPI_Win_create(b, BIG / 4 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &wb);
+        for (int i = 0; i < BIG; i++) src[i] = rank * 100000 + i;
+        MPI_Win_fence(0, wa);
+        MPI_Put(src, BIG, MPI_INT, right, 0, BIG, MPI_INT, wa);
+        MPI_Win_fence(0, wa);
+        int wrong = 0;
+        for (int i = 0; i < BIG; i++) wrong += a[i] != left * 100000 + i;
+        CHECK(wrong == 0, "96 KiB put: %d ints wrong", wrong);
+        MPI_Get(back, BIG, MPI_INT, right, 0, BIG, MPI_INT, wa);
+        MPI_Win_fence(0, wa);
+        wrong = 0;
+        for (int i = 0; i < BIG; i++) wrong += back[i] != rank * 100000 + i;
+        CHECK(wrong == 0, "96 KiB get: %d ints wrong", wrong);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wb);
+        MPI_Accumulate(src, BIG / 4, MPI_INT, 0, 0, BIG / 4, MPI_INT, MPI_SUM, wb);
+        MPI_Win_unlock(0, wb);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            wrong = 0;
+            for (int i = 0; i < BIG / 4; i++) wrong += b[i] != 100000 * n * (n - 1) / 2 + n * i;
+            CHECK(wrong == 0, "24 KiB accumulates: %d ints wrong", wrong);
+        }
+        MPI_Win_free(&wb);
+        MPI_Win_free(&wa);
+        free(a);
+        free(b);
+        free(src);
+        free(back);
+    }
+
     /* A dynamic window: memory attached, addressed by its address (not
        with "no-addresses": the addresses a restarted process sends differ
        from the ones it sent before, which recovery rightly refuses). */

@@ -6,9 +6,9 @@
 //! point takes the request with `MPI_Test` once the receive is done — and,
 //! while the rank re-executes logged calls, exactly where the log says the
 //! logged execution did (`vpml::Comm::logged_next_completes_raw`) — then
-//! posts the inbox again. The source the receive matched and the point
-//! where it was taken are both logged outcomes, so a re-execution applies
-//! the same requests in the same order at the same points.
+//! posts the inbox again. The source the receive matched and the call
+//! that took it are both logged outcomes, so a re-execution applies the
+//! same requests in the same order between the same calls.
 
 use std::ffi::c_int;
 
@@ -63,22 +63,17 @@ fn inbox_ready(h: Win) -> bool {
     };
     match engine.logged_next_completes_raw(id) {
         Some(logged) => logged,
-        // Past the last logged event, but still re-making sends the peers
-        // already have: the logged execution took no request there (it
-        // would have been logged before the sends that followed), so
-        // neither does this one — a reply sent early would come before
-        // them.
-        None if engine.reexecuting() => false,
         None => engine.poll_raw(&[Some(id)], true).is_ok_and(|p| p.done),
     }
 }
 
-/// Serve the requests waiting for window `h`; whether it served one.
-pub(super) fn serve(h: Win) -> bool {
-    let mut served = false;
-    while inbox_ready(h) {
+/// Serve the requests waiting for window `h`, `most` at most; whether it
+/// served one.
+pub(super) fn serve(h: Win, most: usize) -> bool {
+    let mut served = 0;
+    while served < most && inbox_ready(h) {
         let Some(mut req) = with_win(h, |w| w.inbox) else {
-            return served;
+            return served > 0;
         };
         let mut done: c_int = 0;
         let mut st = MpiStatus::default();
@@ -88,7 +83,7 @@ pub(super) fn serve(h: Win) -> bool {
             refuse(h, None, "receiving requests failed");
         }
         if done == 0 {
-            return served;
+            return served > 0;
         }
         let mut count: c_int = 0;
         // SAFETY: a status of this library.
@@ -111,9 +106,9 @@ pub(super) fn serve(h: Win) -> bool {
             }
             None => apply(h, from, &bytes),
         }
-        served = true;
+        served += 1;
     }
-    served
+    served > 0
 }
 
 /// The request of `len` bytes that rank `from` sends after a `Follows`.
@@ -144,10 +139,16 @@ fn receive_whole(h: Win, from: usize, len: u64) -> Vec<u8> {
 }
 
 /// Forget the sends that completed. Whether one did depends on timing,
-/// so none of this may make a call that takes a call id (a test would):
+/// so none of this may make a call that takes a call id (a test would),
+/// nor serve requests (a progress point a re-execution might not have):
 /// the engine is asked directly, and a done send completed by `MPI_Wait`,
-/// which takes none.
+/// which takes none, with serving held off.
 pub(super) fn reap(h: Win) {
+    super::without_serving(|| reap_serving_nothing(h));
+}
+
+/// [`reap`], its waits serving nothing.
+fn reap_serving_nothing(h: Win) {
     let Some(sends) = with_win(h, |w| std::mem::take(&mut w.sends)) else {
         return;
     };

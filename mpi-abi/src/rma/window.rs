@@ -275,7 +275,10 @@ pub(super) fn await_given(h: Win, func: &str) -> Result<(), c_int> {
 }
 
 /// Wait for the sends of window `h` in flight, and its replies to come.
+/// Always a progress point (whether anything is left to wait for depends
+/// on timing; whether requests are served here must not).
 pub(super) fn drain(h: Win, func: &str) -> Result<(), c_int> {
+    super::progress();
     await_given(h, func)?;
     let (mut replies, sends) = with_win(h, |w| {
         (std::mem::take(&mut w.replies), std::mem::take(&mut w.sends))
@@ -378,10 +381,27 @@ export! {
         // not take the cancelled receive for a request.)
         let mut inbox = with_win(h, |w| std::mem::replace(&mut w.inbox, MPI_REQUEST_NULL))
             .unwrap_or(MPI_REQUEST_NULL);
-        // SAFETY: the window's own request, cancelled and completed here.
+        let mut st = MpiStatus::default();
+        let mut cancelled: c_int = 1;
+        // SAFETY: the window's own request, cancelled and completed here;
+        // out-pointers to locals.
         unsafe {
             crate::p2p::MPI_Cancel(&mut inbox);
-            crate::p2p::MPI_Wait(&mut inbox, std::ptr::null_mut());
+            crate::p2p::MPI_Wait(&mut inbox, &mut st);
+            crate::p2p::MPI_Test_cancelled(&st, &mut cancelled);
+        }
+        if cancelled == 0 {
+            // A request nobody will answer: its origin broke MPI's rules
+            // (an operation after the epochs were closed).
+            return win_error(
+                h,
+                func,
+                MPI_ERR_RMA_SYNC,
+                &format!(
+                    "a request from rank {} came after every epoch on the window was closed",
+                    st.source
+                ),
+            );
         }
         let rc = crate::attr::delete_all(crate::attr::Object::Win, h);
         let w = STATE.with(|s| {

@@ -247,14 +247,18 @@ impl Engine {
             .or_else(|| self.core.slot(id).map(|s| s.call))
     }
 
-    /// While calls are replayed (the next call comes at or before the last
-    /// logged event): is the next call's logged outcome a completion that
-    /// includes request `id`? `None` past the replay, where the caller
+    /// While this process re-executes: is the next call's logged outcome a
+    /// completion that includes request `id`? (`false` past the last
+    /// logged event.) `None` once it has caught up, where the caller
     /// decides freely.
     pub(crate) fn logged_next_completes(&self, id: ReqId) -> Option<bool> {
         let call = self.last_call + 1;
         if call > self.replay_end {
-            return None;
+            // Past the last logged event but still re-making sends the
+            // peers have: the logged execution completed no such request
+            // there (it would have been logged before the sends that
+            // followed), so neither may this one.
+            return self.reexecuting().then_some(false);
         }
         let Some(created) = self.call_of(id) else {
             return Some(false);
