@@ -219,7 +219,9 @@ export! {
                 usize::try_from(rank).ok().and_then(|r| seg.parts.get(r))
             };
             let &(off, bytes, unit) = part.ok_or((MPI_ERR_RANK, format!("invalid rank {rank}")))?;
-            Ok((seg.map.as_ptr() as usize + off, bytes, unit))
+            // A part of no bytes has no address (MPI 4.0).
+            let base = if bytes == 0 { 0 } else { seg.map.as_ptr() as usize + off };
+            Ok((base, bytes, unit))
         });
         match found {
             Some(Ok((base, bytes, unit))) => {
