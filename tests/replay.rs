@@ -389,7 +389,12 @@ fn every_rank_of_a_one_sided_c_program_replays_alone_without_divergence() {
         "{}",
         String::from_utf8_lossy(&recorded.stderr)
     );
-    assert!(app_lines(&recorded.stdout).starts_with("rma ok "));
+    assert!(
+        app_lines(&recorded.stdout).starts_with("rma ok "),
+        "{}{}",
+        app_lines(&recorded.stdout),
+        String::from_utf8_lossy(&recorded.stderr)
+    );
     for rank in 0..4 {
         let out = replay(&dir.0, rank);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,8 +8,8 @@
  *     if (VPMLX_Restarted(&st, &n)) { ... resume from st ... }
  *     for (...) { ...; if (step % 100 == 0) VPMLX_Checkpoint(&st, sizeof st); }
  *
- * Call VPMLX_Checkpoint where no request is in flight and no one-sided
- * window is alive (it fails otherwise). Without a
+ * Call VPMLX_Checkpoint where no request is in flight and, under a
+ * protocol, no one-sided window is alive (it fails otherwise). Without a
  * protocol it saves nothing and VPMLX_Restarted returns 0. */
 #ifndef VPML_EXT_H
 #define VPML_EXT_H

@@ -9,15 +9,21 @@ use crate::state::{STATE, error};
 
 /// `VPMLX_Checkpoint(state, len)`: save `len` bytes at `state` as this
 /// rank's checkpoint (with vpml's own state). Call it where no request is
-/// in flight. Returns `MPI_SUCCESS` (also without a protocol, where it
-/// saves nothing).
+/// in flight and, under a protocol, no one-sided window is alive. Returns
+/// `MPI_SUCCESS` (also without a protocol, where it saves nothing).
 ///
 /// # Safety
 /// `state` points to `len` readable bytes (or `len` is 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn VPMLX_Checkpoint(state: *const c_void, len: usize) -> c_int {
     let _call = crate::threads::enter();
-    if crate::rma::live() {
+    let logging = STATE.with(|s| {
+        s.borrow()
+            .world
+            .as_ref()
+            .is_some_and(|w| w.comm().protocol() != "none")
+    });
+    if logging && crate::rma::live() {
         // A window's state (its memory, locks, epochs, the receive its
         // requests arrive in) is not in a checkpoint, and a restarted rank
         // could not make it again alone.

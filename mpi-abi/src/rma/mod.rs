@@ -216,17 +216,17 @@ pub(crate) fn progress() {
     // of another window comes next. Otherwise one pass, each window a few
     // requests at most, so that a target under steady traffic still gets
     // back to the call that brought it here.
-    let replaying = crate::state::world_comm().is_some_and(|w| w.reexecuting());
-    let most = if replaying {
-        usize::MAX
-    } else {
-        SERVED_PER_PASS
-    };
-    while windows
-        .iter()
-        .fold(false, |any, &w| target::serve(w, most) | any)
-        && replaying
-    {}
+    let replaying = || crate::state::world_comm().is_some_and(|w| w.reexecuting());
+    loop {
+        let again = replaying();
+        let most = if again { usize::MAX } else { SERVED_PER_PASS };
+        let served = windows
+            .iter()
+            .fold(false, |any, &w| target::serve(w, most) | any);
+        if !(served && again) {
+            break;
+        }
+    }
     SERVING.store(false, Ordering::Release);
 }
 

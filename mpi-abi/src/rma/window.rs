@@ -385,25 +385,31 @@ export! {
         let mut cancelled: c_int = 1;
         // SAFETY: the window's own request, cancelled and completed here;
         // out-pointers to locals.
-        unsafe {
+        let waited = unsafe {
             crate::p2p::MPI_Cancel(&mut inbox);
-            crate::p2p::MPI_Wait(&mut inbox, &mut st);
-            crate::p2p::MPI_Test_cancelled(&st, &mut cancelled);
+            crate::p2p::MPI_Wait(&mut inbox, &mut st)
+        };
+        if waited == MPI_SUCCESS {
+            // SAFETY: a status written by the wait.
+            unsafe { crate::p2p::MPI_Test_cancelled(&st, &mut cancelled) };
         }
-        if cancelled == 0 {
+        // The window goes whatever happened; the first error is returned.
+        let mut rc = MPI_SUCCESS;
+        if waited != MPI_SUCCESS {
+            rc = win_error(h, func, waited, "withdrawing the receive of requests");
+        } else if cancelled == 0 {
             // A request nobody will answer: its origin broke MPI's rules
             // (an operation after the epochs were closed).
-            return win_error(
-                h,
-                func,
-                MPI_ERR_RMA_SYNC,
-                &format!(
-                    "a request from rank {} came after every epoch on the window was closed",
-                    st.source
-                ),
+            let why = format!(
+                "a request from rank {} came after every epoch on the window was closed",
+                st.source
             );
+            rc = win_error(h, func, MPI_ERR_RMA_SYNC, &why);
         }
-        let rc = crate::attr::delete_all(crate::attr::Object::Win, h);
+        let deleted = crate::attr::delete_all(crate::attr::Object::Win, h);
+        if rc == MPI_SUCCESS {
+            rc = deleted;
+        }
         let w = STATE.with(|s| {
             let mut s = s.borrow_mut();
             s.windows.get_mut(slot_of(h, USER_WIN_KIND)?)?.take()
