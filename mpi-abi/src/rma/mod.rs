@@ -56,9 +56,31 @@ mod wire;
 /// in the library, serving requests meanwhile.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-/// Set while requests are served (a call made while serving does not serve
-/// again).
+/// Set while a thread serves requests, or waits without serving (a call
+/// made meanwhile, by it or — under `MPI_THREAD_MULTIPLE`, while it waits
+/// without the call lock — by another thread, does not serve). Only the
+/// thread that set it clears it ([`Serving`]).
 static SERVING: AtomicBool = AtomicBool::new(false);
+
+/// [`SERVING`], held: cleared when dropped.
+struct Serving;
+
+impl Serving {
+    /// Take [`SERVING`] if no one holds it. (Made only on success: a
+    /// `Serving` dropped clears the flag.)
+    fn claim() -> Option<Serving> {
+        SERVING
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| Serving)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.store(false, Ordering::Release);
+    }
+}
 
 /// Another rank's part of a window, as it told at creation.
 #[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -202,9 +224,12 @@ pub(crate) fn live() -> bool {
 /// A progress point: serve the requests that reached this process's
 /// windows. Called by every wait in the library.
 pub(crate) fn progress() {
-    if !live() || SERVING.swap(true, Ordering::Acquire) {
+    if !live() {
         return;
     }
+    let Some(_serving) = Serving::claim() else {
+        return;
+    };
     let windows: Vec<Win> = STATE.with(|s| {
         let s = s.borrow();
         (0..s.windows.len())
@@ -227,7 +252,6 @@ pub(crate) fn progress() {
             break;
         }
     }
-    SERVING.store(false, Ordering::Release);
 }
 
 /// Requests a progress point takes from one window at most (once caught
@@ -239,10 +263,9 @@ const SERVED_PER_PASS: usize = 64;
 /// sends that happen to be done), which must not add progress points a
 /// re-execution would not have.
 fn without_serving<R>(f: impl FnOnce() -> R) -> R {
-    let was = SERVING.swap(true, Ordering::Acquire);
-    let r = f();
-    SERVING.store(was, Ordering::Release);
-    r
+    // Held by this thread already (serving), or by another: nothing to do.
+    let _held = Serving::claim();
+    f()
 }
 
 /// Does every member of communicator `h` share a live window with this
@@ -319,5 +342,22 @@ fn check(h: Win, func: &str, rc: c_int, doing: &str) -> Result<(), c_int> {
         Ok(())
     } else {
         Err(win_error(h, func, rc, doing))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_claim_leaves_the_serving_flag_to_its_holder() {
+        let held = Serving::claim();
+        assert!(held.is_some());
+        // A second claim fails, and must not clear the holder's flag.
+        assert!(Serving::claim().is_none());
+        assert!(SERVING.load(Ordering::Acquire));
+        drop(held);
+        assert!(!SERVING.load(Ordering::Acquire));
+        assert!(Serving::claim().is_some());
     }
 }
