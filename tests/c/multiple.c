@@ -14,6 +14,8 @@
      rank 0 duplicates two communicators from two threads at once while
      the other ranks duplicate them one after the other, in the opposite
      order.
+   - Threads put and flush on one window at once, each into its own slots
+     of every rank, under one lock_all (MPICH's threads/rma/multirma).
    Every result is checked against the value it must have; rank 0 prints
    "multiple ok <checks>" or FAIL lines. Built with `vpml mpicc` or MPICH's
    mpicc.mpich. */
@@ -151,6 +153,23 @@ static void *creator(void *arg) {
 }
 
 /* Rank 0's threads: duplicate comms[id] (ids 0 and 1 at once). */
+/* One-sided from several threads at once: thread t puts into slot
+   (origin * THREADS + t) of every rank's window and flushes each put. */
+static MPI_Win win;
+static int *slots;
+
+static void *putter(void *arg) {
+    int t = (int)(long)arg;
+    for (int round = 1; round <= 10; round++) {
+        for (int r = 0; r < size; r++) {
+            int v = 1000 * round + rank * THREADS + t;
+            MPI_Put(&v, 1, MPI_INT, r, rank * THREADS + t, 1, MPI_INT, win);
+            MPI_Win_flush(r, win);
+        }
+    }
+    return NULL;
+}
+
 static MPI_Comm dups[2];
 
 static void *dupper(void *arg) {
@@ -215,6 +234,15 @@ int main(int argc, char **argv) {
         if (idx >= 0 && idx < THREADS) seen |= 1 << idx;
     }
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+
+    MPI_Win_allocate(size * THREADS * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &slots, &win);
+    MPI_Win_lock_all(0, win);
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, putter, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < size * THREADS; i++) CHECK(slots[i] == 10000 + i, "slot %d holds %d", i, slots[i]);
+    MPI_Win_free(&win);
 
     for (int t = 0; t < THREADS; t++) MPI_Comm_free(&comms[t]);
     long fails = failed, total_fails = 0, total_checks = 0, mine = checks;
