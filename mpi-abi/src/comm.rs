@@ -1,7 +1,7 @@
 //! Communicators: rank and size, dup, split, free, compare, error
 //! handlers, and intercommunicators (create, merge, remote group).
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{c_char, c_int};
 
 use crate::consts::*;
 use crate::state::{
@@ -282,13 +282,10 @@ export! {
     }
 
     fn MPI_Comm_set_name / PMPI_Comm_set_name(h: Comm, name: *const c_char) -> c_int {
-        if name.is_null() {
+        // SAFETY: null or a NUL-terminated string (caller contract).
+        let Some(text) = (unsafe { crate::env::object_name(name) }) else {
             return error(h, "MPI_Comm_set_name", MPI_ERR_ARG, "null name");
-        }
-        // SAFETY: a NUL-terminated string (caller contract).
-        let text = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-        // Names longer than MPI_MAX_OBJECT_NAME - 1 are cut, as MPICH does.
-        let text: String = text.chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        };
         let set = STATE.with(|s| match comm_slot(h).and_then(|i| s.borrow_mut().comms.get_mut(i)?.as_mut().map(|e| e.name = Some(text))) {
             Some(()) => true,
             None => false,

@@ -721,6 +721,29 @@ pub(crate) fn hostname() -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// The name a program gives an object (`MPI_Comm_set_name`,
+/// `MPI_Type_set_name`, `MPI_Win_set_name`), cut to
+/// `MPI_MAX_OBJECT_NAME - 1` bytes at a character boundary, as MPICH cuts
+/// names; `None` for a null pointer.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+pub(crate) unsafe fn object_name(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    let mut name = unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned();
+    let mut end = name.len().min(MPI_MAX_OBJECT_NAME - 1);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    Some(name)
+}
+
 /// Copy `text` into a C string of at most `max` chars (with its NUL) and
 /// its length into `len`.
 ///

@@ -11,7 +11,7 @@
 //! `MPI_ORDER_FORTRAN`), each row of the fastest dimension as one run, and
 //! give the type the whole array's extent from 0, as MPI defines them.
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 use crate::consts::*;
 use crate::env::{counted, ints, make_type, old_type};
@@ -295,14 +295,10 @@ export! {
         if crate::types::info(dt).is_none() {
             return error(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_TYPE, "invalid datatype");
         }
-        if name.is_null() {
+        // SAFETY: null or a C string (caller contract).
+        let Some(text) = (unsafe { crate::env::object_name(name) }) else {
             return error(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_ARG, "null name");
-        }
-        // SAFETY: a C string (caller contract).
-        let mut text = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-        while text.len() > MAX_NAME {
-            text.pop();
-        }
+        };
         STATE.with(|s| s.borrow_mut().type_names.insert(dt, text));
         MPI_SUCCESS
     }

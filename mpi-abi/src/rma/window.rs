@@ -2,7 +2,7 @@
 //! attached memory, `MPI_Win_free`, and what a program may ask of a window
 //! (group, name, info, attributes, error handler).
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 
 use super::{
@@ -291,12 +291,6 @@ pub(super) fn drain(h: Win, func: &str) -> Result<(), c_int> {
     r
 }
 
-/// The string of a C string argument, or `None` for null.
-fn c_string(p: *const c_char) -> Option<String> {
-    // SAFETY: a NUL-terminated string (caller contract).
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
-
 export! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, h: Comm, out: *mut Win) -> c_int {
         let func = "MPI_Win_create";
@@ -436,13 +430,10 @@ export! {
     }
 
     fn MPI_Win_set_name / PMPI_Win_set_name(h: Win, name: *const c_char) -> c_int {
-        let mut name = c_string(name).unwrap_or_default();
-        // At most MPI_MAX_OBJECT_NAME - 1 bytes, cut at a character.
-        let mut end = name.len().min(MPI_MAX_OBJECT_NAME - 1);
-        while !name.is_char_boundary(end) {
-            end -= 1;
-        }
-        name.truncate(end);
+        // SAFETY: null or a NUL-terminated string (caller contract).
+        let Some(name) = (unsafe { crate::env::object_name(name) }) else {
+            return win_error(h, "MPI_Win_set_name", MPI_ERR_ARG, "null name");
+        };
         match with_win(h, |w| w.name = name) {
             Some(()) => MPI_SUCCESS,
             None => win_error(h, "MPI_Win_set_name", MPI_ERR_WIN, "invalid window"),
