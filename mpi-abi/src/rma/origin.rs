@@ -367,6 +367,20 @@ fn completed(h: Win, out: Option<*mut Request>) -> c_int {
     }
 }
 
+/// The return of an operation that gave `r`: the receive of its reply
+/// (kept, or given to the program), none (complete at once: its data was
+/// copied, or nothing moves), or an error code.
+fn finish(h: Win, r: Result<Option<Request>, c_int>, out: Option<*mut Request>) -> c_int {
+    match r {
+        Ok(Some(req)) => {
+            keep_or_give(h, req, out);
+            MPI_SUCCESS
+        }
+        Ok(None) => completed(h, out),
+        Err(code) => code,
+    }
+}
+
 /// `MPI_Put` and `MPI_Rput`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn put(
@@ -386,10 +400,7 @@ fn put(
         let bytes = wire::encode(Kind::Put, p.header, &p.runs, &data, &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)
     })();
-    match r {
-        Ok(()) => completed(h, out),
-        Err(code) => code,
-    }
+    finish(h, r.map(|()| None), out)
 }
 
 /// `MPI_Get` and `MPI_Rget`.
@@ -411,14 +422,7 @@ fn get(
         send_request(h, func, p.comm, p.rank, bytes, true)?;
         expect_reply(h, func, &p, addr, count, dt).map(Some)
     })();
-    match r {
-        Ok(Some(req)) => {
-            keep_or_give(h, req, out);
-            MPI_SUCCESS
-        }
-        Ok(None) => completed(h, out),
-        Err(code) => code,
-    }
+    finish(h, r, out)
 }
 
 /// `MPI_Accumulate` and `MPI_Raccumulate`.
@@ -443,10 +447,7 @@ fn accumulate(
         let bytes = wire::encode(Kind::Accumulate, p.header, &p.runs, &data, &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)
     })();
-    match r {
-        Ok(()) => completed(h, out),
-        Err(code) => code,
-    }
+    finish(h, r.map(|()| None), out)
 }
 
 /// The origin's data and the result buffer of `MPI_Get_accumulate`.
@@ -507,14 +508,7 @@ fn fetch(
         send_request(h, func, p.comm, p.rank, bytes, true)?;
         expect_reply(h, func, &p, f.result, f.result_count, f.result_dt).map(Some)
     })();
-    match r {
-        Ok(Some(req)) => {
-            keep_or_give(h, req, out);
-            MPI_SUCCESS
-        }
-        Ok(None) => completed(h, out),
-        Err(code) => code,
-    }
+    finish(h, r, out)
 }
 
 /// The target of an operation, from MPI's arguments.
