@@ -14,7 +14,8 @@
 //! * `tests/c/rma.c` uses one-sided communication: killed at each of its
 //!   sends, it must still pass its checks (a fetch-and-op counter whose
 //!   increments depend on the values fetched); with its dynamic window,
-//!   which sends addresses, a kill must stop the job with one line.
+//!   which sends addresses, or once it made a shared-memory window, a kill
+//!   must stop the job with one line.
 //! * `tests/c/diverge.c` is not piecewise deterministic (its messages
 //!   carry the process id): recovery must refuse it with one line.
 //!
@@ -314,8 +315,9 @@ fn recovery_of_one_sided_communication_is_exact_after_a_kill_at_each_send() {
     // post/wait; rank 1 an origin of every operation and a target in a
     // receive, a test loop and an allreduce. The dynamic window is left
     // out: it sends addresses, which differ in a restarted process (see
-    // the next test).
-    exact_after_a_kill_at_each_send_with("rma", &["no-addresses"], &[0, 1], 40);
+    // the next test); so are shared-memory windows, which no log can
+    // replay (see the test after it).
+    exact_after_a_kill_at_each_send_with("rma", &["no-addresses", "no-shared"], &[0, 1], 40);
 }
 
 #[test]
@@ -350,6 +352,41 @@ fn recovery_of_a_program_that_sends_addresses_stops_the_job_with_one_line() {
         }
     }
     assert!(stopped > 0, "no kill landed after the addresses were sent");
+}
+
+#[test]
+fn recovery_of_a_rank_that_made_a_shared_memory_window_stops_the_job_with_one_line() {
+    // Loads and stores into a shared window's memory are in no log: a rank
+    // restarted after it made one cannot re-execute it, and the job stops
+    // saying so; a kill before the window is made recovers exactly.
+    let _g = serial();
+    let prog = mpicc("rma");
+    let args = ["shared-only"];
+    let want = text(&job(&[], &prog, &args).stdout);
+    assert!(want.starts_with("rma ok "), "{want}");
+    let (mut stopped, mut exact) = (0, 0);
+    for n in 1.. {
+        let kill = format!("1@point:send.after_frame#{n}");
+        let out = job(&["--inject-failure".into(), kill.clone()], &prog, &args);
+        let stderr = text(&out.stderr);
+        if restarts(&stderr) == 0 {
+            break;
+        }
+        if out.status.code() == Some(70) {
+            assert_eq!(
+                stderr.matches("re-executes MPI_Win_allocate_shared").count(),
+                1,
+                "kill {kill}: {stderr}"
+            );
+            assert!(!text(&out.stdout).contains("rma ok"), "kill {kill}");
+            stopped += 1;
+        } else {
+            assert!(out.status.success(), "kill {kill}: {stderr}");
+            assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
+            exact += 1;
+        }
+    }
+    assert!(stopped > 0 && exact > 0, "{stopped} stopped, {exact} exact");
 }
 
 #[test]

@@ -7,8 +7,10 @@
 //! window travel as on any other.
 //!
 //! Those loads and stores reach another process's memory without a
-//! message, so no log holds them: under a logging protocol the window is
-//! refused with `MPI_ERR_RMA_SHARED`, saying why.
+//! message, so no log holds them. Under a logging protocol the window is
+//! made all the same, but a process that re-executes a rank (restarted
+//! after a crash, or replayed alone) cannot make it again: exact or loud,
+//! the job stops there with one line, as for a divergence.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,12 +146,11 @@ fn allocate_shared(
     out: *mut Win,
 ) -> Result<(), c_int> {
     let c = crate::state::intra_comm(func, h)?;
-    if c.protocol() != "none" {
-        let why = format!(
-            "loads and stores into another process's memory reach it without a message, so --protocol {} cannot log or replay them",
-            c.protocol()
+    if c.reexecuting() {
+        crate::threads::stop_reexecution(
+            &c,
+            "it re-executes MPI_Win_allocate_shared: loads and stores into shared memory pass no message, so no log holds them to replay",
         );
-        return Err(error(h, func, MPI_ERR_RMA_SHARED, &why));
     }
     let len = usize::try_from(len)
         .map_err(|_| error(h, func, MPI_ERR_SIZE, &format!("negative size {len}")))?;
