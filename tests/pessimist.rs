@@ -133,7 +133,7 @@ fn job_id(stderr: &str) -> String {
 
 fn run(n: usize, args: &[String], program: &str, prog_args: &[&str]) -> Output {
     Command::new(vpml())
-        .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+        .args(["run", "-v", "-n", &n.to_string(), "--timeout", "120"])
         .args(args)
         .arg(example(program))
         .args(prog_args)

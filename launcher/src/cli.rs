@@ -93,6 +93,12 @@ pub struct RunArgs {
     /// Print each rank's counters (engine and protocol) at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Say how the job is set up before it starts: its id, the protocol's
+    /// event loggers and logs, the MPI library a C program runs on.
+    /// (Without it a job prints only what its ranks print, and what goes
+    /// wrong.)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Record the job for `vpml replay` (implies the pessimist protocol):
     /// keep sender logs, events and checkpoints in DIR (`--record=DIR`;
     /// plain `--record`: a new directory under

@@ -94,11 +94,11 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         })?;
     let plan = inject::plan(args)?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token, &plan, tx.clone())?;
-    if args.protocol != "none" || args.stats {
+    if args.verbose || args.stats {
         eprintln!("vpml run: job {job_id}, {}", protocol.info);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run")?;
+    let mpi = mpi_abi_dir(args.mpi_abi, &program, &job_id, "vpml run", args.verbose)?;
     // The job-wide part of every rank's JobConfig: the engine's and the
     // protocol's settings (the user's knobs among them read here).
     let user = EngineSettings::user_knobs_from_env().map_err(Error::Settings)?;

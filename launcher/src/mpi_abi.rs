@@ -16,6 +16,7 @@ pub(crate) fn mpi_abi_dir(
     program: &Path,
     job_id: &str,
     who: &str,
+    verbose: bool,
 ) -> Result<Option<PathBuf>, Error> {
     // A substring search (SIMD) over the file: no ELF parsing needed, and
     // fast enough that the job's start does not notice it.
@@ -33,7 +34,7 @@ pub(crate) fn mpi_abi_dir(
         source: Box::new(e),
     })?;
     // Named by our pid, so that the next run removes it if we are killed.
-    protocol::remove_stale_dirs(&std::env::temp_dir(), MPI_LINKS_PREFIX);
+    protocol::remove_stale_dirs(&std::env::temp_dir(), MPI_LINKS_PREFIX, verbose);
     let links =
         std::env::temp_dir().join(format!("{MPI_LINKS_PREFIX}{}-{job_id}", std::process::id()));
     std::fs::create_dir_all(&links).map_err(Error::io(&links))?;
@@ -42,11 +43,13 @@ pub(crate) fn mpi_abi_dir(
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&lib, &link).map_err(Error::io(&link))?;
     }
-    eprintln!(
-        "{who}: {} runs on vpml's MPI library ({})",
-        program.display(),
-        lib.display()
-    );
+    if verbose {
+        eprintln!(
+            "{who}: {} runs on vpml's MPI library ({})",
+            program.display(),
+            lib.display()
+        );
+    }
     Ok(Some(links))
 }
 
@@ -59,7 +62,7 @@ pub fn mpi_abi_setup(
     program: &Path,
     name: &str,
 ) -> Result<Option<PathBuf>, Error> {
-    let dir = mpi_abi_dir(false, program, name, "vpml replay")?;
+    let dir = mpi_abi_dir(false, program, name, "vpml replay", false)?;
     if let Some(dir) = &dir {
         cmd.env("LD_LIBRARY_PATH", loader_path_with(dir));
     }

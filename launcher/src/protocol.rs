@@ -142,7 +142,7 @@ impl ProtocolSetup {
         let (root, mut remove_dirs) = match &args.log_dir {
             Some(d) => (absolute(d), Vec::new()),
             None => {
-                let d = default_log_root(job_id);
+                let d = default_log_root(job_id, args.verbose);
                 (d.clone(), vec![d])
             }
         };
@@ -153,7 +153,7 @@ impl ProtocolSetup {
             (Some(d), _) => Some(absolute(d)),
             (None, Some(_)) => None,
             (None, None) => {
-                let d = default_spill_root(job_id);
+                let d = default_spill_root(job_id, args.verbose);
                 remove_dirs.push(d.clone());
                 Some(d)
             }
@@ -405,14 +405,14 @@ const TEMP_SPILL_PREFIX: &str = "vpml-spill-";
 /// to a disk would throttle every large send), else the temporary
 /// directory. Directories left by launchers that were killed are removed
 /// first.
-fn default_log_root(job_id: &str) -> PathBuf {
+fn default_log_root(job_id: &str, verbose: bool) -> PathBuf {
     let base = Path::new("/dev/shm");
     let base = if base.is_dir() {
         base.to_path_buf()
     } else {
         std::env::temp_dir()
     };
-    remove_stale_dirs(&base, TEMP_LOG_PREFIX);
+    remove_stale_dirs(&base, TEMP_LOG_PREFIX, verbose);
     base.join(format!("{TEMP_LOG_PREFIX}{}-{job_id}", std::process::id()))
 }
 
@@ -421,7 +421,7 @@ fn default_log_root(job_id: &str) -> PathBuf {
 /// disk), else /var/tmp (a disk by convention, where /tmp may be memory).
 /// Named after this host too: `$TMPDIR` may be shared by hosts, and only
 /// this host's launcher processes can be told dead or alive.
-fn default_spill_root(job_id: &str) -> PathBuf {
+fn default_spill_root(job_id: &str, verbose: bool) -> PathBuf {
     let base = match std::env::var_os("TMPDIR") {
         Some(t) if !t.is_empty() => PathBuf::from(t),
         _ if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
@@ -430,7 +430,7 @@ fn default_spill_root(job_id: &str) -> PathBuf {
     let host = rustix::system::uname();
     let host = host.nodename().to_string_lossy();
     let prefix = format!("{TEMP_SPILL_PREFIX}{host}-");
-    remove_stale_dirs(&base, &prefix);
+    remove_stale_dirs(&base, &prefix, verbose);
     base.join(format!("{prefix}{}-{job_id}", std::process::id()))
 }
 
@@ -448,8 +448,8 @@ fn warn_if_memory(dir: &Path) {
 }
 
 /// Remove the `<prefix><pid>-*` directories in `base` whose launcher no
-/// longer runs (it was killed with SIGKILL), and say so.
-pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
+/// longer runs (it was killed with SIGKILL), and say so if `verbose`.
+pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str, verbose: bool) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
@@ -472,10 +472,11 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str) {
         );
         if !alive {
             match std::fs::remove_dir_all(e.path()) {
-                Ok(()) => eprintln!(
+                Ok(()) if verbose => eprintln!(
                     "vpml: removed {}, left by a launcher that was killed",
                     e.path().display()
                 ),
+                Ok(()) => {}
                 Err(err) => tracing::warn!("cannot remove stale {}: {err}", e.path().display()),
             }
         }
