@@ -122,6 +122,8 @@ typedef int (MPI_Grequest_cancel_function)(void *, int);
 #define MPI_LONG_LONG      MPI_LONG_LONG_INT
 #define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000819)
 #define MPI_PACKED         ((MPI_Datatype)0x4c00010f)
+#define MPI_LB             ((MPI_Datatype)0x4c000010)
+#define MPI_UB             ((MPI_Datatype)0x4c000011)
 #define MPI_FLOAT_INT      ((MPI_Datatype)0x8c000000)
 #define MPI_DOUBLE_INT     ((MPI_Datatype)0x8c000001)
 #define MPI_LONG_INT       ((MPI_Datatype)0x8c000002)
@@ -421,6 +423,12 @@ int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int o
 int PMPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype datatype, MPI_Comm comm);
 int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
 int PMPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position);
+int PMPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position);
+int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int PMPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int MPI_Pack_external_size(const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size);
+int PMPI_Pack_external_size(const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
 int PMPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
 int MPI_Type_create_indexed_block(int count, int blocklength, const int displs[], MPI_Datatype oldtype, MPI_Datatype *newtype);
@@ -895,6 +903,7 @@ enum MPIR_Win_model { MPI_WIN_SEPARATE = 1, MPI_WIN_UNIFIED = 2 };
 #define MPI_ERR_RMA_ATTACH   56
 #define MPI_ERR_RMA_SHARED   57
 #define MPI_ERR_RMA_FLAVOR   58
+#define MPI_ERR_CONVERSION   23
 typedef int (MPI_Win_copy_attr_function)(MPI_Win, int, void *, void *, void *, int *);
 typedef int (MPI_Win_delete_attr_function)(MPI_Win, int, void *, void *);
 typedef void (MPI_Win_errhandler_function)(MPI_Win *, int *, ...);

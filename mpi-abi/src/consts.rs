@@ -37,6 +37,7 @@ pub const MPI_ERR_INTERN: c_int = 16;
 pub const MPI_ERR_IN_STATUS: c_int = 17;
 pub const MPI_ERR_PENDING: c_int = 18;
 pub const MPI_ERR_REQUEST: c_int = 19;
+pub const MPI_ERR_CONVERSION: c_int = 23;
 pub const MPI_ERR_INFO: c_int = 28;
 pub const MPI_ERR_INFO_KEY: c_int = 29;
 pub const MPI_ERR_INFO_VALUE: c_int = 30;
@@ -144,6 +145,9 @@ pub const MPI_LONG_DOUBLE: Datatype = 0x4c00_100c;
 pub const MPI_LONG_LONG_INT: Datatype = 0x4c00_0809;
 pub const MPI_UNSIGNED_LONG_LONG: Datatype = 0x4c00_0819;
 pub const MPI_PACKED: Datatype = 0x4c00_010f;
+/// MPI-1's bound markers (removed in MPI 3.0; MPICH keeps them).
+pub const MPI_LB: Datatype = 0x4c00_0010;
+pub const MPI_UB: Datatype = 0x4c00_0011;
 pub const MPI_2INT: Datatype = 0x4c00_0816;
 pub const MPI_INT8_T: Datatype = 0x4c00_0137;
 pub const MPI_INT16_T: Datatype = 0x4c00_0238;

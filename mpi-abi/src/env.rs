@@ -31,6 +31,7 @@ pub(crate) fn error_text(code: c_int) -> &'static str {
         MPI_ERR_IN_STATUS => "error code is in status",
         MPI_ERR_PENDING => "pending request",
         MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_CONVERSION => "error in data conversion",
         MPI_ERR_INFO => "invalid info object",
         MPI_ERR_INFO_KEY => "invalid info key",
         MPI_ERR_INFO_VALUE => "invalid info value",
@@ -514,6 +515,7 @@ export! {
             let mut o = old_type(old)?;
             o.lb = lb;
             o.extent = extent;
+            o.bounds = (crate::state::Bound::Marker, crate::state::Bound::Marker);
             Ok(o)
         });
         crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_RESIZED, ints: vec![], addrs: vec![lb, extent], types: vec![old] })

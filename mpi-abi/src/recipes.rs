@@ -60,6 +60,61 @@ fn derived(dt: Datatype) -> bool {
     slot_of(dt, USER_TYPE_KIND).is_some()
 }
 
+/// The combiner, integer arguments and datatypes of derived type `dt`'s
+/// recipe; `None` for a predefined (or invalid) type.
+pub(crate) fn recipe_of(dt: Datatype) -> Option<(c_int, Vec<c_int>, Vec<Datatype>)> {
+    STATE.with(|s| {
+        let s = s.borrow();
+        let r = s.recipes.made.get(&dt)?;
+        Some((r.combiner, r.ints.clone(), r.types.clone()))
+    })
+}
+
+/// Runs of the basic elements of one element of `dt`, in type-map (and
+/// packed) order: `(what, how many)`, where `leaf` says what one element
+/// of a predefined type is made of. Every constructor but
+/// `MPI_Type_create_struct` repeats one type (as many of its elements as
+/// the bytes say); a struct's recipe lists its parts. Adjacent equal runs
+/// merge, so a vector of a million doubles is one run.
+pub(crate) fn expand<T: Copy + PartialEq>(
+    dt: Datatype,
+    leaf: &impl Fn(Datatype) -> Result<Vec<(T, usize)>, String>,
+) -> Result<Vec<(T, usize)>, String> {
+    let Some((combiner, ints, types)) = recipe_of(dt) else {
+        return leaf(dt);
+    };
+    let size = |t| crate::types::info(t).map(|i| i.size).ok_or("invalid datatype");
+    let mut runs = Vec::new();
+    let mut repeat = |part: &[(T, usize)], n: usize| {
+        let mut push = |what: T, k: usize| match runs.last_mut() {
+            _ if k == 0 => {}
+            Some((w, c)) if *w == what => *c += k,
+            _ => runs.push((what, k)),
+        };
+        if let [(what, k)] = part[..] {
+            push(what, k * n);
+        } else {
+            for _ in 0..n {
+                for &(what, k) in part {
+                    push(what, k);
+                }
+            }
+        }
+    };
+    if combiner == MPI_COMBINER_STRUCT {
+        for (i, &t) in types.iter().enumerate() {
+            let blocklen = ints.get(i + 1).map_or(0, |&b| usize::try_from(b).unwrap_or(0));
+            repeat(&expand(t, leaf)?, blocklen);
+        }
+    } else if let [old] = types[..] {
+        let per = size(old)?;
+        if per > 0 {
+            repeat(&expand(old, leaf)?, size(dt)? / per);
+        }
+    }
+    Ok(runs)
+}
+
 /// After a constructor returned `rc`: on success, record the recipe of
 /// the type written to `*new`. Returns `rc`.
 pub(crate) fn record(rc: c_int, new: *mut Datatype, recipe: impl FnOnce() -> Recipe) -> c_int {

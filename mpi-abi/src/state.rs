@@ -178,6 +178,23 @@ pub(crate) struct DerivedType {
     pub per: usize,
     /// Alignment of the largest predefined type inside (struct padding).
     pub align: usize,
+    /// What made the lower and the upper bound.
+    pub bounds: (Bound, Bound),
+}
+
+/// Where a datatype's bound comes from, which decides whether it stays a
+/// bound of the types built from it (MPI's "sticky" markers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The data's extreme: a type built from it takes the extreme of all
+    /// its parts' data.
+    Data,
+    /// A marker (`MPI_LB`, `MPI_UB`, or a resize, subarray or darray):
+    /// it overrides the data's bounds in the types built from it.
+    Marker,
+    /// None (`MPI_LB` has no upper bound, `MPI_UB` no lower one, an empty
+    /// type neither).
+    Absent,
 }
 
 /// A user reduction (`MPI_Op_create`).

@@ -99,6 +99,7 @@ fn array_type(
     t.lb = 0;
     t.extent = extent;
     t.align = old.align;
+    t.bounds = (crate::state::Bound::Marker, crate::state::Bound::Marker);
     Ok(t)
 }
 
@@ -160,7 +161,7 @@ fn owned(
 }
 
 /// MPI's name of predefined datatype `dt`.
-fn predefined_name(dt: Datatype) -> Option<&'static str> {
+pub(crate) fn predefined_name(dt: Datatype) -> Option<&'static str> {
     Some(match dt {
         MPI_CHAR => "MPI_CHAR",
         MPI_SIGNED_CHAR => "MPI_SIGNED_CHAR",
@@ -194,7 +195,8 @@ fn predefined_name(dt: Datatype) -> Option<&'static str> {
         MPI_UINT32_T => "MPI_UINT32_T",
         MPI_UINT64_T => "MPI_UINT64_T",
         MPI_C_BOOL => "MPI_C_BOOL",
-        MPI_C_FLOAT_COMPLEX => "MPI_C_FLOAT_COMPLEX",
+        // The same handle as MPI_C_COMPLEX, MPI's name for it.
+        MPI_C_FLOAT_COMPLEX => "MPI_C_COMPLEX",
         MPI_C_DOUBLE_COMPLEX => "MPI_C_DOUBLE_COMPLEX",
         MPI_C_LONG_DOUBLE_COMPLEX => "MPI_C_LONG_DOUBLE_COMPLEX",
         MPI_CXX_BOOL => "MPI_CXX_BOOL",
@@ -222,6 +224,10 @@ fn predefined_name(dt: Datatype) -> Option<&'static str> {
         MPI_INTEGER2 => "MPI_INTEGER2",
         MPI_INTEGER4 => "MPI_INTEGER4",
         MPI_INTEGER8 => "MPI_INTEGER8",
+        MPI_REAL16 => "MPI_REAL16",
+        MPI_COMPLEX32 => "MPI_COMPLEX32",
+        MPI_LB => "MPI_LB",
+        MPI_UB => "MPI_UB",
         _ => return None,
     })
 }

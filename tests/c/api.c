@@ -673,6 +673,39 @@ static void packing(void) {
           "Pack of nothing from a null buffer");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
+    /* external32: the same bytes, each number big-endian; a struct of an
+       int, a padded double and a short; unpacked back whole. */
+    struct { int i; double x; short s; } rec[2] = {{0x01020304, 1.5, 0x0a0b}, {-2, -0.25, 7}}, back[2];
+    MPI_Datatype rec_t, rec_parts[3] = {MPI_INT, MPI_DOUBLE, MPI_SHORT};
+    int rec_lens[3] = {1, 1, 1};
+    MPI_Aint rec_at[3] = {0, 8, 16};
+    MPI_Type_create_struct(3, rec_lens, rec_at, rec_parts, &rec_t);
+    MPI_Type_commit(&rec_t);
+    MPI_Aint ext_size = -1, ext_pos = 0, ext_in = 0;
+    MPI_Pack_external_size("external32", 2, rec_t, &ext_size);
+    CHECK(ext_size == 28, "Pack_external_size %ld", (long)ext_size);
+    unsigned char ext[64];
+    MPI_Pack_external("external32", rec, 2, rec_t, ext, sizeof ext, &ext_pos);
+    CHECK(ext_pos == 28 && ext[0] == 1 && ext[3] == 4 && ext[4] == 0x3f && ext[5] == 0xf8 && ext[12] == 0x0a && ext[13] == 0x0b,
+          "Pack_external bytes %02x %02x %02x %02x at %ld", ext[0], ext[3], ext[4], ext[12], (long)ext_pos);
+    memset(back, 0, sizeof back);
+    MPI_Unpack_external("external32", ext, ext_pos, &ext_in, back, 2, rec_t);
+    CHECK(ext_in == 28 && back[0].i == rec[0].i && back[0].x == 1.5 && back[0].s == 0x0a0b && back[1].i == -2 && back[1].x == -0.25 && back[1].s == 7,
+          "Unpack_external %d %g %d at %ld", back[1].i, back[1].x, back[1].s, (long)ext_in);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    ext_pos = 0;
+    CHECK(MPI_Pack_external("native", rec, 1, rec_t, ext, sizeof ext, &ext_pos) != MPI_SUCCESS, "Pack_external of 'native'");
+    /* long is 4 bytes in external32: a larger value does not fit. */
+    long longs[2] = {-2, 1L << 40};
+    int ext_class = -1;
+    MPI_Error_class(MPI_Pack_external("external32", longs, 2, MPI_LONG, ext, sizeof ext, &ext_pos), &ext_class);
+    CHECK(ext_class == MPI_ERR_CONVERSION && ext_pos == 0, "Pack_external of a long past 32 bits: class %d", ext_class);
+    MPI_Pack_external("external32", longs, 1, MPI_LONG, ext, sizeof ext, &ext_pos);
+    CHECK(ext_pos == 4 && ext[0] == 0xff && ext[3] == 0xfe, "Pack_external of a long: %ld bytes", (long)ext_pos);
+    CHECK(MPI_Pack_external("external32", rec, 2, rec_t, ext, 20, &ext_pos) != MPI_SUCCESS, "Pack_external past the end");
+    MPI_Type_free(&rec_t);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+
     /* Blocks at given places: elements 4-5 and 0-1; bytes 8 and 32. */
     int at_el[2] = {4, 0};
     MPI_Aint at_b[2] = {8, 32};

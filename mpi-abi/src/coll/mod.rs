@@ -276,6 +276,7 @@ impl VBlocks<'_> {
                     base: None,
                     per: 1,
                     align: 1,
+                    bounds: (crate::state::Bound::Data, crate::state::Bound::Data),
                 };
                 (std::borrow::Cow::Owned(t), self.size as isize)
             }

@@ -190,6 +190,9 @@ fn count_of(
         // but an empty one, which holds none (as MPICH counts).
         return Ok((bytes == 0).then_some(0));
     }
+    if elements && t.base.is_none() {
+        return elements_of_mixed(func, dt, bytes, t.size as u64);
+    }
     let unit = if elements {
         (t.size / t.per) as u64
     } else {
@@ -205,4 +208,41 @@ fn count_of(
         .is_multiple_of(unit)
         .then(|| Count::try_from(bytes / unit * basic).ok())
         .flatten())
+}
+
+/// The basic elements a predefined type's element holds: (bytes of each,
+/// how many) — a pair type's value and index are two.
+fn basic_elements(dt: Datatype) -> Result<Vec<(usize, usize)>, String> {
+    Ok(match dt {
+        MPI_FLOAT_INT | MPI_2INT | MPI_2INTEGER | MPI_2REAL => vec![(4, 2)],
+        MPI_DOUBLE_INT | MPI_LONG_INT => vec![(8, 1), (4, 1)],
+        MPI_SHORT_INT => vec![(2, 1), (4, 1)],
+        MPI_LONG_DOUBLE_INT => vec![(16, 1), (4, 1)],
+        MPI_2DOUBLE_PRECISION => vec![(8, 2)],
+        _ => match crate::types::predefined_size(dt) {
+            Some(0) => Vec::new(),
+            Some(n) => vec![(n, 1)],
+            None => return Err("invalid datatype".into()),
+        },
+    })
+}
+
+/// `MPI_Get_elements` for a datatype of several basic types (a struct):
+/// the basic elements of the whole elements in `bytes`, then of the type
+/// map's prefix that the rest fills; `None` if it ends inside one.
+fn elements_of_mixed(func: &str, dt: Datatype, bytes: u64, size: u64) -> Result<Option<Count>, c_int> {
+    let runs = crate::recipes::expand(dt, &basic_elements)
+        .map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, &why))?;
+    let per: u64 = runs.iter().map(|&(_, k)| k as u64).sum();
+    let (whole, mut rest) = (bytes / size, bytes % size);
+    let mut n = whole * per;
+    for &(unit, k) in &runs {
+        let taken = (rest / unit as u64).min(k as u64);
+        n += taken;
+        rest -= taken * unit as u64;
+        if taken < k as u64 {
+            break;
+        }
+    }
+    Ok((rest == 0).then(|| Count::try_from(n).ok()).flatten())
 }

@@ -4,7 +4,7 @@
 use std::ffi::c_int;
 
 use crate::consts::*;
-use crate::state::{DerivedType, STATE, slot_of};
+use crate::state::{Bound, DerivedType, STATE, slot_of};
 
 /// What a datatype handle stands for.
 #[derive(Clone, Copy)]
@@ -76,6 +76,7 @@ pub(crate) fn padded_pair(dt: Datatype) -> Option<DerivedType> {
         } else {
             extent as usize / 2
         },
+        bounds: (Bound::Data, Bound::Data),
     })
 }
 
@@ -121,13 +122,19 @@ pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
         return Some(t);
     }
     if let Some(size) = predefined_size(dt) {
+        let bounds = match dt {
+            MPI_LB => (Bound::Marker, Bound::Absent),
+            MPI_UB => (Bound::Absent, Bound::Marker),
+            _ => (Bound::Data, Bound::Data),
+        };
         return Some(DerivedType {
-            blocks: vec![(0, size)],
+            blocks: if size > 0 { vec![(0, size)] } else { Vec::new() },
             lb: 0,
             extent: size as isize,
             base: Some(dt),
             per: 1,
             align: predefined_align(dt, size),
+            bounds,
         });
     }
     let i = slot_of(dt, USER_TYPE_KIND)?;
@@ -164,7 +171,10 @@ pub(crate) fn info(dt: Datatype) -> Option<TypeInfo> {
 #[derive(Default)]
 pub(crate) struct Builder {
     blocks: Vec<(isize, usize)>,
-    bounds: Option<(isize, isize)>,
+    /// The lowest and highest bound of the parts' data, and of their
+    /// markers (which win: see [`Bound`]).
+    data: (Option<isize>, Option<isize>),
+    markers: (Option<isize>, Option<isize>),
     base: Option<Option<Datatype>>,
     per: usize,
     align: usize,
@@ -173,7 +183,7 @@ pub(crate) struct Builder {
 impl Builder {
     /// One element of `old` at byte displacement `disp`.
     pub(crate) fn place(&mut self, old: &DerivedType, disp: isize) {
-        for &(off, len) in &old.blocks {
+        for &(off, len) in old.blocks.iter().filter(|b| b.1 > 0) {
             let at = disp + off;
             match self.blocks.last_mut() {
                 Some((o, l)) if *o + *l as isize == at => *l += len,
@@ -181,10 +191,18 @@ impl Builder {
             }
         }
         let (lo, hi) = (disp + old.lb, disp + old.lb + old.extent);
-        self.bounds = Some(match self.bounds {
-            Some((a, b)) => (a.min(lo), b.max(hi)),
-            None => (lo, hi),
-        });
+        let lowest = |b: &mut Option<isize>| *b = Some(b.map_or(lo, |b| b.min(lo)));
+        match old.bounds.0 {
+            Bound::Data => lowest(&mut self.data.0),
+            Bound::Marker => lowest(&mut self.markers.0),
+            Bound::Absent => {}
+        }
+        let highest = |b: &mut Option<isize>| *b = Some(b.map_or(hi, |b| b.max(hi)));
+        match old.bounds.1 {
+            Bound::Data => highest(&mut self.data.1),
+            Bound::Marker => highest(&mut self.markers.1),
+            Bound::Absent => {}
+        }
         self.base = Some(match self.base {
             None => old.base,
             Some(b) if b == old.base => b,
@@ -195,13 +213,20 @@ impl Builder {
     }
 
     /// The datatype; `pad` rounds the extent up to the alignment of the
-    /// largest type inside (as C pads a struct).
+    /// largest type inside (as C pads a struct), unless an upper-bound
+    /// marker sets it. A bound with neither markers nor data is 0.
     pub(crate) fn build(self, pad: bool) -> DerivedType {
-        let (lb, ub) = self.bounds.unwrap_or((0, 0));
+        let pick = |marker: Option<isize>, data: Option<isize>| match (marker, data) {
+            (Some(m), _) => (m, Bound::Marker),
+            (None, Some(d)) => (d, Bound::Data),
+            (None, None) => (0, Bound::Absent),
+        };
+        let (lb, lb_kind) = pick(self.markers.0, self.data.0);
+        let (ub, ub_kind) = pick(self.markers.1, self.data.1);
         let mut extent = ub - lb;
-        if pad && self.align > 1 {
+        if pad && self.align > 1 && ub_kind != Bound::Marker {
             let a = self.align as isize;
-            extent = (extent + a - 1) / a * a;
+            extent = (extent + a - 1).div_euclid(a) * a;
         }
         DerivedType {
             blocks: self.blocks,
@@ -210,6 +235,7 @@ impl Builder {
             base: self.base.flatten(),
             per: self.per,
             align: self.align.max(1),
+            bounds: (lb_kind, ub_kind),
         }
     }
 }
@@ -305,6 +331,7 @@ mod tests {
             base: None,
             per: 1,
             align: 1,
+            bounds: (Bound::Data, Bound::Data),
         }
     }
 
