@@ -187,6 +187,17 @@ fn one_sided_communication_passes_its_checks_built_with_mpich() {
     one_sided_checks_pass(Compiler::Mpich);
 }
 
+/// `tests/c/part.c`: MPI 4.0's partitioned communication.
+#[test]
+fn partitioned_communication_passes_its_checks_built_with_vpml_mpicc() {
+    c_checks_pass("part", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn partitioned_communication_passes_its_checks_built_with_mpich() {
+    c_checks_pass("part", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/session.c`: MPI 4.0's sessions, without `MPI_Init`.
 #[test]
 fn sessions_start_mpi_without_mpi_init_built_with_vpml_mpicc() {

@@ -16,6 +16,9 @@
 //!   increments depend on the values fetched); with its dynamic window,
 //!   which sends addresses, or once it made a shared-memory window, a kill
 //!   must stop the job with one line.
+//! * `tests/c/part.c` uses partitioned communication, its sends depending
+//!   on `MPI_Parrived`'s outcomes: killed at each of its sends, it must
+//!   still pass its checks.
 //! * `tests/c/diverge.c` is not piecewise deterministic (its messages
 //!   carry the process id): recovery must refuse it with one line.
 //!
@@ -318,6 +321,14 @@ fn recovery_of_one_sided_communication_is_exact_after_a_kill_at_each_send() {
     // the next test); so are shared-memory windows, which no log can
     // replay (see the test after it).
     exact_after_a_kill_at_each_send_with("rma", &["no-addresses", "no-shared"], &[0, 1], 40);
+}
+
+#[test]
+fn recovery_of_partitioned_communication_is_exact_after_a_kill_at_each_send() {
+    // Each rank's next sends depend on how many MPI_Parrived calls found
+    // its receive incomplete: a restarted rank must replay those outcomes
+    // for what it says it sent to match what arrived.
+    exact_after_a_kill_at_each_send("part", &[1, 2], 20);
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub(crate) enum Persistent {
     P2p(PersistentOp),
     /// A persistent collective (`MPI_Bcast_init` …).
     Collective(PersistentCollective),
+    /// `MPI_Psend_init`, `MPI_Precv_init`.
+    Partitioned(crate::p2p::Partitioned),
 }
 
 /// A persistent collective: laid out again, as its nonblocking twin, at

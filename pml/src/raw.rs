@@ -24,6 +24,13 @@ pub type RawRequest = crate::engine::ReqId;
 pub use crate::collective::Transfer;
 pub use crate::engine::{OutsideSleep, Waker};
 
+/// The tag a partitioned message with the program's `tag` (0 or more)
+/// carries on the collective context: below zero, apart from every
+/// collective's.
+fn partitioned_tag(tag: i32) -> i32 {
+    -1 - tag
+}
+
 /// What one [`Comm::poll_raw`] saw.
 #[derive(Debug, Clone, Copy)]
 pub struct Polled {
@@ -75,6 +82,54 @@ impl Comm {
         len: usize,
     ) -> Result<RawRequest> {
         let spec = self.spec(source.into(), tag)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
+    }
+
+    /// Start sending `len` bytes at `ptr` to `dest` in this communicator's
+    /// space for partitioned messages (MPI 4.0's `MPI_Psend_init`): they
+    /// travel on the collective context with tags below zero, which no
+    /// collective uses, so that a partitioned send matches partitioned
+    /// receives only ([`Comm::irecv_partitioned_raw`]).
+    ///
+    /// # Safety
+    /// As [`Comm::isend_raw`].
+    pub unsafe fn isend_partitioned_raw(
+        &self,
+        dest: usize,
+        tag: i32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<RawRequest> {
+        let dest = self.check_dest(dest, tag)?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.engine.borrow_mut().start_send_lean(
+                dest,
+                partitioned_tag(tag),
+                self.collective_context(),
+                ptr,
+                len,
+                false,
+            )
+        }
+    }
+
+    /// Start receiving up to `len` bytes into `ptr` from `source`'s
+    /// partitioned send with `tag` ([`Comm::isend_partitioned_raw`]).
+    ///
+    /// # Safety
+    /// As [`Comm::irecv_raw`].
+    pub unsafe fn irecv_partitioned_raw(
+        &self,
+        source: usize,
+        tag: i32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<RawRequest> {
+        let mut spec = self.spec(Source::Rank(source), tag)?;
+        spec.tag = Some(partitioned_tag(tag));
+        spec.context = self.collective_context();
         // SAFETY: the caller's contract.
         unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
     }

@@ -44,6 +44,13 @@ impl Status {
     pub fn tag(&self) -> i32 {
         self.tag
     }
+    /// The same status under the tag the program gave (for bindings that
+    /// carry a message under another tag, as partitioned communication
+    /// does).
+    pub fn with_tag(mut self, tag: i32) -> Self {
+        self.tag = tag;
+        self
+    }
     /// Number of bytes received (for a truncated message, the bytes stored).
     pub fn len(&self) -> usize {
         self.len

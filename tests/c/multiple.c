@@ -16,6 +16,9 @@
      order.
    - Threads put and flush on one window at once, each into its own slots
      of every rank, under one lock_all (MPICH's threads/rma/multirma).
+   - Partitioned communication: threads fill and mark their partitions
+     while the main thread already waits for the send, and poll
+     MPI_Parrived on the receive (MPICH's threads/part/parrived_wait).
    Every result is checked against the value it must have; rank 0 prints
    "multiple ok <checks>" or FAIL lines. Built with `vpml mpicc` or MPICH's
    mpicc.mpich. */
@@ -170,6 +173,47 @@ static void *putter(void *arg) {
     return NULL;
 }
 
+/* Partitioned: thread t owns partitions 2t and 2t+1 of 8 (4 ints each). */
+static int part_out[32], part_in[32];
+static MPI_Request part_send, part_recv;
+
+static void *marker(void *arg) {
+    int t = (int)(long)arg;
+    for (int i = 8 * t; i < 8 * t + 8; i++) part_out[i] = 100 * rank + i;
+    MPI_Pready_range(2 * t, 2 * t + 1, part_send);
+    return NULL;
+}
+
+static void *arrival(void *arg) {
+    int t = (int)(long)arg, left = (rank + size - 1) % size, flag = 0;
+    while (!flag) MPI_Parrived(part_recv, 2 * t + 1, &flag);
+    for (int i = 8 * t; i < 8 * t + 8; i++)
+        CHECK(part_in[i] == 100 * left + i, "partition of thread %d: in[%d] = %d", t, i, part_in[i]);
+    return NULL;
+}
+
+static void partitioned(void) {
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Psend_init(part_out, 8, 4, MPI_INT, right, 21, MPI_COMM_WORLD, MPI_INFO_NULL, &part_send);
+    MPI_Precv_init(part_in, 8, 4, MPI_INT, left, 21, MPI_COMM_WORLD, MPI_INFO_NULL, &part_recv);
+    pthread_t th[2 * THREADS];
+    for (int round = 0; round < 5; round++) {
+        MPI_Start(&part_recv);
+        MPI_Start(&part_send);
+        for (long t = 0; t < THREADS; t++) {
+            pthread_create(&th[t], NULL, marker, (void *)t);
+            pthread_create(&th[THREADS + t], NULL, arrival, (void *)t);
+        }
+        /* Waits while the markers may not have marked yet. */
+        MPI_Wait(&part_send, MPI_STATUS_IGNORE);
+        for (int t = 0; t < 2 * THREADS; t++) pthread_join(th[t], NULL);
+        MPI_Wait(&part_recv, MPI_STATUS_IGNORE);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Request_free(&part_send);
+    MPI_Request_free(&part_recv);
+}
+
 static MPI_Comm dups[2];
 
 static void *dupper(void *arg) {
@@ -243,6 +287,8 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < size * THREADS; i++) CHECK(slots[i] == 10000 + i, "slot %d holds %d", i, slots[i]);
     MPI_Win_free(&win);
+
+    partitioned();
 
     for (int t = 0; t < THREADS; t++) MPI_Comm_free(&comms[t]);
     long fails = failed, total_fails = 0, total_checks = 0, mine = checks;

@@ -37,6 +37,9 @@ export! {
                         release(&mut s.types, t, USER_TYPE_KIND);
                     }
                 }
+                Some(crate::state::Persistent::Partitioned(p)) => {
+                    release(&mut s.types, p.datatype(), USER_TYPE_KIND);
+                }
                 None => {}
             }
             if let Some(a) = e.active {

@@ -140,6 +140,29 @@ fn complete_with(
     {
         return r;
     }
+    // A partitioned send completes once MPI_Pready marked all its
+    // partitions: until then a test finds it pending, and a wait needs
+    // another thread to mark them.
+    let unready = super::partitioned::any_unready(hs);
+    if unready {
+        match call {
+            Call::WaitAll | Call::WaitAny | Call::WaitSome if crate::threads::multiple() => {
+                crate::threads::wait_until(|| !super::partitioned::any_unready(hs));
+            }
+            Call::WaitAll | Call::WaitAny | Call::WaitSome => {
+                let why = "a partitioned send's partitions are not all marked ready (MPI_Pready), and no other thread can mark them while this one waits";
+                return Err(error(super::comm_of(hs[0]), func, MPI_ERR_REQUEST, why));
+            }
+            Call::Test | Call::TestAll => {
+                let pending = Outcome::Completed {
+                    count: 0,
+                    error: None,
+                };
+                return Ok((pending, super::comm_of(hs[0])));
+            }
+            Call::TestAny | Call::TestSome => {}
+        }
+    }
     // The requests as the engine knows them, the operations on
     // MPI_PROC_NULL, and a communicator to run the call on (any active
     // request's: they share one engine).
@@ -177,7 +200,17 @@ fn complete_with(
     let (comm, engine, first_proc_null) =
         looked_up.map_err(|()| error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "invalid request"))?;
     if engine.is_none() && first_proc_null.is_none() {
-        return Ok((Outcome::Inactive, comm));
+        // (A partitioned send still waiting for its partitions is not
+        // inactive: nothing completed.)
+        let outcome = if unready && matches!(call, Call::TestAny | Call::TestSome) {
+            Outcome::Completed {
+                count: 0,
+                error: None,
+            }
+        } else {
+            Outcome::Inactive
+        };
+        return Ok((outcome, comm));
     }
     // Operations on MPI_PROC_NULL are complete: the "any" calls take the
     // first, the "some" calls take them all and only test the others.
@@ -255,8 +288,14 @@ fn complete_with(
                     else {
                         continue;
                     };
-                    // In the numbering of the request's communicator.
+                    // In the numbering of the request's communicator,
+                    // with the program's tag (a partitioned message
+                    // travels under another).
                     let st = a.finish()?;
+                    let st = match e.persistent.as_deref() {
+                        Some(crate::state::Persistent::Partitioned(p)) => st.with_tag(p.tag()),
+                        _ => st,
+                    };
                     // Received data of a non-contiguous datatype goes to
                     // the C buffer.
                     if let Some(m) = &e.staging {

@@ -8,7 +8,7 @@
 //!
 //! The bindings are split by job, and re-exported here: blocking sends
 //! and receives (`blocking`), nonblocking ones (`nonblocking`), persistent
-//! requests (`persistent`), the wait/test family (`wait_test`, on the
+//! requests (`persistent`), partitioned ones (`partitioned`), the wait/test family (`wait_test`, on the
 //! request bookkeeping of `completion`), cancel and free (`cancel`), probes
 //! and status queries (`probe`). This module holds what they share:
 //! argument conversions, status writing, starting an operation, request
@@ -28,6 +28,7 @@ mod completion;
 mod greq;
 mod matched;
 mod nonblocking;
+mod partitioned;
 mod persistent;
 mod probe;
 mod wait_test;
@@ -37,6 +38,7 @@ pub use cancel::*;
 pub use greq::*;
 pub use matched::*;
 pub use nonblocking::*;
+pub use partitioned::*;
 pub use persistent::*;
 pub use probe::*;
 pub use wait_test::*;

@@ -96,6 +96,7 @@ export! {
         enum What {
             P2p(PersistentOp),
             Collective(vpml::Comm, u32, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
+            Partitioned,
         }
         let found = STATE.with(|s| {
             let s = s.borrow();
@@ -103,6 +104,7 @@ export! {
             let what = match e.persistent.as_deref()? {
                 Persistent::P2p(op) => What::P2p(op.clone()),
                 Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lane, pc.lay.clone()),
+                Persistent::Partitioned(_) => What::Partitioned,
             };
             Some((e.comm, what, e.active.is_some() || e.proc_null))
         });
@@ -115,6 +117,7 @@ export! {
         let op = match what {
             What::P2p(op) => op,
             What::Collective(on, lane, lay) => return crate::coll::start_persistent(h, c, &on, lane, &*lay),
+            What::Partitioned => return super::partitioned::start(h).unwrap_or(MPI_ERR_REQUEST),
         };
         if op.buffered {
             // As MPI_Bsend: the message is copied and sent in the
