@@ -48,8 +48,8 @@ fn build_with(name: &str, compiler: Compiler, flags: &[&str]) -> Option<PathBuf>
         .output()
     {
         Ok(o) if o.status.success() => Some(out),
-        Ok(o) if matches!(compiler, Compiler::Vpml) => panic!(
-            "vpml mpicc failed on {name}.c: {}",
+        Ok(o) => panic!(
+            "{compiler:?}'s mpicc failed on {name}.c: {}",
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) if matches!(compiler, Compiler::Vpml) => panic!("vpml mpicc: {e}"),
@@ -196,6 +196,31 @@ fn partitioned_communication_passes_its_checks_built_with_vpml_mpicc() {
 #[test]
 fn partitioned_communication_passes_its_checks_built_with_mpich() {
     c_checks_pass("part", Compiler::Mpich, &["none", "pessimist"]);
+}
+
+/// `tests/c/large.c`: MPI 4.0's large-count (`_c`) calls.
+#[test]
+fn large_count_calls_pass_their_checks_built_with_vpml_mpicc() {
+    c_checks_pass("large", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn large_count_calls_pass_their_checks_built_with_mpich() {
+    c_checks_pass("large", Compiler::Mpich, &["none", "pessimist"]);
+}
+
+/// One message of 2^31 + 8 bytes through `MPI_Send_c`/`MPI_Recv_c`.
+#[test]
+#[ignore = "needs about 5 GiB of memory: cargo test --test mpi_abi -- --ignored"]
+fn a_message_past_two_gigabytes_arrives_whole() {
+    let _g = serial();
+    let Some(prog) = build("large", Compiler::Vpml) else {
+        return;
+    };
+    let (stdout, stderr, code) = run(&[], &prog, &["huge"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("large ok "), "{stdout}");
+    let _ = std::fs::remove_file(&prog);
 }
 
 /// `tests/c/session.c`: MPI 4.0's sessions, without `MPI_Init`.

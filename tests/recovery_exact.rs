@@ -385,7 +385,9 @@ fn recovery_of_a_rank_that_made_a_shared_memory_window_stops_the_job_with_one_li
         }
         if out.status.code() == Some(70) {
             assert_eq!(
-                stderr.matches("re-executes MPI_Win_allocate_shared").count(),
+                stderr
+                    .matches("re-executes MPI_Win_allocate_shared")
+                    .count(),
                 1,
                 "kill {kill}: {stderr}"
             );

@@ -396,11 +396,7 @@ export! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, old: Datatype, new: *mut Datatype) -> c_int {
         let rc = make_type("MPI_Type_contiguous", new, || {
             let o = old_type(old)?;
-            let mut b = Builder::default();
-            for i in 0..counted(count)? {
-                b.place(&o, i as isize * o.extent);
-            }
-            Ok(b.build(false))
+            blocks(&o, std::iter::once((Count::from(count), 0)))
         });
         crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_CONTIGUOUS, ints: vec![count], addrs: vec![], types: vec![old] })
     }
@@ -408,7 +404,7 @@ export! {
     fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklen: c_int, stride: c_int, old: Datatype, new: *mut Datatype) -> c_int {
         let rc = make_type("MPI_Type_vector", new, || {
             let o = old_type(old)?;
-            strided(&o, counted(count)?, counted(blocklen)?, stride as isize * o.extent)
+            strided(&o, count.into(), blocklen.into(), stride as isize * o.extent)
         });
         crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_VECTOR, ints: vec![count, blocklen, stride], addrs: vec![], types: vec![old] })
     }
@@ -416,7 +412,7 @@ export! {
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklen: c_int, stride: Aint, old: Datatype, new: *mut Datatype) -> c_int {
         let rc = make_type("MPI_Type_create_hvector", new, || {
             let o = old_type(old)?;
-            strided(&o, counted(count)?, counted(blocklen)?, stride)
+            strided(&o, count.into(), blocklen.into(), stride)
         });
         crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HVECTOR, ints: vec![count, blocklen], addrs: vec![stride], types: vec![old] })
     }
@@ -427,13 +423,7 @@ export! {
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` ints (caller contract).
             let (lens, offs) = unsafe { (ints(blocklens, n)?, ints(displs, n)?) };
-            let mut b = Builder::default();
-            for (len, off) in lens.iter().zip(offs) {
-                for j in 0..counted(*len)? {
-                    b.place(&o, (*off as isize + j as isize) * o.extent);
-                }
-            }
-            Ok(b.build(false))
+            blocks(&o, lens.iter().zip(offs).map(|(&l, &d)| (l.into(), d as isize * o.extent)))
         });
         crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); ints.extend(copied(displs, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_INDEXED, ints, addrs: vec![], types: vec![old] } })
     }
@@ -443,8 +433,7 @@ export! {
             let o = old_type(old)?;
             // SAFETY: `displs` holds `count` ints (caller contract).
             let offs = unsafe { ints(displs, counted(count)?)? };
-            let at: Vec<isize> = offs.iter().map(|&d| d as isize * o.extent).collect();
-            blocks_at(&o, &at, counted(blocklen)?)
+            blocks(&o, offs.iter().map(|&d| (blocklen.into(), d as isize * o.extent)))
         });
         crate::recipes::record(rc, new, || { let mut ints = vec![count, blocklen]; ints.extend(copied(displs, count as usize)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_INDEXED_BLOCK, ints, addrs: vec![], types: vec![old] } })
     }
@@ -455,13 +444,7 @@ export! {
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` entries (caller contract).
             let (lens, offs) = unsafe { (ints(blocklens, n)?, array(displs, n)?) };
-            let mut b = Builder::default();
-            for (len, off) in lens.iter().zip(offs) {
-                for j in 0..counted(*len)? {
-                    b.place(&o, off + j as isize * o.extent);
-                }
-            }
-            Ok(b.build(false))
+            blocks(&o, lens.iter().zip(offs).map(|(&l, &d)| (l.into(), d)))
         });
         crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HINDEXED, ints, addrs: copied(displs, n), types: vec![old] } })
     }
@@ -471,7 +454,7 @@ export! {
             let o = old_type(old)?;
             // SAFETY: `displs` holds `count` entries (caller contract).
             let offs = unsafe { array(displs, counted(count)?)? };
-            blocks_at(&o, offs, counted(blocklen)?)
+            blocks(&o, offs.iter().map(|&d| (blocklen.into(), d)))
         });
         crate::recipes::record(rc, new, || crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_HINDEXED_BLOCK, ints: vec![count, blocklen], addrs: copied(displs, count as usize), types: vec![old] })
     }
@@ -498,14 +481,7 @@ export! {
             let n = counted(count)?;
             // SAFETY: the arrays hold `count` entries (caller contract).
             let (lens, offs, tys) = unsafe { (ints(blocklens, n)?, array(displs, n)?, ints(types, n)?) };
-            let mut b = Builder::default();
-            for ((len, off), ty) in lens.iter().zip(offs).zip(tys) {
-                let o = old_type(*ty)?;
-                for j in 0..counted(*len)? {
-                    b.place(&o, off + j as isize * o.extent);
-                }
-            }
-            Ok(b.build(true))
+            structure(lens.iter().zip(offs).zip(tys).map(|((&l, &d), &t)| (l.into(), d, t)))
         });
         crate::recipes::record(rc, new, || { let n = count as usize; let mut ints = vec![count]; ints.extend(copied(blocklens, n)); crate::recipes::Recipe { combiner: crate::recipes::MPI_COMBINER_STRUCT, ints, addrs: copied(displs, n), types: copied(types, n) } })
     }
@@ -557,7 +533,7 @@ export! {
         let Some(f) = f else {
             return error(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG, "null function");
         };
-        let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, (f, commute != 0)));
+        let i = STATE.with(|s| insert(&mut s.borrow_mut().ops, 0, (crate::state::UserFunction::Int(f), commute != 0)));
         // SAFETY: a handle pointer (caller contract).
         unsafe { put(op, handle_of(USER_OP_KIND, i)) };
         MPI_SUCCESS
@@ -663,31 +639,41 @@ pub(crate) fn counted(n: c_int) -> Result<usize, &'static str> {
     usize::try_from(n).map_err(|_| "negative count")
 }
 
-/// Blocks of `blocklen` elements of `o` starting at the byte offsets `at`.
-fn blocks_at(o: &DerivedType, at: &[isize], blocklen: usize) -> Result<DerivedType, &'static str> {
+/// Blocks of elements of `o`: (how many, at which byte offset), in
+/// type-map order.
+pub(crate) fn blocks(
+    o: &DerivedType,
+    runs: impl Iterator<Item = (Count, isize)>,
+) -> Result<DerivedType, &'static str> {
     let mut b = Builder::default();
-    for &off in at {
-        for j in 0..blocklen {
-            b.place(o, off + j as isize * o.extent);
-        }
+    for (n, at) in runs {
+        b.place_run(o, at, usize::try_from(n).map_err(|_| "negative count")?);
     }
     Ok(b.build(false))
 }
 
 /// `count` blocks of `blocklen` elements of `o`, `stride` bytes apart.
-fn strided(
+pub(crate) fn strided(
     o: &DerivedType,
-    count: usize,
-    blocklen: usize,
+    count: Count,
+    blocklen: Count,
     stride: isize,
 ) -> Result<DerivedType, &'static str> {
+    let count = usize::try_from(count).map_err(|_| "negative count")?;
+    blocks(o, (0..count).map(|i| (blocklen, i as isize * stride)))
+}
+
+/// A struct: (how many, at which byte offset, of which type) per block,
+/// its extent padded as C pads a struct.
+pub(crate) fn structure(
+    parts: impl Iterator<Item = (Count, isize, Datatype)>,
+) -> Result<DerivedType, &'static str> {
     let mut b = Builder::default();
-    for i in 0..count {
-        for j in 0..blocklen {
-            b.place(o, i as isize * stride + j as isize * o.extent);
-        }
+    for (n, at, t) in parts {
+        let o = old_type(t)?;
+        b.place_run(&o, at, usize::try_from(n).map_err(|_| "negative count")?);
     }
-    Ok(b.build(false))
+    Ok(b.build(true))
 }
 
 /// `n` ints of a C array.

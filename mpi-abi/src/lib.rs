@@ -95,6 +95,7 @@ pub mod errhan;
 pub mod ext;
 pub mod group;
 pub mod info;
+pub mod large_count;
 pub mod p2p;
 pub mod pack;
 pub mod recipes;

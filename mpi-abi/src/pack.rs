@@ -31,7 +31,8 @@ unsafe fn offset(h: Comm, func: &str, position: *mut c_int) -> Result<usize, c_i
 ///
 /// # Safety
 /// `inbuf` holds `count` elements of `dt`; `outbuf` holds `room` bytes.
-unsafe fn pack_at(
+#[allow(clippy::too_many_arguments)] // MPI_Pack's own list
+pub(crate) unsafe fn pack_at(
     h: Comm,
     func: &str,
     inbuf: *const c_void,
@@ -77,7 +78,8 @@ unsafe fn pack_at(
 ///
 /// # Safety
 /// `inbuf` holds `room` bytes; `outbuf` holds `count` elements of `dt`.
-unsafe fn unpack_at(
+#[allow(clippy::too_many_arguments)] // MPI_Unpack's own list
+pub(crate) unsafe fn unpack_at(
     h: Comm,
     func: &str,
     inbuf: *const c_void,

@@ -42,6 +42,9 @@ pub(crate) struct Recipe {
 #[derive(Default)]
 pub(crate) struct Recipes {
     made: BTreeMap<Datatype, Recipe>,
+    /// The counts of types a large-count constructor made with a count
+    /// past an int (MPI 4.0's "large counts"; their recipe holds no ints).
+    large: BTreeMap<Datatype, Vec<Count>>,
     /// References to a derived type beyond the program's first one.
     extra: BTreeMap<Datatype, usize>,
 }
@@ -50,6 +53,7 @@ impl Recipes {
     pub(crate) const fn new() -> Recipes {
         Recipes {
             made: BTreeMap::new(),
+            large: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }
@@ -60,13 +64,55 @@ fn derived(dt: Datatype) -> bool {
     slot_of(dt, USER_TYPE_KIND).is_some()
 }
 
-/// The combiner, integer arguments and datatypes of derived type `dt`'s
-/// recipe; `None` for a predefined (or invalid) type.
-pub(crate) fn recipe_of(dt: Datatype) -> Option<(c_int, Vec<c_int>, Vec<Datatype>)> {
+/// The combiner, integer arguments (its large counts, for a type made
+/// with counts past an int) and datatypes of derived type `dt`'s recipe;
+/// `None` for a predefined (or invalid) type, or one made without one.
+pub(crate) fn recipe_of(dt: Datatype) -> Option<(c_int, Vec<Count>, Vec<Datatype>)> {
     STATE.with(|s| {
         let s = s.borrow();
         let r = s.recipes.made.get(&dt)?;
-        Some((r.combiner, r.ints.clone(), r.types.clone()))
+        let counts = match s.recipes.large.get(&dt) {
+            Some(l) => l.clone(),
+            None => r.ints.iter().map(|&i| Count::from(i)).collect(),
+        };
+        Some((r.combiner, counts, r.types.clone()))
+    })
+}
+
+/// As [`record`], for a type a large-count constructor made with a count
+/// past an int: its counts are the recipe's large counts.
+pub(crate) fn record_large(
+    rc: c_int,
+    new: *mut Datatype,
+    combiner: c_int,
+    large: Vec<Count>,
+    types: Vec<Datatype>,
+) -> c_int {
+    let rc = record(rc, new, || Recipe {
+        combiner,
+        ints: Vec::new(),
+        addrs: Vec::new(),
+        types,
+    });
+    if rc == MPI_SUCCESS {
+        // SAFETY: the constructor just wrote the handle there.
+        if let Some(&h) = unsafe { new.as_ref() } {
+            STATE.with(|s| s.borrow_mut().recipes.large.insert(h, large));
+        }
+    }
+    rc
+}
+
+/// The large counts of `dt`'s recipe (none for a type made with int
+/// counts).
+pub(crate) fn large_counts(dt: Datatype) -> Vec<Count> {
+    STATE.with(|s| {
+        s.borrow()
+            .recipes
+            .large
+            .get(&dt)
+            .cloned()
+            .unwrap_or_default()
     })
 }
 
@@ -80,10 +126,25 @@ pub(crate) fn expand<T: Copy + PartialEq>(
     dt: Datatype,
     leaf: &impl Fn(Datatype) -> Result<Vec<(T, usize)>, String>,
 ) -> Result<Vec<(T, usize)>, String> {
-    let Some((combiner, ints, types)) = recipe_of(dt) else {
-        return leaf(dt);
+    let Some((combiner, counts, types)) = recipe_of(dt) else {
+        // A type made without a recipe (a large-count call's temporary
+        // one) holds copies of one predefined type.
+        return match crate::types::info(dt) {
+            Some(i) if derived(dt) => match i.base {
+                Some(b) => Ok(match leaf(b)?[..] {
+                    [(what, k)] => vec![(what, k * i.per)],
+                    ref parts => parts.repeat(i.per),
+                }),
+                None => Err("a datatype without a recipe".into()),
+            },
+            _ => leaf(dt),
+        };
     };
-    let size = |t| crate::types::info(t).map(|i| i.size).ok_or("invalid datatype");
+    let size = |t| {
+        crate::types::info(t)
+            .map(|i| i.size)
+            .ok_or("invalid datatype")
+    };
     let mut runs = Vec::new();
     let mut repeat = |part: &[(T, usize)], n: usize| {
         let mut push = |what: T, k: usize| match runs.last_mut() {
@@ -103,16 +164,42 @@ pub(crate) fn expand<T: Copy + PartialEq>(
     };
     if combiner == MPI_COMBINER_STRUCT {
         for (i, &t) in types.iter().enumerate() {
-            let blocklen = ints.get(i + 1).map_or(0, |&b| usize::try_from(b).unwrap_or(0));
+            let blocklen = counts
+                .get(i + 1)
+                .map_or(0, |&b| usize::try_from(b).unwrap_or(0));
             repeat(&expand(t, leaf)?, blocklen);
         }
-    } else if let [old] = types[..] {
-        let per = size(old)?;
-        if per > 0 {
-            repeat(&expand(old, leaf)?, size(dt)? / per);
-        }
+    } else if let [old] = types[..]
+        && let Some(n) = size(dt)?.checked_div(size(old)?)
+    {
+        repeat(&expand(old, leaf)?, n);
     }
     Ok(runs)
+}
+
+/// How many integers, addresses, large counts and datatypes describe
+/// `dt`, and its combiner; `None` for an invalid handle.
+fn envelope(dt: Datatype) -> Option<(usize, usize, usize, usize, c_int)> {
+    let found = STATE.with(|s| {
+        let s = s.borrow();
+        let large = s.recipes.large.get(&dt).map_or(0, Vec::len);
+        s.recipes.made.get(&dt).map(|r| {
+            (
+                r.ints.len(),
+                r.addrs.len(),
+                large,
+                r.types.len(),
+                r.combiner,
+            )
+        })
+    });
+    match found {
+        Some(f) => Some(f),
+        None if !derived(dt) && crate::types::info(dt).is_some() => {
+            Some((0, 0, 0, 0, MPI_COMBINER_NAMED))
+        }
+        None => None,
+    }
 }
 
 /// After a constructor returned `rc`: on success, record the recipe of
@@ -155,6 +242,7 @@ pub(crate) fn unref(s: &mut State, h: Datatype) -> bool {
         return false;
     }
     s.type_names.remove(&h);
+    s.recipes.large.remove(&h);
     if let Some(r) = s.recipes.made.remove(&h) {
         for t in r.types.into_iter().filter(|&t| derived(t)) {
             unref(s, t);
@@ -165,15 +253,14 @@ pub(crate) fn unref(s: &mut State, h: Datatype) -> bool {
 
 export! {
     fn MPI_Type_get_envelope / PMPI_Type_get_envelope(dt: Datatype, ni: *mut c_int, na: *mut c_int, nd: *mut c_int, combiner: *mut c_int) -> c_int {
-        let found = STATE.with(|s| {
-            let s = s.borrow();
-            s.recipes.made.get(&dt).map(|r| (r.ints.len(), r.addrs.len(), r.types.len(), r.combiner))
-        });
-        let (i, a, d, c) = match found {
+        let (i, a, l, d, c) = match envelope(dt) {
             Some(f) => f,
-            None if !derived(dt) && crate::types::info(dt).is_some() => (0, 0, 0, MPI_COMBINER_NAMED),
             None => return error(MPI_COMM_WORLD, "MPI_Type_get_envelope", MPI_ERR_TYPE, "invalid datatype"),
         };
+        if l > 0 {
+            let why = "made with counts past 2^31-1: MPI_Type_get_envelope_c gives them";
+            return error(MPI_COMM_WORLD, "MPI_Type_get_envelope", MPI_ERR_TYPE, why);
+        }
         // SAFETY: int pointers (caller contract).
         unsafe {
             put(ni, i as c_int);
@@ -222,5 +309,36 @@ export! {
             }
         }
         MPI_SUCCESS
+    }
+
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(dt: Datatype, ni: *mut Count, na: *mut Count, nl: *mut Count, nd: *mut Count, combiner: *mut c_int) -> c_int {
+        let Some((i, a, l, d, c)) = envelope(dt) else {
+            return error(MPI_COMM_WORLD, "MPI_Type_get_envelope_c", MPI_ERR_TYPE, "invalid datatype");
+        };
+        // SAFETY: MPI_Count and int pointers (caller contract).
+        unsafe {
+            put(ni, i as Count);
+            put(na, a as Count);
+            put(nl, l as Count);
+            put(nd, d as Count);
+            put(combiner, c);
+        }
+        MPI_SUCCESS
+    }
+
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(dt: Datatype, max_i: Count, max_a: Count, max_l: Count, max_d: Count, ints: *mut c_int, addrs: *mut Aint, large: *mut Count, types: *mut Datatype) -> c_int {
+        let func = "MPI_Type_get_contents_c";
+        let l = large_counts(dt);
+        if l.len() as Count > max_l {
+            return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "the arrays are too small for the type's arguments");
+        }
+        let narrow = |n: Count| c_int::try_from(n).unwrap_or(c_int::MAX);
+        // SAFETY: the caller's arrays (as MPI_Type_get_contents's).
+        let rc = unsafe { MPI_Type_get_contents(dt, narrow(max_i), narrow(max_a), narrow(max_d), ints, addrs, types) };
+        if rc == MPI_SUCCESS && !l.is_empty() {
+            // SAFETY: `large` holds `max_l` >= l.len() counts (checked).
+            unsafe { std::ptr::copy_nonoverlapping(l.as_ptr(), large, l.len()) };
+        }
+        rc
     }
 }

@@ -201,6 +201,58 @@ pub(crate) enum Bound {
 
 /// A user reduction (`MPI_Op_create`).
 pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Datatype);
+/// A large-count user reduction (`MPI_Op_create_c`).
+pub(crate) type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut Count, *mut Datatype);
+
+/// A user reduction's function, as the program gave it.
+#[derive(Clone, Copy)]
+pub(crate) enum UserFunction {
+    Int(UserFn),
+    Large(UserFnC),
+}
+
+impl UserFunction {
+    /// `inout = in ⊕ inout` over `count` elements `extent` bytes apart
+    /// (in slices of at most 2^31-1 for a function that counts in ints).
+    ///
+    /// # Safety
+    /// MPI's contract for user operations: both buffers hold `count`
+    /// elements of `*dt`.
+    pub(crate) unsafe fn call(
+        self,
+        inv: *mut c_void,
+        inout: *mut c_void,
+        count: usize,
+        extent: isize,
+        dt: *mut Datatype,
+    ) {
+        match self {
+            UserFunction::Int(f) => {
+                let mut done = 0;
+                while done < count {
+                    let n = (count - done).min(c_int::MAX as usize);
+                    let at = done as isize * extent;
+                    let mut len = n as c_int;
+                    // SAFETY: caller contract; the slice lies inside.
+                    unsafe {
+                        f(
+                            inv.wrapping_byte_offset(at),
+                            inout.wrapping_byte_offset(at),
+                            &mut len,
+                            dt,
+                        )
+                    };
+                    done += n;
+                }
+            }
+            UserFunction::Large(f) => {
+                let mut len = count as Count;
+                // SAFETY: caller contract.
+                unsafe { f(inv, inout, &mut len, dt) };
+            }
+        }
+    }
+}
 
 /// Everything the library keeps between calls.
 pub(crate) struct State {
@@ -235,7 +287,7 @@ pub(crate) struct State {
     /// How each derived datatype was made, and references to them.
     pub recipes: crate::recipes::Recipes,
     /// User operations: the function, and whether it commutes.
-    pub ops: Vec<Option<(UserFn, bool)>>,
+    pub ops: Vec<Option<(UserFunction, bool)>>,
     /// Staging buffers of requests freed while active: the engine may
     /// still write into them, so they live until `MPI_Finalize` is done.
     pub orphans: Vec<crate::types::Message>,

@@ -40,6 +40,7 @@ pub use matched::*;
 pub use nonblocking::*;
 pub use partitioned::*;
 pub use persistent::*;
+pub(crate) use probe::get_count_large;
 pub use probe::*;
 pub use wait_test::*;
 

@@ -127,21 +127,34 @@ fn init(
         Ok(p) if p > 0 => p,
         _ => return error(h, func, MPI_ERR_ARG, &format!("{partitions} partitions")),
     };
-    let total = Count::from(partitions).checked_mul(count).filter(|&n| n >= 0);
+    let total = Count::from(partitions)
+        .checked_mul(count)
+        .filter(|&n| n >= 0);
     let Some(total) = total.and_then(|n| c_int::try_from(n).ok()) else {
-        let why = format!("{partitions} partitions of {count} elements: fewer than none, or more than 2^31-1");
+        let why = format!(
+            "{partitions} partitions of {count} elements: fewer than none, or more than 2^31-1"
+        );
         return error(h, func, MPI_ERR_COUNT, &why);
     };
     if let Err((code, why)) = crate::types::span(total, dt) {
         return error(h, func, code, why);
     }
     if peer == MPI_ANY_SOURCE || tag == MPI_ANY_TAG {
-        return error(h, func, MPI_ERR_ARG, "partitioned communication takes no wildcards");
+        return error(
+            h,
+            func,
+            MPI_ERR_ARG,
+            "partitioned communication takes no wildcards",
+        );
     }
     if tag < 0 {
         return error(h, func, MPI_ERR_TAG, &format!("invalid tag {tag}"));
     }
-    let peers = if c.is_inter() { c.remote_size() } else { c.size() };
+    let peers = if c.is_inter() {
+        c.remote_size()
+    } else {
+        c.size()
+    };
     if peer != MPI_PROC_NULL && usize::try_from(peer).map_or(true, |p| p >= peers) {
         return error(h, func, MPI_ERR_RANK, &format!("invalid rank {peer}"));
     }
@@ -236,16 +249,27 @@ fn mark(func: &str, h: Request, which: impl Iterator<Item = c_int>) -> c_int {
             return Ok(None);
         };
         if !op.whole.send {
-            return Err((MPI_ERR_REQUEST, "a partitioned receive has no partitions to mark".into()));
+            return Err((
+                MPI_ERR_REQUEST,
+                "a partitioned receive has no partitions to mark".into(),
+            ));
         }
         let partitions = op.partitions;
         let Some(marks) = op.marked.as_mut().filter(|m| m.contains(&false)) else {
-            return Err((MPI_ERR_REQUEST, "the request is not started, or all its partitions are marked".into()));
+            return Err((
+                MPI_ERR_REQUEST,
+                "the request is not started, or all its partitions are marked".into(),
+            ));
         };
         for p in which {
             match usize::try_from(p).ok().and_then(|i| marks.get_mut(i)) {
                 Some(m) if !*m => *m = true,
-                Some(_) => return Err((MPI_ERR_ARG, format!("partition {p} is already marked ready"))),
+                Some(_) => {
+                    return Err((
+                        MPI_ERR_ARG,
+                        format!("partition {p} is already marked ready"),
+                    ));
+                }
                 None => return Err((MPI_ERR_ARG, format!("partition {p} of {partitions}"))),
             }
         }
@@ -253,7 +277,12 @@ fn mark(func: &str, h: Request, which: impl Iterator<Item = c_int>) -> c_int {
         Ok((last && !proc_null).then(|| op.whole.clone()))
     });
     match marked {
-        None => error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "not a partitioned request"),
+        None => error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_REQUEST,
+            "not a partitioned request",
+        ),
         Some((comm, Err((code, why)))) => error(comm, func, code, &why),
         Some((comm, Ok(Some(w)))) => start_whole(func, comm, h, &w),
         Some((_, Ok(None))) => MPI_SUCCESS,
@@ -272,15 +301,28 @@ fn arrived(h: Request, partition: c_int) -> Result<bool, c_int> {
             return Ok(None);
         };
         if op.whole.send {
-            return Err((MPI_ERR_REQUEST, "a partitioned send has no partitions to arrive".into()));
+            return Err((
+                MPI_ERR_REQUEST,
+                "a partitioned send has no partitions to arrive".into(),
+            ));
         }
         if usize::try_from(partition).map_or(true, |p| p >= op.partitions) {
-            return Err((MPI_ERR_ARG, format!("partition {partition} of {}", op.partitions)));
+            return Err((
+                MPI_ERR_ARG,
+                format!("partition {partition} of {}", op.partitions),
+            ));
         }
         Ok(id.map(|id| (id, op.whole.on.clone())))
     });
     let (comm, active) = match looked {
-        None => return Err(error(MPI_COMM_WORLD, func, MPI_ERR_REQUEST, "not a partitioned request")),
+        None => {
+            return Err(error(
+                MPI_COMM_WORLD,
+                func,
+                MPI_ERR_REQUEST,
+                "not a partitioned request",
+            ));
+        }
         Some((comm, Err((code, why)))) => return Err(error(comm, func, code, &why)),
         Some((comm, Ok(active))) => (comm, active),
     };

@@ -142,6 +142,24 @@ fn set_elements(func: &str, status: *mut MpiStatus, dt: Datatype, count: Count) 
     MPI_SUCCESS
 }
 
+/// `MPI_Get_count_c`: the count as an `MPI_Count` (`MPI_UNDEFINED` if
+/// not a whole number of elements).
+pub(crate) fn get_count_large(
+    func: &str,
+    status: *const MpiStatus,
+    dt: Datatype,
+    count: *mut Count,
+) -> c_int {
+    match count_of(func, status, dt, false) {
+        Ok(n) => {
+            // SAFETY: an MPI_Count pointer (caller contract).
+            unsafe { put(count, n.unwrap_or(Count::from(MPI_UNDEFINED))) };
+            MPI_SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
 fn get_count(
     func: &str,
     status: *const MpiStatus,
@@ -230,7 +248,12 @@ fn basic_elements(dt: Datatype) -> Result<Vec<(usize, usize)>, String> {
 /// `MPI_Get_elements` for a datatype of several basic types (a struct):
 /// the basic elements of the whole elements in `bytes`, then of the type
 /// map's prefix that the rest fills; `None` if it ends inside one.
-fn elements_of_mixed(func: &str, dt: Datatype, bytes: u64, size: u64) -> Result<Option<Count>, c_int> {
+fn elements_of_mixed(
+    func: &str,
+    dt: Datatype,
+    bytes: u64,
+    size: u64,
+) -> Result<Option<Count>, c_int> {
     let runs = crate::recipes::expand(dt, &basic_elements)
         .map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, &why))?;
     let per: u64 = runs.iter().map(|&(_, k)| k as u64).sum();

@@ -135,7 +135,11 @@ fn x87_to_quad(from: &[u8]) -> u128 {
 fn quad_to_x87(q: u128) -> [u8; 16] {
     let sign_exp = (q >> 112) as u16;
     let fraction = ((q >> 49) as u64) & (u64::MAX >> 1);
-    let integer_bit = if sign_exp & 0x7fff != 0 { 1u64 << 63 } else { 0 };
+    let integer_bit = if sign_exp & 0x7fff != 0 {
+        1u64 << 63
+    } else {
+        0
+    };
     let mut out = [0u8; 16];
     out[..8].copy_from_slice(&(fraction | integer_bit).to_le_bytes());
     out[8..10].copy_from_slice(&sign_exp.to_le_bytes());
@@ -205,16 +209,22 @@ fn nums(dt: Datatype) -> Result<Nums, String> {
 
 /// Bytes of `count` elements of these numbers in `external32`.
 fn external_size(runs: &Nums, count: usize) -> Option<usize> {
-    let one = runs
-        .iter()
-        .try_fold(0usize, |n, &(k, c)| n.checked_add(k.external().checked_mul(c)?))?;
+    let one = runs.iter().try_fold(0usize, |n, &(k, c)| {
+        n.checked_add(k.external().checked_mul(c)?)
+    })?;
     one.checked_mul(count)
 }
 
 /// Convert `count` elements of these numbers packed natively in `from`
 /// into `external32` (`pack`) or back, into `to`. An error names the
 /// first number that does not fit.
-fn convert(runs: &Nums, count: usize, from: &[u8], to: &mut [u8], pack: bool) -> Result<(), String> {
+fn convert(
+    runs: &Nums,
+    count: usize,
+    from: &[u8],
+    to: &mut [u8],
+    pack: bool,
+) -> Result<(), String> {
     let (mut i, mut o, mut index) = (0usize, 0usize, 0usize);
     for _ in 0..count {
         for &(kind, n) in runs {
@@ -251,7 +261,12 @@ fn convert(runs: &Nums, count: usize, from: &[u8], to: &mut [u8], pack: bool) ->
 /// `datarep` is null or a NUL-terminated string.
 unsafe fn check_datarep(func: &str, datarep: *const c_char) -> Result<(), c_int> {
     if datarep.is_null() {
-        return Err(error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null data representation"));
+        return Err(error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_ARG,
+            "null data representation",
+        ));
     }
     // SAFETY: a C string (caller contract).
     let rep = unsafe { CStr::from_ptr(datarep) }.to_string_lossy();
@@ -280,9 +295,22 @@ unsafe fn prepare(
     // SAFETY: caller contract.
     let at = unsafe { position.as_ref().copied() }
         .and_then(|p| usize::try_from(p).ok())
-        .ok_or_else(|| error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null or negative position"))?;
-    let runs = nums(dt)
-        .map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_TYPE, &format!("external32: {why}")))?;
+        .ok_or_else(|| {
+            error(
+                MPI_COMM_WORLD,
+                func,
+                MPI_ERR_ARG,
+                "null or negative position",
+            )
+        })?;
+    let runs = nums(dt).map_err(|why| {
+        error(
+            MPI_COMM_WORLD,
+            func,
+            MPI_ERR_TYPE,
+            &format!("external32: {why}"),
+        )
+    })?;
     let count = usize::try_from(count)
         .map_err(|_| error(MPI_COMM_WORLD, func, MPI_ERR_COUNT, "negative count"))?;
     Ok((at, runs, count))

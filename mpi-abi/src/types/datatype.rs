@@ -128,7 +128,11 @@ pub(crate) fn layout(dt: Datatype) -> Option<DerivedType> {
             _ => (Bound::Data, Bound::Data),
         };
         return Some(DerivedType {
-            blocks: if size > 0 { vec![(0, size)] } else { Vec::new() },
+            blocks: if size > 0 {
+                vec![(0, size)]
+            } else {
+                Vec::new()
+            },
             lb: 0,
             extent: size as isize,
             base: Some(dt),
@@ -210,6 +214,35 @@ impl Builder {
         });
         self.per += old.per;
         self.align = self.align.max(old.align);
+    }
+
+    /// `n` elements of `old` back to back from byte displacement `disp`:
+    /// `n` calls of [`Builder::place`], in one step when `old`'s elements
+    /// are contiguous (a block of 2^31 bytes is one run, not 2^31 calls).
+    pub(crate) fn place_run(&mut self, old: &DerivedType, disp: isize, n: usize) {
+        let contiguous = matches!(old.blocks[..], [(0, len)] if len as isize == old.extent)
+            && old.lb == 0
+            && old.bounds == (Bound::Data, Bound::Data);
+        let run = old
+            .extent
+            .checked_mul(n as isize)
+            .filter(|_| contiguous && n > 1);
+        let Some(extent) = run else {
+            for j in 0..n {
+                self.place(old, disp + j as isize * old.extent);
+            }
+            return;
+        };
+        let whole = DerivedType {
+            blocks: vec![(0, extent as usize)],
+            lb: 0,
+            extent,
+            base: old.base,
+            per: old.per.saturating_mul(n),
+            align: old.align,
+            bounds: old.bounds,
+        };
+        self.place(&whole, disp);
     }
 
     /// The datatype; `pad` rounds the extent up to the alignment of the
@@ -333,6 +366,49 @@ mod tests {
             align: 1,
             bounds: (Bound::Data, Bound::Data),
         }
+    }
+
+    #[test]
+    fn a_run_of_elements_is_the_same_type_as_placing_each() {
+        for old in [derived(vec![(0, 8)], 8), derived(vec![(0, 4)], 8)] {
+            let (mut one, mut each) = (Builder::default(), Builder::default());
+            one.place_run(&old, 16, 5);
+            for j in 0..5 {
+                each.place(&old, 16 + j * 8);
+            }
+            let (a, b) = (one.build(false), each.build(false));
+            assert_eq!(
+                (a.blocks, a.lb, a.extent, a.per),
+                (b.blocks, b.lb, b.extent, b.per)
+            );
+        }
+    }
+
+    #[test]
+    fn markers_override_the_data_and_a_lone_lb_marker_leaves_ub_at_zero() {
+        let lb = layout(MPI_LB).unwrap();
+        let ub = layout(MPI_UB).unwrap();
+        let int = layout(MPI_INT).unwrap();
+        // {(LB,-3), (INT,0), (UB,6)}: lb -3, ub 6, whatever the data.
+        let mut b = Builder::default();
+        b.place(&lb, -3);
+        b.place(&int, 0);
+        b.place(&ub, 6);
+        let t = b.build(true);
+        assert_eq!(
+            (t.lb, t.extent, t.bounds),
+            (-3, 9, (Bound::Marker, Bound::Marker))
+        );
+        // {(LB,10)}: no data, no UB: ub is 0, the extent -10 (as MPICH).
+        let mut b = Builder::default();
+        b.place(&lb, 10);
+        let t = b.build(true);
+        assert_eq!((t.lb, t.extent), (10, -10));
+        // A marker sticks: a type built from `t` keeps its bounds.
+        let mut outer = Builder::default();
+        outer.place(&t, 0);
+        outer.place(&int, 100);
+        assert_eq!(outer.build(false).lb, 10);
     }
 
     #[test]

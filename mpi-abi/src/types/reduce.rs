@@ -14,13 +14,13 @@ use super::element::{
 #[cfg(target_arch = "x86_64")]
 use super::long_double::{ComplexLongDouble, LongDouble};
 use crate::consts::*;
-use crate::state::{STATE, UserFn, slot_of};
+use crate::state::{STATE, UserFunction, slot_of};
 
 /// A reduction operation as the C program named it.
 #[derive(Clone, Copy)]
 pub(crate) struct CombineOp {
     op: Op,
-    user: Option<UserFn>,
+    user: Option<UserFunction>,
 }
 
 impl CombineOp {
@@ -329,7 +329,7 @@ fn user_reduce(
     kind: Reduction,
     send: &[u8],
     recv: &mut [u8],
-    f: UserFn,
+    f: UserFunction,
     dt: Datatype,
     count: usize,
 ) -> vpml::Result<()> {
@@ -381,7 +381,7 @@ fn user_reduce(
 /// from the lower ranks), which is shown the handle `shown` (the
 /// program's, where `dt` is a private copy of it).
 fn user_fold<'a>(
-    f: UserFn,
+    f: UserFunction,
     dt: Datatype,
     shown: Datatype,
     count: usize,
@@ -420,15 +420,15 @@ fn user_fold<'a>(
     let mut acc = scratch(first);
     for part in parts {
         let mut next = scratch(part);
-        let mut len = count as c_int;
         let mut shown_here = shown;
         // SAFETY: the program's function, on two buffers of `count`
         // elements of `dt` (MPI's contract for user operations).
         unsafe {
-            f(
+            f.call(
                 acc.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
                 next.as_mut_ptr().wrapping_offset(-lo) as *mut c_void,
-                &mut len,
+                count,
+                t.extent,
                 &mut shown_here,
             )
         };
