@@ -1278,7 +1278,9 @@ static void type_contents(void) {
     MPI_Type_free(&zero);
 }
 
-/* MPI_T: the interface opens and closes (nested), and has no variables. */
+/* MPI_T: the interface opens and closes (nested); vpml's counters are
+   performance variables in one category, read through a session's
+   handles; there are no control variables. */
 static void tool_interface(void) {
     int provided = -1, n = -1, m = -1, k = -1;
     CHECK(MPI_T_cvar_get_num(&n) == MPI_T_ERR_NOT_INITIALIZED, "MPI_T before init");
@@ -1287,13 +1289,53 @@ static void tool_interface(void) {
     MPI_T_cvar_get_num(&n);
     MPI_T_pvar_get_num(&m);
     MPI_T_category_get_num(&k);
-    CHECK(provided == MPI_THREAD_SINGLE && n == 0 && m == 0 && k == 0, "MPI_T counts %d %d %d", n, m, k);
+    CHECK(provided == MPI_THREAD_SINGLE && n == 0 && m >= 1 && k == 1, "MPI_T counts %d %d %d", n, m, k);
     int idx = -1;
     CHECK(MPI_T_cvar_get_index("no_such_variable", &idx) == MPI_T_ERR_INVALID_NAME, "MPI_T lookup by name");
+    /* Every variable is a read-only, continuous counter. */
+    int sent = -1;
+    for (int i = 0; i < m; i++) {
+        char name[64], desc[256];
+        int name_len = sizeof name, desc_len = sizeof desc, verbosity, var_class, bind, readonly, continuous, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum et;
+        CHECK(MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &dt, &et, desc, &desc_len, &bind,
+                                  &readonly, &continuous, &atomic) == MPI_SUCCESS &&
+                  var_class == MPI_T_PVAR_CLASS_COUNTER && dt == MPI_UNSIGNED_LONG_LONG && readonly && continuous &&
+                  name_len == (int)strlen(name) + 1,
+              "pvar %d: %s", i, name);
+        if (!strcmp(name, "vpml_messages_sent")) sent = i;
+    }
+    CHECK(MPI_T_pvar_get_index("vpml_messages_sent", MPI_T_PVAR_CLASS_COUNTER, &idx) == MPI_SUCCESS && idx == sent && sent >= 0,
+          "pvar_get_index %d %d", idx, sent);
+    CHECK(MPI_T_pvar_get_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) == MPI_T_ERR_INVALID_INDEX,
+          "pvar index past the count");
+    char cat[16];
+    int cat_len = sizeof cat, cvars = -1, pvars = -1, cats = -1, in_cat[16];
+    MPI_T_category_get_info(0, cat, &cat_len, NULL, NULL, &cvars, &pvars, &cats);
+    MPI_T_category_get_pvars(0, 16, in_cat);
+    CHECK(!strcmp(cat, "vpml") && cvars == 0 && pvars == m && cats == 0 && in_cat[sent] == sent, "category %s: %d pvars", cat, pvars);
     MPI_T_pvar_session ps = MPI_T_PVAR_SESSION_NULL;
     MPI_T_pvar_session_create(&ps);
-    CHECK(ps != MPI_T_PVAR_SESSION_NULL && MPI_T_pvar_session_free(&ps) == MPI_SUCCESS && ps == MPI_T_PVAR_SESSION_NULL,
-          "pvar session");
+    MPI_T_pvar_handle ph;
+    int count = -1;
+    MPI_T_pvar_handle_alloc(ps, sent, NULL, &ph, &count);
+    unsigned long long before = 0, after = 0;
+    MPI_T_pvar_read(ps, ph, &before);
+    int x = rank;
+    MPI_Sendrecv_replace(&x, 1, MPI_INT, 0, 5, 0, 5, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+    MPI_T_pvar_read(ps, ph, &after);
+    CHECK(count == 1 && after > before, "vpml_messages_sent %llu -> %llu", before, after);
+    CHECK(MPI_T_pvar_start(ps, ph) == MPI_T_ERR_PVAR_NO_STARTSTOP && MPI_T_pvar_write(ps, ph, &after) == MPI_T_ERR_PVAR_NO_WRITE &&
+              MPI_T_pvar_reset(ps, MPI_T_PVAR_ALL_HANDLES) == MPI_SUCCESS,
+          "a continuous read-only counter");
+    MPI_T_pvar_session other = MPI_T_PVAR_SESSION_NULL;
+    MPI_T_pvar_session_create(&other);
+    CHECK(other != ps && MPI_T_pvar_read(other, ph, &after) == MPI_T_ERR_INVALID_HANDLE, "a handle of another session");
+    MPI_T_pvar_session_free(&other);
+    CHECK(MPI_T_pvar_handle_free(ps, &ph) == MPI_SUCCESS && ph == MPI_T_PVAR_HANDLE_NULL, "pvar handle free");
+    CHECK(MPI_T_pvar_session_free(&ps) == MPI_SUCCESS && ps == MPI_T_PVAR_SESSION_NULL, "pvar session");
+    CHECK(MPI_T_cvar_get_info(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) == MPI_T_ERR_INVALID_INDEX, "no cvars");
     CHECK(MPI_T_finalize() == MPI_SUCCESS && MPI_T_finalize() == MPI_SUCCESS &&
               MPI_T_finalize() == MPI_T_ERR_NOT_INITIALIZED,
           "MPI_T_finalize nests");

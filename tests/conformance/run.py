@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "target" / "conformance"
 VERSION = "4.0.2"
 SUITE = WORK / f"mpich-{VERSION}" / "test" / "mpi"
-DIRS = ["pt2pt", "coll", "comm", "init", "group", "errhan", "topo", "datatype", "threads", "rma"]
+DIRS = ["pt2pt", "coll", "comm", "init", "group", "errhan", "topo", "datatype", "threads", "rma", "part", "mpi_t"]
 SRC_LIST = Path("/etc/apt/sources.list.d/vpml-deb-src.sources")
 
 
