@@ -385,6 +385,11 @@ pub unsafe extern "C" fn MPIR_Dup_fn(
 }
 
 export! {
+    fn MPI_DUP_FN / PMPI_DUP_FN(old: c_int, keyval: c_int, extra: *mut c_void, val_in: *mut c_void, out: *mut c_void, flag: *mut c_int) -> c_int {
+        // SAFETY: the same contract.
+        unsafe { MPIR_Dup_fn(old, keyval, extra, val_in, out, flag) }
+    }
+
     fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(copy: Option<CopyFn>, delete: Option<DeleteFn>, keyval: *mut c_int, extra: *mut c_void) -> c_int {
         create("MPI_Comm_create_keyval", Object::Comm, copy, delete, keyval, extra)
     }

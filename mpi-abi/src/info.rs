@@ -14,7 +14,7 @@ const MAX_VAL: usize = 1024;
 /// The key/value pairs of info `h`, in the order they were first set.
 pub(crate) fn pairs(h: Info) -> Option<Vec<(String, String)>> {
     if h == MPI_INFO_ENV {
-        return Some(Vec::new());
+        return Some(environment(None));
     }
     let i = slot_of(h, USER_INFO_KIND)?;
     STATE.with(|s| s.borrow().infos.get(i)?.clone())
@@ -42,6 +42,39 @@ pub(crate) fn value_of(h: Info, key: &str) -> Option<String> {
         .into_iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v)
+}
+
+/// What MPI says `MPI_INFO_ENV` and `MPI_Info_create_env` hold: the
+/// command and its arguments (`args`, or this process's own), the number
+/// of processes (once MPI is initialized), the host, the working
+/// directory and the thread level.
+fn environment(args: Option<Vec<String>>) -> Vec<(String, String)> {
+    let args = args.unwrap_or_else(|| {
+        std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    });
+    let mut pairs = Vec::new();
+    let mut push = |k: &str, v: String| pairs.push((k.to_string(), v));
+    if let Some((command, rest)) = args.split_first() {
+        push("command", command.clone());
+        push("argv", rest.join(" "));
+    }
+    if let Some(world) = crate::state::world_comm() {
+        push("maxprocs", world.size().to_string());
+    }
+    push("host", crate::env::hostname());
+    if let Ok(dir) = std::env::current_dir() {
+        push("wdir", dir.display().to_string());
+    }
+    let level = match crate::state::THREAD_LEVEL.load(std::sync::atomic::Ordering::Relaxed) {
+        MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
+        MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+        MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+        _ => "MPI_THREAD_MULTIPLE",
+    };
+    push("thread_level", level.to_string());
+    pairs
 }
 
 /// A new info handle holding `pairs`.
@@ -106,6 +139,24 @@ export! {
     fn MPI_Info_create / PMPI_Info_create(out: *mut Info) -> c_int {
         // SAFETY: a handle pointer (caller contract).
         unsafe { put(out, new_info(Vec::new())) };
+        MPI_SUCCESS
+    }
+
+    fn MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *const *const c_char, out: *mut Info) -> c_int {
+        // The program's arguments if it gives them (MPI allows null).
+        let n = usize::try_from(argc).unwrap_or(0);
+        let args = (!argv.is_null() && n > 0).then(|| {
+            (0..n)
+                .map(|i| {
+                    // SAFETY: `argv` holds `argc` C strings (caller contract).
+                    let a = unsafe { *argv.add(i) };
+                    // SAFETY: as above (a null entry is skipped).
+                    if a.is_null() { String::new() } else { unsafe { CStr::from_ptr(a) }.to_string_lossy().into_owned() }
+                })
+                .collect()
+        });
+        // SAFETY: a handle pointer (caller contract).
+        unsafe { put(out, new_info(environment(args))) };
         MPI_SUCCESS
     }
 

@@ -315,6 +315,33 @@ export! {
             None => error(MPI_COMM_WORLD, "MPI_Session_get_errhandler", MPI_ERR_ARG, "invalid session"),
         }
     }
+
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(f: Option<crate::errhan::CommErrhandlerFn>, out: *mut Errhandler) -> c_int {
+        // SAFETY: the same contract (session handlers take the same
+        // arguments, a session handle where a communicator's would be).
+        unsafe { crate::errhan::MPI_Comm_create_errhandler(f, out) }
+    }
+
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(h: Session, code: c_int) -> c_int {
+        let func = "MPI_Session_call_errhandler";
+        let handler = STATE.with(|s| {
+            let s = s.borrow();
+            slot_of(h, USER_SESSION_KIND).and_then(|i| s.sessions.get(i)?.as_ref()).map(|e| e.errhandler)
+        });
+        match handler {
+            None => return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "invalid session"),
+            Some(MPI_ERRORS_RETURN) => {}
+            Some(MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT) => {
+                error(MPI_COMM_WORLD, func, code, "called by the program");
+            }
+            Some(other) => {
+                if let Some(f) = crate::errhan::handler_fn(other) {
+                    crate::errhan::call_user(f, h, code);
+                }
+            }
+        }
+        MPI_SUCCESS
+    }
 }
 
 /// Give the program the communicator a from-group call `made` (`None`:

@@ -1278,6 +1278,31 @@ static void type_contents(void) {
     MPI_Type_free(&zero);
 }
 
+/* A status through Fortran's forms and back. */
+static void status_conversions(void) {
+    MPI_Status st, back;
+    memset(&st, 0, sizeof st);
+    st.MPI_SOURCE = 3;
+    st.MPI_TAG = 7;
+    st.MPI_ERROR = MPI_ERR_TAG;
+    MPI_Fint f[MPI_F_STATUS_SIZE];
+    MPI_Status_c2f(&st, f);
+    MPI_Status_f2c(f, &back);
+    CHECK(f[MPI_F_SOURCE] == 3 && f[MPI_F_TAG] == 7 && back.MPI_SOURCE == 3 && back.MPI_TAG == 7 &&
+              back.MPI_ERROR == MPI_ERR_TAG,
+          "status conversions");
+#ifdef VPML_MPI_ABI
+    /* (Debian's MPICH, built without Fortran 2008, lacks these.) */
+    MPI_F08_status f08;
+    MPI_Fint f2[MPI_F_STATUS_SIZE];
+    MPI_Status_f2f08(f, &f08);
+    MPI_Status_f082f(&f08, f2);
+    MPI_Status_c2f08(&st, &f08);
+    MPI_Status_f082c(&f08, &back);
+    CHECK(f2[MPI_F_TAG] == 7 && f08.MPI_ERROR == MPI_ERR_TAG && back.MPI_TAG == 7, "status through F08: %d", back.MPI_TAG);
+#endif
+}
+
 /* MPI_T: the interface opens and closes (nested); vpml's counters are
    performance variables in one category, read through a session's
    handles; there are no control variables. */
@@ -1371,6 +1396,7 @@ int main(int argc, char **argv) {
     persistent_modes();
     type_contents();
     tool_interface();
+    status_conversions();
     int total = 0;
     MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && total == 0) printf("api ok %d\n", checks);

@@ -1,7 +1,8 @@
 /* MPI 4.0's sessions, without MPI_Init: a library starts MPI with a
    session, makes a communicator from the mpi://WORLD process set, uses
    it, and ends the session (which leaves the job). Also the process sets'
-   names and info, mpi://SELF, the session's error handler, and an
+   names and info, mpi://SELF, the session's error handlers (its own and
+   one the program made), MPI_Info_create_env and MPI_INFO_ENV, and an
    intercommunicator made from two groups (Intercomm_create_from_groups). Rank 0
    prints "session ok <checks>" or FAIL lines. */
 #include <mpi.h>
@@ -10,6 +11,12 @@
 #include <string.h>
 
 #include "check.h"
+
+static int session_handled;
+static void on_session_error(MPI_Session *s, int *code, ...) {
+    (void)s;
+    session_handled = *code;
+}
 
 int main(void) {
     MPI_Session s = MPI_SESSION_NULL;
@@ -88,6 +95,27 @@ int main(void) {
         MPI_Group_free(&ge);
         MPI_Group_free(&go);
     }
+
+    /* A session error handler of the program's, called on request. */
+    MPI_Errhandler seh;
+    MPI_Session_create_errhandler(on_session_error, &seh);
+    MPI_Session_set_errhandler(s, seh);
+    MPI_Session_call_errhandler(s, MPI_ERR_OTHER);
+    CHECK(session_handled == MPI_ERR_OTHER, "the session's handler saw %d", session_handled);
+    MPI_Session_set_errhandler(s, MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&seh);
+
+    /* The environment as MPI_INFO_ENV and MPI_Info_create_env say it. */
+    char *args[] = {"session-test", "a", "b"};
+    MPI_Info env;
+    MPI_Info_create_env(3, args, &env);
+    MPI_Info_get(env, "argv", sizeof value - 1, value, &flag);
+    CHECK(flag && !strcmp(value, "a b"), "Info_create_env argv '%s'", value);
+    MPI_Info_get(env, "maxprocs", sizeof value - 1, value, &flag);
+    CHECK(flag && atoi(value) == wsize, "Info_create_env maxprocs '%s'", value);
+    MPI_Info_free(&env);
+    MPI_Info_get(MPI_INFO_ENV, "command", sizeof value - 1, value, &flag);
+    CHECK(flag && strstr(value, "session") != NULL, "MPI_INFO_ENV command '%s'", value);
 
     int failed_all = 0;
     MPI_Reduce(&failed, &failed_all, 1, MPI_INT, MPI_SUM, 0, comm);

@@ -269,3 +269,51 @@ fn elements_of_mixed(
     }
     Ok((rest == 0).then(|| Count::try_from(n).ok()).flatten())
 }
+
+/// Copy a status between C's `MPI_Status`, Fortran's `MPI_Fint` array and
+/// Fortran 2008's `MPI_F08_status`: in MPICH's ABI all three are the same
+/// five ints in the same order.
+///
+/// # Safety
+/// `from` and `to` are null or point to five ints.
+unsafe fn copy_status(func: &str, from: *const c_int, to: *mut c_int) -> c_int {
+    if from.is_null() || to.is_null() {
+        return error(MPI_COMM_WORLD, func, MPI_ERR_ARG, "null status");
+    }
+    // SAFETY: caller contract (five ints each; they may not overlap in
+    // a correct program, and a copy of equal ones is harmless).
+    unsafe { std::ptr::copy(from, to, 5) };
+    MPI_SUCCESS
+}
+
+export! {
+    fn MPI_Status_c2f / PMPI_Status_c2f(c: *const MpiStatus, f: *mut c_int) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_c2f", c.cast(), f) }
+    }
+
+    fn MPI_Status_f2c / PMPI_Status_f2c(f: *const c_int, c: *mut MpiStatus) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_f2c", f, c.cast()) }
+    }
+
+    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c: *const MpiStatus, f08: *mut c_int) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_c2f08", c.cast(), f08) }
+    }
+
+    fn MPI_Status_f082c / PMPI_Status_f082c(f08: *const c_int, c: *mut MpiStatus) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_f082c", f08, c.cast()) }
+    }
+
+    fn MPI_Status_f082f / PMPI_Status_f082f(f08: *const c_int, f: *mut c_int) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_f082f", f08, f) }
+    }
+
+    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f: *const c_int, f08: *mut c_int) -> c_int {
+        // SAFETY: caller contract.
+        unsafe { copy_status("MPI_Status_f2f08", f, f08) }
+    }
+}
