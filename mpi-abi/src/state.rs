@@ -47,6 +47,9 @@ pub(crate) struct PersistentCollective {
     pub types: Vec<Datatype>,
     /// Its lane on the communicator (see [`CommEntry::persistent_collectives`]).
     pub lane: u32,
+    /// Arrays the layout reads at each start that the library made (the
+    /// int copies of a large-count call's counts), kept as long as it.
+    pub keep: Vec<Vec<c_int>>,
 }
 
 /// A point-to-point persistent request's operation.
@@ -426,6 +429,14 @@ impl Requests {
             entries: Vec::new(),
             free: Vec::new(),
         }
+    }
+
+    /// Every request in the table, with its handle.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Request, &ReqEntry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some((request_handle(i), e.as_ref()?)))
     }
 
     /// Store `e`; its slot.

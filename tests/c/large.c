@@ -91,6 +91,29 @@ int main(int argc, char **argv) {
     free(from);
     free(all);
 
+    /* A persistent Gatherv_c started twice (its int counts live as long
+       as the request); non-roots pass no arrays. */
+    long gathered[64];
+    MPI_Request grq;
+    for (int r = 0; r < n; r++) {
+        counts[r] = 1;
+        displs[r] = r;
+    }
+    MPI_Gatherv_init_c(&one, 1, MPI_LONG, gathered, rank == 0 ? counts : NULL, rank == 0 ? displs : NULL, MPI_LONG, 0,
+                       MPI_COMM_WORLD, MPI_INFO_NULL, &grq);
+    for (int round = 0; round < 2; round++) {
+        one = 10 * round + rank;
+        MPI_Start(&grq);
+        MPI_Wait(&grq, MPI_STATUS_IGNORE);
+        if (rank == 0)
+            for (int r = 0; r < n && r < 64; r++) CHECK(gathered[r] == 10 * round + r, "Gatherv_init_c round %d: %ld", round, gathered[r]);
+    }
+    MPI_Request_free(&grq);
+    /* Allgather_c in place: the send count and type are not looked at. */
+    for (int r = 0; r < n && r < 64; r++) gathered[r] = r == rank ? 7 * r : -1;
+    MPI_Allgather_c(MPI_IN_PLACE, (MPI_Count)1 << 40, MPI_DATATYPE_NULL, gathered, 1, MPI_LONG, MPI_COMM_WORLD);
+    for (int r = 0; r < n && r < 64; r++) CHECK(gathered[r] == 7 * r, "Allgather_c in place: %ld", gathered[r]);
+
     /* A count past an int in an array of counts is refused, naming the
        call. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -105,6 +128,11 @@ int main(int argc, char **argv) {
     MPI_Error_class(MPI_Send_c(out, (MPI_Count)1 << 31, every_other, right, 4, MPI_COMM_WORLD), &class);
     CHECK(class == MPI_ERR_COUNT, "Send_c of 2^31 non-contiguous elements: class %d", class);
     MPI_Type_free(&every_other);
+    /* A user operation cannot be shown a count past an int. */
+    MPI_Op_create_c(sum_c, 1, &op);
+    MPI_Error_class(MPI_Allreduce_c(out, in, (MPI_Count)1 << 31, MPI_LONG, op, MPI_COMM_WORLD), &class);
+    CHECK(class == MPI_ERR_COUNT, "a user operation over 2^31 elements: class %d", class);
+    MPI_Op_free(&op);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     free(counts);
     free(displs);

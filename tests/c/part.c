@@ -139,6 +139,54 @@ int main(int argc, char **argv) {
     MPI_Request_free(&send);
     MPI_Request_free(&recv);
 
+    /* Request_get_status and Waitany see an unmarked send as pending; an
+       invalid range marks nothing; a second request on the same channel
+       is refused while one is in flight. */
+    MPI_Psend_init(out, 4, 1, MPI_DOUBLE, right, 15, MPI_COMM_WORLD, MPI_INFO_NULL, &send);
+    MPI_Precv_init(in, 4, 1, MPI_DOUBLE, left, 15, MPI_COMM_WORLD, MPI_INFO_NULL, &recv);
+    MPI_Request twin;
+    MPI_Psend_init(out, 4, 1, MPI_DOUBLE, right, 15, MPI_COMM_WORLD, MPI_INFO_NULL, &twin);
+    MPI_Start(&recv);
+    MPI_Start(&send);
+    flag = 1;
+    MPI_Request_get_status(send, &flag, MPI_STATUS_IGNORE);
+    CHECK(!flag, "Request_get_status of an unmarked send");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Start(&twin) != MPI_SUCCESS, "a second partitioned send on one channel");
+    CHECK(MPI_Start(&send) != MPI_SUCCESS, "a started send started again");
+    CHECK(MPI_Pready_range(2, 4, send) != MPI_SUCCESS, "Pready_range past the partitions");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    int word = rank, got_word = -1, idx = -1;
+    MPI_Request both[2] = {send, MPI_REQUEST_NULL};
+    MPI_Irecv(&got_word, 1, MPI_INT, left, 16, MPI_COMM_WORLD, &both[1]);
+    MPI_Send(&word, 1, MPI_INT, right, 16, MPI_COMM_WORLD);
+    MPI_Waitany(2, both, &idx, MPI_STATUS_IGNORE);
+    CHECK(idx == 1 && got_word == left, "Waitany beside an unmarked send: index %d", idx);
+    MPI_Pready_range(0, 3, send);
+    MPI_Wait(&send, MPI_STATUS_IGNORE);
+    MPI_Wait(&recv, &st);
+    CHECK(st.MPI_TAG == 15, "status tag %d", st.MPI_TAG);
+    MPI_Start(&twin);
+    MPI_Start(&recv);
+    MPI_Pready_range(0, 3, twin);
+    MPI_Waitall(1, &twin, MPI_STATUSES_IGNORE);
+    MPI_Wait(&recv, MPI_STATUS_IGNORE);
+    MPI_Request_free(&twin);
+    MPI_Request_free(&send);
+    MPI_Request_free(&recv);
+
+    /* A send to MPI_PROC_NULL restarts as any other. */
+    MPI_Psend_init(out, 2, 1, MPI_DOUBLE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &send);
+    for (int round = 0; round < 2; round++) {
+        MPI_Start(&send);
+        MPI_Pready_list(2, (int[]){1, 0}, send);
+        MPI_Wait(&send, MPI_STATUS_IGNORE);
+    }
+    flag = 0;
+    MPI_Test(&send, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag, "an inactive MPI_PROC_NULL send tests complete");
+    MPI_Request_free(&send);
+
     /* What the left neighbour says it sent is what arrived here. */
     double said = -1;
     MPI_Sendrecv(&sent_sum, 1, MPI_DOUBLE, right, 13, &said, 1, MPI_DOUBLE, left, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

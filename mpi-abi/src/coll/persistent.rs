@@ -93,6 +93,7 @@ fn make(
             lay: std::rc::Rc::new(move || lay(&on, &kept)),
             types: copies,
             lane,
+            keep: Vec::new(),
         }))),
         staging: None,
         after: None,

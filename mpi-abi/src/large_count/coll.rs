@@ -4,7 +4,9 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{group_len, ints_of, narrow, neighbor_lens};
+use super::{
+    at_root, group_len, ints_of, local_len, narrow, narrow_for_op, narrow_send, neighbor_lens,
+};
 use crate::consts::*;
 
 // The int twins, through their profiling names (a tool that intercepts
@@ -146,11 +148,11 @@ unsafe extern "C" {
     fn PMPI_Neighbor_alltoallw(
         sendbuf: *const c_void,
         sendcounts: *const c_int,
-        sdispls: *const c_int,
+        sdispls: *const Aint,
         sendtypes: *const Datatype,
         recvbuf: *mut c_void,
         recvcounts: *const c_int,
-        rdispls: *const c_int,
+        rdispls: *const Aint,
         recvtypes: *const Datatype,
         comm: Comm,
     ) -> c_int;
@@ -221,7 +223,7 @@ export! {
     fn MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) -> c_int {
         let func = "MPI_Allgather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Allgather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm) })
@@ -233,7 +235,7 @@ export! {
         let func = "MPI_Allgatherv_c";
         let run = || -> Result<c_int, c_int> {
             let len = group_len(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -247,7 +249,7 @@ export! {
     fn MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm) -> c_int {
         let func = "MPI_Allreduce_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Allreduce(sendbuf, recvbuf, count.count, count.dt, op, comm) })
         };
@@ -257,7 +259,7 @@ export! {
     fn MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) -> c_int {
         let func = "MPI_Alltoall_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Alltoall(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm) })
@@ -314,7 +316,7 @@ export! {
     fn MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm) -> c_int {
         let func = "MPI_Exscan_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Exscan(sendbuf, recvbuf, count.count, count.dt, op, comm) })
         };
@@ -324,7 +326,7 @@ export! {
     fn MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm) -> c_int {
         let func = "MPI_Gather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Gather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, root, comm) })
@@ -335,8 +337,8 @@ export! {
     fn MPI_Gatherv_c / PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype, root: c_int, comm: Comm) -> c_int {
         let func = "MPI_Gatherv_c";
         let run = || -> Result<c_int, c_int> {
-            let len = group_len(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let len = if at_root(func, comm, root)? { group_len(func, comm)? } else { 0 };
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -350,7 +352,7 @@ export! {
     fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) -> c_int {
         let func = "MPI_Neighbor_allgather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Neighbor_allgather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm) })
@@ -362,7 +364,7 @@ export! {
         let func = "MPI_Neighbor_allgatherv_c";
         let run = || -> Result<c_int, c_int> {
             let nb = neighbor_lens(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, nb.0) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -376,7 +378,7 @@ export! {
     fn MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) -> c_int {
         let func = "MPI_Neighbor_alltoall_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Neighbor_alltoall(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm) })
@@ -409,13 +411,9 @@ export! {
             // SAFETY: an array of one entry per peer (MPI's contract).
             let sendcounts = unsafe { ints_of(func, sendcounts, nb.1) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
-            let sdispls = unsafe { ints_of(func, sdispls, nb.1) }?;
-            // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, nb.0) }?;
-            // SAFETY: an array of one entry per peer (MPI's contract).
-            let rdispls = unsafe { ints_of(func, rdispls, nb.0) }?;
             // SAFETY: the caller's arguments, their counts narrowed.
-            Ok(unsafe { PMPI_Neighbor_alltoallw(sendbuf, sendcounts.ptr(), sdispls.ptr(), sendtypes, recvbuf, recvcounts.ptr(), rdispls.ptr(), recvtypes, comm) })
+            Ok(unsafe { PMPI_Neighbor_alltoallw(sendbuf, sendcounts.ptr(), sdispls, sendtypes, recvbuf, recvcounts.ptr(), rdispls, recvtypes, comm) })
         };
         run().unwrap_or_else(|code| code)
     }
@@ -423,7 +421,7 @@ export! {
     fn MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm) -> c_int {
         let func = "MPI_Reduce_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Reduce(sendbuf, recvbuf, count.count, count.dt, op, root, comm) })
         };
@@ -433,7 +431,7 @@ export! {
     fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op) -> c_int {
         let func = "MPI_Reduce_local_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Reduce_local(inbuf, inoutbuf, count.count, count.dt, op) })
         };
@@ -443,7 +441,7 @@ export! {
     fn MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm) -> c_int {
         let func = "MPI_Reduce_scatter_c";
         let run = || -> Result<c_int, c_int> {
-            let len = group_len(func, comm)?;
+            let len = local_len(func, comm)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: the caller's arguments, their counts narrowed.
@@ -455,7 +453,7 @@ export! {
     fn MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm) -> c_int {
         let func = "MPI_Reduce_scatter_block_c";
         let run = || -> Result<c_int, c_int> {
-            let recvcount = narrow(func, recvcount, datatype)?;
+            let recvcount = narrow_for_op(func, recvcount, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount.count, recvcount.dt, op, comm) })
         };
@@ -465,7 +463,7 @@ export! {
     fn MPI_Scan_c / PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm) -> c_int {
         let func = "MPI_Scan_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Scan(sendbuf, recvbuf, count.count, count.dt, op, comm) })
         };
@@ -475,7 +473,7 @@ export! {
     fn MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm) -> c_int {
         let func = "MPI_Scatter_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Scatter(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, root, comm) })
@@ -486,7 +484,7 @@ export! {
     fn MPI_Scatterv_c / PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm) -> c_int {
         let func = "MPI_Scatterv_c";
         let run = || -> Result<c_int, c_int> {
-            let len = group_len(func, comm)?;
+            let len = if at_root(func, comm, root)? { group_len(func, comm)? } else { 0 };
             // SAFETY: an array of one entry per peer (MPI's contract).
             let sendcounts = unsafe { ints_of(func, sendcounts, len) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{group_len, ints_of, narrow, neighbor_lens};
+use super::{group_len, ints_of, local_len, narrow, narrow_for_op, narrow_send, neighbor_lens};
 use crate::consts::*;
 
 // The int twins, through their profiling names (a tool that intercepts
@@ -151,11 +151,11 @@ unsafe extern "C" {
     fn PMPI_Ineighbor_alltoallw(
         sendbuf: *const c_void,
         sendcounts: *const c_int,
-        sdispls: *const c_int,
+        sdispls: *const Aint,
         sendtypes: *const Datatype,
         recvbuf: *mut c_void,
         recvcounts: *const c_int,
-        rdispls: *const c_int,
+        rdispls: *const Aint,
         recvtypes: *const Datatype,
         comm: Comm,
         request: *mut Request,
@@ -226,7 +226,7 @@ export! {
     fn MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Iallgather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Iallgather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm, request) })
@@ -238,7 +238,7 @@ export! {
         let func = "MPI_Iallgatherv_c";
         let run = || -> Result<c_int, c_int> {
             let len = group_len(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -252,7 +252,7 @@ export! {
     fn MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Iallreduce_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Iallreduce(sendbuf, recvbuf, count.count, count.dt, op, comm, request) })
         };
@@ -262,7 +262,7 @@ export! {
     fn MPI_Ialltoall_c / PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ialltoall_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Ialltoall(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm, request) })
@@ -309,7 +309,7 @@ export! {
     fn MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Iexscan_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Iexscan(sendbuf, recvbuf, count.count, count.dt, op, comm, request) })
         };
@@ -319,7 +319,7 @@ export! {
     fn MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Igather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Igather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, root, comm, request) })
@@ -331,7 +331,7 @@ export! {
         let func = "MPI_Igatherv_c";
         let run = || -> Result<c_int, c_int> {
             let len = group_len(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -345,7 +345,7 @@ export! {
     fn MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ineighbor_allgather_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Ineighbor_allgather(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm, request) })
@@ -357,7 +357,7 @@ export! {
         let func = "MPI_Ineighbor_allgatherv_c";
         let run = || -> Result<c_int, c_int> {
             let nb = neighbor_lens(func, comm)?;
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, nb.0) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
@@ -371,7 +371,7 @@ export! {
     fn MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ineighbor_alltoall_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Ineighbor_alltoall(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, comm, request) })
@@ -404,13 +404,9 @@ export! {
             // SAFETY: an array of one entry per peer (MPI's contract).
             let sendcounts = unsafe { ints_of(func, sendcounts, nb.1) }?;
             // SAFETY: an array of one entry per peer (MPI's contract).
-            let sdispls = unsafe { ints_of(func, sdispls, nb.1) }?;
-            // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, nb.0) }?;
-            // SAFETY: an array of one entry per peer (MPI's contract).
-            let rdispls = unsafe { ints_of(func, rdispls, nb.0) }?;
             // SAFETY: the caller's arguments, their counts narrowed.
-            Ok(unsafe { PMPI_Ineighbor_alltoallw(sendbuf, sendcounts.ptr(), sdispls.ptr(), sendtypes, recvbuf, recvcounts.ptr(), rdispls.ptr(), recvtypes, comm, request) })
+            Ok(unsafe { PMPI_Ineighbor_alltoallw(sendbuf, sendcounts.ptr(), sdispls, sendtypes, recvbuf, recvcounts.ptr(), rdispls, recvtypes, comm, request) })
         };
         run().unwrap_or_else(|code| code)
     }
@@ -418,7 +414,7 @@ export! {
     fn MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ireduce_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Ireduce(sendbuf, recvbuf, count.count, count.dt, op, root, comm, request) })
         };
@@ -428,7 +424,7 @@ export! {
     fn MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ireduce_scatter_c";
         let run = || -> Result<c_int, c_int> {
-            let len = group_len(func, comm)?;
+            let len = local_len(func, comm)?;
             // SAFETY: an array of one entry per peer (MPI's contract).
             let recvcounts = unsafe { ints_of(func, recvcounts, len) }?;
             // SAFETY: the caller's arguments, their counts narrowed.
@@ -440,7 +436,7 @@ export! {
     fn MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Ireduce_scatter_block_c";
         let run = || -> Result<c_int, c_int> {
-            let recvcount = narrow(func, recvcount, datatype)?;
+            let recvcount = narrow_for_op(func, recvcount, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount.count, recvcount.dt, op, comm, request) })
         };
@@ -450,7 +446,7 @@ export! {
     fn MPI_Iscan_c / PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Iscan_c";
         let run = || -> Result<c_int, c_int> {
-            let count = narrow(func, count, datatype)?;
+            let count = narrow_for_op(func, count, datatype, op)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Iscan(sendbuf, recvbuf, count.count, count.dt, op, comm, request) })
         };
@@ -460,7 +456,7 @@ export! {
     fn MPI_Iscatter_c / PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm, request: *mut Request) -> c_int {
         let func = "MPI_Iscatter_c";
         let run = || -> Result<c_int, c_int> {
-            let sendcount = narrow(func, sendcount, sendtype)?;
+            let sendcount = narrow_send(func, sendbuf, sendcount, sendtype)?;
             let recvcount = narrow(func, recvcount, recvtype)?;
             // SAFETY: the caller's arguments, their counts narrowed.
             Ok(unsafe { PMPI_Iscatter(sendbuf, sendcount.count, sendcount.dt, recvbuf, recvcount.count, recvcount.dt, root, comm, request) })

@@ -108,7 +108,43 @@ pub(crate) fn narrow(func: &str, count: Count, dt: Datatype) -> Result<Narrowed,
     })
 }
 
-/// An array of counts or displacements as ints (a null one stays null).
+/// `count` elements of `dt` to send from `buf`: nothing to narrow when
+/// `buf` is `MPI_IN_PLACE` (MPI ignores the count and type then).
+pub(crate) fn narrow_send(
+    func: &str,
+    buf: *const std::ffi::c_void,
+    count: Count,
+    dt: Datatype,
+) -> Result<Narrowed, c_int> {
+    if in_place(buf) {
+        return Ok(Narrowed {
+            count: 0,
+            dt,
+            temp: None,
+        });
+    }
+    narrow(func, count, dt)
+}
+
+/// [`narrow`] for a reduction with `op`: a user operation's function is
+/// shown the count and datatype the program gave, so its counts cannot
+/// be narrowed (`MPI_ERR_COUNT`).
+pub(crate) fn narrow_for_op(
+    func: &str,
+    count: Count,
+    dt: Datatype,
+    op: Op,
+) -> Result<Narrowed, c_int> {
+    let n = narrow(func, count, dt)?;
+    if n.temp.is_some() && crate::state::slot_of(op, USER_OP_KIND).is_some() {
+        let why = format!("{count} elements: a user operation takes at most 2^31-1 here");
+        return Err(error(MPI_COMM_WORLD, func, MPI_ERR_COUNT, &why));
+    }
+    Ok(n)
+}
+
+/// An array of counts or displacements as ints (a null or empty one is
+/// null).
 pub(crate) struct Ints(Option<Vec<c_int>>);
 
 impl Ints {
@@ -127,7 +163,7 @@ pub(crate) unsafe fn ints_of<T>(func: &str, p: *const T, n: usize) -> Result<Int
 where
     T: Copy + TryInto<c_int> + std::fmt::Display,
 {
-    if p.is_null() {
+    if p.is_null() || n == 0 {
         return Ok(Ints(None));
     }
     // SAFETY: caller contract.
@@ -154,6 +190,46 @@ pub(crate) fn group_len(func: &str, h: Comm) -> Result<usize, c_int> {
     } else {
         c.size()
     })
+}
+
+/// How many entries `MPI_Reduce_scatter`'s counts hold on `h`: its
+/// (local) size, on an intercommunicator too.
+pub(crate) fn local_len(func: &str, h: Comm) -> Result<usize, c_int> {
+    Ok(crate::state::comm(func, h)?.size())
+}
+
+/// Are a rooted v collective's root-only arrays significant here (this
+/// rank is the root; on an intercommunicator, `root` is `MPI_ROOT`)? Only
+/// then are they read.
+pub(crate) fn at_root(func: &str, h: Comm, root: c_int) -> Result<bool, c_int> {
+    let c = crate::state::comm(func, h)?;
+    Ok(if c.is_inter() {
+        root == MPI_ROOT
+    } else {
+        usize::try_from(root) == Ok(c.rank())
+    })
+}
+
+/// Keep `arrays` (the int copies of a persistent collective's counts,
+/// which its layout reads at each start) with the request `*req` the
+/// int twin made.
+///
+/// # Safety
+/// `req` is null or a request handle pointer.
+pub(crate) unsafe fn keep_with(req: *const Request, arrays: Vec<Ints>) {
+    // SAFETY: caller contract.
+    let Some(&h) = (unsafe { req.as_ref() }) else {
+        return;
+    };
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let e = crate::state::request_slot(h).and_then(|i| s.requests.get_mut(i));
+        if let Some(crate::state::Persistent::Collective(pc)) =
+            e.and_then(|e| e.persistent.as_deref_mut())
+        {
+            pc.keep.extend(arrays.into_iter().filter_map(|a| a.0));
+        }
+    });
 }
 
 /// How many sources and destinations `h`'s topology gives this rank (the

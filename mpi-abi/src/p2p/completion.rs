@@ -46,6 +46,9 @@ pub(super) fn standing(h: Request) -> Result<Standing, ()> {
 fn retire(s: &mut State, k: usize, h: &mut Request) {
     match s.requests.get_mut(k) {
         Some(e) if e.persistent.is_some() => {
+            if let Some(crate::state::Persistent::Partitioned(p)) = e.persistent.as_deref_mut() {
+                p.retire();
+            }
             e.proc_null = false;
             e.active = None;
             e.staging = None;
@@ -145,7 +148,13 @@ fn complete_with(
     // another thread to mark them.
     let unready = super::partitioned::any_unready(hs);
     if unready {
+        // Another request the call can complete meanwhile?
+        let others = hs.iter().any(|&h| {
+            !super::partitioned::any_unready(&[h])
+                && matches!(standing(h), Ok(Standing::Active | Standing::ProcNull))
+        });
         match call {
+            Call::WaitAny | Call::WaitSome if others => {}
             Call::WaitAll | Call::WaitAny | Call::WaitSome if crate::threads::multiple() => {
                 crate::threads::wait_until(|| !super::partitioned::any_unready(hs));
             }

@@ -47,13 +47,32 @@ pub(crate) struct Partitioned {
     /// Send side: which partitions `MPI_Pready` marked since the last
     /// start (`None`: never started).
     marked: Option<Vec<bool>>,
+    /// Started and not yet completed by a wait or test.
+    started: bool,
 }
 
 impl Partitioned {
     /// A started send with partitions still to mark: waiting for it needs
     /// another thread's `MPI_Pready`.
-    fn unready(&self) -> bool {
-        self.whole.send && self.marked.as_ref().is_some_and(|m| m.contains(&false))
+    pub(crate) fn unready(&self) -> bool {
+        self.started && self.whole.send && self.marked.as_ref().is_some_and(|m| m.contains(&false))
+    }
+
+    /// A wait or test completed the request: it is inactive until the
+    /// next start.
+    pub(crate) fn retire(&mut self) {
+        self.started = false;
+        self.marked = None;
+    }
+
+    /// Do `self` and `other` carry messages of the same channel (same
+    /// communicator, direction, peer and tag)?
+    fn same_channel(&self, other: &Partitioned) -> bool {
+        let (a, b) = (&self.whole, &other.whole);
+        a.send == b.send
+            && a.peer == b.peer
+            && a.tag == b.tag
+            && a.on.context_id() == b.on.context_id()
     }
 
     /// The tag the program gave (statuses show it).
@@ -175,6 +194,7 @@ fn init(
             whole,
             partitions: parts,
             marked: None,
+            started: false,
         }))),
         staging: None,
         after: None,
@@ -224,10 +244,34 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
 /// inactive: a send waits for its partitions, a receive is posted. `None`
 /// if `h` is not a partitioned request.
 pub(super) fn start(h: Request) -> Option<c_int> {
+    // Partitioned requests match in the order they were made; vpml
+    // matches them in message order, which is the same only while one
+    // request per channel is in flight: a second one is refused.
+    let busy = STATE.with(|s| {
+        let s = s.borrow();
+        let mine = match s.requests.get(request_slot(h)?)?.persistent.as_deref() {
+            Some(Persistent::Partitioned(p)) => p,
+            _ => return None,
+        };
+        Some(
+            mine.whole.peer != MPI_PROC_NULL
+                && s.requests.iter().any(|(other, e)| {
+                    other != h
+                        && matches!(e.persistent.as_deref(),
+                            Some(Persistent::Partitioned(p)) if p.started && p.same_channel(mine))
+                }),
+        )
+    })?;
+    if busy {
+        let why = "another partitioned request with this communicator, peer and tag is in flight: vpml takes one at a time";
+        let comm = with_partitioned(h, |e| e.comm).map_or(MPI_COMM_WORLD, |(c, _)| c);
+        return Some(error(comm, "MPI_Start", MPI_ERR_REQUEST, why));
+    }
     let (comm, post) = with_partitioned(h, |e| {
         let proc_null = {
             let op = op_of(e)?;
             op.marked = op.whole.send.then(|| vec![false; op.partitions]);
+            op.started = true;
             op.whole.peer == MPI_PROC_NULL
         };
         e.proc_null = proc_null;
@@ -261,9 +305,12 @@ fn mark(func: &str, h: Request, which: impl Iterator<Item = c_int>) -> c_int {
                 "the request is not started, or all its partitions are marked".into(),
             ));
         };
+        // Every partition checked before any is marked: an error leaves
+        // the request as it was.
+        let mut picked = Vec::new();
         for p in which {
-            match usize::try_from(p).ok().and_then(|i| marks.get_mut(i)) {
-                Some(m) if !*m => *m = true,
+            match usize::try_from(p).ok().filter(|&i| i < partitions) {
+                Some(i) if !marks[i] && !picked.contains(&i) => picked.push(i),
                 Some(_) => {
                     return Err((
                         MPI_ERR_ARG,
@@ -272,6 +319,9 @@ fn mark(func: &str, h: Request, which: impl Iterator<Item = c_int>) -> c_int {
                 }
                 None => return Err((MPI_ERR_ARG, format!("partition {p} of {partitions}"))),
             }
+        }
+        for i in picked {
+            marks[i] = true;
         }
         let last = !marks.contains(&false);
         Ok((last && !proc_null).then(|| op.whole.clone()))
@@ -349,10 +399,13 @@ fn arrived(h: Request, partition: c_int) -> Result<bool, c_int> {
         Some(st.map(|st| {
             e.proc_null = true;
             e.ready = Some((st.source(), tag, st.len()));
+            st.into_result().err()
         }))
     });
+    // An error of the receive (a truncation) is raised here, where the
+    // program learns it arrived.
     match kept {
-        Some((_, Some(Err(e)))) => Err(vpml_error(comm, func, &e)),
+        Some((_, Some(Err(e) | Ok(Some(e))))) => Err(vpml_error(comm, func, &e)),
         _ => Ok(true),
     }
 }

@@ -106,7 +106,8 @@ export! {
                 Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lane, pc.lay.clone()),
                 Persistent::Partitioned(_) => What::Partitioned,
             };
-            Some((e.comm, what, e.active.is_some() || e.proc_null))
+            let unready = matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(p)) if p.unready());
+            Some((e.comm, what, e.active.is_some() || e.proc_null || unready))
         });
         let Some((c, what, busy)) = found else {
             return error(MPI_COMM_WORLD, "MPI_Start", MPI_ERR_REQUEST, "not a persistent request");

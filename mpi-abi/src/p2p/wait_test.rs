@@ -321,6 +321,10 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
             "invalid request",
         ));
     };
+    // A partitioned send waiting for MPI_Pready is not complete.
+    if super::partitioned::any_unready(&[h]) {
+        return Ok(None);
+    }
     let Some((id, on)) = active else {
         // Inactive, on MPI_PROC_NULL, or complete from the start.
         let (ready, proc_null) = known.unwrap_or((None, false));
@@ -347,7 +351,12 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
         }
         e.staging = None;
         if let Ok(st) = &st {
-            e.ready = Some((st.source(), st.tag(), st.len()));
+            // (A partitioned message travels under another tag.)
+            let tag = match e.persistent.as_deref() {
+                Some(crate::state::Persistent::Partitioned(p)) => p.tag(),
+                _ => st.tag(),
+            };
+            e.ready = Some((st.source(), tag, st.len()));
         }
         e.proc_null = true;
         Some((st, e.after.take()))
