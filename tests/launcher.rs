@@ -148,6 +148,19 @@ fn a_killed_rank_stops_the_job_with_its_signal() {
 }
 
 #[test]
+fn a_finalized_rank_exit_status_is_the_job_status_without_a_line() {
+    // As mpiexec: a program that finishes cleanly and returns 3 makes the
+    // job return 3; nothing is added to its output.
+    let out = scenario(3, "finalized-exit", &[], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("exited with status"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_failing_rank_exit_status_is_the_job_status() {
     let out = scenario(3, "exit-code", &[], &[]);
     assert_eq!(out.status.code(), Some(3));

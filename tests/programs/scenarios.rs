@@ -50,6 +50,7 @@ fn main() {
         "idle-cpu" => idle_cpu(&world),
         "invalid" => invalid(&world),
         "sendrecv" => sendrecv(&world),
+        "finalized-exit" => Ok(()),
         "hello" => {
             println!("hello from rank {} of {}", world.rank(), world.size());
             Ok(())
@@ -99,6 +100,11 @@ fn main() {
     }
     if rank == 0 {
         println!("ok {name}");
+    }
+    // The program's own exit status after a clean finish (as a C
+    // program's `return rank;` after MPI_Finalize).
+    if name == "finalized-exit" && rank == 1 {
+        std::process::exit(3);
     }
 }
 

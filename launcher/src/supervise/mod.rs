@@ -456,7 +456,13 @@ impl<J: SupervisedJob> Supervisor<J> {
         if let Some(sig) = status.signal() {
             self.on_death(rank, Death::Signal(sig));
         } else if let Some(code) = status.code().filter(|c| *c != 0) {
-            self.fail(code as u8, format!("rank {rank} exited with status {code}"));
+            if self.finalized[rank] {
+                // The program's own exit status after a clean finish: the
+                // job's, with no line (as mpiexec).
+                self.fail_quietly(code as u8);
+            } else {
+                self.fail(code as u8, format!("rank {rank} exited with status {code}"));
+            }
         } else if !self.finalized[rank] {
             self.fail(
                 1,
@@ -657,6 +663,13 @@ impl<J: SupervisedJob> Supervisor<J> {
     fn fail(&mut self, code: u8, msg: impl std::fmt::Display) {
         if self.failure.is_none() {
             notice!(self, "{msg}");
+            self.fail_quietly(code);
+        }
+    }
+
+    /// End the job with exit status `code`, saying nothing.
+    fn fail_quietly(&mut self, code: u8) {
+        if self.failure.is_none() {
             self.failure = Some(code);
             self.signal_all(&self.live(), Signal::TERM);
             self.kill_at = Some(Instant::now() + TERM_GRACE);
