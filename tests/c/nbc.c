@@ -435,6 +435,13 @@ static void on_intercomm(void) {
     wait1(&r);
     int other = in_a ? 4 : 2;
     CHECK(rsb == (lr == 0 ? other : 10 * other), "inter Ireduce_scatter_block %d", rsb);
+    /* Ireduce_scatter: both elements of the remote group's sum to local
+       rank 1, none to rank 0. */
+    int rsc[2] = {0, 2}, rsv2[2] = {-1, -1};
+    MPI_Ireduce_scatter(rsv, rsv2, rsc, MPI_INT, MPI_SUM, ic, &r);
+    wait1(&r);
+    if (lr == 1) CHECK(rsv2[0] == other && rsv2[1] == 10 * other, "inter Ireduce_scatter %d %d", rsv2[0], rsv2[1]);
+    else CHECK(rsv2[0] == -1, "inter Ireduce_scatter wrote an empty block");
     /* An intercommunicator's idup keeps both groups. */
     MPI_Comm icd;
     MPI_Comm_idup(ic, &icd, &r);

@@ -227,13 +227,11 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     let esize = element_size(dt)?;
     let total: usize = counts.iter().sum();
     // How this rank's input is cut among its peers, in elements.
+    if c.is_inter() && !equal {
+        // SAFETY: caller contract.
+        return unsafe { reduce_scatter_inter(c, send, recv, &counts, dt, op, shown) };
+    }
     let cut: Vec<usize> = if c.is_inter() {
-        if !equal {
-            return Err((
-                MPI_ERR_COMM,
-                "MPI_Ireduce_scatter on an intercommunicator is not supported (MPI_Ireduce_scatter_block is)".into(),
-            ));
-        }
         if np == 0 || !total.is_multiple_of(np) {
             return Err((
                 MPI_ERR_COUNT,
@@ -287,6 +285,69 @@ pub(in crate::coll) unsafe fn reduce_scatter(
                 parts.insert(me, &input[own]);
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
+        }),
+    })
+}
+
+/// `MPI_Ireduce_scatter` on an intercommunicator: the reduction of the
+/// other group's inputs, cut as this group's `counts` say. A rank does not
+/// know how the other group cuts its result, so it sends its whole input
+/// to every rank there; each folds what it gets and keeps its own block
+/// (the remote group's totals equal this group's, as MPI requires).
+///
+/// # Safety
+/// As [`reduce_scatter`].
+#[allow(clippy::too_many_arguments)] // MPI's own argument list, and the handle shown
+unsafe fn reduce_scatter_inter(
+    c: &vpml::Comm,
+    send: *const c_void,
+    recv: *mut c_void,
+    counts: &[usize],
+    dt: Datatype,
+    op: CombineOp,
+    shown: Datatype,
+) -> Res<Laid> {
+    let esize = element_size(dt)?;
+    let total: usize = counts.iter().sum();
+    let total_c =
+        c_int::try_from(total).map_err(|_| (MPI_ERR_COUNT, "counts too large".to_string()))?;
+    // SAFETY: caller contract (no MPI_IN_PLACE on an intercommunicator).
+    let input = unsafe { owned(send, total_c, dt) }?;
+    let r = c.rank();
+    let n = counts[r];
+    let at = counts[..r].iter().sum::<usize>() * esize;
+    // SAFETY: caller contract.
+    let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
+    let len = total * esize;
+    let from: Vec<usize> = others(c).collect();
+    let mut got = slots(&from, len);
+    let recvs = from
+        .iter()
+        .zip(got.iter_mut())
+        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
+        .collect();
+    let sends = from
+        .iter()
+        .map(|&i| transfer(i, input.as_ptr(), len))
+        .collect();
+    let kept = private_copy(dt);
+    Ok(Laid {
+        sends,
+        recvs,
+        after: Box::new(move || {
+            drop(input);
+            let parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            let mut whole = vec![0u8; len];
+            let folded = fold_packed(op, kept.unwrap_or(dt), shown, total, &parts, &mut whole);
+            if let Some(k) = kept {
+                release_copy(k);
+            }
+            folded?;
+            let mine = out.bytes();
+            let end = (at + mine.len()).min(whole.len());
+            mine[..end - at.min(end)].copy_from_slice(&whole[at.min(end)..end]);
+            out.finish(None);
+            Ok(())
         }),
     })
 }
