@@ -38,7 +38,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::consts::*;
-use crate::state::vpml_error;
+use crate::state::{error, vpml_error};
 
 /// The agreements in flight in this process.
 struct Agreements {
@@ -92,11 +92,41 @@ fn allreduce_u32(func: &str, h: Comm, mine: u32, op: Op) -> Result<u32, c_int> {
     }
 }
 
-/// Agree with the other members of `c` (handle `h`) on a new context,
-/// letting other threads run meanwhile. Errors are reported (named after
-/// `func`) and returned as codes.
-fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
-    let taken = vpml::Comm::contexts_per_communicator();
+/// The reduction with `op` (`MPI_MAX` or `MPI_MIN`) of every member's
+/// `mine` over `c` (handle `h`), waited for without the call lock. On an
+/// intercommunicator one round gives each group the other's reduction; a
+/// second hands each group its own, and the two combine alike in both.
+fn reduce_u32(func: &str, h: Comm, c: &vpml::Comm, mine: u32, op: Op) -> Result<u32, c_int> {
+    let theirs = allreduce_u32(func, h, mine, op)?;
+    if !c.is_inter() {
+        return Ok(theirs);
+    }
+    let ours = allreduce_u32(func, h, theirs, op)?;
+    Ok(if op == MPI_MAX {
+        theirs.max(ours)
+    } else {
+        theirs.min(ours)
+    })
+}
+
+/// Agree with the other members of `c` (handle `h`; both groups of an
+/// intercommunicator) on a block of `taken` new contexts, letting other
+/// threads run meanwhile. Errors are reported (named after `func`) and
+/// returned as codes.
+fn agree(func: &str, h: Comm, c: &vpml::Comm, taken: u32) -> Result<u32, c_int> {
+    agree_by(func, h, c, taken, |mine, op| {
+        reduce_u32(func, h, c, mine, op)
+    })
+}
+
+/// [`agree`] with `reduce(mine, op)` giving every member's reduction.
+fn agree_by(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    taken: u32,
+    mut reduce: impl FnMut(u32, Op) -> Result<u32, c_int>,
+) -> Result<u32, c_int> {
     let me = {
         let mut a = lock();
         a.in_flight += 1;
@@ -105,9 +135,9 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
     };
     let mut round: u32 = 0;
     let agreed = loop {
-        let mine = c.take_context_block();
+        let mine = c.take_context_block_of(taken);
         lock().held.push((me, mine, mine.saturating_add(taken)));
-        let candidate = match allreduce_u32(func, h, mine, MPI_MAX) {
+        let candidate = match reduce(mine, MPI_MAX) {
             Ok(r) => r,
             Err(code) => {
                 lock().held.retain(|&(id, _, _)| id != me);
@@ -119,7 +149,7 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
             // Every member sees the same candidate: all fail alike.
             lock().held.retain(|&(id, _, _)| id != me);
             break c
-                .commit_context(candidate)
+                .commit_context_block(candidate, taken)
                 .map_err(|e| vpml_error(h, func, &e));
         }
         let free = {
@@ -135,13 +165,13 @@ fn agree(func: &str, h: Comm, c: &vpml::Comm) -> Result<u32, c_int> {
             }
             free
         };
-        let all_free = allreduce_u32(func, h, u32::from(free), MPI_MIN);
+        let all_free = reduce(u32::from(free), MPI_MIN);
         lock().held.retain(|&(id, _, _)| id != me);
         match all_free {
             Err(code) => break Err(code),
             Ok(1) => {
                 let committed = c
-                    .commit_context(candidate)
+                    .commit_context_block(candidate, taken)
                     .map_err(|e| vpml_error(h, func, &e));
                 let mut a = lock();
                 if committed.is_ok() && a.in_flight > 1 {
@@ -204,11 +234,253 @@ fn in_rounds(h: Comm) -> bool {
 
 /// `MPI_Comm_dup`'s communicator.
 pub(crate) fn dup(func: &str, h: Comm, c: &vpml::Comm) -> Result<vpml::Comm, c_int> {
-    if !in_rounds(h) || c.is_inter() {
+    if !in_rounds(h) {
         return exclusive(|| c.dup()).map_err(|e| vpml_error(h, func, &e));
     }
-    let context = agree(func, h, c)?;
+    if c.is_inter() {
+        let context = agree(func, h, c, vpml::Comm::contexts_per_intercommunicator())?;
+        return c.inter_dup_on(context).map_err(|e| vpml_error(h, func, &e));
+    }
+    let context = agree(func, h, c, vpml::Comm::contexts_per_communicator())?;
     c.dup_on(context).map_err(|e| vpml_error(h, func, &e))
+}
+
+/// `MPI_Comm_create_group`'s communicator: `members` (world ranks) agree
+/// among themselves, apart from the communicator's other traffic and
+/// from other groups' agreements by `tag`; `None` for a process outside
+/// the group.
+pub(crate) fn create_group(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    members: &[usize],
+    tag: c_int,
+) -> Result<Option<vpml::Comm>, c_int> {
+    if !in_rounds(h) {
+        return exclusive(|| c.create_group(members)).map_err(|e| vpml_error(h, func, &e));
+    }
+    let world = c.world_ranks();
+    if !members.contains(&world[c.rank()]) {
+        return Ok(None);
+    }
+    let ranks: Vec<usize> = members
+        .iter()
+        .map(|w| world.iter().position(|x| x == w))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            error(
+                h,
+                func,
+                MPI_ERR_GROUP,
+                "the group has a process outside the communicator",
+            )
+        })?;
+    let taken = vpml::Comm::contexts_per_communicator();
+    let context = agree_by(func, h, c, taken, |mine, op| {
+        group_reduce(func, h, c, &ranks, tag, mine, op)
+    })?;
+    c.create_group_on(members, context)
+        .map_err(|e| vpml_error(h, func, &e))
+}
+
+/// The reduction with `op` of `mine` over the members `ranks` (of `c`)
+/// alone: the first gathers and answers, by point-to-point messages in
+/// the communicator's group space under `tag`, waited for without the
+/// call lock.
+fn group_reduce(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    ranks: &[usize],
+    tag: c_int,
+    mine: u32,
+    op: Op,
+) -> Result<u32, c_int> {
+    use vpml::raw::TagSpace::Group;
+    let fail = |e: vpml::Error| vpml_error(h, func, &e);
+    let combine = |a: u32, b: u32| if op == MPI_MAX { a.max(b) } else { a.min(b) };
+    let leader = ranks[0];
+    let wait = |reqs: &[Option<vpml::raw::RawRequest>]| -> Result<(), c_int> {
+        crate::threads::block_until(c, reqs, true).map_err(fail)?;
+        c.wait_all_raw(reqs).map_err(fail)
+    };
+    if c.rank() != leader {
+        let mut result = 0u32;
+        // SAFETY: `mine` and `result` outlive the wait below.
+        let reqs = unsafe {
+            [
+                Some(
+                    c.isend_private_raw(Group, leader, tag, (&raw const mine).cast(), 4)
+                        .map_err(fail)?,
+                ),
+                Some(
+                    c.irecv_private_raw(Group, leader, tag, (&raw mut result).cast(), 4)
+                        .map_err(fail)?,
+                ),
+            ]
+        };
+        wait(&reqs)?;
+        return Ok(result);
+    }
+    let mut got = vec![0u32; ranks.len()];
+    let mut reqs = Vec::with_capacity(ranks.len());
+    for (slot, &r) in got.iter_mut().zip(ranks).skip(1) {
+        // SAFETY: `got` outlives the wait below and is not touched meanwhile.
+        reqs.push(Some(
+            unsafe { c.irecv_private_raw(Group, r, tag, (slot as *mut u32).cast(), 4) }
+                .map_err(fail)?,
+        ));
+    }
+    wait(&reqs)?;
+    let result = got[1..].iter().fold(mine, |a, &b| combine(a, b));
+    let mut sends = Vec::with_capacity(ranks.len());
+    for &r in &ranks[1..] {
+        // SAFETY: `result` outlives the wait below.
+        sends.push(Some(
+            unsafe { c.isend_private_raw(Group, r, tag, (&raw const result).cast(), 4) }
+                .map_err(fail)?,
+        ));
+    }
+    wait(&sends)?;
+    Ok(result)
+}
+
+/// `MPI_Intercomm_create`'s communicator, made in rounds (see the module)
+/// when other threads may call MPI meanwhile: the leaders swap their
+/// groups' members through `peer` (by `tag`), each group learns the other
+/// from its leader, and the context is agreed in rounds whose reductions
+/// run in each group and are combined by the leaders.
+#[allow(clippy::too_many_arguments)] // MPI's own argument list
+pub(crate) fn intercomm_create(
+    func: &str,
+    h: Comm,
+    c: &vpml::Comm,
+    local_leader: usize,
+    peer: Comm,
+    peer_comm: Option<&vpml::Comm>,
+    remote_leader: usize,
+    tag: c_int,
+) -> Result<vpml::Comm, c_int> {
+    if !in_rounds(h) {
+        return exclusive(|| c.intercomm_create(local_leader, peer_comm, remote_leader, tag))
+            .map_err(|e| vpml_error(h, func, &e));
+    }
+    let leads = c.rank() == local_leader;
+    let root = c_int::try_from(local_leader).unwrap_or(c_int::MAX);
+    let remote_leader = c_int::try_from(remote_leader).unwrap_or(-1);
+    // The members of the other group, through the leaders: a length (0:
+    // the leader failed), then the table.
+    let mine: Vec<u64> = c.world_ranks().iter().map(|&w| w as u64).collect();
+    let mut theirs = Vec::new();
+    let mut len = [0u64];
+    if leads {
+        let n = [mine.len() as u64];
+        if sendrecv_u64(func, peer, remote_leader, tag, &n, &mut len).is_ok() {
+            theirs = vec![0u64; usize::try_from(len[0]).unwrap_or(0)];
+            if sendrecv_u64(func, peer, remote_leader, tag, &mine, &mut theirs).is_err() {
+                len[0] = 0;
+            }
+        } else {
+            len[0] = 0;
+        }
+    }
+    bcast_u64(func, h, &mut len, root)?;
+    if len[0] == 0 || len[0] > c.world_ranks().len().max(1 << 24) as u64 {
+        return Err(error(
+            h,
+            func,
+            MPI_ERR_OTHER,
+            "the leaders could not exchange their groups",
+        ));
+    }
+    theirs.resize(len[0] as usize, 0);
+    bcast_u64(func, h, &mut theirs, root)?;
+    let remote: Vec<usize> = theirs.iter().map(|&w| w as usize).collect();
+    let taken = vpml::Comm::contexts_per_intercommunicator();
+    let context = agree_by(func, h, c, taken, |value, op| {
+        let ours = allreduce_u32(func, h, value, op)?;
+        let mut both = [u64::from(ours)];
+        if leads {
+            let mut other = [0u64];
+            sendrecv_u64(func, peer, remote_leader, tag, &both, &mut other)?;
+            let other = u32::try_from(other[0]).unwrap_or(u32::MAX);
+            both[0] = u64::from(if op == MPI_MAX {
+                ours.max(other)
+            } else {
+                ours.min(other)
+            });
+        }
+        bcast_u64(func, h, &mut both, root)?;
+        Ok(u32::try_from(both[0]).unwrap_or(u32::MAX))
+    })?;
+    c.intercomm_create_on(context, remote)
+        .map_err(|e| vpml_error(h, func, &e))
+}
+
+/// Swap `send` for `recv` with rank `other` of `h` by `tag`, waited for
+/// without the call lock.
+fn sendrecv_u64(
+    func: &str,
+    h: Comm,
+    other: c_int,
+    tag: c_int,
+    send: &[u64],
+    recv: &mut [u64],
+) -> Result<(), c_int> {
+    let (sn, rn) = (send.len() as c_int, recv.len() as c_int);
+    let start = |req| {
+        // SAFETY: both buffers hold what the counts say and outlive the
+        // wait below.
+        unsafe {
+            crate::p2p::MPI_Isendrecv(
+                send.as_ptr().cast(),
+                sn,
+                MPI_UINT64_T,
+                other,
+                tag,
+                recv.as_mut_ptr().cast(),
+                rn,
+                MPI_UINT64_T,
+                other,
+                tag,
+                h,
+                req,
+            )
+        }
+    };
+    // SAFETY: null is MPI_STATUS_IGNORE.
+    match unsafe { crate::p2p::start_and_wait(func, start, std::ptr::null_mut()) } {
+        MPI_SUCCESS => Ok(()),
+        code => Err(code),
+    }
+}
+
+/// `MPI_Bcast` of `buf` from `root` over `h`, waited for without the
+/// call lock.
+fn bcast_u64(func: &str, h: Comm, buf: &mut [u64], root: c_int) -> Result<(), c_int> {
+    let n = buf.len() as c_int;
+    let start = |req| {
+        // SAFETY: `buf` holds `n` words and outlives the wait below.
+        unsafe { crate::coll::MPI_Ibcast(buf.as_mut_ptr().cast(), n, MPI_UINT64_T, root, h, req) }
+    };
+    // SAFETY: null is MPI_STATUS_IGNORE.
+    match unsafe { crate::p2p::start_and_wait(func, start, std::ptr::null_mut()) } {
+        MPI_SUCCESS => Ok(()),
+        code => Err(code),
+    }
+}
+
+/// `MPI_Intercomm_merge`'s communicator.
+pub(crate) fn merge(func: &str, h: Comm, c: &vpml::Comm, high: bool) -> Result<vpml::Comm, c_int> {
+    if !in_rounds(h) || !c.is_inter() {
+        return exclusive(|| c.merge(high)).map_err(|e| vpml_error(h, func, &e));
+    }
+    // Every member of a group passes the same `high`: one round gives
+    // each group the other's.
+    let their_high = allreduce_u32(func, h, u32::from(high), MPI_MAX)? == 1;
+    let context = agree(func, h, c, vpml::Comm::contexts_per_communicator())?;
+    c.merge_on(context, high, their_high)
+        .map_err(|e| vpml_error(h, func, &e))
 }
 
 /// `MPI_Comm_split`'s communicator (`None`: `MPI_UNDEFINED` as color).
@@ -222,7 +494,7 @@ pub(crate) fn split(
     if !in_rounds(h) || c.is_inter() {
         return exclusive(|| c.split(color, key)).map_err(|e| vpml_error(h, func, &e));
     }
-    let context = agree(func, h, c)?;
+    let context = agree(func, h, c, vpml::Comm::contexts_per_communicator())?;
     let all = allgather(func, h, c, &vpml::split_entry(color, key))?;
     c.split_on(context, &all, color)
         .map_err(|e| vpml_error(h, func, &e))

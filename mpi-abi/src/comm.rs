@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 
 use crate::consts::*;
 use crate::state::{
-    CommEntry, STATE, comm, comm_handle, comm_slot, error, insert, intra_comm, put, vpml_error,
+    CommEntry, STATE, comm, comm_handle, comm_slot, error, insert, intra_comm, put,
 };
 
 /// The attributes of `old` copied to its duplicate `new`: the result
@@ -171,25 +171,25 @@ export! {
             None
         };
         let remote_leader = usize::try_from(remote_leader).unwrap_or(usize::MAX);
-        match crate::agreement::exclusive(|| c.intercomm_create(local_leader, peer_comm.as_ref(), remote_leader, tag)) {
+        match crate::agreement::intercomm_create(func, local, &c, local_leader, peer, peer_comm.as_ref(), remote_leader, tag) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(local, d)) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(local, func, &e),
+            Err(code) => code,
         }
     }
 
     fn MPI_Intercomm_merge / PMPI_Intercomm_merge(h: Comm, high: c_int, new: *mut Comm) -> c_int {
         let c = match comm("MPI_Intercomm_merge", h) { Ok(c) => c, Err(code) => return code };
-        match crate::agreement::exclusive(|| c.merge(high != 0)) {
+        match crate::agreement::merge("MPI_Intercomm_merge", h, &c, high != 0) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(h, d)) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(h, "MPI_Intercomm_merge", &e),
+            Err(code) => code,
         }
     }
 

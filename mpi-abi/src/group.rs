@@ -361,18 +361,21 @@ export! {
         }
     }
 
-    fn MPI_Comm_create_group / PMPI_Comm_create_group(h: Comm, g: Group, _tag: c_int, out: *mut Comm) -> c_int {
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(h: Comm, g: Group, tag: c_int, out: *mut Comm) -> c_int {
         let func = "MPI_Comm_create_group";
         let c = match comm(func, h) { Ok(c) => c, Err(code) => return code };
         let m = match group(func, g) { Ok(m) => m, Err(code) => return code };
-        match crate::agreement::exclusive(|| c.create_group(&m)) {
+        if tag < 0 {
+            return error(h, func, MPI_ERR_TAG, &format!("invalid tag {tag}"));
+        }
+        match crate::agreement::create_group(func, h, &c, &m, tag) {
             Ok(d) => {
                 let handle = d.map_or(MPI_COMM_NULL, |d| register(h, d));
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(out, handle) };
                 MPI_SUCCESS
             }
-            Err(e) => vpml_error(h, func, &e),
+            Err(code) => code,
         }
     }
 }

@@ -257,6 +257,33 @@ impl Comm {
     /// communicator whose member lists overlap must come in the same
     /// order at every common member.
     pub fn create_group(&self, members: &[usize]) -> Result<Option<Comm>> {
+        self.check_group(members)?;
+        if !members.contains(&self.world_rank(self.rank())) {
+            return Ok(None);
+        }
+        // The members alone, on this communicator's channels, agree on
+        // the context.
+        let among = self.with_members(self.context, members.to_vec());
+        let context = among.agree_context()?;
+        self.create_group_on(members, context)
+    }
+
+    /// [`Comm::create_group`] on a context its members agreed otherwise (a
+    /// block of [`Comm::contexts_per_communicator`]; see
+    /// [`Comm::context_proposal`]).
+    pub fn create_group_on(&self, members: &[usize], context: u32) -> Result<Option<Comm>> {
+        self.check_group(members)?;
+        if !members.contains(&self.world_rank(self.rank())) {
+            return Ok(None);
+        }
+        let comm = self.with_members(context, members.to_vec()).agreed();
+        comm.announce()?;
+        Ok(Some(comm))
+    }
+
+    /// Check that `members` (world ranks) are distinct members of this
+    /// intracommunicator.
+    fn check_group(&self, members: &[usize]) -> Result<()> {
         self.intra_only("create_group")?;
         let mine = self.world_ranks();
         let mut seen = vec![false; self.engine.borrow().size()];
@@ -267,16 +294,7 @@ impl Comm {
                 )));
             }
         }
-        if !members.contains(&self.world_rank(self.rank())) {
-            return Ok(None);
-        }
-        // The members alone, on this communicator's channels, agree on
-        // the context.
-        let among = self.with_members(self.context, members.to_vec());
-        let context = among.agree_context()?;
-        let comm = self.with_members(context, members.to_vec()).agreed();
-        comm.announce()?;
-        Ok(Some(comm))
+        Ok(())
     }
 
     /// A communicator of `world` (world ranks in rank order, this process
@@ -376,7 +394,12 @@ impl Comm {
     /// a communicator reserves ([`Comm::contexts_per_communicator`]);
     /// returns it. The next free context only moves up.
     pub fn commit_context(&self, agreed: u32) -> Result<u32> {
-        let taken = Self::contexts_per_communicator();
+        self.commit_context_block(agreed, Self::contexts_per_communicator())
+    }
+
+    /// [`Comm::commit_context`] for a block of `taken` contexts (an
+    /// intercommunicator's: [`Comm::contexts_per_intercommunicator`]).
+    pub fn commit_context_block(&self, agreed: u32, taken: u32) -> Result<u32> {
         if agreed >= SELF_CONTEXT - taken {
             return Err(Error::RequestState("communicator context ids exhausted"));
         }
@@ -391,9 +414,14 @@ impl Comm {
     /// run several agreements of one process at once; see
     /// [`Comm::context_proposal`]).
     pub fn take_context_block(&self) -> u32 {
+        self.take_context_block_of(Self::contexts_per_communicator())
+    }
+
+    /// [`Comm::take_context_block`] for a block of `taken` contexts.
+    pub fn take_context_block_of(&self, taken: u32) -> u32 {
         let mut eng = self.engine.borrow_mut();
         let first = eng.next_context();
-        let next = first.saturating_add(Self::contexts_per_communicator());
+        let next = first.saturating_add(taken);
         eng.set_next_context(next.min(SELF_CONTEXT));
         first
     }

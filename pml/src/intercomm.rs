@@ -167,6 +167,23 @@ impl Comm {
         Ok(comm)
     }
 
+    /// [`Comm::intercomm_create`] when the groups already know each other
+    /// (`remote`: the remote group's world ranks in rank order) and agreed
+    /// on `context` otherwise (a block of
+    /// [`Comm::contexts_per_intercommunicator`]).
+    pub fn intercomm_create_on(&self, context: u32, remote: Vec<usize>) -> Result<Comm> {
+        self.intra_only("intercomm_create")?;
+        let local = self.world_ranks();
+        if remote.iter().any(|w| local.contains(w)) {
+            return Err(Error::CommKind(
+                "intercomm_create: the remote group shares members with the local one".into(),
+            ));
+        }
+        let comm = self.make_inter(context, local, remote).agreed();
+        comm.announce()?;
+        Ok(comm)
+    }
+
     /// The local leader's side of `intercomm_create`: give the remote
     /// leader this group's table through `peer`, get the remote group's.
     fn leaders_exchange(
@@ -220,6 +237,29 @@ impl Comm {
 
     /// A new intercommunicator with the same groups (`dup` of an
     /// intercommunicator).
+    /// How many contexts an intercommunicator made by agreement takes: its
+    /// four and those reserved for its idups.
+    pub fn contexts_per_intercommunicator() -> u32 {
+        reserved(INTER_CONTEXTS)
+    }
+
+    /// [`Comm::dup`] of an intercommunicator on a context both groups
+    /// agreed otherwise (a block of
+    /// [`Comm::contexts_per_intercommunicator`]; see
+    /// [`Comm::context_proposal`]).
+    pub fn inter_dup_on(&self, context: u32) -> Result<Comm> {
+        if !self.is_inter() {
+            return Err(Error::CommKind(
+                "inter_dup_on needs an intercommunicator".into(),
+            ));
+        }
+        let comm = self
+            .make_inter(context, self.world_ranks(), self.remote_world_ranks())
+            .agreed();
+        comm.announce()?;
+        Ok(comm)
+    }
+
     pub(crate) fn inter_dup(&self) -> Result<Comm> {
         let next = self.local().max_next_context()?;
         let theirs = self.swap_with_remote(&[u64::from(next)])?;
@@ -325,6 +365,16 @@ impl Comm {
         let theirs = self.swap_with_remote(&[u64::from(next), u64::from(high)])?;
         let their_high = theirs.get(1).is_some_and(|&h| h == 1);
         let context = self.take_contexts(next.max(self.context_of(&theirs)?), 2)?;
+        self.merge_on(context, high, their_high)
+    }
+
+    /// [`Comm::merge`] on a context both groups agreed otherwise (a block
+    /// of [`Comm::contexts_per_communicator`]), the remote group having
+    /// passed `their_high`.
+    pub fn merge_on(&self, context: u32, high: bool, their_high: bool) -> Result<Comm> {
+        if !self.is_inter() {
+            return Err(Error::CommKind("merge needs an intercommunicator".into()));
+        }
         let (local, remote) = (self.world_ranks(), self.remote_world_ranks());
         let local_first = if high != their_high {
             !high

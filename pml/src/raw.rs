@@ -24,11 +24,30 @@ pub type RawRequest = crate::engine::ReqId;
 pub use crate::collective::Transfer;
 pub use crate::engine::{OutsideSleep, Waker};
 
-/// The tag a partitioned message with the program's `tag` (0 or more)
-/// carries on the collective context: below zero, apart from every
-/// collective's.
-fn partitioned_tag(tag: i32) -> i32 {
-    -1 - tag
+/// Private message spaces of a communicator, for bindings' own protocols:
+/// they travel on its collective context under tags below zero, which no
+/// collective uses, half the negative tags each. A program's tag (0 or
+/// more) is taken modulo 2^30 there: two tags 2^30 apart share a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagSpace {
+    /// MPI 4.0's partitioned communication: partitioned sends match
+    /// partitioned receives only.
+    Partitioned,
+    /// Members of a group agreeing on a new communicator among themselves
+    /// (`MPI_Comm_create_group`), apart from the communicator's other
+    /// traffic.
+    Group,
+}
+
+impl TagSpace {
+    /// The tag a message of this space with the program's `tag` carries.
+    pub fn tag(self, tag: i32) -> i32 {
+        let t = tag & ((1 << 30) - 1);
+        match self {
+            TagSpace::Partitioned => -1 - t,
+            TagSpace::Group => -(1 << 30) - 1 - t,
+        }
+    }
 }
 
 /// What one [`Comm::poll_raw`] saw.
@@ -86,16 +105,15 @@ impl Comm {
         unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
     }
 
-    /// Start sending `len` bytes at `ptr` to `dest` in this communicator's
-    /// space for partitioned messages (MPI 4.0's `MPI_Psend_init`): they
-    /// travel on the collective context with tags below zero, which no
-    /// collective uses, so that a partitioned send matches partitioned
-    /// receives only ([`Comm::irecv_partitioned_raw`]).
+    /// Start sending `len` bytes at `ptr` to `dest` in one of this
+    /// communicator's private message spaces ([`TagSpace`]), which only
+    /// [`Comm::irecv_private_raw`] of the same space matches.
     ///
     /// # Safety
     /// As [`Comm::isend_raw`].
-    pub unsafe fn isend_partitioned_raw(
+    pub unsafe fn isend_private_raw(
         &self,
+        space: TagSpace,
         dest: usize,
         tag: i32,
         ptr: *const u8,
@@ -106,7 +124,7 @@ impl Comm {
         unsafe {
             self.engine.borrow_mut().start_send_lean(
                 dest,
-                partitioned_tag(tag),
+                space.tag(tag),
                 self.collective_context(),
                 ptr,
                 len,
@@ -116,19 +134,20 @@ impl Comm {
     }
 
     /// Start receiving up to `len` bytes into `ptr` from `source`'s
-    /// partitioned send with `tag` ([`Comm::isend_partitioned_raw`]).
+    /// [`Comm::isend_private_raw`] of `space` and `tag`.
     ///
     /// # Safety
     /// As [`Comm::irecv_raw`].
-    pub unsafe fn irecv_partitioned_raw(
+    pub unsafe fn irecv_private_raw(
         &self,
+        space: TagSpace,
         source: usize,
         tag: i32,
         ptr: *mut u8,
         len: usize,
     ) -> Result<RawRequest> {
         let mut spec = self.spec(Source::Rank(source), tag)?;
-        spec.tag = Some(partitioned_tag(tag));
+        spec.tag = Some(space.tag(tag));
         spec.context = self.collective_context();
         // SAFETY: the caller's contract.
         unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }

@@ -9,7 +9,9 @@
      receive completed by a sibling's send wakes the blocked thread).
    - Waitany over requests of several threads' communicators.
    - Threads make communicators at once (Comm_dup, Comm_split,
-     Comm_create, Comm_idup) from their own communicators, 20 times each:
+     Comm_create, Comm_idup, Comm_create_group, Intercomm_create, the
+     intercommunicator's dup and merge) from their own communicators, 20
+     times each:
      their members agree on contexts while the other threads run; and
      rank 0 duplicates two communicators from two threads at once while
      the other ranks duplicate them one after the other, in the opposite
@@ -147,6 +149,32 @@ static void *creator(void *arg) {
         MPI_Wait(&rq, MPI_STATUS_IGNORE);
         MPI_Barrier(idup);
         MPI_Comm_free(&idup);
+        /* The same group by Comm_create_group: its members alone agree,
+           by the thread's tag. */
+        MPI_Comm grouped;
+        MPI_Comm_create_group(d, g, id, &grouped);
+        sum = 0;
+        MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, grouped);
+        CHECK(sum == want, "thread %d allreduce on Comm_create_group's: %ld, not %ld", id, sum, want);
+        /* An intercommunicator between the halves (led by their rank 0,
+           the highest world rank of each parity, through d), duplicated
+           and merged. */
+        MPI_Comm inter, inter_dup, merged;
+        int other_leader = (size - 1) % 2 == 1 - rank % 2 ? size - 1 : size - 2;
+        MPI_Intercomm_create(half, 0, d, other_leader, 100 + id, &inter);
+        MPI_Comm_dup(inter, &inter_dup);
+        MPI_Intercomm_merge(inter_dup, rank % 2, &merged);
+        int ms = -1, mr = -1;
+        MPI_Comm_size(merged, &ms);
+        MPI_Comm_rank(merged, &mr);
+        CHECK(ms == size && (rank % 2 ? mr >= want_size : mr < want_size), "thread %d merged: size %d rank %d", id, ms, mr);
+        sum = 0;
+        MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, merged);
+        CHECK(sum == (long)size * (size - 1) / 2, "thread %d allreduce on the merged: %ld", id, sum);
+        MPI_Comm_free(&merged);
+        MPI_Comm_free(&inter_dup);
+        MPI_Comm_free(&inter);
+        MPI_Comm_free(&grouped);
         MPI_Group_free(&g);
         MPI_Comm_free(&made);
         MPI_Comm_free(&half);

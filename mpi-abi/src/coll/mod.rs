@@ -50,7 +50,7 @@ mod nonblocking;
 mod persistent;
 
 pub(crate) use nonblocking::Laid;
-pub(crate) use nonblocking::calls::{MPI_Iallgather, MPI_Iallreduce};
+pub(crate) use nonblocking::calls::{MPI_Iallgather, MPI_Iallreduce, MPI_Ibcast};
 pub(crate) use persistent::start_persistent;
 
 /// How many blocks a collective's per-rank buffers hold: one per member,

@@ -5,7 +5,7 @@
 //!
 //! The whole buffer travels as one message, sent when `MPI_Pready` has
 //! marked the last partition, in the communicator's space for partitioned
-//! messages (`vpml::Comm::isend_partitioned_raw`: a partitioned send
+//! messages (`vpml::raw::TagSpace::Partitioned`: a partitioned send
 //! matches partitioned receives only, in the order they were started).
 //! The two sides may therefore cut the buffer into different numbers of
 //! partitions, as MPI allows. `MPI_Parrived` reports a partition once the
@@ -222,9 +222,9 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
     // long as the operation.
     let started = unsafe {
         if w.send {
-            w.on.isend_partitioned_raw(peer, w.tag, ptr, len)
+            w.on.isend_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.tag, ptr, len)
         } else {
-            w.on.irecv_partitioned_raw(peer, w.tag, ptr, len)
+            w.on.irecv_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.tag, ptr, len)
         }
     };
     let id = match started {
