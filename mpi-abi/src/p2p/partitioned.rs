@@ -6,7 +6,9 @@
 //! The whole buffer travels as one message, sent when `MPI_Pready` has
 //! marked the last partition, in the communicator's space for partitioned
 //! messages (`vpml::raw::TagSpace::Partitioned`: a partitioned send
-//! matches partitioned receives only, in the order they were started).
+//! matches partitioned receives only), under a tag that also says which
+//! request of its channel (communicator, peer, tag) it is, so that the
+//! k-th send made matches the peer's k-th receive, as MPI says.
 //! The two sides may therefore cut the buffer into different numbers of
 //! partitions, as MPI allows. `MPI_Parrived` reports a partition once the
 //! whole message is in — what MPI permits, not the earliest it could.
@@ -37,7 +39,30 @@ struct Whole {
     dt: Datatype,
     peer: c_int,
     tag: c_int,
+    /// The tag its messages carry in the partitioned space: the program's
+    /// (its low 20 bits) and which request of the channel this is, in the
+    /// order they were made (its low 10 bits; see [`channel_index`]).
+    wire: c_int,
     on: vpml::Comm,
+}
+
+/// Requests made so far on each channel (communicator context, peer, tag,
+/// direction): the k-th send of a channel matches the peer's k-th
+/// receive, as MPI matches partitioned requests in the order they were
+/// made.
+type Channels = std::collections::BTreeMap<(u32, c_int, c_int, bool), u32>;
+static MADE: std::sync::Mutex<Channels> = std::sync::Mutex::new(Channels::new());
+
+/// The index of the next request made on the channel of `on`, `peer`,
+/// `tag` and direction `send`.
+fn channel_index(on: &vpml::Comm, peer: c_int, tag: c_int, send: bool) -> u32 {
+    let mut made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = made.entry((on.context_id(), peer, tag, send)).or_insert(0);
+    let k = *n;
+    *n = n.wrapping_add(1);
+    k
 }
 
 /// A partitioned request's operation.
@@ -71,7 +96,7 @@ impl Partitioned {
         let (a, b) = (&self.whole, &other.whole);
         a.send == b.send
             && a.peer == b.peer
-            && a.tag == b.tag
+            && a.wire == b.wire
             && a.on.context_id() == b.on.context_id()
     }
 
@@ -177,6 +202,8 @@ fn init(
     if peer != MPI_PROC_NULL && usize::try_from(peer).map_or(true, |p| p >= peers) {
         return error(h, func, MPI_ERR_RANK, &format!("invalid rank {peer}"));
     }
+    let k = channel_index(&c, peer, tag, send);
+    let wire = ((tag & 0xf_ffff) << 10) | (k & 0x3ff) as c_int;
     let whole = Whole {
         send,
         buf,
@@ -184,6 +211,7 @@ fn init(
         dt: crate::types::private_copy(dt).unwrap_or(dt),
         peer,
         tag,
+        wire,
         on: c,
     };
     let entry = ReqEntry {
@@ -222,9 +250,9 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
     // long as the operation.
     let started = unsafe {
         if w.send {
-            w.on.isend_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.tag, ptr, len)
+            w.on.isend_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.wire, ptr, len)
         } else {
-            w.on.irecv_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.tag, ptr, len)
+            w.on.irecv_private_raw(vpml::raw::TagSpace::Partitioned, peer, w.wire, ptr, len)
         }
     };
     let id = match started {
@@ -244,9 +272,10 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
 /// inactive: a send waits for its partitions, a receive is posted. `None`
 /// if `h` is not a partitioned request.
 pub(super) fn start(h: Request) -> Option<c_int> {
-    // Partitioned requests match in the order they were made; vpml
-    // matches them in message order, which is the same only while one
-    // request per channel is in flight: a second one is refused.
+    // Two requests in flight whose messages would carry the same tag (a
+    // program tag and a request index equal in their low bits: tags 2^20
+    // apart, or requests 1024 apart on one channel) could take each
+    // other's messages: the second is refused.
     let busy = STATE.with(|s| {
         let s = s.borrow();
         let mine = match s.requests.get(request_slot(h)?)?.persistent.as_deref() {
@@ -263,7 +292,7 @@ pub(super) fn start(h: Request) -> Option<c_int> {
         )
     })?;
     if busy {
-        let why = "another partitioned request with this communicator, peer and tag is in flight: vpml takes one at a time";
+        let why = "another partitioned request whose messages carry the same tag here is in flight (tags equal modulo 2^20, or requests 1024 apart on one channel)";
         let comm = with_partitioned(h, |e| e.comm).map_or(MPI_COMM_WORLD, |(c, _)| c);
         return Some(error(comm, "MPI_Start", MPI_ERR_REQUEST, why));
     }

@@ -50,6 +50,13 @@ impl Message {
         dt: Datatype,
         send: bool,
     ) -> Result<Message, (c_int, &'static str)> {
+        if count == 0 && dt == MPI_DATATYPE_NULL {
+            // Nothing of no type: empty (as MPICH accepts it).
+            return Ok(Message::Direct {
+                ptr: buf as *mut u8,
+                len: 0,
+            });
+        }
         let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
         let len = span_of(count, &t)?;
         if t.contiguous || len == 0 {
