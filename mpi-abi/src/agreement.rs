@@ -256,13 +256,11 @@ pub(crate) fn create_group(
     members: &[usize],
     tag: c_int,
 ) -> Result<Option<vpml::Comm>, c_int> {
-    if !in_rounds(h) {
+    if !in_rounds(h) || c.is_inter() {
+        // (vpml's call refuses an intercommunicator, saying so.)
         return exclusive(|| c.create_group(members)).map_err(|e| vpml_error(h, func, &e));
     }
     let world = c.world_ranks();
-    if !members.contains(&world[c.rank()]) {
-        return Ok(None);
-    }
     let ranks: Vec<usize> = members
         .iter()
         .map(|w| world.iter().position(|x| x == w))
@@ -275,6 +273,9 @@ pub(crate) fn create_group(
                 "the group has a process outside the communicator",
             )
         })?;
+    if !ranks.contains(&c.rank()) {
+        return Ok(None);
+    }
     let taken = vpml::Comm::contexts_per_communicator();
     let context = agree_by(func, h, c, taken, |mine, op| {
         group_reduce(func, h, c, &ranks, tag, mine, op)
@@ -300,49 +301,71 @@ fn group_reduce(
     let fail = |e: vpml::Error| vpml_error(h, func, &e);
     let combine = |a: u32, b: u32| if op == MPI_MAX { a.max(b) } else { a.min(b) };
     let leader = ranks[0];
+    // One word per member: what each sent (the leader's receives), or
+    // mine and the answer. Should starting or waiting fail, transfers
+    // already started may still write here: the words are then leaked,
+    // never freed under them.
+    let n = ranks.len().max(2);
+    let words: *mut u32 = Box::into_raw(vec![0u32; n].into_boxed_slice()).cast();
+    let at = |i: usize| words.wrapping_add(i).cast::<u8>();
+    let word = |i: usize| {
+        // SAFETY: `words` holds `n` > i words; a word is read only after
+        // the transfer writing it completed.
+        unsafe { words.add(i).read() }
+    };
+    let set = |i: usize, v: u32| {
+        // SAFETY: as for `word`; no transfer uses the word meanwhile.
+        unsafe { words.add(i).write(v) }
+    };
     let wait = |reqs: &[Option<vpml::raw::RawRequest>]| -> Result<(), c_int> {
         crate::threads::block_until(c, reqs, true).map_err(fail)?;
         c.wait_all_raw(reqs).map_err(fail)
     };
-    if c.rank() != leader {
-        let mut result = 0u32;
-        // SAFETY: `mine` and `result` outlive the wait below.
-        let reqs = unsafe {
-            [
-                Some(
-                    c.isend_private_raw(Group, leader, tag, (&raw const mine).cast(), 4)
-                        .map_err(fail)?,
-                ),
-                Some(
-                    c.irecv_private_raw(Group, leader, tag, (&raw mut result).cast(), 4)
-                        .map_err(fail)?,
-                ),
-            ]
-        };
+    let run = || -> Result<u32, c_int> {
+        if c.rank() != leader {
+            set(0, mine);
+            // SAFETY: `words` outlives the transfers (leaked on failure).
+            let reqs = unsafe {
+                [
+                    Some(
+                        c.isend_private_raw(Group, leader, tag, at(0), 4)
+                            .map_err(fail)?,
+                    ),
+                    Some(
+                        c.irecv_private_raw(Group, leader, tag, at(1), 4)
+                            .map_err(fail)?,
+                    ),
+                ]
+            };
+            wait(&reqs)?;
+            return Ok(word(1));
+        }
+        let mut reqs = Vec::with_capacity(ranks.len());
+        for (i, &r) in ranks.iter().enumerate().skip(1) {
+            // SAFETY: as above; each receive has its own word.
+            reqs.push(Some(
+                unsafe { c.irecv_private_raw(Group, r, tag, at(i), 4) }.map_err(fail)?,
+            ));
+        }
         wait(&reqs)?;
-        return Ok(result);
+        let result = (1..ranks.len()).fold(mine, |a, i| combine(a, word(i)));
+        set(0, result);
+        let mut sends = Vec::with_capacity(ranks.len());
+        for &r in &ranks[1..] {
+            // SAFETY: as above.
+            sends.push(Some(
+                unsafe { c.isend_private_raw(Group, r, tag, at(0), 4) }.map_err(fail)?,
+            ));
+        }
+        wait(&sends)?;
+        Ok(result)
+    };
+    let r = run();
+    if r.is_ok() {
+        // SAFETY: made by `Box::into_raw` above; every transfer is done.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(words, n)) });
     }
-    let mut got = vec![0u32; ranks.len()];
-    let mut reqs = Vec::with_capacity(ranks.len());
-    for (slot, &r) in got.iter_mut().zip(ranks).skip(1) {
-        // SAFETY: `got` outlives the wait below and is not touched meanwhile.
-        reqs.push(Some(
-            unsafe { c.irecv_private_raw(Group, r, tag, (slot as *mut u32).cast(), 4) }
-                .map_err(fail)?,
-        ));
-    }
-    wait(&reqs)?;
-    let result = got[1..].iter().fold(mine, |a, &b| combine(a, b));
-    let mut sends = Vec::with_capacity(ranks.len());
-    for &r in &ranks[1..] {
-        // SAFETY: `result` outlives the wait below.
-        sends.push(Some(
-            unsafe { c.isend_private_raw(Group, r, tag, (&raw const result).cast(), 4) }
-                .map_err(fail)?,
-        ));
-    }
-    wait(&sends)?;
-    Ok(result)
+    r
 }
 
 /// `MPI_Intercomm_create`'s communicator, made in rounds (see the module)
@@ -361,7 +384,10 @@ pub(crate) fn intercomm_create(
     remote_leader: usize,
     tag: c_int,
 ) -> Result<vpml::Comm, c_int> {
-    if !in_rounds(h) {
+    // Decided by the thread level alone, which both groups share (a
+    // window over one group's communicator must not change the protocol
+    // the two groups speak).
+    if !crate::threads::multiple() {
         return exclusive(|| c.intercomm_create(local_leader, peer_comm, remote_leader, tag))
             .map_err(|e| vpml_error(h, func, &e));
     }
@@ -370,13 +396,16 @@ pub(crate) fn intercomm_create(
     let remote_leader = c_int::try_from(remote_leader).unwrap_or(-1);
     // The members of the other group, through the leaders: a length (0:
     // the leader failed), then the table.
-    let mine: Vec<u64> = c.world_ranks().iter().map(|&w| w as u64).collect();
+    let local = c.world_ranks();
+    let world_size = crate::state::world_comm().map_or(0, |w| w.size());
+    let mine: Vec<u64> = local.iter().map(|&w| w as u64).collect();
     let mut theirs = Vec::new();
     let mut len = [0u64];
     if leads {
         let n = [mine.len() as u64];
-        if sendrecv_u64(func, peer, remote_leader, tag, &n, &mut len).is_ok() {
-            theirs = vec![0u64; usize::try_from(len[0]).unwrap_or(0)];
+        let fits = |n: u64| (1..=(world_size.saturating_sub(local.len()) as u64)).contains(&n);
+        if sendrecv_u64(func, peer, remote_leader, tag, &n, &mut len).is_ok() && fits(len[0]) {
+            theirs = vec![0u64; len[0] as usize];
             if sendrecv_u64(func, peer, remote_leader, tag, &mine, &mut theirs).is_err() {
                 len[0] = 0;
             }
@@ -385,33 +414,57 @@ pub(crate) fn intercomm_create(
         }
     }
     bcast_u64(func, h, &mut len, root)?;
-    if len[0] == 0 || len[0] > c.world_ranks().len().max(1 << 24) as u64 {
-        return Err(error(
+    let failed = || {
+        error(
             h,
             func,
             MPI_ERR_OTHER,
             "the leaders could not exchange their groups",
-        ));
+        )
+    };
+    if len[0] == 0 || len[0] > world_size as u64 {
+        return Err(failed());
     }
     theirs.resize(len[0] as usize, 0);
     bcast_u64(func, h, &mut theirs, root)?;
+    // Every member checks the table alike: world ranks, distinct, none
+    // of this group.
     let remote: Vec<usize> = theirs.iter().map(|&w| w as usize).collect();
+    let mut seen = vec![false; world_size];
+    for &w in &remote {
+        if w >= world_size || local.contains(&w) || std::mem::replace(&mut seen[w], true) {
+            let why = format!(
+                "the remote group's table names world rank {w} wrongly (outside the job, twice, or in this group)"
+            );
+            return Err(error(h, func, MPI_ERR_OTHER, &why));
+        }
+    }
     let taken = vpml::Comm::contexts_per_intercommunicator();
+    // A leader whose swap fails tells its group so (u64::MAX), so no
+    // member waits for an answer that never comes.
+    const FAILED: u64 = u64::MAX;
     let context = agree_by(func, h, c, taken, |value, op| {
         let ours = allreduce_u32(func, h, value, op)?;
         let mut both = [u64::from(ours)];
         if leads {
             let mut other = [0u64];
-            sendrecv_u64(func, peer, remote_leader, tag, &both, &mut other)?;
-            let other = u32::try_from(other[0]).unwrap_or(u32::MAX);
-            both[0] = u64::from(if op == MPI_MAX {
-                ours.max(other)
-            } else {
-                ours.min(other)
-            });
+            both[0] = match sendrecv_u64(func, peer, remote_leader, tag, &both, &mut other) {
+                Ok(()) => {
+                    let other = u32::try_from(other[0]).unwrap_or(u32::MAX);
+                    u64::from(if op == MPI_MAX {
+                        ours.max(other)
+                    } else {
+                        ours.min(other)
+                    })
+                }
+                Err(_) => FAILED,
+            };
         }
         bcast_u64(func, h, &mut both, root)?;
-        Ok(u32::try_from(both[0]).unwrap_or(u32::MAX))
+        match both[0] {
+            FAILED => Err(failed()),
+            v => Ok(u32::try_from(v).unwrap_or(u32::MAX)),
+        }
     })?;
     c.intercomm_create_on(context, remote)
         .map_err(|e| vpml_error(h, func, &e))

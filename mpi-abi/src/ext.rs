@@ -34,6 +34,17 @@ pub unsafe extern "C" fn VPMLX_Checkpoint(state: *const c_void, len: usize) -> c
             "a one-sided window is alive: free every window before taking a checkpoint",
         );
     }
+    if logging && crate::p2p::partitioned_made() {
+        // Which request of each channel a partitioned message belongs to
+        // is counted from the first one made: a rank restarted from here
+        // would count from 0 again, out of step with its peers.
+        return error(
+            MPI_COMM_WORLD,
+            "VPMLX_Checkpoint",
+            MPI_ERR_OTHER,
+            "partitioned requests were made: their matching order is in no checkpoint",
+        );
+    }
     let bytes: &[u8] = if len == 0 || state.is_null() {
         &[]
     } else {

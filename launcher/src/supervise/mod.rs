@@ -88,6 +88,9 @@ pub struct Supervisor<J: SupervisedJob> {
     restarts_done: u32,
     /// The job's exit code, once it is decided.
     failure: Option<u8>,
+    /// The first non-zero status a rank exited with after finalizing: the
+    /// job's when nothing failed.
+    exit_status: Option<u8>,
     /// When the ranks still alive get SIGKILL.
     kill_at: Option<Instant>,
     deadline: Option<Instant>,
@@ -198,6 +201,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             files_lost_with: Vec::new(),
             restarts_done: 0,
             failure: None,
+            exit_status: None,
             kill_at: None,
             deadline: policy.timeout.map(|t| start + t),
         }
@@ -229,7 +233,7 @@ impl<J: SupervisedJob> Supervisor<J> {
     /// The job's exit code (0 unless it was decided otherwise) and how
     /// each rank's last process ended.
     pub fn finish(self) -> (u8, Vec<String>) {
-        (self.failure.unwrap_or(0), self.ended)
+        (self.failure.or(self.exit_status).unwrap_or(0), self.ended)
     }
 
     /// The job it supervises.
@@ -458,8 +462,9 @@ impl<J: SupervisedJob> Supervisor<J> {
         } else if let Some(code) = status.code().filter(|c| *c != 0) {
             if self.finalized[rank] {
                 // The program's own exit status after a clean finish: the
-                // job's, with no line (as mpiexec).
-                self.fail_quietly(code as u8);
+                // job's once every rank is done, with no line; the others
+                // finish undisturbed (a failure of theirs still speaks).
+                self.exit_status.get_or_insert(code as u8);
             } else {
                 self.fail(code as u8, format!("rank {rank} exited with status {code}"));
             }
@@ -663,13 +668,6 @@ impl<J: SupervisedJob> Supervisor<J> {
     fn fail(&mut self, code: u8, msg: impl std::fmt::Display) {
         if self.failure.is_none() {
             notice!(self, "{msg}");
-            self.fail_quietly(code);
-        }
-    }
-
-    /// End the job with exit status `code`, saying nothing.
-    fn fail_quietly(&mut self, code: u8) {
-        if self.failure.is_none() {
             self.failure = Some(code);
             self.signal_all(&self.live(), Signal::TERM);
             self.kill_at = Some(Instant::now() + TERM_GRACE);

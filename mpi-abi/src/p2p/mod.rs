@@ -38,6 +38,7 @@ pub use cancel::*;
 pub use greq::*;
 pub use matched::*;
 pub use nonblocking::*;
+pub(crate) use partitioned::any_made as partitioned_made;
 pub use partitioned::*;
 pub use persistent::*;
 pub(crate) use probe::get_count_large;

@@ -53,6 +53,15 @@ struct Whole {
 type Channels = std::collections::BTreeMap<(u32, c_int, c_int, bool), u32>;
 static MADE: std::sync::Mutex<Channels> = std::sync::Mutex::new(Channels::new());
 
+/// Has any partitioned request been made? (Their per-channel counts are
+/// in no checkpoint: see `VPMLX_Checkpoint`.)
+pub(crate) fn any_made() -> bool {
+    !MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_empty()
+}
+
 /// The index of the next request made on the channel of `on`, `peer`,
 /// `tag` and direction `send`.
 fn channel_index(on: &vpml::Comm, peer: c_int, tag: c_int, send: bool) -> u32 {
@@ -191,8 +200,10 @@ fn init(
             "partitioned communication takes no wildcards",
         );
     }
-    if tag < 0 {
-        return error(h, func, MPI_ERR_TAG, &format!("invalid tag {tag}"));
+    if !(0..1 << 20).contains(&tag) {
+        let why =
+            format!("invalid tag {tag}: vpml's partitioned communication takes tags below 2^20");
+        return error(h, func, MPI_ERR_TAG, &why);
     }
     let peers = if c.is_inter() {
         c.remote_size()
@@ -203,7 +214,20 @@ fn init(
         return error(h, func, MPI_ERR_RANK, &format!("invalid rank {peer}"));
     }
     let k = channel_index(&c, peer, tag, send);
-    let wire = ((tag & 0xf_ffff) << 10) | (k & 0x3ff) as c_int;
+    let wire = (tag << 10) | (k & 0x3ff) as c_int;
+    // A request 1024 before on its channel still allocated would share
+    // the tag: refused (its messages could be taken for this one's).
+    let shared = STATE.with(|s| {
+        s.borrow().requests.iter().any(|(_, e)| {
+            matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(p))
+                if p.whole.wire == wire && p.whole.send == send && p.whole.peer == peer
+                    && p.whole.on.context_id() == c.context_id())
+        })
+    });
+    if shared {
+        let why = "1024 partitioned requests of one channel (communicator, peer, tag, direction) are allocated: free one first";
+        return error(h, func, MPI_ERR_REQUEST, why);
+    }
     let whole = Whole {
         send,
         buf,
@@ -272,10 +296,9 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
 /// inactive: a send waits for its partitions, a receive is posted. `None`
 /// if `h` is not a partitioned request.
 pub(super) fn start(h: Request) -> Option<c_int> {
-    // Two requests in flight whose messages would carry the same tag (a
-    // program tag and a request index equal in their low bits: tags 2^20
-    // apart, or requests 1024 apart on one channel) could take each
-    // other's messages: the second is refused.
+    // Two requests in flight whose messages would carry the same tag
+    // (requests 1024 apart on one channel) could take each other's
+    // messages: the second is refused.
     let busy = STATE.with(|s| {
         let s = s.borrow();
         let mine = match s.requests.get(request_slot(h)?)?.persistent.as_deref() {
@@ -292,7 +315,7 @@ pub(super) fn start(h: Request) -> Option<c_int> {
         )
     })?;
     if busy {
-        let why = "another partitioned request whose messages carry the same tag here is in flight (tags equal modulo 2^20, or requests 1024 apart on one channel)";
+        let why = "another partitioned request whose messages carry the same tag is in flight (1024 requests apart on one channel)";
         let comm = with_partitioned(h, |e| e.comm).map_or(MPI_COMM_WORLD, |(c, _)| c);
         return Some(error(comm, "MPI_Start", MPI_ERR_REQUEST, why));
     }
