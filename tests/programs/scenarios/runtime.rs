@@ -51,7 +51,11 @@ pub(crate) fn idle_cpu(w: &Comm) -> R {
         let mut used = [0f64];
         w.recv(1, 2, &mut used)?;
         println!("cpu used while blocked: {:.3} s", used[0]);
-        check(used[0] < 0.2, || {
+        // A rank that spun would use about the whole 2 s; one that sleeps
+        // uses a little for its polls before sleeping, more when the
+        // machine is busy (0.22 s was seen over TCP on 2 loaded cores):
+        // half the time tells them apart without timing the polls.
+        check(used[0] < 1.0, || {
             format!("a blocked rank used {:.3} s of CPU in 2 s", used[0])
         })?;
     } else if w.rank() == 1 {
