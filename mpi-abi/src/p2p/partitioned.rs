@@ -53,6 +53,9 @@ struct Whole {
 type Channels = std::collections::BTreeMap<(u32, c_int, c_int, bool), u32>;
 static MADE: std::sync::Mutex<Channels> = std::sync::Mutex::new(Channels::new());
 
+/// Set once a partitioned request is made (see [`any_unready`]).
+static EVER_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Has any partitioned request been made? (Their per-channel counts are
 /// in no checkpoint: see `VPMLX_Checkpoint`.)
 pub(crate) fn any_made() -> bool {
@@ -146,6 +149,11 @@ fn op_of(e: &mut ReqEntry) -> Option<&mut Partitioned> {
 /// Is any of `hs` a started partitioned send whose partitions are not all
 /// marked ready?
 pub(super) fn any_unready(hs: &[Request]) -> bool {
+    // Every wait and test asks: a program that never made a partitioned
+    // request pays one load, not a look at each handle.
+    if !EVER_MADE.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
     STATE.with(|s| {
         let s = s.borrow();
         hs.iter().any(|&h| {
@@ -213,6 +221,7 @@ fn init(
     if peer != MPI_PROC_NULL && usize::try_from(peer).map_or(true, |p| p >= peers) {
         return error(h, func, MPI_ERR_RANK, &format!("invalid rank {peer}"));
     }
+    EVER_MADE.store(true, std::sync::atomic::Ordering::Relaxed);
     let k = channel_index(&c, peer, tag, send);
     let wire = (tag << 10) | (k & 0x3ff) as c_int;
     // A request 1024 before on its channel still allocated would share
