@@ -19,15 +19,28 @@
  *             with lock/unlock): rank 0 locks rank 1's window, puts or gets
  *             `bytes`, unlocks; mean time of one such epoch (us), while
  *             rank 1 waits in a barrier
+ *   acc_latency get_acc_latency
+ *             the same epoch with MPI_Accumulate / MPI_Get_accumulate of
+ *             `bytes` (doubles, MPI_SUM; from 8 B on) (OSU's
+ *             osu_acc_latency / osu_get_acc_latency) (us)
+ *   fop_latency cas_latency
+ *             the same epoch with one MPI_Fetch_and_op (MPI_SUM) or
+ *             MPI_Compare_and_swap of a 64-bit integer, reported at 8 B
+ *             (OSU's osu_fop_latency / osu_cas_latency) (us)
  *   put_bw get_bw
  *             rank 0 locks rank 1's window, puts or gets a window of 64
  *             messages, unlocks (OSU's osu_put_bw / osu_get_bw) (MB/s)
  *   barrier bcast reduce allreduce gather gatherv scatter scatterv
- *   allgather allgatherv alltoall alltoallv reduce_scatter
+ *   allgather allgatherv alltoall alltoallv alltoallw reduce_scatter
  *   reduce_scatter_block scan
  *             mean time of one collective, slowest rank (us); `bytes` is
  *             each rank's contribution (reductions: from 8 B on, doubles;
  *             barrier: once, at 0 B)
+ *   ibarrier ibcast ireduce iallreduce igather igatherv iscatter
+ *   iscatterv iallgather iallgatherv ialltoall ialltoallv ialltoallw
+ *   ireduce_scatter ireduce_scatter_block iscan
+ *             the nonblocking collective started and waited for at once
+ *             (OSU's osu_i* "pure communication" time), as above (us)
  *
  * How many repetitions: by default each test moves a bounded volume per
  * size (so that a sender log that only grows stays within memory); with
@@ -220,14 +233,25 @@ static void point_to_point(char *buf, char **window, long s, MPI_Comm pair) {
     }
 }
 
+static const char *const RMA_TESTS[] = {"put_latency", "get_latency", "put_bw", "get_bw",
+                                        "acc_latency", "get_acc_latency", "fop_latency",
+                                        "cas_latency", NULL};
+
 /* One-sided, ranks 0 and 1 only (rank 1 is the passive target, waiting
  * in a barrier meanwhile): put/get latency and bandwidth on `win`, whose
  * memory at rank 1 holds WINDOW messages of the largest size. */
 static void one_sided(char *buf, long s, MPI_Win win, MPI_Comm pair) {
-    static const char *KINDS[] = {"put_latency", "get_latency", "put_bw", "get_bw"};
-    for (int k = 0; k < 4; k++) {
+    const char *const *KINDS = RMA_TESTS;
+    /* Where fetched values land (get_acc, fop, cas), apart from `buf`. */
+    static char *result;
+    if (!result) result = need(calloc(1, s > 8 ? s : 8));
+    else result = need(realloc(result, s > 8 ? s : 8));
+    for (int k = 0; k < 8; k++) {
         if (!wanted(KINDS[k]) || (k >= 2 && !s)) continue;
-        int get = k % 2, many = k >= 2 ? WINDOW : 1;
+        if ((k == 4 || k == 5) && s < 8) continue;
+        /* One 8-byte integer, once: at the first size of 8 B or more. */
+        if (k >= 6 && !(s >= 8 && s < 32)) continue;
+        int get = k % 2, many = k == 2 || k == 3 ? WINDOW : 1, dbl = (int)(s / 8);
         long iters = clamp(VOLUME / 8 / ((s ? s : 1) * many), 20, 20000), warm = iters / 10 + 1;
         double t0 = 0;
         for (int phase = 0; phase < 2; phase++) {
@@ -237,7 +261,16 @@ static void one_sided(char *buf, long s, MPI_Win win, MPI_Comm pair) {
                 for (long i = 0; i < n; i++) {
                     MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
                     for (int m = 0; m < many; m++) {
-                        if (get) MPI_Get(buf + m * s, s, MPI_BYTE, 1, m * s, s, MPI_BYTE, win);
+                        if (k == 4)
+                            MPI_Accumulate(buf, dbl, MPI_DOUBLE, 1, 0, dbl, MPI_DOUBLE, MPI_SUM, win);
+                        else if (k == 5)
+                            MPI_Get_accumulate(buf, dbl, MPI_DOUBLE, result, dbl, MPI_DOUBLE, 1, 0,
+                                               dbl, MPI_DOUBLE, MPI_SUM, win);
+                        else if (k == 6)
+                            MPI_Fetch_and_op(buf, result, MPI_INT64_T, 1, 0, MPI_SUM, win);
+                        else if (k == 7)
+                            MPI_Compare_and_swap(buf, buf + 8, result, MPI_INT64_T, 1, 0, win);
+                        else if (get) MPI_Get(buf + m * s, s, MPI_BYTE, 1, m * s, s, MPI_BYTE, win);
                         else MPI_Put(buf + m * s, s, MPI_BYTE, 1, m * s, s, MPI_BYTE, win);
                     }
                     MPI_Win_unlock(1, win);
@@ -246,8 +279,8 @@ static void one_sided(char *buf, long s, MPI_Win win, MPI_Comm pair) {
             double secs = rank == 0 ? (MPI_Wtime() - t0) / n : 0;
             MPI_Barrier(pair);
             if (!phase) iters = repetitions(iters, secs, pair);
-            else if (k < 2) report(KINDS[k], s, secs * 1e6);
-            else report(KINDS[k], s, (double)s * many / secs / 1e6);
+            else if (k == 2 || k == 3) report(KINDS[k], s, (double)s * many / secs / 1e6);
+            else report(KINDS[k], k >= 6 ? 8 : s, secs * 1e6);
         }
     }
 }
@@ -273,76 +306,143 @@ static void multi_pair(char **window, long s) {
 
 static const char *COLLECTIVES[] = {
     "barrier", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv",
-    "allgather", "allgatherv", "alltoall", "alltoallv", "reduce_scatter", "reduce_scatter_block",
-    "scan"};
+    "allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw", "reduce_scatter",
+    "reduce_scatter_block", "scan"};
 #define NCOLL ((int)(sizeof COLLECTIVES / sizeof *COLLECTIVES))
 
-/* One call of collective `t` with `s` bytes per rank; `i` varies the root. */
-static void collective(int t, long s, long i, char *send, char *recv, int *counts, int *displs) {
-    int dbl = (int)(s / 8), root = (int)(i % nranks);
+/* The arguments every collective call takes from. */
+struct coll_bufs {
+    char *send, *recv;
+    int *counts, *displs;
+    MPI_Datatype *types;
+};
+
+/* One call of collective `t` with `s` bytes per rank; `i` varies the root.
+ * With `req`, its nonblocking twin, waited for at once. */
+static void collective(int t, long s, long i, const struct coll_bufs *b, MPI_Request *req) {
+    int dbl = (int)(s / 8), root = (int)(i % nranks), n = (int)s;
+    char *send = b->send, *recv = b->recv;
+    int *counts = b->counts, *displs = b->displs;
+    MPI_Datatype *types = b->types;
+    MPI_Comm w = MPI_COMM_WORLD;
+    /* Each rank keeps `s` bytes of the sum of everyone's n·s bytes. */
+    int per[64];
+    for (int r = 0; r < nranks && r < 64; r++) per[r] = dbl;
     switch (t) {
-    case 0: MPI_Barrier(MPI_COMM_WORLD); break;
-    case 1: MPI_Bcast(send, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
-    case 2: MPI_Reduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, root, MPI_COMM_WORLD); break;
-    case 3: MPI_Allreduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
-    case 4: MPI_Gather(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
-    case 5: MPI_Gatherv(send, (int)s, MPI_BYTE, recv, counts, displs, MPI_BYTE, root, MPI_COMM_WORLD); break;
-    case 6: MPI_Scatter(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
-    case 7: MPI_Scatterv(send, counts, displs, MPI_BYTE, recv, (int)s, MPI_BYTE, root, MPI_COMM_WORLD); break;
-    case 8: MPI_Allgather(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, MPI_COMM_WORLD); break;
-    case 9: MPI_Allgatherv(send, (int)s, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD); break;
-    case 10: MPI_Alltoall(send, (int)s, MPI_BYTE, recv, (int)s, MPI_BYTE, MPI_COMM_WORLD); break;
-    case 11: MPI_Alltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD); break;
-    case 12: {
-        /* Each rank keeps `s` bytes of the sum of everyone's n·s bytes. */
-        int per[64];
-        for (int r = 0; r < nranks && r < 64; r++) per[r] = dbl;
-        MPI_Reduce_scatter(send, recv, per, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    case 0: req ? MPI_Ibarrier(w, req) : MPI_Barrier(w); break;
+    case 1: req ? MPI_Ibcast(send, n, MPI_BYTE, root, w, req) : MPI_Bcast(send, n, MPI_BYTE, root, w); break;
+    case 2:
+        req ? MPI_Ireduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, root, w, req)
+            : MPI_Reduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, root, w);
         break;
+    case 3:
+        req ? MPI_Iallreduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w, req)
+            : MPI_Allreduce(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w);
+        break;
+    case 4:
+        req ? MPI_Igather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w, req)
+            : MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w);
+        break;
+    case 5:
+        req ? MPI_Igatherv(send, n, MPI_BYTE, recv, counts, displs, MPI_BYTE, root, w, req)
+            : MPI_Gatherv(send, n, MPI_BYTE, recv, counts, displs, MPI_BYTE, root, w);
+        break;
+    case 6:
+        req ? MPI_Iscatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w, req)
+            : MPI_Scatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w);
+        break;
+    case 7:
+        req ? MPI_Iscatterv(send, counts, displs, MPI_BYTE, recv, n, MPI_BYTE, root, w, req)
+            : MPI_Scatterv(send, counts, displs, MPI_BYTE, recv, n, MPI_BYTE, root, w);
+        break;
+    case 8:
+        req ? MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, w, req)
+            : MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, w);
+        break;
+    case 9:
+        req ? MPI_Iallgatherv(send, n, MPI_BYTE, recv, counts, displs, MPI_BYTE, w, req)
+            : MPI_Allgatherv(send, n, MPI_BYTE, recv, counts, displs, MPI_BYTE, w);
+        break;
+    case 10:
+        req ? MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, w, req)
+            : MPI_Alltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, w);
+        break;
+    case 11:
+        req ? MPI_Ialltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, w, req)
+            : MPI_Alltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, w);
+        break;
+    case 12:
+        req ? MPI_Ialltoallw(send, counts, displs, types, recv, counts, displs, types, w, req)
+            : MPI_Alltoallw(send, counts, displs, types, recv, counts, displs, types, w);
+        break;
+    case 13:
+        req ? MPI_Ireduce_scatter(send, recv, per, MPI_DOUBLE, MPI_SUM, w, req)
+            : MPI_Reduce_scatter(send, recv, per, MPI_DOUBLE, MPI_SUM, w);
+        break;
+    case 14:
+        req ? MPI_Ireduce_scatter_block(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w, req)
+            : MPI_Reduce_scatter_block(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w);
+        break;
+    default:
+        req ? MPI_Iscan(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w, req)
+            : MPI_Scan(send, recv, dbl, MPI_DOUBLE, MPI_SUM, w);
     }
-    case 13: MPI_Reduce_scatter_block(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
-    default: MPI_Scan(send, recv, dbl, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    }
+    if (req) MPI_Wait(req, MPI_STATUS_IGNORE);
+}
+
+/* Is collective `t` (or, with `nonblocking`, its twin "i" + name) asked for? */
+static int wanted_collective(int t, int nonblocking) {
+    char test[32];
+    snprintf(test, sizeof test, "%s%s", nonblocking ? "i" : "", COLLECTIVES[t]);
+    return wanted(test);
 }
 
 static void collectives(long s, long max) {
-    static char *send, *recv;
-    static int *counts, *displs;
-    if (!send) {
+    static struct coll_bufs b;
+    if (!b.send) {
         long cap = max * nranks;
-        send = need(malloc(cap ? cap : 1));
-        recv = need(malloc(cap ? cap : 1));
-        counts = need(malloc(nranks * sizeof(int)));
-        displs = need(malloc(nranks * sizeof(int)));
-        memset(send, 1, cap);
-        memset(recv, 0, cap);
+        b.send = need(malloc(cap ? cap : 1));
+        b.recv = need(malloc(cap ? cap : 1));
+        b.counts = need(malloc(nranks * sizeof(int)));
+        b.displs = need(malloc(nranks * sizeof(int)));
+        b.types = need(malloc(nranks * sizeof(MPI_Datatype)));
+        memset(b.send, 1, cap);
+        memset(b.recv, 0, cap);
     }
-    for (int r = 0; r < nranks; r++) { counts[r] = (int)s; displs[r] = (int)(r * s); }
+    for (int r = 0; r < nranks; r++) {
+        b.counts[r] = (int)s;
+        b.displs[r] = (int)(r * s);
+        b.types[r] = MPI_BYTE;
+    }
     long by_volume = clamp(VOLUME / 16 / ((s ? s : 1) * nranks), 10, 5000);
-    for (int t = 0; t < NCOLL; t++) {
-        const char *test = COLLECTIVES[t];
-        if (!wanted(test)) continue;
+    for (int k = 0; k < 2 * NCOLL; k++) {
+        int t = k % NCOLL, nonblocking = k >= NCOLL;
+        if (!wanted_collective(t, nonblocking)) continue;
+        MPI_Request request, *req = nonblocking ? &request : NULL;
         /* The barrier moves nothing: once, at 0 B. Reductions move whole
          * doubles: from 8 bytes on. reduce_scatter takes counts for at
          * most 64 ranks. */
+        int reduction = t == 2 || t == 3 || t >= 13;
         if (t == 0 ? s != 0 : s == 0) continue;
-        if ((t == 2 || t == 3 || t >= 12) && s < 8) continue;
-        if (t == 12 && nranks > 64) continue;
+        if (reduction && s < 8) continue;
+        if (t == 13 && nranks > 64) continue;
         /* Warm up (first calls fault in the buffers an MPI keeps between
          * calls, as OSU's skipped iterations do): a rooted collective once
          * with every rank as the root, the others once; then time one
          * call to calibrate the count. */
         int rooted = t == 1 || t == 2 || (t >= 4 && t <= 7);
-        for (int w = 0; w < (rooted ? nranks : 1); w++) collective(t, s, w, send, recv, counts, displs);
+        for (int w = 0; w < (rooted ? nranks : 1); w++) collective(t, s, w, &b, req);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        collective(t, s, 0, send, recv, counts, displs);
+        collective(t, s, 0, &b, req);
         long iters = repetitions(by_volume, MPI_Wtime() - t0, MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = MPI_Wtime();
-        for (long i = 0; i < iters; i++) collective(t, s, i + 1, send, recv, counts, displs);
+        for (long i = 0; i < iters; i++) collective(t, s, i + 1, &b, req);
         double us = (MPI_Wtime() - t0) * 1e6 / iters, worst;
         MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        char test[32];
+        snprintf(test, sizeof test, "%s%s", nonblocking ? "i" : "", COLLECTIVES[t]);
         report(test, s, worst);
     }
 }
@@ -386,7 +486,8 @@ int main(int argc, char **argv) {
     memset(buf, 0, max);
     for (int w = 0; w < 2 * WINDOW; w++) { window[w] = need(malloc(max)); memset(window[w], 1, max); }
     int p2p = wanted("latency") || wanted("bw") || wanted("msgrate") || wanted("bibw");
-    int rma = wanted("put_latency") || wanted("get_latency") || wanted("put_bw") || wanted("get_bw");
+    int rma = 0;
+    for (const char *const *k = RMA_TESTS; *k; k++) rma |= wanted(*k);
     /* The one-sided tests' window: WINDOW messages of the largest size at
      * rank 1 (rank 0's buffer holds as many). */
     MPI_Win win = MPI_WIN_NULL;

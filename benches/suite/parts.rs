@@ -73,11 +73,14 @@ pub(crate) const NOCHECKPOINT: &str = "nocheckpoint";
 
 /// Every test of `benches/c/mpi_bench.c` (issue 23's set).
 const ALL_TESTS: &str = "latency,latency_mt,bw,msgrate,bibw,mrate,put_latency,get_latency,put_bw,\
-get_bw,barrier,bcast,reduce,allreduce,gather,gatherv,scatter,scatterv,allgather,allgatherv,\
-alltoall,alltoallv,reduce_scatter,reduce_scatter_block,scan";
+get_bw,acc_latency,get_acc_latency,fop_latency,cas_latency,barrier,bcast,reduce,allreduce,gather,\
+gatherv,scatter,scatterv,allgather,allgatherv,alltoall,alltoallv,alltoallw,reduce_scatter,\
+reduce_scatter_block,scan,ibarrier,ibcast,ireduce,iallreduce,igather,igatherv,iscatter,iscatterv,\
+iallgather,iallgatherv,ialltoall,ialltoallv,ialltoallw,ireduce_scatter,ireduce_scatter_block,iscan";
 /// Its multi-rank tests: the multi-pair message rate and the collectives.
 const MULTI_RANK_TESTS: &str = "mrate,barrier,bcast,reduce,allreduce,gather,gatherv,scatter,\
-scatterv,allgather,allgatherv,alltoall,alltoallv,reduce_scatter,reduce_scatter_block,scan";
+scatterv,allgather,allgatherv,alltoall,alltoallv,alltoallw,reduce_scatter,reduce_scatter_block,\
+scan,ibarrier,ibcast,iallreduce,ialltoall,ialltoallw";
 
 /// A part of the head-to-head with the reference MPIs: one MPICH-built
 /// binary of `benches/c/mpi_bench.c` on vpml's MPI library (`vpml`) and
