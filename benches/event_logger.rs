@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use vpml_event_logger::{Client, ClientConfig, Event};
+use vpml_event_logger::{CallId, Client, ClientConfig, Event};
 
 const JOB: &str = "bench";
 const TOKEN: &str = "bench-token-0123456789abcdef";
@@ -69,7 +69,7 @@ fn client(addr: SocketAddr, rank: u32) -> Client {
 
 fn event(i: u64) -> Event {
     Event::Match {
-        recv: i,
+        recv: CallId::new(0, i),
         source: (i % 64) as u32,
     }
 }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vpml_event_logger::{Client, ClientConfig, Event, EventId};
+use vpml_event_logger::{CallId, Client, ClientConfig, Event, EventId};
 
 const JOB: &str = "job1";
 const TOKEN: &str = "test-token-0123456789abcdef";
@@ -34,29 +34,31 @@ const TOKEN: &str = "test-token-0123456789abcdef";
 /// The event with id `id`: every kind in turn, fields derived from the id so
 /// that what is read back can be checked.
 fn event_for(id: EventId) -> Event {
+    let c = |n| CallId::new((id % 3) as u32, n);
     match id % 5 {
         0 => Event::Match {
-            recv: id * 3,
+            recv: c(id * 3),
             source: (id % 7) as u32,
         },
         1 => Event::Probe {
-            call: id * 3,
+            call: c(id * 3),
             found: id.is_multiple_of(2),
             source: (id % 11) as u32,
             tag: -(id as i32 % 5),
             length: id * 100,
         },
         2 => Event::Delivery {
-            call: id * 3,
-            completed: (0..id % 4).map(|k| id + k).collect(),
+            call: c(id * 3),
+            completed: (0..id % 4).map(|k| c(id + k)).collect(),
         },
         3 => Event::NoneRun {
+            lane: (id % 3) as u32,
             first: id,
             last: id + 5,
         },
         _ => Event::Cancel {
-            call: id,
-            request: id / 2,
+            call: c(id),
+            request: c(id / 2),
             cancelled: id.is_multiple_of(3),
         },
     }

@@ -104,12 +104,14 @@ fn format_event(rank: usize, e: &Event) -> String {
                 "delivery {call} {}",
                 completed
                     .iter()
-                    .map(u64::to_string)
+                    .map(|c| c.to_string())
                     .collect::<Vec<_>>()
                     .join(",")
             )
         }
-        Event::NoneRun { first, last } => format!("none_run {first} {last}"),
+        Event::NoneRun { lane, first, last } => {
+            format!("none_run {lane}:{first} {lane}:{last}")
+        }
         Event::Cancel {
             call,
             request,
@@ -309,7 +311,8 @@ fn sender_logs_read_back_byte_exact_after_the_job() {
             vpml_sender_log::SenderLog::open_read_only(&Path::new(&dir).join(format!("rank-{r}")))
                 .expect("open log");
         let right = ((r + 1) % 3) as u32;
-        let records: Vec<_> = log.iter_from(right, 0).map(|r| r.unwrap()).collect();
+        // The program sends on the world (context 0).
+        let records: Vec<_> = log.iter_from(right, 0, 0).map(|r| r.unwrap()).collect();
         assert_eq!(
             records.len(),
             30,

@@ -9,6 +9,9 @@
 //! bytes that remain before anything is allocated for them. All integers
 //! are little-endian.
 //!
+//! [`CallId`], the identifier of an API call, lives here because the
+//! engine, the protocols and the event loggers all write it.
+//!
 //! (The sender log's record and segment headers and the shared-memory
 //! frames are fixed layouts read in place, on the hot path; the
 //! launcher's agent protocol has its own length-prefixed frames.)
@@ -24,6 +27,10 @@
 //! field.
 
 use thiserror::Error;
+
+mod call_id;
+
+pub use call_id::{CallId, put_call_id};
 
 /// Why bytes could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

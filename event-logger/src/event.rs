@@ -3,26 +3,28 @@
 
 use crate::bytes::{Reader, put_i32, put_u32, put_u64};
 use crate::wire::WireError;
+pub use vpml_codec::CallId;
+use vpml_codec::put_call_id;
 
 /// Number of an event in its rank's stream: 1, 2, 3, … without gaps,
 /// assigned by the [`crate::Client`]; 0 means "no event".
 pub type EventId = u64;
 
 /// A non-deterministic event of a rank, as DESIGN.md's table lists them.
-/// Call ids are the ids the pessimist protocol gives to API calls.
+/// Call ids are the engine's ([`CallId`]: a lane and a number in it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A receive posted with `ANY_SOURCE` matched a message from `source`.
     Match {
         /// Id of the receive call.
-        recv: u64,
+        recv: CallId,
         /// The rank the message came from.
         source: u32,
     },
     /// An `iprobe` (or a `probe` with `ANY_SOURCE`) and its answer.
     Probe {
         /// Id of the probe call.
-        call: u64,
+        call: CallId,
         /// Whether a message was found; the other fields are 0 otherwise.
         found: bool,
         /// Source of the message found.
@@ -36,24 +38,28 @@ pub enum Event {
     /// and the requests it completed.
     Delivery {
         /// Id of the delivery call.
-        call: u64,
-        /// Ids of the requests the call completed, in the order reported.
-        completed: Vec<u64>,
+        call: CallId,
+        /// Ids of the calls whose requests it completed, in the order
+        /// reported.
+        completed: Vec<CallId>,
     },
-    /// A run of consecutive unsuccessful tests or iprobes (lazy logging).
+    /// A run of consecutive unsuccessful tests or iprobes of one lane
+    /// (lazy logging).
     NoneRun {
-        /// Call id of the first call of the run.
+        /// The lane of the calls.
+        lane: u32,
+        /// Number of the first call of the run in its lane.
         first: u64,
-        /// Call id of the last call of the run (≥ `first`).
+        /// Number of the last call of the run (≥ `first`).
         last: u64,
     },
     /// A `cancel` of a receive and whether it took effect.
     Cancel {
         /// Id of the cancel call.
-        call: u64,
+        call: CallId,
         /// Id of the receive call it cancelled (a re-executed rank must
         /// keep that receive from matching anything before the cancel).
-        request: u64,
+        request: CallId,
         /// Whether the receive was cancelled.
         cancelled: bool,
     },
@@ -67,6 +73,8 @@ const KIND_CANCEL: u8 = 5;
 
 /// Size of an event's id and kind byte, before its body.
 const EVENT_PREFIX: usize = 9;
+/// Size of an encoded call id.
+const CALL: usize = CallId::ENCODED_LEN;
 
 impl Event {
     /// Appends `id` and this event in the wire layout.
@@ -75,7 +83,7 @@ impl Event {
         match self {
             Event::Match { recv, source } => {
                 out.push(KIND_MATCH);
-                put_u64(out, *recv);
+                put_call_id(out, *recv);
                 put_u32(out, *source);
             }
             Event::Probe {
@@ -86,7 +94,7 @@ impl Event {
                 length,
             } => {
                 out.push(KIND_PROBE);
-                put_u64(out, *call);
+                put_call_id(out, *call);
                 out.push(u8::from(*found));
                 put_u32(out, *source);
                 put_i32(out, *tag);
@@ -94,15 +102,16 @@ impl Event {
             }
             Event::Delivery { call, completed } => {
                 out.push(KIND_DELIVERY);
-                put_u64(out, *call);
+                put_call_id(out, *call);
                 // A batch is capped far below 2^32 requests by the frame size.
                 put_u32(out, u32::try_from(completed.len()).unwrap_or(u32::MAX));
                 for id in completed {
-                    put_u64(out, *id);
+                    put_call_id(out, *id);
                 }
             }
-            Event::NoneRun { first, last } => {
+            Event::NoneRun { lane, first, last } => {
                 out.push(KIND_NONE_RUN);
+                put_u32(out, *lane);
                 put_u64(out, *first);
                 put_u64(out, *last);
             }
@@ -112,8 +121,8 @@ impl Event {
                 cancelled,
             } => {
                 out.push(KIND_CANCEL);
-                put_u64(out, *call);
-                put_u64(out, *request);
+                put_call_id(out, *call);
+                put_call_id(out, *request);
                 out.push(u8::from(*cancelled));
             }
         }
@@ -123,11 +132,11 @@ impl Event {
     pub fn encoded_len(&self) -> usize {
         EVENT_PREFIX
             + match self {
-                Event::Match { .. } => 12,
-                Event::Probe { .. } => 25,
-                Event::Delivery { completed, .. } => 12 + 8 * completed.len(),
-                Event::NoneRun { .. } => 16,
-                Event::Cancel { .. } => 17,
+                Event::Match { .. } => CALL + 4,
+                Event::Probe { .. } => CALL + 17,
+                Event::Delivery { completed, .. } => CALL + 4 + CALL * completed.len(),
+                Event::NoneRun { .. } => 20,
+                Event::Cancel { .. } => 2 * CALL + 1,
             }
     }
 
@@ -136,11 +145,11 @@ impl Event {
         let id = r.u64()?;
         let event = match r.u8()? {
             KIND_MATCH => Event::Match {
-                recv: r.u64()?,
+                recv: r.call_id()?,
                 source: r.u32()?,
             },
             KIND_PROBE => {
-                let call = r.u64()?;
+                let call = r.call_id()?;
                 let found = r.bool()?;
                 Event::Probe {
                     call,
@@ -151,22 +160,23 @@ impl Event {
                 }
             }
             KIND_DELIVERY => {
-                let call = r.u64()?;
+                let call = r.call_id()?;
                 let n = r.u32()? as usize;
                 // Check before allocating: a hostile count must not reserve memory.
-                if n > r.remaining() / 8 {
+                if n > r.remaining() / CALL {
                     return Err(WireError::Truncated {
                         what: "delivery event",
-                        need: n * 8 - r.remaining(),
+                        need: n * CALL - r.remaining(),
                     });
                 }
                 let mut completed = Vec::with_capacity(n);
                 for _ in 0..n {
-                    completed.push(r.u64()?);
+                    completed.push(r.call_id()?);
                 }
                 Event::Delivery { call, completed }
             }
             KIND_NONE_RUN => {
+                let lane = r.u32()?;
                 let first = r.u64()?;
                 let last = r.u64()?;
                 if last < first {
@@ -175,11 +185,11 @@ impl Event {
                         format!("last call {last} precedes first call {first}"),
                     ));
                 }
-                Event::NoneRun { first, last }
+                Event::NoneRun { lane, first, last }
             }
             KIND_CANCEL => Event::Cancel {
-                call: r.u64()?,
-                request: r.u64()?,
+                call: r.call_id()?,
+                request: r.call_id()?,
                 cancelled: r.bool()?,
             },
             k => {
@@ -371,11 +381,15 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn any_call() -> impl Strategy<Value = CallId> {
+        (any::<u32>(), any::<u64>()).prop_map(|(lane, n)| CallId::new(lane, n))
+    }
+
     pub(crate) fn any_event() -> impl Strategy<Value = Event> {
         prop_oneof![
-            (any::<u64>(), any::<u32>()).prop_map(|(recv, source)| Event::Match { recv, source }),
+            (any_call(), any::<u32>()).prop_map(|(recv, source)| Event::Match { recv, source }),
             (
-                any::<u64>(),
+                any_call(),
                 any::<bool>(),
                 any::<u32>(),
                 any::<i32>(),
@@ -388,13 +402,14 @@ pub(crate) mod tests {
                     tag,
                     length
                 }),
-            (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..40))
+            (any_call(), proptest::collection::vec(any_call(), 0..40))
                 .prop_map(|(call, completed)| Event::Delivery { call, completed }),
-            (any::<u64>(), any::<u64>()).prop_map(|(a, b)| Event::NoneRun {
+            (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(lane, a, b)| Event::NoneRun {
+                lane,
                 first: a.min(b),
                 last: a.max(b)
             }),
-            (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(call, request, cancelled)| {
+            (any_call(), any_call(), any::<bool>()).prop_map(|(call, request, cancelled)| {
                 Event::Cancel {
                     call,
                     request,
@@ -462,15 +477,16 @@ pub(crate) mod tests {
     #[test]
     fn gaps_and_bad_booleans_are_rejected() {
         let mut buf = Vec::new();
+        let c = |n| CallId::new(0, n);
         Event::Cancel {
-            call: 1,
-            request: 1,
+            call: c(1),
+            request: c(1),
             cancelled: true,
         }
         .encode(1, &mut buf);
         Event::Cancel {
-            call: 2,
-            request: 1,
+            call: c(2),
+            request: c(1),
             cancelled: true,
         }
         .encode(3, &mut buf);
@@ -482,8 +498,8 @@ pub(crate) mod tests {
         );
         let mut buf = Vec::new();
         Event::Cancel {
-            call: 1,
-            request: 1,
+            call: c(1),
+            request: c(1),
             cancelled: true,
         }
         .encode(1, &mut buf);
@@ -495,7 +511,12 @@ pub(crate) mod tests {
                 .contains("boolean")
         );
         let mut buf = Vec::new();
-        Event::NoneRun { first: 1, last: 1 }.encode(1, &mut buf);
+        Event::NoneRun {
+            lane: 0,
+            first: 1,
+            last: 1,
+        }
+        .encode(1, &mut buf);
         buf.push(0);
         assert!(
             validate(1, &buf)

@@ -157,13 +157,13 @@
 //! ## Embedding
 //!
 //! ```no_run
-//! use vpml_event_logger::{Client, ClientConfig, Event, Server, ServerConfig, Tokens};
+//! use vpml_event_logger::{CallId, Client, ClientConfig, Event, Server, ServerConfig, Tokens};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let tokens = Tokens::single(Some("job1"), "0123456789abcdef0123")?;
 //! let server = Server::bind(ServerConfig::new("/tmp/el-data", tokens))?;
 //! let cfg = ClientConfig::new(vec![server.local_addr()], "job1", 0, 0, "0123456789abcdef0123");
 //! let client = Client::connect(cfg)?;
-//! let id = client.put(&Event::Match { recv: 7, source: 2 })?;
+//! let id = client.put(&Event::Match { recv: CallId::new(0, 7), source: 2 })?;
 //! client.wait_durable(id)?; // now the rank may send
 //! client.close()?;
 //! server.shutdown();
@@ -182,6 +182,6 @@ pub mod wire;
 
 pub use auth::{MIN_TOKEN_LEN, TokenError, Tokens, random_token, valid_job_name};
 pub use client::{Client, ClientConfig, ClientError};
-pub use event::{Event, EventBatch, EventId};
+pub use event::{CallId, Event, EventBatch, EventId};
 pub use server::{MAX_PUT_EVENT_BYTES, Server, ServerConfig, ServerError};
 pub use storage::{DEFAULT_SEGMENT_BYTES, Durability, StorageError, read_stored_events};

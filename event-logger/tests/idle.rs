@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use vpml_event_logger::{Client, ClientConfig, Event, Server, ServerConfig, Tokens};
+use vpml_event_logger::{CallId, Client, ClientConfig, Event, Server, ServerConfig, Tokens};
 
 #[test]
 fn an_idle_session_is_not_closed_by_the_hello_timeout() {
@@ -27,7 +27,12 @@ fn an_idle_session_is_not_closed_by_the_hello_timeout() {
     // The scenario itself: a rank with nothing to log for longer than the
     // Hello time-out, right after connecting.
     std::thread::sleep(Duration::from_millis(600));
-    client.put(&Event::Match { recv: 1, source: 1 }).unwrap();
+    client
+        .put(&Event::Match {
+            recv: CallId::new(0, 1),
+            source: 1,
+        })
+        .unwrap();
     client.wait_all_durable().unwrap();
     let stats = client.stats().unwrap();
     assert_eq!(

@@ -1,7 +1,7 @@
 //! With `send_eagerly = false`, puts stay queued until someone waits for
 //! durability, and then leave together.
 
-use vpml_event_logger::{Client, ClientConfig, Event, Server, ServerConfig, Tokens};
+use vpml_event_logger::{CallId, Client, ClientConfig, Event, Server, ServerConfig, Tokens};
 
 #[test]
 fn lazy_puts_leave_only_when_durability_is_needed() {
@@ -20,7 +20,12 @@ fn lazy_puts_leave_only_when_durability_is_needed() {
     cfg.send_eagerly = false;
     let client = Client::connect(cfg).unwrap();
     for recv in 1..=5 {
-        client.put(&Event::Match { recv, source: 1 }).unwrap();
+        client
+            .put(&Event::Match {
+                recv: CallId::new(0, recv),
+                source: 1,
+            })
+            .unwrap();
     }
     let before = client.stats().unwrap()[0].events_stored;
     assert_eq!(

@@ -215,6 +215,7 @@ fn jitter(id: u64, round: u32) -> u32 {
 /// the call lock held, so no other thread runs until it returns), once no
 /// agreement of another thread is in flight.
 pub(crate) fn exclusive<R>(f: impl FnOnce() -> R) -> R {
+    crate::threads::making_a_communicator();
     if !crate::threads::multiple() {
         return f();
     }
@@ -234,6 +235,7 @@ fn in_rounds(h: Comm) -> bool {
 
 /// `MPI_Comm_dup`'s communicator.
 pub(crate) fn dup(func: &str, h: Comm, c: &vpml::Comm) -> Result<vpml::Comm, c_int> {
+    crate::threads::making_a_communicator();
     if !in_rounds(h) {
         return exclusive(|| c.dup()).map_err(|e| vpml_error(h, func, &e));
     }
@@ -256,6 +258,7 @@ pub(crate) fn create_group(
     members: &[usize],
     tag: c_int,
 ) -> Result<Option<vpml::Comm>, c_int> {
+    crate::threads::making_a_communicator();
     if !in_rounds(h) || c.is_inter() {
         // (vpml's call refuses an intercommunicator, saying so.)
         return exclusive(|| c.create_group(members)).map_err(|e| vpml_error(h, func, &e));
@@ -384,6 +387,7 @@ pub(crate) fn intercomm_create(
     remote_leader: usize,
     tag: c_int,
 ) -> Result<vpml::Comm, c_int> {
+    crate::threads::making_a_communicator();
     // Decided by the thread level alone, which both groups share (a
     // window over one group's communicator must not change the protocol
     // the two groups speak).
@@ -525,6 +529,7 @@ fn bcast_u64(func: &str, h: Comm, buf: &mut [u64], root: c_int) -> Result<(), c_
 
 /// `MPI_Intercomm_merge`'s communicator.
 pub(crate) fn merge(func: &str, h: Comm, c: &vpml::Comm, high: bool) -> Result<vpml::Comm, c_int> {
+    crate::threads::making_a_communicator();
     if !in_rounds(h) || !c.is_inter() {
         return exclusive(|| c.merge(high)).map_err(|e| vpml_error(h, func, &e));
     }
@@ -544,6 +549,7 @@ pub(crate) fn split(
     color: Option<u32>,
     key: i64,
 ) -> Result<Option<vpml::Comm>, c_int> {
+    crate::threads::making_a_communicator();
     if !in_rounds(h) || c.is_inter() {
         return exclusive(|| c.split(color, key)).map_err(|e| vpml_error(h, func, &e));
     }
@@ -561,6 +567,7 @@ pub(crate) fn allgather(
     c: &vpml::Comm,
     mine: &[u64],
 ) -> Result<Vec<u64>, c_int> {
+    crate::threads::making_a_communicator();
     let mut all = vec![0u64; mine.len() * c.size()];
     if !in_rounds(h) {
         c.allgather(mine, &mut all)

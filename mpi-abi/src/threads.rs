@@ -30,12 +30,33 @@ static MULTIPLE: AtomicBool = AtomicBool::new(false);
 static SLEEPERS: AtomicUsize = AtomicUsize::new(0);
 
 /// Set at init when this process re-executes a rank under a logging
-/// protocol (see [`one_thread_while_reexecuting`]); cleared once it has
+/// protocol (see [`other_thread_while_reexecuting`]); cleared once it has
 /// caught up.
 static REEXECUTING: AtomicBool = AtomicBool::new(false);
 
-/// The thread that initialized MPI (the only one that may call it while
-/// the process re-executes).
+/// Threads other than [`INIT_THREAD`] that called MPI while this process
+/// re-executes and have not exited (see [`making_a_communicator`]).
+static LIVE_OTHER_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Set on a thread counted in [`LIVE_OTHER_THREADS`], which it leaves
+/// when the thread ends (thread-local destructors run for threads made by
+/// C programs too).
+struct Counted(std::cell::Cell<bool>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.0.get() {
+            LIVE_OTHER_THREADS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    static COUNTED: Counted = const { Counted(std::cell::Cell::new(false)) };
+}
+
+/// The thread that initialized MPI (the only one that may make
+/// communicators while the process re-executes).
 static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 
 /// Rings the engine's doorbell, waking the sleepers.
@@ -110,32 +131,92 @@ pub(crate) fn enter() -> CallGuard {
         }
     }
     if REEXECUTING.load(Ordering::Relaxed) && INIT_THREAD.get() != Some(&me) {
-        one_thread_while_reexecuting();
+        other_thread_while_reexecuting();
     }
     CallGuard(true)
 }
 
-/// A thread other than the one that initialized MPI calls it while this
-/// process re-executes a rank. The order in which several threads' calls
-/// reach the engine is not recorded, so a re-execution could give their
-/// messages other sequence numbers, or a logged outcome to another call,
-/// than the execution it replays: exact or loud, the job stops, with one
-/// line. (Once caught up, any thread may call again.) Runs under the call
-/// lock, with the state free.
-#[cold]
-fn one_thread_while_reexecuting() {
-    let world = crate::state::world_comm();
-    let Some(world) = world else {
-        return;
-    };
+/// Is this process still re-executing a rank (clearing the flag once it
+/// has caught up)? Under the call lock, with the state free.
+fn still_reexecuting() -> Option<vpml::Comm> {
+    if !REEXECUTING.load(Ordering::Relaxed) {
+        return None;
+    }
+    // (The state may be borrowed by a call that makes a communicator.)
+    let world = crate::state::STATE.with(|s| {
+        s.try_borrow()
+            .ok()
+            .and_then(|s| s.world.as_ref().map(|w| (**w).clone()))
+    })?;
     if world.reexecuting() {
-        stop_reexecution(
-            &world,
-            "a second thread calls MPI while the rank re-executes: vpml does not record the order of several threads' calls (MPI_THREAD_MULTIPLE), so it cannot replay them",
-        );
+        Some(world)
     } else {
         REEXECUTING.store(false, Ordering::Relaxed);
+        None
     }
+}
+
+/// A thread other than the one that initialized MPI calls it while this
+/// process re-executes a rank. Calls are numbered per communicator, so
+/// threads that each use their own communicators replay exactly whatever
+/// their order (the engine stops the job if two threads call on one);
+/// the thread is counted until it ends ([`making_a_communicator`]).
+/// (Once caught up, any thread may call again.) Runs under the call lock,
+/// with the state free.
+#[cold]
+fn other_thread_while_reexecuting() {
+    if still_reexecuting().is_none() {
+        return;
+    }
+    let _ = COUNTED.try_with(|c| {
+        if !c.0.replace(true) {
+            LIVE_OTHER_THREADS.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+}
+
+/// A communicator is about to be agreed on while this process may
+/// re-execute a rank. Under `MPI_THREAD_SERIALIZED` or `_MULTIPLE` its
+/// context depends on the communicators other threads of the process make
+/// at the same time (the order they take turns in, or the rounds of
+/// agreements in flight together), which the log does not hold.
+/// Re-executed exactly when made by the thread that initialized MPI while
+/// no other thread that called MPI since the restart is alive; otherwise
+/// the job stops with one line.
+pub(crate) fn making_a_communicator() {
+    if !LOCKED.load(Ordering::Relaxed) || !REEXECUTING.load(Ordering::Relaxed) {
+        return;
+    }
+    let me = std::thread::current().id();
+    if INIT_THREAD.get() == Some(&me) && LIVE_OTHER_THREADS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Some(world) = still_reexecuting() else {
+        return;
+    };
+    stop_reexecution(
+        &world,
+        "a communicator is made while several threads call MPI and the rank re-executes: its context depends on the communicators other threads made at the same time, which vpml does not record",
+    );
+}
+
+/// A one-sided window is about to be made while this process may
+/// re-execute a rank under `MPI_THREAD_SERIALIZED` or `_MULTIPLE`. Its
+/// requests are applied at points among all of the process's calls (the
+/// process lane), whose order the log holds for one thread only; the job
+/// stops with one line (whichever threads call: the logged execution's
+/// may have called while the window lived).
+pub(crate) fn making_a_window() {
+    if !LOCKED.load(Ordering::Relaxed) || !REEXECUTING.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(world) = still_reexecuting() else {
+        return;
+    };
+    stop_reexecution(
+        &world,
+        "a one-sided window is made under MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE while the rank re-executes: vpml applies one-sided requests at points among all of the process's calls, and does not record how threads interleaved them",
+    );
 }
 
 /// This process re-executes a rank and met what it cannot replay: stop the

@@ -89,8 +89,12 @@ fn check_below(rank: usize, size: usize) -> Result<()> {
 }
 
 /// Context of [`Comm::self_comm`] communicators (the next one is their
-/// collectives'); agreed contexts stay below it.
+/// collectives'); agreed contexts stay below the one before it, which
+/// (like `u32::MAX`) names a lane of calls instead (see
+/// [`crate::protocol::CallId`]).
 pub(crate) const SELF_CONTEXT: u32 = u32::MAX - 2;
+
+const _: () = assert!(crate::protocol::CallId::GENERALIZED_LANE == SELF_CONTEXT - 1);
 
 /// Send modes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -447,12 +451,12 @@ impl Comm {
         self.engine.borrow().protocol_name()
     }
 
-    /// The id of the last call that took one (see [`crate::protocol`]):
-    /// every send and receive, probe, cancel and test/wait-any/wait-some
-    /// call takes the next id (whatever the protocol), and logs name calls
-    /// by it.
-    pub fn last_call_id(&self) -> u64 {
-        self.engine.borrow().last_call()
+    /// The id of the last call on this communicator's point-to-point lane
+    /// (see [`crate::protocol`]): every send and receive, probe, cancel
+    /// and test/wait-any/wait-some call on it takes the next id (whatever
+    /// the protocol), and logs name calls by it.
+    pub fn last_call_id(&self) -> crate::protocol::CallId {
+        self.engine.borrow().last_call(self.context)
     }
 
     /// Non-deterministic events this rank's protocol has logged so far

@@ -9,8 +9,9 @@
 //!   [`request`].
 //! * **Engine** — one per process: the request table, MPI matching
 //!   ([`matching`]: posted and unexpected queues, non-overtaking per
-//!   channel), channel sequence numbers (1, 2, 3, … per ordered pair of
-//!   ranks, reported by [`Status::sequence`]), and progress, which happens
+//!   channel), sequence numbers (1, 2, 3, … per ordered pair of ranks and
+//!   communicator context, reported by [`Status::sequence`]), call ids
+//!   per context ([`lanes`], [`protocol::CallId`]), and progress, which happens
 //!   only inside API calls. An idle rank spins briefly, then sleeps on a
 //!   doorbell, so a rank blocked in `recv` costs ~0 CPU.
 //! * **Transport** — [`shm`]: per-pair single-producer/single-consumer
@@ -57,6 +58,7 @@ mod engine;
 pub mod error;
 mod idup;
 mod intercomm;
+pub mod lanes;
 pub mod matching;
 pub mod op;
 pub mod protocol;

@@ -55,7 +55,7 @@ pub struct Envelope {
     pub tag: i32,
     /// Communicator context id.
     pub context: u32,
-    /// Channel sequence number.
+    /// Sequence number of the message on its context (per ordered pair).
     pub seq: u64,
     /// Payload length in bytes.
     pub len: usize,

@@ -202,7 +202,7 @@ impl Comm {
                 }
             }
         }
-        Ok(eng.start_group(parts, result_part))
+        eng.start_group(self.context, parts, result_part)
     }
 
     /// Block until every request of `reqs` (`None`: inactive) completed;
@@ -211,9 +211,19 @@ impl Comm {
         self.engine.borrow_mut().wait_all(reqs)
     }
 
+    /// From now on, number this communicator's point-to-point calls among
+    /// every call of the process (the process lane, see
+    /// [`crate::protocol::CallId`]) rather than on their own: for traffic
+    /// whose effects a re-execution must apply at the same point among
+    /// all of the process's calls, such as one-sided requests applied to
+    /// memory the program reads between its calls.
+    pub fn use_process_lane(&self) {
+        self.engine.borrow_mut().use_process_lane(self.context);
+    }
+
     /// Start a request that completes when [`Comm::complete_external_raw`]
     /// is called on it (MPI's generalized requests); its status is empty.
-    pub fn start_external_raw(&self) -> RawRequest {
+    pub fn start_external_raw(&self) -> Result<RawRequest> {
         self.engine.borrow_mut().start_external()
     }
 

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::lanes::LaneMap;
 
 const HEADER: usize = 64;
 const PER_RANK: usize = 16;
@@ -145,17 +146,17 @@ impl Drop for JobPage {
 /// to continue as if it had never stopped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineSnapshot {
-    /// Last call id handed out.
-    pub last_call: u64,
+    /// Number of the last call of each lane that has had one, by lane.
+    pub last_calls: Vec<(u32, u64)>,
     /// Next communicator context id.
     pub next_context: u32,
     /// Duplicates of the world made without agreement so far (see
     /// `Comm::idup`).
     pub world_idups: u32,
-    /// Messages sent to each rank.
-    pub send_seq: Vec<u64>,
-    /// Messages fully received from each rank.
-    pub recv_seq: Vec<u64>,
+    /// Messages sent to each rank, per context.
+    pub send_seq: Vec<LaneMap<u64>>,
+    /// Messages fully received from each rank, per context.
+    pub recv_seq: Vec<LaneMap<u64>>,
     /// Messages received but not yet matched, in arrival order.
     pub unexpected: Vec<SavedMessage>,
 }
@@ -169,7 +170,7 @@ pub struct SavedMessage {
     pub tag: i32,
     /// Communicator context.
     pub context: u32,
-    /// Channel sequence number.
+    /// Sequence number of the message on its context (per ordered pair).
     pub seq: u64,
     /// Token of a synchronous sender waiting for the match (0: none).
     pub sync_token: u64,
@@ -182,13 +183,17 @@ impl EngineSnapshot {
     pub fn encode(&self) -> Vec<u8> {
         use vpml_codec::{put_bytes, put_i32, put_u32, put_u64};
         let mut b = Vec::new();
-        put_u64(&mut b, self.last_call);
+        put_u64(&mut b, self.last_calls.len() as u64);
+        for &(lane, n) in &self.last_calls {
+            put_u32(&mut b, lane);
+            put_u64(&mut b, n);
+        }
         put_u32(&mut b, self.next_context);
         put_u32(&mut b, self.world_idups);
         put_u64(&mut b, self.send_seq.len() as u64);
         for (s, r) in self.send_seq.iter().zip(&self.recv_seq) {
-            put_u64(&mut b, *s);
-            put_u64(&mut b, *r);
+            put_counts(&mut b, s);
+            put_counts(&mut b, r);
         }
         put_u64(&mut b, self.unexpected.len() as u64);
         for m in &self.unexpected {
@@ -211,15 +216,20 @@ impl EngineSnapshot {
     fn read<'a>(
         r: &mut vpml_codec::Reader<'a>,
     ) -> std::result::Result<(EngineSnapshot, &'a [u8]), vpml_codec::Error> {
-        let last_call = r.u64()?;
+        let lanes = r.count(12)?;
+        let mut last_calls = Vec::with_capacity(lanes);
+        for _ in 0..lanes {
+            let lane = r.u32()?;
+            last_calls.push((lane, r.u64()?));
+        }
         let next_context = r.u32()?;
         let world_idups = r.u32()?;
         let n = r.count(16)?;
         let mut send_seq = Vec::with_capacity(n);
         let mut recv_seq = Vec::with_capacity(n);
         for _ in 0..n {
-            send_seq.push(r.u64()?);
-            recv_seq.push(r.u64()?);
+            send_seq.push(read_counts(r)?);
+            recv_seq.push(read_counts(r)?);
         }
         let m = r.count(40)?;
         let mut unexpected = Vec::with_capacity(m);
@@ -244,7 +254,7 @@ impl EngineSnapshot {
         }
         Ok((
             EngineSnapshot {
-                last_call,
+                last_calls,
                 next_context,
                 world_idups,
                 send_seq,
@@ -256,17 +266,70 @@ impl EngineSnapshot {
     }
 }
 
-/// The connecting side's greeting.
+/// Append per-context counts: how many, then (context, count) pairs.
+fn put_counts(b: &mut Vec<u8>, counts: &LaneMap<u64>) {
+    let pairs: Vec<(u32, u64)> = counts.iter().collect();
+    vpml_codec::put_u64(b, pairs.len() as u64);
+    for (c, n) in pairs {
+        vpml_codec::put_u32(b, c);
+        vpml_codec::put_u64(b, n);
+    }
+}
+
+/// Read what [`put_counts`] wrote.
+fn read_counts(
+    r: &mut vpml_codec::Reader<'_>,
+) -> std::result::Result<LaneMap<u64>, vpml_codec::Error> {
+    let n = r.count(12)?;
+    let mut pairs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let c = r.u32()?;
+        pairs.push((c, r.u64()?));
+    }
+    Ok(LaneMap::from_pairs(pairs))
+}
+
+/// Per-context message counts as a handshake writes them: `-` for none,
+/// else `context:count` pairs joined by commas.
+pub(crate) fn format_counts(counts: &LaneMap<u64>) -> String {
+    let pairs: Vec<String> = counts
+        .iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(c, n)| format!("{c}:{n}"))
+        .collect();
+    if pairs.is_empty() {
+        "-".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// Read what [`format_counts`] wrote.
+pub(crate) fn parse_counts(s: &str) -> std::result::Result<LaneMap<u64>, String> {
+    if s == "-" {
+        return Ok(LaneMap::new());
+    }
+    let mut pairs = Vec::new();
+    for pair in s.split(',') {
+        let (c, n) = pair.split_once(':').ok_or("bad count")?;
+        let c: u32 = c.parse().map_err(|_| "bad context")?;
+        let n: u64 = n.parse().map_err(|_| "bad count")?;
+        pairs.push((c, n));
+    }
+    Ok(LaneMap::from_pairs(pairs))
+}
+
+/// The connecting side's greeting (followed by a line of
+/// [`format_counts`]: the messages of the other side it has received).
 pub(crate) fn hello_line(
     token: &str,
     rank: usize,
     incarnation: u32,
-    received: u64,
     single_copy: bool,
     host: usize,
 ) -> String {
     format!(
-        "VPMLREC1 {token} {rank} {incarnation} {received} {} {host}\n",
+        "VPMLREC2 {token} {rank} {incarnation} {} {host}\n",
         u8::from(single_copy)
     )
 }
@@ -276,8 +339,6 @@ pub(crate) fn hello_line(
 pub(crate) struct Hello {
     pub rank: usize,
     pub incarnation: u32,
-    /// Messages of ours it has fully received.
-    pub received: u64,
     /// It can read our memory (single copy).
     pub single_copy: bool,
     /// The host it runs on.
@@ -291,7 +352,7 @@ pub(crate) fn parse_hello(
     size: usize,
 ) -> std::result::Result<Hello, String> {
     let mut parts = line.split(' ');
-    if parts.next() != Some("VPMLREC1") {
+    if parts.next() != Some("VPMLREC2") {
         return Err("not a vpml recovery connection".into());
     }
     if parts.next() != Some(token) {
@@ -306,10 +367,6 @@ pub(crate) fn parse_hello(
         .next()
         .and_then(|r| r.parse().ok())
         .ok_or("bad incarnation")?;
-    let received: u64 = parts
-        .next()
-        .and_then(|r| r.parse().ok())
-        .ok_or("bad count")?;
     let single_copy = match parts.next() {
         Some("1") => true,
         Some("0") => false,
@@ -322,17 +379,24 @@ pub(crate) fn parse_hello(
     Ok(Hello {
         rank,
         incarnation,
-        received,
         single_copy,
         host,
     })
 }
 
-/// Read one `\n`-terminated line of at most 256 bytes. `alive` is asked
-/// every 100 ms whether to keep waiting (the other side may be busy
+/// Longest greeting line, read before the job's token is checked.
+pub(crate) const MAX_HELLO: usize = 256;
+
+/// Longest line of counts, read once the other side showed the job's
+/// token: room for the counts of a million contexts.
+pub(crate) const MAX_COUNTS: usize = 16 << 20;
+
+/// Read one `\n`-terminated line of at most `max` bytes. `alive` is
+/// asked every 100 ms whether to keep waiting (the other side may be busy
 /// computing; it answers on its next vpml call).
 pub(crate) fn read_line(
     s: &mut TcpStream,
+    max: usize,
     mut alive: impl FnMut() -> bool,
 ) -> std::result::Result<String, String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
@@ -345,7 +409,7 @@ pub(crate) fn read_line(
             Ok(1) if byte[0] == b'\n' => break,
             Ok(1) => {
                 line.push(byte[0]);
-                if line.len() > 256 {
+                if line.len() > max {
                     return Err("handshake line too long".into());
                 }
             }
@@ -377,11 +441,19 @@ mod tests {
     #[test]
     fn snapshots_round_trip_and_corrupt_ones_are_refused() {
         let s = EngineSnapshot {
-            last_call: 77,
+            last_calls: vec![(0, 77), (547, 3)],
             next_context: 6,
             world_idups: 3,
-            send_seq: vec![1, 2, 3],
-            recv_seq: vec![4, 5, 6],
+            send_seq: vec![
+                LaneMap::from_pairs([(0, 1)]),
+                LaneMap::new(),
+                LaneMap::from_pairs([(0, 3), (547, 9)]),
+            ],
+            recv_seq: vec![
+                LaneMap::from_pairs([(1, 4)]),
+                LaneMap::from_pairs([(0, 5)]),
+                LaneMap::new(),
+            ],
             unexpected: vec![SavedMessage {
                 source: 2,
                 tag: -1,
@@ -400,7 +472,7 @@ mod tests {
             assert!(EngineSnapshot::decode(&b[..cut]).is_err(), "cut at {cut}");
         }
         let mut huge = b.clone();
-        huge[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(EngineSnapshot::decode(&huge).is_err());
     }
 
@@ -422,20 +494,26 @@ mod tests {
 
     #[test]
     fn greetings_are_checked() {
-        let l = hello_line("tok", 2, 3, 17, true, 1);
+        let l = hello_line("tok", 2, 3, true, 1);
         assert_eq!(
             parse_hello(l.trim_end(), "tok", 4),
             Ok(Hello {
                 rank: 2,
                 incarnation: 3,
-                received: 17,
                 single_copy: true,
                 host: 1,
             })
         );
         assert!(parse_hello(l.trim_end(), "other", 4).is_err());
         assert!(parse_hello(l.trim_end(), "tok", 2).is_err());
-        assert!(parse_hello("VPMLREC1 tok 1 x 3 0 0", "tok", 4).is_err());
-        assert!(parse_hello("VPMLREC1 tok 1 2 3 0", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC2 tok 1 x 0 0", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC2 tok 1 2 0", "tok", 4).is_err());
+        assert!(parse_hello("VPMLREC1 tok 1 2 3 0 0", "tok", 4).is_err());
+        let counts = LaneMap::from_pairs([(0, 17), (547, 2)]);
+        assert_eq!(parse_counts(&format_counts(&counts)), Ok(counts));
+        assert_eq!(parse_counts("-"), Ok(LaneMap::new()));
+        for bad in ["", "0:", ":3", "0:x", "0:3,", "99999999999:1", "0:3;1:2"] {
+            assert!(parse_counts(bad).is_err(), "{bad:?}");
+        }
     }
 }

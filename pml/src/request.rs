@@ -58,9 +58,9 @@ impl<B: Buffer> Request<B> {
     }
 
     /// The call id that created this request, as logs and traces name it
-    /// (0 once the request is gone).
-    pub fn call_id(&self) -> u64 {
-        self.engine.borrow().call_of(self.id).unwrap_or(0)
+    /// (`0:0` once the request is gone).
+    pub fn call_id(&self) -> crate::protocol::CallId {
+        self.engine.borrow().call_of(self.id).unwrap_or_default()
     }
 
     /// Try to cancel a receive that has not matched yet. Returns true if it

@@ -33,11 +33,12 @@ pub trait SimHooks {
     /// again.
     fn idle(&self);
 
-    /// A frame left rank `from` for rank `to`. `message` is `Some(seq)`
-    /// for the first frame of an application message with channel
-    /// sequence number `seq` (the frame the commit rule is about), `None`
-    /// for control frames and later fragments.
-    fn frame_written(&self, from: usize, to: usize, message: Option<u64>);
+    /// A frame left rank `from` for rank `to`. `message` is
+    /// `Some((context, seq))` for the first frame of an application
+    /// message with sequence number `seq` on `context` (the frame the
+    /// commit rule is about), `None` for control frames and later
+    /// fragments.
+    fn frame_written(&self, from: usize, to: usize, message: Option<(u32, u64)>);
 
     /// Rank `rank` finalized (what `vpml run`'s ranks tell the launcher):
     /// once every rank has, the simulator marks the job page finalized.
@@ -73,7 +74,7 @@ pub(crate) struct Hello {
     pub(crate) from: usize,
     pub(crate) incarnation: u32,
     /// Messages from the peer the restarted rank has.
-    pub(crate) received: u64,
+    pub(crate) received: crate::lanes::LaneMap<u64>,
     /// Frames from the restarted rank to the peer.
     pub(crate) to_acceptor: Arc<Pipe>,
     /// Frames from the peer to the restarted rank.
@@ -87,7 +88,10 @@ pub(crate) struct Hello {
 pub(crate) enum Reply {
     /// Link up: the peer's incarnation and how many of the restarted
     /// rank's messages it has.
-    Accepted { incarnation: u32, received: u64 },
+    Accepted {
+        incarnation: u32,
+        received: crate::lanes::LaneMap<u64>,
+    },
     /// Not a newer process of that rank.
     Refused(String),
 }
@@ -200,8 +204,11 @@ impl SimLink {
         let first_of_message = matches!(hdr.kind, kind::EAGER | kind::RTS)
             || (hdr.kind == kind::FRAG && hdr.flags & crate::shm::ring::flags::FIRST != 0);
         self.out.lock().push_back((*hdr, payload.to_vec()));
-        self.hooks
-            .frame_written(self.me, self.peer, first_of_message.then_some(hdr.seq));
+        self.hooks.frame_written(
+            self.me,
+            self.peer,
+            first_of_message.then_some((hdr.context, hdr.seq)),
+        );
         true
     }
 

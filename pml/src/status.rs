@@ -80,8 +80,8 @@ impl Status {
     pub fn is_cancelled(&self) -> bool {
         self.cancelled
     }
-    /// The channel sequence number of the message (1, 2, 3, … per ordered
-    /// pair of ranks; 0 for self-messages, cancelled requests and the
+    /// The sequence number of the message (1, 2, 3, … per ordered pair of
+    /// ranks and communicator context; 0 for self-messages, cancelled requests and the
     /// statuses made by [`Status::of_send`]). Message
     /// logging protocols use it to name messages.
     pub fn sequence(&self) -> u64 {

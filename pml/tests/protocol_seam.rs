@@ -118,8 +118,8 @@ impl Protocol for Recorder {
     fn restart_state(&self) -> Option<Vec<u8>> {
         None
     }
-    fn replay_end(&self) -> CallId {
-        0
+    fn replay_ends(&self) -> Vec<(u32, u64)> {
+        Vec::new()
     }
     fn replay_completion(
         &mut self,
@@ -139,14 +139,22 @@ impl Protocol for Recorder {
     fn replay_cancel(&mut self, _call: CallId, _request: CallId) -> Result<Replay<bool>> {
         Ok(Replay::Free)
     }
-    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Result<Vec<LoggedMessage>> {
+    fn logged_messages(
+        &mut self,
+        _dest: usize,
+        _after: &vpml_pml::lanes::LaneMap<u64>,
+    ) -> Result<Vec<LoggedMessage>> {
         Ok(Vec::new())
     }
-    fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {
+    fn checkpoint(
+        &mut self,
+        _engine: &EngineSnapshot,
+        _app: &[u8],
+    ) -> Result<Vec<(usize, u32, u64)>> {
         self.note("checkpoint".to_string());
         Ok(Vec::new())
     }
-    fn free_log(&mut self, _dest: usize, _up_to: u64) -> Result<()> {
+    fn free_log(&mut self, _dest: usize, _context: u32, _up_to: u64) -> Result<()> {
         Ok(())
     }
     fn recorded_incoming(&mut self, _from: usize) -> Result<Vec<LoggedMessage>> {
@@ -161,7 +169,7 @@ impl SimHooks for NeverIdle {
     fn idle(&self) {
         panic!("a one-rank job waited for a peer");
     }
-    fn frame_written(&self, _from: usize, _to: usize, _message: Option<u64>) {}
+    fn frame_written(&self, _from: usize, _to: usize, _message: Option<(u32, u64)>) {}
     fn finalized(&self, _rank: usize) {}
 }
 
@@ -316,7 +324,7 @@ fn a_raw_send_complete_at_start_is_described_to_the_protocol_like_any_other() {
     assert_eq!(
         lines.borrow().last().map(String::as_str),
         Some(
-            "completion 3 WaitAny done [0]: call 1 send true at start true, call 2 send false at start false"
+            "completion 0:3 WaitAny done [0]: call 0:1 send true at start true, call 0:2 send false at start false"
         ),
     );
     // Cancelling or freeing it is harmless: it is complete.

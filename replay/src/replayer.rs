@@ -6,6 +6,7 @@
 //! sends is checked against the one it recorded. The first difference
 //! stops it with a report.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use vpml_pml::bootstrap::JobEnv;
@@ -32,8 +33,8 @@ pub struct Replayer {
     until: Option<u64>,
     /// Recent calls with an event, for the divergence report.
     recent: Vec<String>,
-    /// Highest call id seen so far.
-    last_call: CallId,
+    /// Highest call number seen so far in each lane.
+    reached: BTreeMap<u32, u64>,
 }
 
 fn fail(what: String) -> Error {
@@ -71,7 +72,7 @@ impl Replayer {
                 events = got;
             }
         }
-        let events = ReplayLog::new(events, 0);
+        let events = ReplayLog::new(events, &[]);
         Ok(Replayer {
             rank: job.rank,
             events,
@@ -80,8 +81,14 @@ impl Replayer {
             sends_checked: 0,
             until,
             recent: Vec::new(),
-            last_call: 0,
+            reached: BTreeMap::new(),
         })
+    }
+
+    /// Call `call` was made.
+    fn saw(&mut self, call: CallId) {
+        let n = self.reached.entry(call.lane).or_default();
+        *n = (*n).max(call.n);
     }
 
     /// Note that call `call` is answered from its event; stop there if
@@ -144,19 +151,23 @@ impl Protocol for Replayer {
     }
 
     fn send(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
-        self.last_call = self.last_call.max(msg.call);
+        self.saw(msg.call);
         let now = describe_send(msg);
         self.events
             .plain(msg.call, &now)
             .map_err(|d| self.diverged_at(d))?;
-        let recorded = self.own.get(msg.dest as u32, msg.seq).map_err(|e| {
-            Error::EngineFailed(format!("reading the recording's send #{}: {e}", msg.seq))
-        })?;
+        let recorded = self
+            .own
+            .get(msg.dest as u32, msg.context, msg.seq)
+            .map_err(|e| {
+                Error::EngineFailed(format!("reading the recording's send #{}: {e}", msg.seq))
+            })?;
         let Some(rec) = recorded else {
             return Err(self.diverged(format!(
-                "send #{} to rank {} (call {}, tag {}, {} bytes) was not made in the recording",
+                "send #{} to rank {} on context {} (call {}, tag {}, {} bytes) was not made in the recording",
                 msg.seq,
                 msg.dest,
+                msg.context,
                 msg.call,
                 msg.tag,
                 msg.payload.len()
@@ -191,7 +202,7 @@ impl Protocol for Replayer {
     fn idle(&mut self) {}
 
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan> {
-        self.last_call = self.last_call.max(call);
+        self.saw(call);
         let answer = self
             .events
             .post_recv(call, spec.source)
@@ -269,7 +280,7 @@ impl Protocol for Replayer {
     fn stats(&self) -> Vec<(String, u64)> {
         // As the recorded run counted them at this point, so a program
         // that reports its protocol counters sends the same bytes.
-        let logged = self.events.events_up_to(self.last_call) as u64;
+        let logged = self.events.events_up_to(&self.reached) as u64;
         vec![
             ("events_total".into(), logged),
             ("events_recorded".into(), self.events.len() as u64),
@@ -285,8 +296,8 @@ impl Protocol for Replayer {
         None
     }
 
-    fn replay_end(&self) -> CallId {
-        self.events.end()
+    fn replay_ends(&self) -> Vec<(u32, u64)> {
+        self.events.ends()
     }
 
     fn replay_logged_completion(&self, call: CallId) -> Option<Vec<CallId>> {
@@ -298,7 +309,7 @@ impl Protocol for Replayer {
         call: CallId,
         passed: &[CallId],
     ) -> Result<Replay<Vec<CallId>>> {
-        self.last_call = self.last_call.max(call);
+        self.saw(call);
         let r = self
             .events
             .completion(call, passed)
@@ -315,7 +326,7 @@ impl Protocol for Replayer {
         spec: &RecvSpec,
         blocking: bool,
     ) -> Result<Replay<Option<(usize, i32)>>> {
-        self.last_call = self.last_call.max(call);
+        self.saw(call);
         let r = self
             .events
             .probe(call, spec.source, spec.tag, blocking)
@@ -327,7 +338,7 @@ impl Protocol for Replayer {
     }
 
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>> {
-        self.last_call = self.last_call.max(call);
+        self.saw(call);
         let r = self
             .events
             .cancel(call, request)
@@ -338,7 +349,11 @@ impl Protocol for Replayer {
         Ok(r)
     }
 
-    fn logged_messages(&mut self, _dest: usize, _after: u64) -> Result<Vec<LoggedMessage>> {
+    fn logged_messages(
+        &mut self,
+        _dest: usize,
+        _after: &vpml_pml::lanes::LaneMap<u64>,
+    ) -> Result<Vec<LoggedMessage>> {
         Ok(Vec::new())
     }
 
@@ -347,7 +362,9 @@ impl Protocol for Replayer {
         let Some(log) = self.peers.get(from).and_then(Option::as_ref) else {
             return Ok(Vec::new());
         };
-        log.iter_from(rank, 1)
+        log.contexts_to(rank)
+            .into_iter()
+            .flat_map(|ctx| log.iter_from(rank, ctx, 1))
             .map(|r| {
                 let r = r.map_err(|e| {
                     Error::EngineFailed(format!("reading rank {from}'s recorded messages: {e}"))
@@ -360,11 +377,15 @@ impl Protocol for Replayer {
             .collect()
     }
 
-    fn checkpoint(&mut self, _engine: &EngineSnapshot, _app: &[u8]) -> Result<Vec<(usize, u64)>> {
+    fn checkpoint(
+        &mut self,
+        _engine: &EngineSnapshot,
+        _app: &[u8],
+    ) -> Result<Vec<(usize, u32, u64)>> {
         Ok(Vec::new())
     }
 
-    fn free_log(&mut self, _dest: usize, _up_to: u64) -> Result<()> {
+    fn free_log(&mut self, _dest: usize, _context: u32, _up_to: u64) -> Result<()> {
         Ok(())
     }
 }

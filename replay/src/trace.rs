@@ -101,21 +101,23 @@ impl Recording {
         Ok(Recording { dir, manifest })
     }
 
-    /// Rank `r`'s sends, per destination in sequence order.
+    /// Rank `r`'s sends, per destination and context in sequence order.
     fn sends(&self, r: usize) -> Result<Vec<Send>, Error> {
         let log = SenderLog::open_read_only(&self.dir.join(format!("rank-{r}")))?;
         let mut out = Vec::new();
         for dest in log.destinations() {
-            for rec in log.iter_from(dest, 0) {
-                let rec = rec?;
-                out.push(Send {
-                    dest,
-                    seq: rec.header.seq,
-                    tag: rec.header.tag,
-                    context: rec.header.context,
-                    len: rec.payload.len(),
-                    crc: vpml_sender_log::crc32c(rec.payload),
-                });
+            for ctx in log.contexts_to(dest) {
+                for rec in log.iter_from(dest, ctx, 0) {
+                    let rec = rec?;
+                    out.push(Send {
+                        dest,
+                        seq: rec.header.seq,
+                        tag: rec.header.tag,
+                        context: rec.header.context,
+                        len: rec.payload.len(),
+                        crc: vpml_sender_log::crc32c(rec.payload),
+                    });
+                }
             }
         }
         Ok(out)
@@ -290,8 +292,8 @@ fn diff(a: &Recording, b: &Recording) -> Result<bool, Error> {
             });
         let show = |s: &Option<Send>| match s {
             Some(s) => format!(
-                "send #{} to rank {}: tag {}, {} bytes, checksum {:08x}",
-                s.seq, s.dest, s.tag, s.len, s.crc
+                "send #{} to rank {} on context {}: tag {}, {} bytes, checksum {:08x}",
+                s.seq, s.dest, s.context, s.tag, s.len, s.crc
             ),
             None => "no such send".into(),
         };

@@ -217,7 +217,7 @@ impl SenderLog {
                 seg.populated,
             );
         }
-        self.index.queue(header.dest).push(Entry {
+        self.index.queue(header.dest, header.context).push(Entry {
             seq: header.seq,
             segment: idx,
             offset: off,

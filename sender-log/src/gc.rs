@@ -6,15 +6,15 @@ use crate::error::{Result, io};
 use crate::segment::{DiskCopy, Map};
 
 impl SenderLog {
-    /// Forget the records to `dest` up to and including `seq` (that rank
-    /// checkpointed past them); release segments left without a live
-    /// record (their memory is reused, their files deleted). Returns how
-    /// many segments were released.
-    pub fn free_up_to(&mut self, dest: u32, seq: u64) -> Result<usize> {
+    /// Forget the records to `dest` on `context` up to and including
+    /// `seq` (that rank checkpointed past them); release segments left
+    /// without a live record (their memory is reused, their files
+    /// deleted). Returns how many segments were released.
+    pub fn free_up_to(&mut self, dest: u32, context: u32, seq: u64) -> Result<usize> {
         // Copies finished meanwhile: a segment emptied below is released
         // at once rather than when its copy is next heard of.
         self.collect_copies();
-        let Some(q) = self.index.get_mut(dest) else {
+        let Some(q) = self.index.get_mut(dest, context) else {
             return Ok(0);
         };
         // A checkpoint frees a whole interval's records: one step per

@@ -1,8 +1,10 @@
-//! The index of kept records: per destination, in sequence order.
+//! The index of kept records: per stream — a destination and a
+//! communicator context, whose messages are numbered on their own — in
+//! sequence order.
 //!
 //! Records in memory are indexed one by one ([`Entry`]). Once a segment
 //! has moved to disk its records are rarely read again (only to re-send
-//! them to a restarted peer), so each destination keeps just a
+//! them to a restarted peer), so each stream keeps just a
 //! [`DiskRun`] per segment for them — the index of a log that never
 //! checkpoints grows by a few words per segment moved out, not per message.
 
@@ -17,9 +19,9 @@ pub(crate) struct Entry {
     pub(crate) offset: usize,
 }
 
-/// The kept records of one destination in one segment on disk: sequence
-/// numbers `first..=last`, consecutive (a destination's records are
-/// appended in sequence order, so those of one segment are a run).
+/// The kept records of one stream in one segment on disk: sequence
+/// numbers `first..=last`, consecutive (a stream's records are appended
+/// in sequence order, so those of one segment are a run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DiskRun {
     pub(crate) segment: u64,
@@ -38,49 +40,78 @@ impl DiskRun {
 /// make it allocate without bound (at most 64 MiB of empty queues here).
 pub const MAX_DESTINATIONS: u32 = 1 << 20;
 
-/// The records of each destination, in sequence order: an array by
+/// The records of each stream, in sequence order: an array by
 /// destination rank (ranks are small and dense, and an append looks its
-/// queue up without hashing).
+/// queue up without hashing), each holding its contexts' queues sorted by
+/// context (a destination takes messages on a few contexts at a time).
 #[derive(Default)]
 pub(crate) struct Index {
-    by_dest: Vec<DestQueue>,
+    by_dest: Vec<Vec<(u32, StreamQueue)>>,
 }
 
 impl Index {
-    /// The queue of `dest`, made if new. `dest` < [`MAX_DESTINATIONS`]
-    /// (checked by callers: `append_stored` and `decode_record`).
-    pub(crate) fn queue(&mut self, dest: u32) -> &mut DestQueue {
+    /// The queue of (`dest`, `context`), made if new. `dest` <
+    /// [`MAX_DESTINATIONS`] (checked by callers: `append_stored` and
+    /// `decode_record`).
+    #[inline]
+    pub(crate) fn queue(&mut self, dest: u32, context: u32) -> &mut StreamQueue {
         let d = dest as usize;
         if d >= self.by_dest.len() {
-            self.by_dest.resize_with(d + 1, DestQueue::default);
+            self.by_dest.resize_with(d + 1, Vec::new);
         }
-        &mut self.by_dest[d]
+        let streams = &mut self.by_dest[d];
+        let i = match streams.binary_search_by_key(&context, |(c, _)| *c) {
+            Ok(i) => i,
+            Err(i) => {
+                streams.insert(i, (context, StreamQueue::default()));
+                i
+            }
+        };
+        &mut streams[i].1
     }
 
-    pub(crate) fn get(&self, dest: u32) -> Option<&DestQueue> {
-        self.by_dest.get(dest as usize)
+    pub(crate) fn get(&self, dest: u32, context: u32) -> Option<&StreamQueue> {
+        let streams = self.by_dest.get(dest as usize)?;
+        let i = streams.binary_search_by_key(&context, |(c, _)| *c).ok()?;
+        Some(&streams[i].1)
     }
 
-    pub(crate) fn get_mut(&mut self, dest: u32) -> Option<&mut DestQueue> {
-        self.by_dest.get_mut(dest as usize)
+    pub(crate) fn get_mut(&mut self, dest: u32, context: u32) -> Option<&mut StreamQueue> {
+        let streams = self.by_dest.get_mut(dest as usize)?;
+        let i = streams.binary_search_by_key(&context, |(c, _)| *c).ok()?;
+        Some(&mut streams[i].1)
     }
 
-    /// Every destination's records (empty ones included), by rank.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &DestQueue)> {
-        (0u32..).zip(self.by_dest.iter())
+    /// The streams to `dest`, by context.
+    pub(crate) fn streams_to(&self, dest: u32) -> impl Iterator<Item = (u32, &StreamQueue)> {
+        self.by_dest
+            .get(dest as usize)
+            .into_iter()
+            .flatten()
+            .map(|(c, q)| (*c, q))
     }
 
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut DestQueue)> {
-        (0u32..).zip(&mut self.by_dest)
+    /// Every stream's records (empty ones included): (destination,
+    /// context, queue), by destination and context.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &StreamQueue)> {
+        (0u32..)
+            .zip(self.by_dest.iter())
+            .flat_map(|(d, streams)| streams.iter().map(move |(c, q)| (d, *c, q)))
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, u32, &mut StreamQueue)> {
+        (0u32..)
+            .zip(&mut self.by_dest)
+            .flat_map(|(d, streams)| streams.iter_mut().map(move |(c, q)| (d, *c, q)))
     }
 }
 
-/// One destination's records in sequence order: the oldest as runs of
+/// One stream's records in sequence order: the oldest as runs of
 /// segments on disk, the rest one by one, with those as runs by segment
 /// too (consecutive records mostly share one), so that freeing a
 /// checkpoint interval's records costs a step per segment, not per record.
 #[derive(Default)]
-pub(crate) struct DestQueue {
+pub(crate) struct StreamQueue {
     /// Records of segments on disk, oldest first; all precede `entries`.
     pub(crate) on_disk: VecDeque<DiskRun>,
     pub(crate) entries: VecDeque<Entry>,
@@ -88,7 +119,7 @@ pub(crate) struct DestQueue {
     runs: VecDeque<(u64, usize)>,
 }
 
-impl DestQueue {
+impl StreamQueue {
     /// Append a record (in sequence order).
     #[inline]
     pub(crate) fn push(&mut self, e: Entry) {
@@ -153,7 +184,7 @@ impl DestQueue {
         true
     }
 
-    /// [`DestQueue::compact`] the oldest entries' segments, for as long
+    /// [`StreamQueue::compact`] the oldest entries' segments, for as long
     /// as `on_disk` says they are.
     pub(crate) fn compact_on_disk(&mut self, on_disk: impl Fn(u64) -> bool) {
         while let Some(&(segment, _)) = self.runs.front() {
@@ -216,7 +247,7 @@ impl DestQueue {
     }
 }
 
-/// Append `e` to a destination's index. When the queue is full it
+/// Append `e` to a stream's index. When the queue is full it
 /// doubles, and every slot of the new room is written once right away: the
 /// queue is a ring that later appends go round, so otherwise each fresh
 /// page would cost its own page fault whenever an append first reached it
@@ -235,8 +266,8 @@ fn push_touched(q: &mut VecDeque<Entry>, e: Entry) {
 mod tests {
     use super::*;
 
-    fn queue(records: &[(u64, u64)]) -> DestQueue {
-        let mut q = DestQueue::default();
+    fn queue(records: &[(u64, u64)]) -> StreamQueue {
+        let mut q = StreamQueue::default();
         for &(seq, segment) in records {
             q.push(Entry {
                 seq,

@@ -157,14 +157,14 @@ impl SenderLog {
     /// naming file and offset.
     pub fn open_read_only(dir: &Path) -> Result<SenderLog> {
         let mut log = Self::open_existing(dir, false)?;
-        log.keep_latest_copies(|_| u64::MAX);
+        log.keep_latest_copies(|_, _| u64::MAX);
         Ok(log)
     }
 
     /// Reopen the log a crashed process of this rank left in `dir`, to
     /// continue it after a restart: the records to each destination `d`
-    /// with a sequence number up to `keep(d)` stay (peers may still need
-    /// them); later ones are forgotten, because the restarted process
+    /// on each context `c` with a sequence number up to `keep(d, c)` stay
+    /// (peers may still need them); later ones are forgotten, because the restarted process
     /// re-executes and logs them again. New records go to new segments,
     /// so nothing already written is overwritten; when a message was
     /// logged twice (by two incarnations), the later copy counts.
@@ -172,7 +172,7 @@ impl SenderLog {
         dir: &Path,
         rank: u32,
         segment_size: usize,
-        keep: impl Fn(u32) -> u64,
+        keep: impl Fn(u32, u32) -> u64,
     ) -> Result<SenderLog> {
         std::fs::create_dir_all(dir).map_err(io(dir, "creating the log directory"))?;
         let mut log = Self::open_existing(dir, true)?;
@@ -193,12 +193,12 @@ impl SenderLog {
         Ok(log)
     }
 
-    /// Forget the records to each destination `d` above `keep(d)`, and of
-    /// a message logged more than once (by several incarnations) every
-    /// copy but the last.
-    fn keep_latest_copies(&mut self, keep: impl Fn(u32) -> u64) {
-        for (dest, q) in self.index.iter_mut() {
-            let limit = keep(dest);
+    /// Forget the records to each destination `d` on context `c` above
+    /// `keep(d, c)`, and of a message logged more than once (by several
+    /// incarnations) every copy but the last.
+    fn keep_latest_copies(&mut self, keep: impl Fn(u32, u32) -> u64) {
+        for (dest, context, q) in self.index.iter_mut() {
+            let limit = keep(dest, context);
             let mut kept: VecDeque<Entry> = VecDeque::with_capacity(q.entries.len());
             for e in q.entries.drain(..) {
                 let dropped = if e.seq > limit {
@@ -300,7 +300,7 @@ impl SenderLog {
             log.segments.insert(idx, seg);
             log.next_index = idx + 1;
         }
-        for (_, q) in log.index.iter_mut() {
+        for (_, _, q) in log.index.iter_mut() {
             q.sort();
         }
         Ok(log)
@@ -347,7 +347,7 @@ impl SenderLog {
             let Some((h, _, len)) = record.map_err(corrupt)? else {
                 break;
             };
-            self.index.queue(h.dest).push(Entry {
+            self.index.queue(h.dest, h.context).push(Entry {
                 seq: h.seq,
                 segment: idx,
                 offset: off,

@@ -1,4 +1,4 @@
-//! Reading kept records back: by destination and sequence number.
+//! Reading kept records back: by destination, context and sequence number.
 //!
 //! A record that cannot be read back — its segment on disk cannot be
 //! mapped, or its bytes fail their checks — is an error naming the file and
@@ -49,11 +49,13 @@ impl SenderLog {
         }
     }
 
-    /// The records of `run` to `dest` from sequence number `from` on, read
-    /// from its segment on disk in order; an error if one is missing.
+    /// The records of `run` to `dest` on `context` from sequence number
+    /// `from` on, read from its segment on disk in order; an error if one
+    /// is missing.
     fn run_records(
         &self,
         dest: u32,
+        context: u32,
         run: DiskRun,
         from: u64,
     ) -> impl Iterator<Item = Result<Record<'_>>> {
@@ -76,7 +78,7 @@ impl SenderLog {
                     }
                 };
                 offset += record_span(r.payload.len());
-                if r.header.dest == dest && r.header.seq == next {
+                if r.header.dest == dest && r.header.context == context && r.header.seq == next {
                     next += 1;
                     return Some(Ok(r));
                 }
@@ -93,22 +95,31 @@ impl SenderLog {
         seg.bytes().ok()?.get(start..end)
     }
 
-    /// The record of message `seq` to `dest`: `None` if it is not kept.
-    pub fn get(&self, dest: u32, seq: u64) -> Result<Option<Record<'_>>> {
-        let Some(q) = self.index.get(dest) else {
+    /// The record of message `seq` to `dest` on `context`: `None` if it
+    /// is not kept.
+    pub fn get(&self, dest: u32, context: u32, seq: u64) -> Result<Option<Record<'_>>> {
+        let Some(q) = self.index.get(dest, context) else {
             return Ok(None);
         };
         if let Some(run) = q.disk_run_of(seq) {
-            return self.run_records(dest, *run, seq).next().transpose();
+            return self
+                .run_records(dest, context, *run, seq)
+                .next()
+                .transpose();
         }
         q.entry_of(seq).map(|e| self.record(e)).transpose()
     }
 
-    /// Every kept record to `dest` with a sequence number ≥ `from`, in
-    /// order (an error for a record that cannot be read back, after which
-    /// the iteration should stop).
-    pub fn iter_from(&self, dest: u32, from: u64) -> impl Iterator<Item = Result<Record<'_>>> + '_ {
-        let q = self.index.get(dest);
+    /// Every kept record to `dest` on `context` with a sequence number ≥
+    /// `from`, in order (an error for a record that cannot be read back,
+    /// after which the iteration should stop).
+    pub fn iter_from(
+        &self,
+        dest: u32,
+        context: u32,
+        from: u64,
+    ) -> impl Iterator<Item = Result<Record<'_>>> + '_ {
+        let q = self.index.get(dest, context);
         let runs: Vec<DiskRun> = q
             .map(|q| {
                 q.on_disk
@@ -121,7 +132,7 @@ impl SenderLog {
         let start = q.map_or(0, |q| q.entries.partition_point(|e| e.seq < from));
         let on_disk = runs
             .into_iter()
-            .flat_map(move |run| self.run_records(dest, run, from));
+            .flat_map(move |run| self.run_records(dest, context, run, from));
         let in_memory = q
             .into_iter()
             .flat_map(move |q| q.entries.iter().skip(start))
@@ -131,7 +142,16 @@ impl SenderLog {
 
     /// Number of kept records to `dest`.
     pub fn records_to(&self, dest: u32) -> usize {
-        self.index.get(dest).map_or(0, |q| q.len())
+        self.index.streams_to(dest).map(|(_, q)| q.len()).sum()
+    }
+
+    /// The contexts of the kept records to `dest`, in order.
+    pub fn contexts_to(&self, dest: u32) -> Vec<u32> {
+        self.index
+            .streams_to(dest)
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(c, _)| c)
+            .collect()
     }
 
     /// Destinations with at least one kept record.
@@ -139,10 +159,10 @@ impl SenderLog {
         let mut d: Vec<u32> = self
             .index
             .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(d, _)| d)
+            .filter(|(_, _, q)| !q.is_empty())
+            .map(|(d, _, _)| d)
             .collect();
-        d.sort_unstable();
+        d.dedup();
         d
     }
 }

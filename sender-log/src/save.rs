@@ -36,7 +36,7 @@ impl SenderLog {
         };
         let mut out = Vec::new();
         let mut on_disk = std::collections::BTreeSet::new();
-        for (_, q) in self.index.iter() {
+        for (_, _, q) in self.index.iter() {
             on_disk.extend(q.on_disk.iter().map(|r| r.segment));
             for e in &q.entries {
                 let bytes = bytes_of(e.segment)?;
@@ -60,7 +60,7 @@ impl SenderLog {
             {
                 let kept = self
                     .index
-                    .get(h.dest)
+                    .get(h.dest, h.context)
                     .and_then(|q| q.disk_run_of(h.seq))
                     .is_some_and(|r| r.segment == segment);
                 if kept {
@@ -125,13 +125,14 @@ impl SenderLog {
 
     /// Start a new log for `rank` (in memory, or in `dir` if given) that
     /// holds the records of the saved file `spill` — those to each
-    /// destination `d` up to sequence number `keep(d)`.
+    /// destination `d` on each context `c` up to sequence number
+    /// `keep(d, c)`.
     pub fn restore(
         spill: &Path,
         dir: Option<&Path>,
         rank: u32,
         segment_size: usize,
-        keep: impl Fn(u32) -> u64,
+        keep: impl Fn(u32, u32) -> u64,
     ) -> Result<SenderLog> {
         let mut log = match dir {
             Some(d) => SenderLog::create(d, rank, segment_size)?,
@@ -148,8 +149,8 @@ impl SenderLog {
             path: spill.to_path_buf(),
             reason,
         })? {
-            if h.seq <= keep(h.dest) {
-                log.index.queue(h.dest).push(Entry {
+            if h.seq <= keep(h.dest, h.context) {
+                log.index.queue(h.dest, h.context).push(Entry {
                     seq: h.seq,
                     segment: idx,
                     offset: off,
@@ -158,7 +159,7 @@ impl SenderLog {
             }
             off += record_span(len);
         }
-        for (_, q) in log.index.iter_mut() {
+        for (_, _, q) in log.index.iter_mut() {
             q.sort();
         }
         // Not the log's file: it stays when its records are freed.

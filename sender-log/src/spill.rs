@@ -166,7 +166,7 @@ impl SenderLog {
                 .get(&s)
                 .is_some_and(|s| matches!(s.map, Map::OnDisk(_)))
         };
-        for (_, q) in self.index.iter_mut() {
+        for (_, _, q) in self.index.iter_mut() {
             q.compact_on_disk(on_disk);
         }
     }

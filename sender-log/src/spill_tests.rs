@@ -92,13 +92,13 @@ fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
         assert!(fresh as usize <= limit / SEGMENT, "{fresh} fresh segments");
         assert!(reused >= 30, "{reused}");
         for &(dest, seq, len) in &sent {
-            let r = log.get(dest, seq).unwrap().unwrap();
+            let r = log.get(dest, 0, seq).unwrap().unwrap();
             assert_eq!(r.payload, payload(dest, seq, len).as_slice());
             assert_eq!(r.header, hdr(dest, seq));
         }
         for dest in 0..3 {
             let seqs: Vec<u64> = log
-                .iter_from(dest, 150)
+                .iter_from(dest, 0, 150)
                 .map(|r| r.unwrap())
                 .map(|r| r.header.seq)
                 .collect();
@@ -108,7 +108,7 @@ fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
         // The index of a segment on disk is a run per destination, not a
         // record each.
         let indexed: usize = (0..3)
-            .map(|d| log.index.get(d).map_or(0, |q| q.entries.len()))
+            .map(|d| log.index.get(d, 0).map_or(0, |q| q.entries.len()))
             .sum();
         assert!(
             indexed < 3 * 400 / 4,
@@ -122,7 +122,7 @@ fn a_bounded_log_moves_full_segments_to_disk_and_reuses_their_memory() {
             let read = SenderLog::open_read_only(&dir).unwrap();
             for &(dest, seq, len) in &sent {
                 assert_eq!(
-                    read.get(dest, seq).unwrap().map(|r| r.payload.to_vec()),
+                    read.get(dest, 0, seq).unwrap().map(|r| r.payload.to_vec()),
                     Some(payload(dest, seq, len)),
                     "{dest}/{seq}"
                 );
@@ -139,16 +139,16 @@ fn freeing_records_on_disk_deletes_their_files() {
         log.append(hdr(1, seq), &payload(1, seq, 900)).unwrap();
     }
     assert!(segment_files(&spill) > 5);
-    log.free_up_to(1, 60).unwrap();
+    log.free_up_to(1, 0, 60).unwrap();
     assert_eq!(log.records_to(1), 40);
     assert_eq!(
-        log.iter_from(1, 0)
+        log.iter_from(1, 0, 0)
             .map(|r| r.unwrap())
             .next()
             .map(|r| r.header.seq),
         Some(61)
     );
-    log.free_up_to(1, 100).unwrap();
+    log.free_up_to(1, 0, 100).unwrap();
     assert_eq!(log.records_to(1), 0);
     assert_eq!(log.disk_bytes(), 0);
     // Only copies of segments still in memory may remain.
@@ -183,7 +183,7 @@ fn memory_lent_to_the_engine_is_not_reused_until_it_is_returned() {
     assert!(log.memory_bytes() <= limit + SEGMENT);
     for seq in 1..=120u64 {
         assert_eq!(
-            log.get(0, seq).unwrap().unwrap().payload,
+            log.get(0, 0, seq).unwrap().unwrap().payload,
             payload(0, seq, 500).as_slice()
         );
     }
@@ -225,14 +225,14 @@ fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
     assert!(segment_files(&spill) > 3);
     drop(log);
     // The checkpoint kept 50: the rest is logged again.
-    let mut again = SenderLog::reopen(&dir, 3, SEGMENT, |_| 50).unwrap();
+    let mut again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| 50).unwrap();
     again.bound(3 * SEGMENT, &spill).unwrap();
     assert_eq!(again.records_to(2), 50);
     for seq in 51..=90u64 {
         again.append(hdr(2, seq), &payload(2, seq, 333)).unwrap();
     }
     let got: Vec<(u64, usize)> = again
-        .iter_from(2, 0)
+        .iter_from(2, 0, 0)
         .map(|r| r.unwrap())
         .map(|r| (r.header.seq, r.payload.len()))
         .collect();
@@ -243,14 +243,14 @@ fn a_restarted_process_reopens_records_in_memory_and_on_disk() {
     for seq in 1..=90u64 {
         let len = if seq <= 50 { 700 } else { 333 };
         assert_eq!(
-            again.get(2, seq).unwrap().unwrap().payload,
+            again.get(2, 0, seq).unwrap().unwrap().payload,
             payload(2, seq, len).as_slice()
         );
     }
     // The receiver checkpointed past everything: every file goes, those
     // the earlier process moved to disk included (reached through the
     // log's link to the spill directory).
-    again.free_up_to(2, 90).unwrap();
+    again.free_up_to(2, 0, 90).unwrap();
     assert_eq!(again.records_to(2), 0);
     drop(again);
     assert_eq!(segment_files(&spill), 0);
@@ -279,13 +279,13 @@ fn a_segment_both_in_memory_and_on_disk_after_a_crash_is_read_from_disk() {
     assert_eq!(read.records_to(0), 30);
     drop(read);
     // A restarted writer keeps the copies and frees the memory.
-    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
     let left: BTreeSet<String> = in_memory.difference(&on_disk).cloned().collect();
     assert_eq!(segment_names(&dir), left);
     assert_eq!(again.memory_bytes(), left.len() * SEGMENT);
     for seq in 1..=30u64 {
         assert_eq!(
-            again.get(0, seq).unwrap().unwrap().payload,
+            again.get(0, 0, seq).unwrap().unwrap().payload,
             payload(0, seq, 1000).as_slice()
         );
     }
@@ -305,7 +305,7 @@ proptest! {
         for (dest, len, free) in ops {
             if free && next[dest as usize] > 1 {
                 let upto = next[dest as usize] / 2;
-                log.free_up_to(dest, upto).unwrap();
+                log.free_up_to(dest, 0, upto).unwrap();
                 model.retain(|&(d, s), _| d != dest || s > upto);
             } else {
                 next[dest as usize] += 1;
@@ -317,16 +317,16 @@ proptest! {
             prop_assert!(log.memory_bytes() <= 3 * SEGMENT);
         }
         for dest in 0..3 {
-            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
+            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
             let want: Vec<(u64, Vec<u8>)> = model.iter().filter(|((d, _), _)| *d == dest).map(|((_, s), p)| (*s, p.clone())).collect();
             prop_assert_eq!(got, want);
             prop_assert_eq!(log.records_to(dest), model.keys().filter(|(d, _)| *d == dest).count());
         }
         if let Some(dir) = dir {
             drop(log);
-            let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+            let again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
             for ((dest, seq), p) in &model {
-                prop_assert_eq!(again.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(p.clone()));
+                prop_assert_eq!(again.get(*dest, 0, *seq).unwrap().map(|r| r.payload.to_vec()), Some(p.clone()));
             }
         }
     }
@@ -361,7 +361,7 @@ fn a_relative_spill_directory_is_linked_by_its_absolute_path() {
     drop(log);
     let link = std::fs::read_link(dir.join(SPILL_DIR)).unwrap();
     assert!(link.is_absolute(), "{}", link.display());
-    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
     assert_eq!(again.records_to(0), 60);
 }
 
@@ -389,13 +389,13 @@ fn an_earlier_jobs_spilled_directory_gives_way_to_the_link_and_a_dangling_link_i
         }
     }
     assert_eq!(std::fs::read_link(dir.join(SPILL_DIR)).unwrap(), disk);
-    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
     assert_eq!(again.records_to(0), 40);
     drop(again);
     // Segments on disk that are gone are lost records: an error, not a
     // shorter log.
     std::fs::remove_dir_all(&disk).unwrap();
-    let err = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX)
+    let err = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX)
         .err()
         .expect("a dangling link to the spill directory")
         .to_string();
@@ -414,7 +414,7 @@ fn a_log_restored_from_a_checkpoint_copy_drops_older_copies_on_disk_and_can_move
         for seq in 1..=40u64 {
             log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
         }
-        log.free_up_to(0, 30).unwrap();
+        log.free_up_to(0, 0, 30).unwrap();
         log.save_kept(&saved).unwrap();
     }
     assert!(segment_files(&disk) > 0);
@@ -423,7 +423,7 @@ fn a_log_restored_from_a_checkpoint_copy_drops_older_copies_on_disk_and_can_move
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::create_dir_all(&dir).unwrap();
     SenderLog::adopt_saved(&saved, &dir).unwrap();
-    let mut log = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let mut log = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
     log.bound(2 * SEGMENT, &disk).unwrap();
     // Only this log's segments remain there: none (segment 0 is in memory).
     assert_eq!(segment_files(&disk), 0);
@@ -434,9 +434,9 @@ fn a_log_restored_from_a_checkpoint_copy_drops_older_copies_on_disk_and_can_move
     }
     assert_eq!(log.spill_counts().2, 0);
     drop(log);
-    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_| u64::MAX).unwrap();
+    let again = SenderLog::reopen(&dir, 3, SEGMENT, |_, _| u64::MAX).unwrap();
     let seqs: Vec<u64> = again
-        .iter_from(0, 0)
+        .iter_from(0, 0, 0)
         .map(|r| r.unwrap().header.seq)
         .collect();
     assert_eq!(seqs, (31..=100).collect::<Vec<_>>());
@@ -455,8 +455,11 @@ fn a_segment_lent_longer_does_not_keep_later_ones_indexed_record_by_record() {
     for seq in 101..=200u64 {
         log.append(hdr(0, seq), &payload(0, seq, 900)).unwrap();
     }
-    let indexed = log.index.get(0).map_or(0, |q| q.entries.len());
+    let indexed = log.index.get(0, 0).map_or(0, |q| q.entries.len());
     assert!(indexed < 40, "{indexed} records indexed one by one");
-    let seqs: Vec<u64> = log.iter_from(0, 0).map(|r| r.unwrap().header.seq).collect();
+    let seqs: Vec<u64> = log
+        .iter_from(0, 0, 0)
+        .map(|r| r.unwrap().header.seq)
+        .collect();
     assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
 }

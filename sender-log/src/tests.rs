@@ -36,6 +36,55 @@ pub(crate) fn hdr(dest: u32, seq: u64) -> RecordHeader {
 }
 
 #[test]
+fn each_destination_and_context_is_a_stream_of_its_own() {
+    let (_tmp, dir) = tmp("streams");
+    let mut log = SenderLog::create(&dir, 0, 1 << 16).unwrap();
+    let on = |context, seq| RecordHeader {
+        dest: 1,
+        context,
+        tag: seq as i32,
+        seq,
+    };
+    // Two threads' communicators interleaved: context 0 gets 1..=5,
+    // context 547 gets 1..=3.
+    for (context, seq) in [
+        (0, 1),
+        (547, 1),
+        (0, 2),
+        (0, 3),
+        (547, 2),
+        (0, 4),
+        (547, 3),
+        (0, 5),
+    ] {
+        log.append(on(context, seq), &[context as u8, seq as u8])
+            .unwrap();
+    }
+    assert_eq!(log.contexts_to(1), vec![0, 547]);
+    assert_eq!(log.records_to(1), 8);
+    let seqs = |log: &SenderLog, context, from| -> Vec<u64> {
+        log.iter_from(1, context, from)
+            .map(|r| r.unwrap().header.seq)
+            .collect()
+    };
+    assert_eq!(seqs(&log, 547, 2), vec![2, 3]);
+    assert_eq!(seqs(&log, 0, 4), vec![4, 5]);
+    let r = log.get(1, 547, 3).unwrap().unwrap();
+    assert_eq!((r.header.context, r.payload), (547, &[35u8, 3][..]));
+    assert!(log.get(1, 547, 4).unwrap().is_none());
+    // Freeing one stream leaves the other.
+    log.free_up_to(1, 0, 5).unwrap();
+    assert_eq!(log.records_to(1), 3);
+    assert_eq!(log.contexts_to(1), vec![547]);
+    drop(log);
+    // A restarted process keeps, per stream, what its checkpoint had sent
+    // (freed records still in a kept segment come back: harmless).
+    let again = SenderLog::reopen(&dir, 0, 1 << 16, |_, c| if c == 547 { 2 } else { 3 }).unwrap();
+    assert_eq!(seqs(&again, 547, 0), vec![1, 2]);
+    assert_eq!(seqs(&again, 0, 0), vec![1, 2, 3]);
+}
+
+#[test]
 fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
     let (_tmp, dir) = tmp("dest-range");
     let mut log = SenderLog::create(&dir, 0, 1 << 16).unwrap();
@@ -50,7 +99,7 @@ fn an_out_of_range_destination_is_refused_on_append_and_on_read() {
     log.append(hdr(2, 1), b"two").unwrap();
     assert_eq!(log.destinations(), vec![2, 1000]);
     assert_eq!(
-        log.get(1000, 1).unwrap().map(|r| r.payload),
+        log.get(1000, 0, 1).unwrap().map(|r| r.payload),
         Some(&b"far rank"[..])
     );
     drop(log);
@@ -95,7 +144,7 @@ fn a_segment_takes_memory_only_as_records_reach_it() {
         "200 records took {} bytes",
         taken(&file)
     );
-    let r = log.get(1, 200).unwrap().unwrap();
+    let r = log.get(1, 0, 200).unwrap().unwrap();
     assert_eq!(r.payload, &[200u8; 4000][..]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -153,7 +202,7 @@ fn memory_already_taken_is_reused_before_more_is_taken() {
         log.append(hdr(1, seq), &[7u8; 1000]).unwrap();
     }
     let first_of_segment_1 = seq;
-    log.free_up_to(1, first_of_segment_1 - 1).unwrap();
+    log.free_up_to(1, 0, first_of_segment_1 - 1).unwrap();
     assert_eq!(log.segment_count(), 1);
     let segment_1 = segment_path(&dir, 1);
     let before = taken(&segment_1);
@@ -169,7 +218,7 @@ fn memory_already_taken_is_reused_before_more_is_taken() {
     assert_eq!(taken(&segment_1), before, "segment 1 took more memory");
     // Every record reads back, across the switch.
     for s in first_of_segment_1..=seq {
-        let r = log.get(1, s).unwrap().unwrap();
+        let r = log.get(1, 0, s).unwrap().unwrap();
         assert_eq!(r.payload.len(), 1000);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -204,16 +253,16 @@ fn records_come_back_by_destination_and_sequence() {
         }
     }
     assert!(log.segment_count() > 1, "small segments must roll over");
-    let r = log.get(1, 17).unwrap().unwrap();
+    let r = log.get(1, 0, 17).unwrap().unwrap();
     assert_eq!(r.header, hdr(1, 17));
     assert_eq!(r.payload, vec![18u8; 17 * 13].as_slice());
     let seqs: Vec<u64> = log
-        .iter_from(2, 45)
+        .iter_from(2, 0, 45)
         .map(|r| r.unwrap())
         .map(|r| r.header.seq)
         .collect();
     assert_eq!(seqs, vec![45, 46, 47, 48, 49, 50]);
-    assert!(log.get(7, 1).unwrap().is_none());
+    assert!(log.get(7, 0, 1).unwrap().is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -227,13 +276,13 @@ fn freeing_every_destination_reclaims_whole_segments() {
     }
     let before = log.segment_count();
     assert_eq!(
-        log.free_up_to(1, 100).unwrap(),
+        log.free_up_to(1, 0, 100).unwrap(),
         0,
         "dest 2 still needs every segment"
     );
-    let freed = log.free_up_to(2, 60).unwrap();
+    let freed = log.free_up_to(2, 0, 60).unwrap();
     assert!(freed > 0 && log.segment_count() == before - freed);
-    assert!(log.get(2, 60).unwrap().is_none() && log.get(2, 61).unwrap().is_some());
+    assert!(log.get(2, 0, 60).unwrap().is_none() && log.get(2, 0, 61).unwrap().is_some());
     let names = |dir: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -254,7 +303,7 @@ fn freeing_every_destination_reclaims_whole_segments() {
     // spare segments together stay within the log's peak.
     assert_eq!(spares(&dir), freed);
     // Never more: a log that shrinks for good gives memory back.
-    log.free_up_to(2, 100).unwrap();
+    log.free_up_to(2, 0, 100).unwrap();
     assert!(spares(&dir) > freed);
     assert!(spares(&dir) + log.segment_count() <= before.max(SPARE_SEGMENTS));
     drop(log);
@@ -284,11 +333,14 @@ fn a_reader_sees_what_was_written_and_ignores_a_torn_tail() {
     let r = SenderLog::open_read_only(&dir).unwrap();
     assert_eq!(r.rank(), 5);
     assert_eq!(
-        r.iter_from(0, 1).collect::<Result<Vec<_>>>().unwrap().len(),
+        r.iter_from(0, 0, 1)
+            .collect::<Result<Vec<_>>>()
+            .unwrap()
+            .len(),
         20
     );
     assert_eq!(
-        r.get(0, 20).unwrap().unwrap().payload,
+        r.get(0, 0, 20).unwrap().unwrap().payload,
         vec![20u8; 1000].as_slice()
     );
     // Damage in the middle is an error naming the file and offset.
@@ -307,11 +359,11 @@ fn a_reused_segment_never_shows_its_old_records() {
     for seq in 1..=100u64 {
         log.append(hdr(0, seq), &[seq as u8; 300]).unwrap();
     }
-    let current = log.get(0, 100).unwrap().unwrap().location.segment;
+    let current = log.get(0, 0, 100).unwrap().unwrap().location.segment;
     let mut want: Vec<u64> = (1..=100)
-        .filter(|&s| log.get(0, s).unwrap().unwrap().location.segment == current)
+        .filter(|&s| log.get(0, 0, s).unwrap().unwrap().location.segment == current)
         .collect();
-    assert!(log.free_up_to(0, 100).unwrap() >= SPARE_SEGMENTS);
+    assert!(log.free_up_to(0, 0, 100).unwrap() >= SPARE_SEGMENTS);
     // Shorter records: the reused segments keep whole old records
     // after the new ones.
     let mut reused = false;
@@ -324,7 +376,7 @@ fn a_reused_segment_never_shows_its_old_records() {
     let seqs = |dir: &Path| -> Vec<u64> {
         let r = SenderLog::open_read_only(dir).unwrap();
         let mut v: Vec<u64> = r
-            .iter_from(0, 0)
+            .iter_from(0, 0, 0)
             .map(|r| r.unwrap())
             .map(|r| r.header.seq)
             .collect();
@@ -333,10 +385,10 @@ fn a_reused_segment_never_shows_its_old_records() {
     };
     assert_eq!(seqs(&dir), want);
     let r = SenderLog::open_read_only(&dir).unwrap();
-    assert_eq!(r.get(0, 120).unwrap().unwrap().payload, &[!120u8; 10]);
+    assert_eq!(r.get(0, 0, 120).unwrap().unwrap().payload, &[!120u8; 10]);
     // A crash between payload and header of the last record: the
     // chain ends before it, not at the old bytes behind it.
-    let last = log.get(0, 120).unwrap().unwrap().location;
+    let last = log.get(0, 0, 120).unwrap().unwrap().location;
     let hdr_at = last.offset as usize - RECORD_HEADER;
     let seg = segment_path(&dir, last.segment);
     drop(r);
@@ -368,18 +420,23 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
     }
     // Freed records are neither spilled nor restored; freed segments
     // are reused without new memory.
-    log.free_up_to(0, 6).unwrap();
+    log.free_up_to(0, 5, 6).unwrap();
     let spill = dir.join("log-1.vlog");
     assert_eq!(log.save_kept(&spill).unwrap(), 14 + 20);
-    let back = SenderLog::restore(&spill, None, 3, 8192, |d| if d == 0 { 15 } else { 20 }).unwrap();
+    let back = SenderLog::restore(&spill, None, 3, 8192, |d, c| match (d, c) {
+        (0, 5) => 15,
+        (_, 5) => 20,
+        _ => 0,
+    })
+    .unwrap();
     let zero: Vec<u64> = back
-        .iter_from(0, 0)
+        .iter_from(0, 5, 0)
         .map(|r| r.unwrap())
         .map(|r| r.header.seq)
         .collect();
     assert_eq!(zero, (7..=15).collect::<Vec<_>>());
     assert_eq!(back.records_to(1), 20);
-    for r in back.iter_from(1, 0).map(|r| r.unwrap()) {
+    for r in back.iter_from(1, 5, 0).map(|r| r.unwrap()) {
         assert_eq!(r.payload, body(1, r.header.seq).as_slice());
         assert_eq!((r.header.context, r.header.tag), (5, r.header.seq as i32));
     }
@@ -392,13 +449,13 @@ fn a_memory_log_spills_to_a_file_and_a_new_log_restores_what_it_keeps() {
         seq: 16,
     };
     back.append(h, b"after").unwrap();
-    assert_eq!(back.get(0, 16).unwrap().unwrap().payload, b"after");
+    assert_eq!(back.get(0, 5, 16).unwrap().unwrap().payload, b"after");
     // A damaged spill file is refused with its name.
     let mut bytes = std::fs::read(&spill).unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 0x55;
     std::fs::write(&spill, &bytes).unwrap();
-    let err = SenderLog::restore(&spill, None, 3, 8192, |_| u64::MAX)
+    let err = SenderLog::restore(&spill, None, 3, 8192, |_, _| u64::MAX)
         .err()
         .expect("damage detected")
         .to_string();
@@ -414,8 +471,8 @@ fn a_record_larger_than_a_segment_gets_its_own() {
     log.append(hdr(0, 1), &[1, 2, 3]).unwrap();
     log.append(hdr(0, 2), &big).unwrap();
     log.append(hdr(0, 3), &[4]).unwrap();
-    assert_eq!(log.get(0, 2).unwrap().unwrap().payload, big.as_slice());
-    assert_eq!(log.get(0, 3).unwrap().unwrap().payload, &[4]);
+    assert_eq!(log.get(0, 0, 2).unwrap().unwrap().payload, big.as_slice());
+    assert_eq!(log.get(0, 0, 3).unwrap().unwrap().payload, &[4]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -434,7 +491,7 @@ proptest! {
         for (dest, len, free) in ops {
             if free && next[dest as usize] > 1 {
                 let upto = next[dest as usize] / 2;
-                log.free_up_to(dest, upto).unwrap();
+                log.free_up_to(dest, 0, upto).unwrap();
                 model.retain(|(d, s, _)| *d != dest || *s > upto);
                 segment_of.retain(|&(d, s), _| d != dest || s > upto);
                 // Exactly the segments with a kept record remain.
@@ -450,19 +507,19 @@ proptest! {
             }
         }
         for dest in 0..3 {
-            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
+            let got: Vec<(u64, Vec<u8>)> = log.iter_from(dest, 0, 0).map(|r| r.unwrap()).map(|r| (r.header.seq, r.payload.to_vec())).collect();
             let want: Vec<(u64, Vec<u8>)> = model.iter().filter(|(d, _, _)| *d == dest).map(|(_, s, p)| (*s, p.clone())).collect();
             prop_assert_eq!(got, want);
         }
         let reread = SenderLog::open_read_only(&dir).unwrap();
         for (dest, seq, payload) in &model {
-            prop_assert_eq!(reread.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
+            prop_assert_eq!(reread.get(*dest, 0, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
         }
         // Freed records stay in segments that still hold kept ones:
         // a restarted writer indexes them again.
         let mut on_file: BTreeMap<(u32, u64), u64> = BTreeMap::new();
         for dest in 0..3 {
-            for r in reread.iter_from(dest, 0).map(|r| r.unwrap()) {
+            for r in reread.iter_from(dest, 0, 0).map(|r| r.unwrap()) {
                 on_file.insert((dest, r.header.seq), r.location.segment);
             }
         }
@@ -470,19 +527,19 @@ proptest! {
         // A restarted writer's index (rebuilt from the files) frees
         // the same way: three quarters of each destination, then the
         // rest.
-        let mut again = SenderLog::reopen(&dir, 1, 4096, |_| u64::MAX).unwrap();
+        let mut again = SenderLog::reopen(&dir, 1, 4096, |_, _| u64::MAX).unwrap();
         for dest in 0..3 {
             let upto = next[dest as usize] * 3 / 4;
-            again.free_up_to(dest, upto).unwrap();
+            again.free_up_to(dest, 0, upto).unwrap();
             model.retain(|(d, s, _)| *d != dest || *s > upto);
             on_file.retain(|&(d, s), _| d != dest || s > upto);
             prop_assert_eq!(again.segment_count(), distinct(on_file.values().copied()));
         }
         for (dest, seq, payload) in &model {
-            prop_assert_eq!(again.get(*dest, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
+            prop_assert_eq!(again.get(*dest, 0, *seq).unwrap().map(|r| r.payload.to_vec()), Some(payload.clone()));
         }
         for dest in 0..3 {
-            again.free_up_to(dest, u64::MAX).unwrap();
+            again.free_up_to(dest, 0, u64::MAX).unwrap();
         }
         prop_assert_eq!(again.segment_count(), 0);
         let _ = std::fs::remove_dir_all(&dir);
@@ -504,12 +561,12 @@ fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it(
         first.append(hdr(1, 3), b"first process").unwrap();
     }
     {
-        let mut second = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
+        let mut second = SenderLog::reopen(&dir, 0, 4096, |_, _| 1).unwrap();
         second.append(hdr(1, 2), b"second process").unwrap();
     }
     let read = SenderLog::open_read_only(&dir).unwrap();
     let seen: Vec<(u64, Vec<u8>)> = read
-        .iter_from(1, 1)
+        .iter_from(1, 0, 1)
         .map(|r| r.unwrap())
         .map(|r| (r.header.seq, r.payload.to_vec()))
         .collect();
@@ -523,10 +580,10 @@ fn a_message_logged_by_two_incarnations_is_read_once_as_the_later_one_logged_it(
             (3, b"first process".to_vec()),
         ]
     );
-    let third = SenderLog::reopen(&dir, 0, 4096, |_| 1).unwrap();
+    let third = SenderLog::reopen(&dir, 0, 4096, |_, _| 1).unwrap();
     assert_eq!(
         third
-            .iter_from(1, 1)
+            .iter_from(1, 0, 1)
             .collect::<Result<Vec<_>>>()
             .unwrap()
             .len(),

@@ -21,7 +21,7 @@ fn another_process_reads_every_record_byte_exact() {
         // libtest has printed "test … " without a newline: start a fresh line.
         println!();
         for dest in log.destinations() {
-            for r in log.iter_from(dest, 0).map(|r| r.unwrap()) {
+            for r in log.iter_from(dest, 0, 0).map(|r| r.unwrap()) {
                 let ok = r.payload == payload(dest, r.header.seq).as_slice();
                 println!("record {dest} {} {} {ok}", r.header.seq, r.payload.len());
             }

@@ -78,8 +78,10 @@ impl SimHooks for RankHooks {
         self.job.sched.yield_now(self.me);
     }
 
-    fn frame_written(&self, from: usize, to: usize, message: Option<u64>) {
-        if let Some(seq) = message {
+    fn frame_written(&self, from: usize, to: usize, message: Option<(u32, u64)>) {
+        // The programs send on the world's context (0) only: the checker
+        // follows those messages (they are numbered per context).
+        if let Some((0, seq)) = message {
             self.job.checker.message_leaves(from, to, seq);
         }
         // Let the receiver (or a third rank) run before the sender goes

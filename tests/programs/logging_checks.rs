@@ -6,6 +6,7 @@
 //! (call ids come from `Request::call_id` and `Comm::last_call_id`). The
 //! test compares these lines with the events the logger actually stored.
 
+use vpml::protocol::CallId;
 use vpml::{ANY_SOURCE, ANY_TAG, Comm, Request, Sum};
 
 type R = Result<(), Box<dyn std::error::Error>>;
@@ -62,14 +63,17 @@ fn probed(w: &Comm, st: &vpml::Status) {
     );
 }
 
-fn ids<T: vpml::Buffer>(reqs: &[Option<Request<T>>], idx: &[usize]) -> Vec<u64> {
+fn ids<T: vpml::Buffer>(reqs: &[Option<Request<T>>], idx: &[usize]) -> Vec<CallId> {
     idx.iter()
         .filter_map(|&i| reqs[i].as_ref().map(|r| r.call_id()))
         .collect()
 }
 
-fn list(v: &[u64]) -> String {
-    v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+fn list(v: &[CallId]) -> String {
+    v.iter()
+        .map(CallId::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Named sources, wait, wait_all, blocking calls and collectives: nothing to log.

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"VPMLCKPT";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER: usize = 40;
 /// How many checkpoints are kept.
 pub const KEPT: usize = 2;

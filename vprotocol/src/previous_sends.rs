@@ -6,14 +6,16 @@
 //! byte. The restarted process reads their envelopes and payload checksums
 //! from the log files its previous process left (before it forgets those
 //! records to log them anew) and compares every re-executed send with the
-//! one of the same destination and sequence number. A difference means the
+//! one of the same destination, context and sequence number (messages are
+//! numbered per destination and context, so that threads on separate
+//! communicators may interleave differently). A difference means the
 //! re-execution diverged — the peer may already hold the old message — and
 //! is reported as [`vpml_pml::Error::Diverged`].
 //!
 //! Where the old log is gone (a lost host, `--sender-log memory`), there is
 //! nothing to compare with, and only the logged events are checked.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 use vpml_pml::protocol::OutgoingMessage;
@@ -23,28 +25,27 @@ use vpml_sender_log::SenderLog;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Summary {
     seq: u64,
-    context: u32,
     tag: i32,
     len: usize,
     crc: u32,
 }
 
-/// What the previous process sent after the checkpoint, per destination,
-/// in sequence order.
+/// What the previous process sent after the checkpoint, per destination
+/// and context, in sequence order.
 #[derive(Debug, Default)]
 pub(crate) struct PreviousSends {
-    by_dest: Vec<VecDeque<Summary>>,
+    by_stream: BTreeMap<(usize, u32), VecDeque<Summary>>,
     /// Records still to be met by re-executed sends.
     left: usize,
 }
 
 impl PreviousSends {
     /// Read the records the previous process logged in `dir` to each
-    /// destination `d` with a sequence number above `after(d)`. An absent
-    /// directory gives an empty set.
+    /// destination `d` on each context `c` with a sequence number above
+    /// `after(d, c)`. An absent directory gives an empty set.
     pub(crate) fn read(
         dir: &Path,
-        after: impl Fn(u32) -> u64,
+        after: impl Fn(u32, u32) -> u64,
     ) -> Result<PreviousSends, vpml_sender_log::Error> {
         let mut prev = PreviousSends::default();
         if !has_segments(dir) {
@@ -52,24 +53,23 @@ impl PreviousSends {
         }
         let log = SenderLog::open_read_only(dir)?;
         for dest in log.destinations() {
-            let q: VecDeque<Summary> = log
-                .iter_from(dest, after(dest) + 1)
-                .map(|r| {
-                    r.map(|r| Summary {
-                        seq: r.header.seq,
-                        context: r.header.context,
-                        tag: r.header.tag,
-                        len: r.payload.len(),
-                        crc: vpml_sender_log::crc32c(r.payload),
+            for ctx in log.contexts_to(dest) {
+                let q: VecDeque<Summary> = log
+                    .iter_from(dest, ctx, after(dest, ctx) + 1)
+                    .map(|r| {
+                        r.map(|r| Summary {
+                            seq: r.header.seq,
+                            tag: r.header.tag,
+                            len: r.payload.len(),
+                            crc: vpml_sender_log::crc32c(r.payload),
+                        })
                     })
-                })
-                .collect::<Result<_, _>>()?;
-            let d = dest as usize;
-            if prev.by_dest.len() <= d {
-                prev.by_dest.resize_with(d + 1, VecDeque::new);
+                    .collect::<Result<_, _>>()?;
+                if !q.is_empty() {
+                    prev.left += q.len();
+                    prev.by_stream.insert((dest as usize, ctx), q);
+                }
             }
-            prev.left += q.len();
-            prev.by_dest[d] = q;
         }
         Ok(prev)
     }
@@ -82,13 +82,12 @@ impl PreviousSends {
     /// The first previous record no re-executed send has met, if any
     /// (its destination and sequence number, in words).
     pub(crate) fn first_unmet(&self) -> Option<String> {
-        self.by_dest
+        self.by_stream
             .iter()
-            .enumerate()
-            .find_map(|(d, q)| q.front().map(|s| (d, s)))
-            .map(|(d, s)| {
+            .find_map(|(&(d, c), q)| q.front().map(|s| (d, c, s)))
+            .map(|(d, c, s)| {
                 format!(
-                    "message #{} to rank {d} (tag {}, {} bytes, and {} more)",
+                    "message #{} to rank {d} on context {c} (tag {}, {} bytes, and {} more)",
                     s.seq,
                     s.tag,
                     s.len,
@@ -98,10 +97,10 @@ impl PreviousSends {
     }
 
     /// Check a re-executed send against the previous process's record of
-    /// the same destination and sequence number, if there is one. `Err`
-    /// says what differs.
+    /// the same destination, context and sequence number, if there is
+    /// one. `Err` says what differs.
     pub(crate) fn check(&mut self, msg: &OutgoingMessage<'_>) -> Result<(), String> {
-        let Some(q) = self.by_dest.get_mut(msg.dest) else {
+        let Some(q) = self.by_stream.get_mut(&(msg.dest, msg.context)) else {
             return Ok(());
         };
         // Records below this number were freed or never re-sent: nothing
@@ -115,24 +114,22 @@ impl PreviousSends {
         };
         q.pop_front();
         self.left -= 1;
-        if then.context == msg.context
-            && then.tag == msg.tag
+        if then.tag == msg.tag
             && then.len == msg.payload.len()
             && then.crc == vpml_sender_log::crc32c(msg.payload)
         {
             return Ok(());
         }
         Err(format!(
-            "re-executed send #{} to rank {} (call {}): logged tag {}, context {}, {} bytes, checksum {:08x}; now tag {}, context {}, {} bytes, checksum {:08x}",
+            "re-executed send #{} to rank {} on context {} (call {}): logged tag {}, {} bytes, checksum {:08x}; now tag {}, {} bytes, checksum {:08x}",
             msg.seq,
             msg.dest,
+            msg.context,
             msg.call,
             then.tag,
-            then.context,
             then.len,
             then.crc,
             msg.tag,
-            msg.context,
             msg.payload.len(),
             vpml_sender_log::crc32c(msg.payload)
         ))
@@ -150,11 +147,12 @@ fn has_segments(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vpml_pml::protocol::CallId;
     use vpml_sender_log::RecordHeader;
 
     fn msg(dest: usize, seq: u64, tag: i32, payload: &[u8]) -> OutgoingMessage<'_> {
         OutgoingMessage {
-            call: 9,
+            call: CallId::new(0, 9),
             dest,
             context: 0,
             tag,
@@ -180,7 +178,7 @@ mod tests {
         }
         drop(log);
         // Records after the checkpoint's send #2.
-        let mut prev = PreviousSends::read(dir.path(), |_| 2).unwrap();
+        let mut prev = PreviousSends::read(dir.path(), |_, _| 2).unwrap();
         assert!(!prev.is_done());
         assert!(prev.first_unmet().unwrap().contains("#3 to rank 1"));
         assert!(prev.check(&msg(1, 3, 7, &[3; 10])).is_ok());
@@ -191,7 +189,7 @@ mod tests {
         // Past the previous records, and to other ranks: nothing to compare.
         assert!(prev.check(&msg(1, 5, 1, &[])).is_ok());
         assert!(prev.check(&msg(3, 1, 1, &[])).is_ok());
-        let none = PreviousSends::read(&dir.path().join("absent"), |_| 0).unwrap();
+        let none = PreviousSends::read(&dir.path().join("absent"), |_, _| 0).unwrap();
         assert!(none.is_done());
     }
 }

@@ -12,7 +12,7 @@ use crate::wire::MAX_FRAME;
 /// First bytes of every stored record.
 pub const RECORD_MAGIC: [u8; 4] = *b"VPLR";
 /// Version of the record layout.
-pub const RECORD_VERSION: u16 = 2;
+pub const RECORD_VERSION: u16 = 3;
 /// Size of a record header.
 pub const RECORD_HEADER_LEN: usize = 36;
 

@@ -2,7 +2,7 @@
 //! and refusing stale incarnations.
 
 use super::*;
-use crate::event::Event;
+use crate::event::{CallId, Event};
 
 /// A fresh path (not created yet) under a temporary directory that
 /// goes away with the returned guard.
@@ -30,7 +30,7 @@ fn batch(first: EventId, n: u64) -> EventBatch {
         b.push(
             id,
             &Event::Match {
-                recv: id * 10,
+                recv: CallId::new(0, id * 10),
                 source: 1,
             },
         )

@@ -18,7 +18,7 @@ pub(crate) use encode::{encode_events_raw, encode_put_raw};
 /// First bytes of every frame.
 pub const FRAME_MAGIC: [u8; 4] = *b"VPEL";
 /// Version of the protocol this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Size of the frame header.
 pub const HEADER_LEN: usize = 16;
 /// Default and largest accepted payload size of one frame (16 MiB).

@@ -3,7 +3,7 @@
 //! is checked from the header, and the raw `Put` encoder matches.
 
 use super::*;
-use crate::event::Event;
+use crate::event::{CallId, Event};
 use proptest::prelude::*;
 
 fn any_batch() -> impl Strategy<Value = EventBatch> {
@@ -189,9 +189,24 @@ fn oversized_frames_are_refused_from_the_header() {
 #[test]
 fn put_raw_matches_put() {
     let mut batch = EventBatch::new();
-    batch.push(5, &Event::Match { recv: 1, source: 2 }).unwrap();
     batch
-        .push(6, &Event::NoneRun { first: 3, last: 4 })
+        .push(
+            5,
+            &Event::Match {
+                recv: CallId::new(0, 1),
+                source: 2,
+            },
+        )
+        .unwrap();
+    batch
+        .push(
+            6,
+            &Event::NoneRun {
+                lane: 0,
+                first: 3,
+                last: 4,
+            },
+        )
         .unwrap();
     let mut a = Vec::new();
     encode_frame(

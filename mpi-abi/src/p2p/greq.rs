@@ -146,9 +146,12 @@ export! {
         let started = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let c = engine_comm(&s)?;
-            let id = c.start_external_raw();
+            let id = match c.start_external_raw() {
+                Ok(id) => id,
+                Err(e) => return Some(Err(e)),
+            };
             let greq = Greq { query, free, cancel, extra, completed: false, orphaned: false };
-            Some(s.requests.insert(ReqEntry {
+            Some(Ok(s.requests.insert(ReqEntry {
                 comm: MPI_COMM_WORLD,
                 active: Some(Active::new(id, &c, MPI_UNDEFINED, MPI_UNDEFINED, 0)),
                 proc_null: false,
@@ -157,14 +160,15 @@ export! {
                 after: None,
                 ready: None,
                 greq: Some(Box::new(greq)),
-            }))
+            })))
         });
         match started {
-            Some(slot) => {
+            Some(Ok(slot)) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(req, request_handle(slot)) };
                 MPI_SUCCESS
             }
+            Some(Err(e)) => crate::state::vpml_error(MPI_COMM_WORLD, "MPI_Grequest_start", &e),
             None => error(MPI_COMM_WORLD, "MPI_Grequest_start", MPI_ERR_OTHER, "MPI is not initialized"),
         }
     }

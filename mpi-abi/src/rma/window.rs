@@ -79,7 +79,11 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
         owned,
     } = memory;
     let c = crate::state::intra_comm(func, h)?;
+    crate::threads::making_a_window();
     let private = crate::agreement::dup(func, h, &c)?;
+    // Requests are applied to the window's memory at progress points that
+    // a re-execution must find among all of the process's calls.
+    private.use_process_lane();
     let (rank, size) = (private.rank(), private.size());
     let mut members = private.world_ranks();
     members.sort_unstable();

@@ -149,6 +149,6 @@ impl Comm {
             }
             return Err(e);
         }
-        Ok(eng.start_group(parts, None))
+        eng.start_group(context, parts, None)
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{Engine, Unexpected};
 use crate::error::{Error, Result};
+use crate::protocol::CallId;
 use crate::recovery::{EngineSnapshot, SavedMessage};
 use crate::shm::ring::kind;
 
@@ -53,7 +54,11 @@ impl Engine {
             });
         }
         let snap = EngineSnapshot {
-            last_call: self.last_call,
+            last_calls: self
+                .last_calls
+                .iter()
+                .chain(std::iter::once((CallId::PROCESS_LANE, self.all_calls)))
+                .collect(),
             next_context: self.next_context,
             world_idups: self.world_idups,
             send_seq: self.send_seq.clone(),
@@ -62,14 +67,15 @@ impl Engine {
         };
         let frees = self.hook(|p| p.checkpoint(&snap, app))?;
         let me = self.core.rank;
-        for (peer, up_to) in frees {
+        for (peer, ctx, up_to) in frees {
             if up_to == 0 {
                 continue;
             }
             if peer == me {
-                self.hook(|p| p.free_log(me, up_to))?;
+                self.hook(|p| p.free_log(me, ctx, up_to))?;
             } else {
                 let mut hdr = crate::shm::ring::FrameHeader::new(kind::GC);
+                hdr.context = ctx;
                 hdr.seq = up_to;
                 self.core.control_out.push((peer, hdr));
             }
@@ -91,8 +97,8 @@ impl Engine {
             return Ok(());
         }
         let notices = std::mem::take(&mut self.core.gc_notices);
-        for (peer, up_to) in notices {
-            self.hook(|p| p.free_log(peer, up_to))?;
+        for (peer, ctx, up_to) in notices {
+            self.hook(|p| p.free_log(peer, ctx, up_to))?;
         }
         Ok(())
     }

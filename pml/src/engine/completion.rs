@@ -32,7 +32,7 @@ impl Engine {
     pub(super) fn protocol_send(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
         // Matches made since the last report are events this send follows.
         self.report_matches()?;
-        msg.call = self.next_call();
+        msg.call = self.next_call(msg.context)?;
         // The protocol's word that it has nothing to do for this send:
         // one load instead of a call, before the message leaves.
         if self.send_gate.lets_through(msg.payload.len()) {
@@ -82,29 +82,25 @@ impl Engine {
     ) -> Result<Vec<usize>> {
         // (Sends complete at start have no status to carry the failure.)
         self.check_alive()?;
-        let call = self.next_call();
+        // The call is on the lane of the first request passed that has a
+        // call; without one (nothing active), its answer is determined:
+        // it takes no call id and the protocol does not hear of it.
+        let lane = ids
+            .iter()
+            .flatten()
+            .find_map(|&id| self.call_of(id))
+            .map(|c| c.lane);
+        let call = match lane {
+            Some(lane) => Some(self.next_call(lane)?),
+            None => None,
+        };
         let blocking = matches!(kind, CompletionKind::WaitAny | CompletionKind::WaitSome);
-        // Past the last logged event (always, without a protocol), there
-        // is nothing to replay (and nothing to check).
-        let replay = if call > self.replay_end {
-            Replay::Free
+        // Past the last logged event of its lane (always, without a
+        // protocol), there is nothing to replay (and nothing to check).
+        let replay = if let Some(call) = call.filter(|&c| self.replay_covers(c)) {
+            self.replay_completion(call, ids)?
         } else {
-            let passed: Vec<CallId> = ids
-                .iter()
-                .flatten()
-                .filter_map(|&id| self.call_of(id))
-                .collect();
-            // Only sends that completed when they started: the answer is
-            // the same every time, and was never logged.
-            let determined = ids.iter().flatten().all(|&id| {
-                self.request_info(Some(id))
-                    .is_some_and(|r| r.is_send && r.completed_at_start)
-            });
-            match self.hook(|p| p.replay_completion(call, &passed))? {
-                // Never logged: the answer is the same every time.
-                Replay::NotYet if determined => Replay::Free,
-                r => r,
-            }
+            Replay::Free
         };
         match replay {
             Replay::Logged(calls) => {
@@ -119,7 +115,8 @@ impl Engine {
                     // The protocol checked that every logged request was
                     // passed: only a request passed twice gets here.
                     let e = self.diverged(format!(
-                        "completion call {call} completed the requests of calls {calls:?} the first time; now {} of them are active",
+                        "completion call {} completed the requests of calls {calls:?} the first time; now {} of them are active",
+                        call.unwrap_or_default(),
                         want.len()
                     ));
                     self.fail(&e);
@@ -134,6 +131,44 @@ impl Engine {
             }
             Replay::NotYet | Replay::Free => {}
         }
+        let done = self.decide_completion(kind, ids)?;
+        if let Some(call) = call {
+            self.report_completion(call, kind, ids, &done)?;
+        }
+        Ok(done)
+    }
+
+    /// The logged answer of completion call `call` over `ids`.
+    fn replay_completion(
+        &mut self,
+        call: CallId,
+        ids: &[Option<ReqId>],
+    ) -> Result<Replay<Vec<CallId>>> {
+        let passed: Vec<CallId> = ids
+            .iter()
+            .flatten()
+            .filter_map(|&id| self.call_of(id))
+            .collect();
+        // Only sends that completed when they started: the answer is
+        // the same every time, and was never logged.
+        let determined = ids.iter().flatten().all(|&id| {
+            self.request_info(Some(id))
+                .is_some_and(|r| r.is_send && r.completed_at_start)
+        });
+        Ok(match self.hook(|p| p.replay_completion(call, &passed))? {
+            // Never logged: the answer is the same every time.
+            Replay::NotYet if determined => Replay::Free,
+            r => r,
+        })
+    }
+
+    /// Which requests of `ids` a completion call of `kind` completes, as
+    /// they are now (waiting if it blocks).
+    fn decide_completion(
+        &mut self,
+        kind: CompletionKind,
+        ids: &[Option<ReqId>],
+    ) -> Result<Vec<usize>> {
         let first_done = |e: &Engine| ids.iter().position(|id| id.is_some_and(|id| e.is_done(id)));
         let all_done = |e: &Engine| -> Vec<usize> {
             (0..ids.len())
@@ -170,7 +205,6 @@ impl Engine {
                 }
             }
         };
-        self.report_completion(call, kind, ids, &done)?;
         Ok(done)
     }
 
@@ -258,8 +292,13 @@ impl Engine {
     /// receives this rank started) has: a nonblocking collective. It is one
     /// call, and one request to every completion call and to the protocol;
     /// taking its status takes the parts'.
-    pub(crate) fn start_group(&mut self, parts: Vec<ReqId>, result_part: Option<usize>) -> ReqId {
-        let call = self.next_call();
+    pub(crate) fn start_group(
+        &mut self,
+        lane: u32,
+        parts: Vec<ReqId>,
+        result_part: Option<usize>,
+    ) -> Result<ReqId> {
+        let call = self.next_call(lane)?;
         let empty = RawBytes {
             ptr: std::ptr::NonNull::dangling().as_ptr(),
             len: 0,
@@ -268,21 +307,21 @@ impl Engine {
         s.call = call;
         s.parts = parts;
         s.result_part = result_part;
-        id
+        Ok(id)
     }
 
     /// A request that completes when the application says so
     /// ([`Engine::complete_external`]): one call, and one request to every
     /// completion call and to the protocol, like any other.
-    pub(crate) fn start_external(&mut self) -> ReqId {
-        let call = self.next_call();
+    pub(crate) fn start_external(&mut self) -> Result<ReqId> {
+        let call = self.next_call(CallId::GENERALIZED_LANE)?;
         let empty = RawBytes {
             ptr: std::ptr::NonNull::dangling().as_ptr(),
             len: 0,
         };
         let (id, s) = self.core.alloc_slot(SlotKind::External, empty);
         s.call = call;
-        id
+        Ok(id)
     }
 
     /// Complete request `id` of [`Engine::start_external`] (its status is
@@ -368,7 +407,7 @@ impl Engine {
     /// re-execution left the logged one.
     #[inline]
     fn check_not_held(&mut self, id: ReqId) -> Result<()> {
-        if self.replay_end == 0 {
+        if self.replay_ends.is_empty() {
             return Ok(());
         }
         self.check_not_held_replaying(id)

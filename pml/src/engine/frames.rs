@@ -24,17 +24,17 @@ impl Core {
         };
         match hdr.kind {
             kind::EAGER => {
-                self.accept_seq(p, hdr.seq)?;
+                self.accept_seq(p, hdr.context, hdr.seq)?;
                 let data = peer.link.payload(hdr, env.len).map_err(corrupt)?;
                 let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux0);
                 self.deliver_eager(env, data, sync)?;
             }
             kind::RTS => {
-                self.check_seq(p, hdr.seq)?;
+                self.check_seq(p, hdr.context, hdr.seq)?;
                 let (addr, token) = (hdr.aux0, hdr.aux1);
                 if let Some(posted) = self.matching.match_arrival_entry(&env) {
                     match self.pull(posted.item, &env, addr, token) {
-                        Ok(()) => self.recv_seq[p] = hdr.seq,
+                        Ok(()) => *self.recv_seq[p].entry(hdr.context) = hdr.seq,
                         Err(e) if self.restartable && sender_died(&e) => {
                             self.matching.repost(posted);
                             self.gone = Some(p);
@@ -51,10 +51,10 @@ impl Core {
                     data.resize(env.len, 0);
                     match read_remote(self.pids[p], addr, &mut data) {
                         Ok(()) => {
-                            self.recv_seq[p] = hdr.seq;
+                            *self.recv_seq[p].entry(hdr.context) = hdr.seq;
                             let sync = (token != 0).then_some(token);
                             if token == 0 {
-                                self.ack(p, kind::FIN, 0, hdr.seq);
+                                self.ack(p, kind::FIN, 0, hdr.context, hdr.seq);
                             }
                             self.deliver_owned(env, data, sync);
                         }
@@ -68,14 +68,15 @@ impl Core {
                         }
                     }
                 } else {
-                    self.recv_seq[p] = hdr.seq;
+                    *self.recv_seq[p].entry(hdr.context) = hdr.seq;
                     self.matching
                         .push_unexpected(env, Unexpected::Rendezvous { addr, token });
                 }
             }
             kind::FIN | kind::SYNC_ACK => {
-                let waiting = peer.sync_waiting.remove(&hdr.seq);
-                let waiting = peer.fin_waiting.remove(&hdr.seq).or(waiting);
+                let key = (hdr.context, hdr.seq);
+                let waiting = peer.sync_waiting.remove(&key);
+                let waiting = peer.fin_waiting.remove(&key).or(waiting);
                 let id = match waiting {
                     // Restartable: by sequence number, which stays; the
                     // token in the frame may name a request of a dead
@@ -85,7 +86,7 @@ impl Core {
                         // A send of an earlier process of ours, or one not
                         // re-executed yet: remember that it has matched.
                         if let Some(unmatched) = peer.sync_unmatched.as_mut() {
-                            unmatched.remove(&hdr.seq);
+                            unmatched.remove(&key);
                         }
                         return Ok(());
                     }
@@ -98,22 +99,27 @@ impl Core {
                     _ => return Err(corrupt(format!("acknowledgement for unknown send {id:?}"))),
                 }
             }
-            kind::GC => self.gc_notices.push((p, hdr.seq)),
+            kind::GC => self.gc_notices.push((p, hdr.context, hdr.seq)),
             kind::SYNC_UNMATCHED => {
-                peer.sync_unmatched_incoming.insert(hdr.seq);
+                peer.sync_unmatched_incoming.insert((hdr.context, hdr.seq));
+            }
+            kind::SYNC_RECEIVED => {
+                *peer.sync_received_incoming.entry(hdr.context) = hdr.seq;
             }
             kind::SYNC_STATE_END => {
                 let unmatched = std::mem::take(&mut peer.sync_unmatched_incoming);
+                let received = std::mem::take(&mut peer.sync_received_incoming);
                 // Re-executed synchronous sends waiting for this answer:
                 // those the peer matched already are complete.
+                let had =
+                    |key: &(u32, u64)| key.1 <= received.get(key.0) && !unmatched.contains(key);
                 let matched: Vec<u64> = peer
                     .sync_waiting
                     .iter()
-                    .filter(|(seq, _)| **seq <= hdr.seq && !unmatched.contains(seq))
+                    .filter(|(key, _)| had(key))
                     .map(|(_, token)| *token)
                     .collect();
-                peer.sync_waiting
-                    .retain(|seq, _| *seq > hdr.seq || unmatched.contains(seq));
+                peer.sync_waiting.retain(|key, _| !had(key));
                 peer.sync_unmatched = Some(unmatched);
                 for token in matched {
                     self.complete(ReqId::from_token(token));
@@ -159,6 +165,12 @@ impl Core {
                 let Some(part) = peer.partial.as_mut() else {
                     return Err(corrupt("fragment without a first fragment".into()));
                 };
+                if (hdr.context, hdr.seq) != (part.env.context, part.env.seq) {
+                    return Err(corrupt(format!(
+                        "fragment of message {} on context {} amid message {} on context {}",
+                        hdr.seq, hdr.context, part.env.seq, part.env.context
+                    )));
+                }
                 if part.got + bytes.len() > part.env.len {
                     return Err(corrupt("fragments exceed the message length".into()));
                 }
@@ -188,6 +200,7 @@ impl Core {
         let chunk = usize::try_from(hdr.aux0).ok()?;
         let fits = hdr.flags & flags::FIRST == 0
             && hdr.seq == part.env.seq
+            && hdr.context == part.env.context
             && hdr.msg_len == part.env.len as u64
             && part.got + chunk <= part.env.len;
         let slot = self.slot(posted.item)?;
@@ -230,7 +243,7 @@ impl Core {
         let Some(part) = peer.partial.take() else {
             return Ok(());
         };
-        self.accept_seq(p, part.env.seq)?;
+        self.accept_seq(p, part.env.context, part.env.seq)?;
         match part.dest {
             PartialDest::Buffered(data) => self.deliver_owned(part.env, data, part.sync),
             PartialDest::Posted(Posted { item: id, .. }) => {
@@ -240,7 +253,13 @@ impl Core {
                 self.set_status(id, st);
                 self.complete(id);
                 if let Some(token) = part.sync {
-                    self.ack(part.env.source, kind::SYNC_ACK, token, part.env.seq);
+                    self.ack(
+                        part.env.source,
+                        kind::SYNC_ACK,
+                        token,
+                        part.env.context,
+                        part.env.seq,
+                    );
                 }
             }
         }

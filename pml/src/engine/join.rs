@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{PTracer, getppid, set_ptracer};
 
+use super::lane_threads::LaneThreads;
 use super::link::{Link, Peer};
 use super::requests::{Core, read_remote};
 use super::{Engine, IdlePolicy, Recovery, Rendezvous};
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::config::EngineSettings;
 use crate::error::{Error, Result};
+use crate::lanes::LaneMap;
 use crate::protocol::{NoProtocol, Protocol};
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
@@ -30,7 +32,7 @@ impl Engine {
             core: Core::new(0, 1),
             size: 1,
             peers: vec![None],
-            send_seq: vec![0],
+            send_seq: vec![LaneMap::new()],
             own: None,
             mailboxes: vec![None],
             single_copy: false,
@@ -47,8 +49,11 @@ impl Engine {
             send_gate: none.send_gate().unwrap_or_default(),
             hears_waits: none.hears_waits(),
             protocol: Box::new(none),
-            last_call: 0,
-            replay_end: 0,
+            last_calls: LaneMap::new(),
+            all_calls: 0,
+            process_lane_contexts: Vec::new(),
+            lane_threads: LaneThreads::default(),
+            replay_ends: LaneMap::new(),
             recovery: None,
             last_checkpoint: Instant::now(),
             replay_alone: false,
@@ -67,7 +72,7 @@ impl Engine {
         e.peers = (0..size)
             .map(|p| (p != rank).then(|| Peer::new(Link::Feed(VecDeque::new()), false)))
             .collect();
-        e.send_seq = vec![0; size];
+        e.send_seq = vec![LaneMap::new(); size];
         e.mailboxes = (0..size).map(|_| None).collect();
         e.job_id = job_id.to_string();
         e.replay_alone = true;
@@ -104,7 +109,7 @@ impl Engine {
                 })
             })
             .collect();
-        e.send_seq = vec![0; size];
+        e.send_seq = vec![LaneMap::new(); size];
         e.mailboxes = (0..size).map(|_| None).collect();
         e.job_id = "sim".to_string();
         // Every pass that finds nothing to do lets another rank run.
@@ -121,7 +126,7 @@ impl Engine {
             rendezvous: Rendezvous::Sim(net.clone()),
             expecting: vec![false; size],
             expected: 0,
-            suppress: vec![0; size],
+            suppress: vec![LaneMap::new(); size],
             my_host: 0,
             transport_tcp: false,
             token: String::new(),
@@ -238,7 +243,7 @@ impl Engine {
             core,
             size: env.size,
             peers,
-            send_seq: vec![0; env.size],
+            send_seq: vec![LaneMap::new(); env.size],
             own: Some(std::sync::Arc::new(own)),
             mailboxes,
             single_copy,
@@ -252,8 +257,11 @@ impl Engine {
             send_gate: none.send_gate().unwrap_or_default(),
             hears_waits: none.hears_waits(),
             protocol: Box::new(none),
-            last_call: 0,
-            replay_end: 0,
+            last_calls: LaneMap::new(),
+            all_calls: 0,
+            process_lane_contexts: Vec::new(),
+            lane_threads: LaneThreads::default(),
+            replay_ends: LaneMap::new(),
             recovery,
             last_checkpoint: Instant::now(),
             replay_alone: false,

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 use super::FRAGMENT;
 use super::requests::{RawBytes, ReqId};
+use crate::lanes::LaneMap;
 use crate::matching::{Envelope, Posted};
 use crate::protocol::{Loan, LoggedMessage};
 use crate::shm::futex;
@@ -93,22 +94,27 @@ pub(super) struct Peer {
     /// connects.
     pub(super) broken: bool,
     /// Synchronous sends to this peer waiting for their acknowledgement,
-    /// by sequence number (with a protocol: a re-sent message carries
-    /// the token again).
-    pub(super) sync_waiting: BTreeMap<u64, u64>,
+    /// by context and sequence number (with a protocol: a re-sent message
+    /// carries the token again).
+    pub(super) sync_waiting: BTreeMap<(u32, u64), u64>,
     /// Standard sends to this peer read in place (single copy from the
-    /// caller's buffer) and waiting for the receiver's FIN, by sequence
-    /// number, when the peer can restart: its next incarnation gets them
-    /// from the sender log, so they complete when its link is dropped.
-    pub(super) fin_waiting: BTreeMap<u64, u64>,
+    /// caller's buffer) and waiting for the receiver's FIN, by context
+    /// and sequence number, when the peer can restart: its next
+    /// incarnation gets them from the sender log, so they complete when
+    /// its link is dropped.
+    pub(super) fin_waiting: BTreeMap<(u32, u64), u64>,
     /// Our synchronous messages the peer holds unmatched, as its newer
     /// process (or the survivor we reconnected to) told us after the link
     /// came up; `None` until it has. A re-executed synchronous send that
     /// the peer already has completes at once unless it is in this set,
-    /// and otherwise when the peer acknowledges it (by sequence number).
-    pub(super) sync_unmatched: Option<BTreeSet<u64>>,
+    /// and otherwise when the peer acknowledges it (by context and
+    /// sequence number).
+    pub(super) sync_unmatched: Option<BTreeSet<(u32, u64)>>,
     /// The list being received (`SYNC_UNMATCHED` frames before `SYNC_STATE_END`).
-    pub(super) sync_unmatched_incoming: BTreeSet<u64>,
+    pub(super) sync_unmatched_incoming: BTreeSet<(u32, u64)>,
+    /// How many of our messages on each context the peer had received,
+    /// being received (`SYNC_RECEIVED` frames before `SYNC_STATE_END`).
+    pub(super) sync_received_incoming: LaneMap<u64>,
 }
 
 impl Peer {
@@ -123,6 +129,7 @@ impl Peer {
             fin_waiting: BTreeMap::new(),
             sync_unmatched: None,
             sync_unmatched_incoming: BTreeSet::new(),
+            sync_received_incoming: LaneMap::new(),
         }
     }
 }

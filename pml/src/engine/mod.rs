@@ -2,9 +2,10 @@
 //!
 //! Everything here runs on the thread that calls vpml; progress happens only
 //! inside API calls. The engine knows nothing of message logging: it numbers
-//! every channel's messages (`send_seq`, `recv_seq`) and reports the
-//! sequence number of each completed receive in its [`Status`], which is
-//! what a protocol layer needs to name messages.
+//! the messages of every channel and communicator context on their own
+//! (`send_seq`, `recv_seq`: per peer and context) and reports the sequence
+//! number of each completed receive in its [`Status`], which is what a
+//! protocol layer needs to name messages.
 
 use std::net::TcpListener;
 use std::rc::Rc;
@@ -12,17 +13,20 @@ use std::time::{Duration, Instant};
 
 use crate::bootstrap::KvClient;
 use crate::error::Result;
+use crate::lanes::LaneMap;
 use crate::protocol::{CallId, Protocol, SendGate};
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::sim::SimLink;
 #[cfg(doc)]
 use crate::status::Status;
+use lane_threads::LaneThreads;
 
 mod checkpoint;
 mod completion;
 mod frames;
 mod join;
+mod lane_threads;
 mod link;
 mod outside;
 mod progress;
@@ -89,9 +93,10 @@ struct Recovery {
     /// How many peers are expected: progress accepts connections only
     /// while this is non-zero.
     expected: usize,
-    /// Messages to each peer it already had when the link was set up: a
-    /// re-executed send up to this number is logged but not transmitted.
-    suppress: Vec<u64>,
+    /// Messages to each peer, per context, it already had when the link
+    /// was set up: a re-executed send up to this number is logged but not
+    /// transmitted.
+    suppress: Vec<LaneMap<u64>>,
     /// The host this process runs on (a restarted rank may run elsewhere
     /// than its first process: peers learn it in the handshake).
     my_host: usize,
@@ -132,7 +137,8 @@ pub(crate) struct Engine {
     core: Core,
     size: usize,
     peers: Vec<Option<Peer>>,
-    send_seq: Vec<u64>,
+    /// Messages sent to each peer, per context.
+    send_seq: Vec<LaneMap<u64>>,
     /// Shared with [`OutsideSleep`]s and [`Waker`]s, which wait on and
     /// ring its doorbell without the engine.
     own: Option<std::sync::Arc<Mailbox>>,
@@ -158,11 +164,21 @@ pub(crate) struct Engine {
     send_gate: SendGate,
     /// The protocol's [`Protocol::hears_waits`].
     hears_waits: bool,
-    /// Last call id handed out.
-    last_call: CallId,
-    /// The protocol's [`Protocol::replay_end`]: calls up to it are
-    /// answered from logged events (0: none).
-    replay_end: CallId,
+    /// Number of the last call of each lane.
+    last_calls: LaneMap<u64>,
+    /// Calls of the process so far, every lane together: the numbers of
+    /// the process lane ([`CallId::PROCESS_LANE`]).
+    all_calls: u64,
+    /// Contexts whose calls are numbered in the process lane
+    /// ([`Engine::use_process_lane`]).
+    process_lane_contexts: Vec<u32>,
+    /// While this process re-executes: the thread that calls on each
+    /// lane (a call of the lane by another stops the job: see
+    /// [`Engine::check_lane_thread`]).
+    lane_threads: LaneThreads,
+    /// The protocol's [`Protocol::replay_ends`]: a lane's calls up to its
+    /// end are answered from logged events (empty: none).
+    replay_ends: LaneMap<u64>,
     /// Restart support, when the launcher restarts crashed ranks.
     recovery: Option<Recovery>,
     /// When `checkpoint_if_due` last saved (or the engine started).
@@ -221,7 +237,7 @@ impl Engine {
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.send_gate = p.send_gate().unwrap_or_default();
         self.hears_waits = p.hears_waits();
-        self.replay_end = p.replay_end();
+        self.replay_ends = LaneMap::from_pairs(p.replay_ends());
         self.protocol = p;
         self.after_protocol_installed()
     }
@@ -236,9 +252,35 @@ impl Engine {
         self.protocol.stats()
     }
 
-    /// The last call id handed out (0 before any call).
-    pub(crate) fn last_call(&self) -> CallId {
-        self.last_call
+    /// The last call on `context` (number 0 before any).
+    pub(crate) fn last_call(&self, context: u32) -> CallId {
+        let lane = if self.process_lane_contexts.contains(&context) {
+            CallId::PROCESS_LANE
+        } else {
+            context
+        };
+        CallId::new(lane, self.last_in(lane))
+    }
+
+    /// The number of the last call of `lane`.
+    fn last_in(&self, lane: u32) -> u64 {
+        if lane == CallId::PROCESS_LANE {
+            self.all_calls
+        } else {
+            self.last_calls.get(lane)
+        }
+    }
+
+    /// The number the next call of `lane` would take.
+    fn next_in(&self, lane: u32) -> CallId {
+        CallId::new(lane, self.last_in(lane) + 1)
+    }
+
+    /// Is call `call` inside the logged range of its lane (answered from
+    /// logged events while this process re-executes)?
+    #[inline]
+    pub(crate) fn replay_covers(&self, call: CallId) -> bool {
+        !self.replay_ends.is_empty() && call.n <= self.replay_ends.get(call.lane)
     }
 
     /// The call id that created request `id`.
@@ -252,18 +294,18 @@ impl Engine {
     /// logged event.) `None` once it has caught up, where the caller
     /// decides freely.
     pub(crate) fn logged_next_completes(&self, id: ReqId) -> Option<bool> {
-        let call = self.last_call + 1;
-        if call > self.replay_end {
+        let Some(created) = self.call_of(id) else {
+            return self.reexecuting().then_some(false);
+        };
+        // The completion call that takes it is on its lane.
+        let call = self.next_in(created.lane);
+        if !self.replay_covers(call) {
             // Past the last logged event but still re-making sends the
             // peers have: the logged execution completed no such request
             // there (it would have been logged before the sends that
             // followed), so neither may this one.
             return self.reexecuting().then_some(false);
         }
-        let Some(created) = self.call_of(id) else {
-            return Some(false);
-        };
-
         Some(
             self.protocol
                 .replay_logged_completion(call)
@@ -271,9 +313,58 @@ impl Engine {
         )
     }
 
-    fn next_call(&mut self) -> CallId {
-        self.last_call += 1;
-        self.last_call
+    /// The next call on `context` (or on [`CallId::PROCESS_LANE`]); an
+    /// error (the job stops) if this process re-executes and another
+    /// thread calls on that lane.
+    #[inline]
+    fn next_call(&mut self, context: u32) -> Result<CallId> {
+        self.all_calls += 1;
+        let call =
+            if context == CallId::PROCESS_LANE || self.process_lane_contexts.contains(&context) {
+                CallId::new(CallId::PROCESS_LANE, self.all_calls)
+            } else {
+                let n = self.last_calls.entry(context);
+                *n += 1;
+                CallId::new(context, *n)
+            };
+        if self.reexecuting() {
+            self.check_lane_thread(call.lane)?;
+        }
+        Ok(call)
+    }
+
+    /// While this process re-executes, each lane's calls must come from
+    /// one thread at a time ([`LaneThreads`]): a call by another stops the
+    /// job with one line (the logged execution may have interleaved the
+    /// two differently).
+    #[cold]
+    fn check_lane_thread(&mut self, lane: u32) -> Result<()> {
+        if self.lane_threads.claim(lane) {
+            return Ok(());
+        }
+        let what = match lane {
+            CallId::PROCESS_LANE => "one-sided windows".to_string(),
+            CallId::GENERALIZED_LANE => "generalized requests".to_string(),
+            _ => format!("context {lane}"),
+        };
+        let e = self.diverged(format!(
+            "two threads call MPI on {what} while the rank re-executes: vpml replays each communicator's calls in their order, not how threads that share a communicator interleaved"
+        ));
+        self.fail(&e);
+        Err(e)
+    }
+
+    /// From now on, number the calls on `context` in the process lane:
+    /// among every call of the process, in the order they come. For
+    /// traffic whose effects must be replayed at the same point among all
+    /// the process's calls (one-sided windows: requests applied to memory
+    /// the program also reads and writes between its calls). Such a
+    /// process cannot be re-executed exactly while several of its threads
+    /// call.
+    pub(crate) fn use_process_lane(&mut self, context: u32) {
+        if !self.process_lane_contexts.contains(&context) {
+            self.process_lane_contexts.push(context);
+        }
     }
 }
 

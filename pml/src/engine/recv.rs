@@ -4,7 +4,7 @@ use super::Engine;
 use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
-use crate::protocol::{RecvPlan, Replay};
+use crate::protocol::{CallId, RecvPlan, Replay};
 use crate::status::Status;
 
 impl Engine {
@@ -23,7 +23,7 @@ impl Engine {
     ) -> Result<ReqId> {
         self.check_alive()?;
         let mut spec = spec;
-        let call = self.next_call();
+        let call = self.next_call(spec.context)?;
         let plan = self.hook(|p| p.post_recv(call, &mut spec))?;
         let (id, s) = self.core.alloc_slot(SlotKind::Recv, RawBytes { ptr, len });
         s.call = call;
@@ -59,7 +59,7 @@ impl Engine {
             // Sends and collectives are never cancelled.
             return Ok(self.withdraw(id));
         }
-        let call = self.next_call();
+        let call = self.next_call(request.lane)?;
         match self.hook(|p| p.replay_cancel(call, request))? {
             Replay::Logged(false) => Ok(false),
             Replay::Logged(true) => {
@@ -102,7 +102,8 @@ impl Engine {
 
     /// Look for a matching message without receiving it.
     pub(crate) fn iprobe(&mut self, spec: &RecvSpec) -> Result<Option<Status>> {
-        if let Some(answer) = self.replay_probe(spec, false)? {
+        let (call, answer) = self.replay_probe(spec, false)?;
+        if let Some(answer) = answer {
             return Ok(answer);
         }
         let mut found = self.peek(spec);
@@ -110,16 +111,20 @@ impl Engine {
             self.progress()?;
             found = self.peek(spec);
         }
-        let call = self.last_call;
         self.hook(|p| p.probe(call, spec.source.is_none(), false, found.as_ref()))?;
         Ok(found)
     }
 
-    /// A probe takes the next call id; while a restarted process replays,
-    /// the logged answer is returned (waiting for the logged message if
-    /// need be). `None`: probe as usual (the call id is `last_call`).
-    fn replay_probe(&mut self, spec: &RecvSpec, blocking: bool) -> Result<Option<Option<Status>>> {
-        let call = self.next_call();
+    /// A probe takes the next call id of its lane; while a restarted
+    /// process replays, the logged answer is returned (waiting for the
+    /// logged message if need be). With the call id: `None` to probe as
+    /// usual.
+    fn replay_probe(
+        &mut self,
+        spec: &RecvSpec,
+        blocking: bool,
+    ) -> Result<(CallId, Option<Option<Status>>)> {
+        let call = self.next_call(spec.context)?;
         match self.hook(|p| p.replay_probe(call, spec, blocking))? {
             Replay::Logged(Some((source, tag))) => {
                 let exact = RecvSpec {
@@ -132,13 +137,13 @@ impl Engine {
                     found = e.peek(&exact);
                     found.is_some()
                 })?;
-                Ok(Some(found))
+                Ok((call, Some(found)))
             }
             Replay::Logged(None) | Replay::NotYet => {
                 self.progress()?;
-                Ok(Some(None))
+                Ok((call, Some(None)))
             }
-            Replay::Free => Ok(None),
+            Replay::Free => Ok((call, None)),
         }
     }
 
@@ -153,7 +158,8 @@ impl Engine {
     pub(crate) fn probe(&mut self, spec: &RecvSpec) -> Result<Status> {
         // A blocking probe always finds something; "nothing" cannot have
         // been logged for it.
-        if let Some(Some(st)) = self.replay_probe(spec, true)? {
+        let (call, answer) = self.replay_probe(spec, true)?;
+        if let Some(Some(st)) = answer {
             return Ok(st);
         }
         let mut found = None;
@@ -162,7 +168,6 @@ impl Engine {
             found.is_some()
         })?;
         let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
-        let call = self.last_call;
         self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
         Ok(found)
     }

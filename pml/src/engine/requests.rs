@@ -4,6 +4,7 @@
 
 use super::{EAGER_LIMIT, EngineStats};
 use crate::error::{Error, Result};
+use crate::lanes::LaneMap;
 use crate::matching::{Envelope, MatchQueues};
 use crate::protocol::CallId;
 use crate::shm::ring::{FrameHeader, kind};
@@ -169,7 +170,7 @@ pub(super) struct Core {
     pub(super) slots: Vec<Slot>,
     free: Vec<u32>,
     pub(super) matching: MatchQueues<ReqId, Unexpected>,
-    pub(super) recv_seq: Vec<u64>,
+    pub(super) recv_seq: Vec<LaneMap<u64>>,
     /// Control frames to send after the current batch: (peer, header).
     pub(super) control_out: Vec<(usize, FrameHeader)>,
     pub(super) pids: Vec<i32>,
@@ -184,7 +185,7 @@ pub(super) struct Core {
     /// Set when a read from this sender failed because it died.
     pub(super) gone: Option<usize>,
     /// Peers that checkpointed: (peer, free log records to it up to).
-    pub(super) gc_notices: Vec<(usize, u64)>,
+    pub(super) gc_notices: Vec<(usize, u32, u64)>,
 }
 
 /// Copy `dst.len()` bytes from address `addr` of process `pid`.
@@ -228,7 +229,7 @@ impl Core {
             slots: Vec::new(),
             free: Vec::new(),
             matching: MatchQueues::new(),
-            recv_seq: vec![0; size],
+            recv_seq: vec![LaneMap::new(); size],
             control_out: Vec::new(),
             pids: vec![0; size],
             stats: EngineStats::default(),
@@ -258,7 +259,7 @@ impl Core {
                     buf,
                     keepalive: None,
                     status: None,
-                    call: 0,
+                    call: CallId::default(),
                     any_source: false,
                     completed_at_start: false,
                     held_for_cancel: false,
@@ -278,7 +279,7 @@ impl Core {
         s.buf = buf;
         s.keepalive = None;
         s.status = None;
-        s.call = 0;
+        s.call = CallId::default();
         s.any_source = false;
         s.completed_at_start = false;
         s.held_for_cancel = false;
@@ -509,20 +510,23 @@ impl Core {
         recv_status(env, buf_len)
     }
 
-    /// Check and advance the channel sequence number of `source`.
-    pub(super) fn accept_seq(&mut self, source: usize, seq: u64) -> Result<()> {
-        self.check_seq(source, seq)?;
-        self.recv_seq[source] = seq;
+    /// Check and advance the sequence number of `source`'s messages on
+    /// context `ctx`.
+    #[inline]
+    pub(super) fn accept_seq(&mut self, source: usize, ctx: u32, seq: u64) -> Result<()> {
+        self.check_seq(source, ctx, seq)?;
+        *self.recv_seq[source].entry(ctx) = seq;
         Ok(())
     }
 
-    /// Is `seq` the next message of `source`?
-    pub(super) fn check_seq(&self, source: usize, seq: u64) -> Result<()> {
-        let expected = self.recv_seq[source] + 1;
+    /// Is `seq` the next message of `source` on context `ctx`?
+    #[inline]
+    pub(super) fn check_seq(&self, source: usize, ctx: u32, seq: u64) -> Result<()> {
+        let expected = self.recv_seq[source].get(ctx) + 1;
         if seq != expected {
             return Err(Error::CorruptFrame {
                 peer: source,
-                reason: format!("sequence number {seq}, expected {expected}"),
+                reason: format!("sequence number {seq} on context {ctx}, expected {expected}"),
             });
         }
         Ok(())
@@ -538,7 +542,7 @@ impl Core {
         if let Some(id) = self.matching.match_arrival(&env) {
             self.fill(id, &env, data);
             if let Some(token) = sync {
-                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+                self.ack(env.source, kind::SYNC_ACK, token, env.context, env.seq);
             }
         } else {
             self.matching.push_unexpected(
@@ -557,7 +561,7 @@ impl Core {
         if let Some(id) = self.matching.match_arrival(&env) {
             self.fill(id, &env, &data);
             if let Some(token) = sync {
-                self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+                self.ack(env.source, kind::SYNC_ACK, token, env.context, env.seq);
             }
         } else {
             self.matching
@@ -576,7 +580,7 @@ impl Core {
             // which happens right here.
             let bytes = unsafe { data.as_slice() };
             self.fill(id, &env, bytes);
-            self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
+            self.ack(self.rank, kind::SYNC_ACK, token, env.context, env.seq);
         } else {
             self.matching
                 .push_unexpected(env, Unexpected::SelfSync { data, token });
@@ -584,10 +588,12 @@ impl Core {
         Ok(())
     }
 
-    /// Acknowledge message `seq` from `to` (token: the sender's request).
-    pub(super) fn ack(&mut self, to: usize, k: u8, token: u64, seq: u64) {
+    /// Acknowledge message `seq` on context `ctx` from `to` (token: the
+    /// sender's request).
+    pub(super) fn ack(&mut self, to: usize, k: u8, token: u64, ctx: u32, seq: u64) {
         let mut hdr = FrameHeader::new(k);
         hdr.aux1 = token;
+        hdr.context = ctx;
         hdr.seq = seq;
         self.control_out.push((to, hdr));
     }
@@ -610,7 +616,7 @@ impl Core {
         let st = self.recv_status(env, buf_len);
         self.set_status(id, st);
         self.complete(id);
-        self.ack(env.source, kind::FIN, token, env.seq);
+        self.ack(env.source, kind::FIN, token, env.context, env.seq);
         Ok(())
     }
 
@@ -625,7 +631,7 @@ impl Core {
             Unexpected::Eager { data, sync } => {
                 self.fill(id, &env, &data);
                 if let Some(token) = sync {
-                    self.ack(env.source, kind::SYNC_ACK, token, env.seq);
+                    self.ack(env.source, kind::SYNC_ACK, token, env.context, env.seq);
                 }
             }
             Unexpected::Rendezvous { addr, token } => self.pull(id, &env, addr, token)?,
@@ -634,7 +640,7 @@ impl Core {
                 // until the acknowledgement below completes its send.
                 let bytes = unsafe { data.as_slice() };
                 self.fill(id, &env, bytes);
-                self.ack(self.rank, kind::SYNC_ACK, token, env.seq);
+                self.ack(self.rank, kind::SYNC_ACK, token, env.context, env.seq);
             }
         }
         Ok(())

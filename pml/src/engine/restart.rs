@@ -16,7 +16,9 @@ use super::{
 };
 use crate::bootstrap::{JobEnv, KvClient};
 use crate::error::{Error, Result};
+use crate::lanes::LaneMap;
 use crate::matching::Envelope;
+use crate::protocol::CallId;
 use crate::recovery::{EngineSnapshot, JobPage};
 use crate::shm::ring::{FrameHeader, flags, kind};
 
@@ -67,7 +69,7 @@ impl Recovery {
             rendezvous: Rendezvous::Tcp(listener),
             expecting: vec![false; env.size],
             expected: 0,
-            suppress: vec![0; env.size],
+            suppress: vec![LaneMap::new(); env.size],
             my_host: env.host_of.get(env.rank).copied().unwrap_or(0),
             transport_tcp: env.transport_tcp,
             token: env.token.clone(),
@@ -146,8 +148,15 @@ impl Engine {
         if rc.catching_up.is_none() {
             return;
         }
-        if self.last_call < self.replay_end
-            || (0..self.size).any(|q| self.send_seq[q] < rc.suppress[q])
+        if self
+            .replay_ends
+            .iter()
+            .any(|(lane, end)| self.last_in(lane) < end)
+            || (0..self.size).any(|q| {
+                rc.suppress[q]
+                    .iter()
+                    .any(|(ctx, had)| self.send_seq[q].get(ctx) < had)
+            })
         {
             return;
         }
@@ -185,7 +194,12 @@ impl Engine {
                 self.size
             )));
         }
-        self.last_call = snap.last_call;
+        let (process, lanes): (Vec<_>, Vec<_>) = snap
+            .last_calls
+            .iter()
+            .partition(|&&(lane, _)| lane == CallId::PROCESS_LANE);
+        self.last_calls = LaneMap::from_pairs(lanes);
+        self.all_calls = process.first().map_or(0, |&(_, n)| n);
         self.next_context = self.next_context.max(snap.next_context);
         self.world_idups = self.world_idups.max(snap.world_idups);
         self.send_seq = snap.send_seq;
@@ -205,7 +219,7 @@ impl Engine {
         }
         tracing::info!(
             rank = self.core.rank,
-            call = self.last_call,
+            lanes = snap.last_calls.len(),
             "restored the engine state of a checkpoint"
         );
         Ok(())
@@ -296,6 +310,7 @@ impl Engine {
         peer.single_copy = false;
         peer.sync_unmatched = None;
         peer.sync_unmatched_incoming.clear();
+        peer.sync_received_incoming = LaneMap::new();
         let drained: Vec<Outgoing> = peer.pending.drain(..).collect();
         // Sends it was to read in place: the log re-sends them.
         let unread = std::mem::take(&mut peer.fin_waiting);
@@ -313,13 +328,13 @@ impl Engine {
     }
 
     /// A connection with `q`'s current process is up: `received` is how
-    /// many of our messages it has (`single_copy`: it can read our
-    /// memory). Re-send the rest from the log.
+    /// many of our messages on each context it has (`single_copy`: it can
+    /// read our memory). Re-send the rest from the log.
     pub(super) fn install_link(
         &mut self,
         q: usize,
         conn: Connection,
-        received: u64,
+        received: LaneMap<u64>,
         single_copy: bool,
         host: usize,
     ) -> Result<()> {
@@ -327,12 +342,12 @@ impl Engine {
         let (link, single_copy) = self.new_link(q, conn, single_copy, host)?;
         if let Some(rc) = self.recovery.as_mut() {
             rc.expect(q, false);
-            rc.suppress[q] = received;
+            rc.suppress[q] = received.clone();
         }
-        let logged = self.hook(|p| p.logged_messages(q, received))?;
+        let logged = self.hook(|p| p.logged_messages(q, &received))?;
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.
-        let unmatched: Vec<u64> = self
+        let unmatched: Vec<(u32, u64)> = self
             .core
             .matching
             .unexpected_in_order()
@@ -340,27 +355,32 @@ impl Engine {
             .filter(|(env, u)| {
                 env.source == q && matches!(u, Unexpected::Eager { sync: Some(_), .. })
             })
-            .map(|(env, _)| env.seq)
+            .map(|(env, _)| (env.context, env.seq))
             .collect();
-        let received_from_q = self.core.recv_seq[q];
+        let received_from_q = self.core.recv_seq[q].clone();
         let Some(peer) = self.peers[q].as_mut() else {
             return Ok(());
         };
         peer.link = link;
         peer.single_copy = single_copy;
         peer.broken = false;
-        for (expected, m) in (received + 1..).zip(&logged) {
-            if m.seq != expected {
+        let mut resent = received;
+        for m in &logged {
+            let last = resent.entry(m.context);
+            if m.seq != *last + 1 {
                 return Err(Error::EngineFailed(format!(
-                    "the sender log lacks message {expected} to rank {q} (next kept: {})",
+                    "the sender log lacks message {} to rank {q} on context {} (next kept: {})",
+                    *last + 1,
+                    m.context,
                     m.seq
                 )));
             }
+            *last = m.seq;
             let data = RawBytes {
                 ptr: m.bytes.as_ptr() as *mut u8,
                 len: m.bytes.len(),
             };
-            let token = peer.sync_waiting.get(&m.seq).copied();
+            let token = peer.sync_waiting.get(&(m.context, m.seq)).copied();
             let item = if m.bytes.len() <= EAGER_LIMIT {
                 let mut hdr = message_header(kind::EAGER, m.tag, m.context, m.seq, m.bytes.len());
                 if let Some(t) = token {
@@ -395,16 +415,21 @@ impl Engine {
         let Some(peer) = self.peers[q].as_mut() else {
             return Ok(());
         };
-        let control = |k: u8, seq: u64| {
+        let control = |k: u8, context: u32, seq: u64| {
             let mut hdr = FrameHeader::new(k);
+            hdr.context = context;
             hdr.seq = seq;
             Outgoing::header_only(hdr)
         };
-        for seq in unmatched {
-            peer.pending.push_back(control(kind::SYNC_UNMATCHED, seq));
+        for (context, seq) in unmatched {
+            peer.pending
+                .push_back(control(kind::SYNC_UNMATCHED, context, seq));
         }
-        peer.pending
-            .push_back(control(kind::SYNC_STATE_END, received_from_q));
+        for (context, seq) in received_from_q.iter() {
+            peer.pending
+                .push_back(control(kind::SYNC_RECEIVED, context, seq));
+        }
+        peer.pending.push_back(control(kind::SYNC_STATE_END, 0, 0));
         tracing::info!(
             rank = self.core.rank,
             peer = q,
@@ -444,13 +469,14 @@ impl Engine {
         (rc.expected > 0).then(|| PollFd::new(listener, PollFlags::IN))
     }
 
-    /// Re-executed sends up to this sequence number were already received
-    /// (and a replayed rank transmits nothing).
-    pub(super) fn suppressed(&self, dest: usize, seq: u64) -> bool {
+    /// Re-executed sends on `ctx` up to this sequence number were already
+    /// received (and a replayed rank transmits nothing).
+    #[inline]
+    pub(super) fn suppressed(&self, dest: usize, ctx: u32, seq: u64) -> bool {
         self.replay_alone
             || self
                 .recovery
                 .as_ref()
-                .is_some_and(|r| seq <= r.suppress[dest])
+                .is_some_and(|r| seq <= r.suppress[dest].get(ctx))
     }
 }

@@ -23,8 +23,8 @@ impl Engine {
         ctx: u32,
         data: &[u8],
     ) -> Result<bool> {
-        let seq = self.send_seq[dest] + 1;
-        if !self.can_write_now(dest, seq, data.len()) {
+        let seq = self.send_seq[dest].get(ctx) + 1;
+        if !self.can_write_now(dest, ctx, seq, data.len()) {
             return Ok(false);
         }
         self.send_now(&mut outgoing(dest, ctx, tag, seq, data, false))?;
@@ -41,13 +41,13 @@ impl Engine {
         Ok(())
     }
 
-    /// Can a standard send of `len` bytes, sequence `seq`, to `dest` be
-    /// written whole into the ring right now?
-    fn can_write_now(&mut self, dest: usize, seq: u64, len: usize) -> bool {
+    /// Can a standard send of `len` bytes, sequence `seq` on `ctx`, to
+    /// `dest` be written whole into the ring right now?
+    fn can_write_now(&mut self, dest: usize, ctx: u32, seq: u64, len: usize) -> bool {
         if len > EAGER_LIMIT
             || dest == self.core.rank
             || self.failed.is_some()
-            || self.suppressed(dest, seq)
+            || self.suppressed(dest, ctx, seq)
         {
             return false;
         }
@@ -76,7 +76,7 @@ impl Engine {
             return Err(Error::RequestState("ring space vanished"));
         }
         vpml_fault_points::fault_point!("send.after_frame");
-        self.send_seq[msg.dest] = msg.seq;
+        *self.send_seq[msg.dest].entry(msg.context) = msg.seq;
         self.core.stats.messages_sent += 1;
         self.core.stats.bytes_sent += msg.payload.len() as u64;
         self.ring_doorbell(msg.dest);
@@ -103,7 +103,7 @@ impl Engine {
         let Some(call) = id.sent_call() else {
             return Ok(id);
         };
-        let status = Status::new(dest, tag, len, self.send_seq[dest]);
+        let status = Status::new(dest, tag, len, self.send_seq[dest].get(ctx));
         let data = RawBytes {
             ptr: ptr as *mut u8,
             len,
@@ -139,12 +139,12 @@ impl Engine {
             ptr: ptr as *mut u8,
             len,
         };
-        let seq = self.send_seq[dest] + 1;
+        let seq = self.send_seq[dest].get(ctx) + 1;
         let mut logged = false;
         // SAFETY: caller contract.
         let payload = unsafe { data.as_slice() };
         let mut msg = outgoing(dest, ctx, tag, seq, payload, sync);
-        if !sync && self.can_write_now(dest, seq, len) {
+        if !sync && self.can_write_now(dest, ctx, seq, len) {
             // As `try_send_now`: a standard send within the eager limit
             // (`can_write_now`), complete at once.
             self.send_now(&mut msg)?;
@@ -159,7 +159,7 @@ impl Engine {
         // protocol. Anything else is kept first and sent from the copy.
         let read_in_place = len > EAGER_LIMIT
             && dest != self.core.rank
-            && !self.suppressed(dest, seq)
+            && !self.suppressed(dest, ctx, seq)
             && self.peers[dest].as_ref().is_some_and(|p| p.single_copy);
         let plan = if read_in_place {
             SendPlan::Transmit
@@ -184,7 +184,7 @@ impl Engine {
         if let Some(s) = self.core.slot_mut(id) {
             s.call = call;
         }
-        self.send_seq[dest] = seq;
+        *self.send_seq[dest].entry(ctx) = seq;
         self.core.stats.messages_sent += 1;
         self.core.stats.bytes_sent += len as u64;
         let me = self.core.rank;
@@ -211,7 +211,7 @@ impl Engine {
             return Ok(id);
         }
         self.core.set_status(id, Status::new(dest, tag, len, seq));
-        if self.suppressed(dest, seq) {
+        if self.suppressed(dest, ctx, seq) {
             // Re-executed after a restart, and the receiver already has it:
             // logged (above), not transmitted. A synchronous send completes
             // only once the receiver has matched it, as the first time.
@@ -222,9 +222,9 @@ impl Engine {
                 || peer
                     .sync_unmatched
                     .as_ref()
-                    .is_some_and(|unmatched| !unmatched.contains(&seq));
+                    .is_some_and(|unmatched| !unmatched.contains(&(ctx, seq)));
             if sync && !matched {
-                peer.sync_waiting.insert(seq, id.token());
+                peer.sync_waiting.insert((ctx, seq), id.token());
             } else {
                 self.core.complete(id);
                 self.core.mark_completed_at_start(id, sync);
@@ -275,9 +275,9 @@ impl Engine {
         let restartable = self.core.restartable;
         let peer = self.peer_mut(dest)?;
         if sync && restartable {
-            peer.sync_waiting.insert(seq, id.token());
+            peer.sync_waiting.insert((ctx, seq), id.token());
         } else if read_in_place && restartable {
-            peer.fin_waiting.insert(seq, id.token());
+            peer.fin_waiting.insert((ctx, seq), id.token());
         }
         vpml_fault_points::fault_point!("send.before_frame");
         peer.pending.push_back(item);
@@ -411,7 +411,7 @@ fn outgoing<'a>(
     synchronous: bool,
 ) -> OutgoingMessage<'a> {
     OutgoingMessage {
-        call: 0,
+        call: crate::protocol::CallId::default(),
         dest,
         context,
         tag,

@@ -27,7 +27,7 @@ impl Engine {
         &mut self,
         q: usize,
         inc: u32,
-    ) -> Option<(Connection, u64, bool, usize)> {
+    ) -> Option<super::tcp_rendezvous::Linked> {
         let me = self.core.rank;
         let net = self.sim_net()?;
         let hooks = self.sim.clone()?;
@@ -40,7 +40,7 @@ impl Engine {
             Hello {
                 from: me,
                 incarnation: rc.incarnation,
-                received: self.core.recv_seq[q],
+                received: self.core.recv_seq[q].clone(),
                 to_acceptor: Arc::clone(&to_peer),
                 from_acceptor: Arc::clone(&from_peer),
                 reply: Arc::clone(&reply),
@@ -109,7 +109,7 @@ impl Engine {
             } else {
                 Reply::Accepted {
                     incarnation: rc.incarnation,
-                    received: self.core.recv_seq[q],
+                    received: self.core.recv_seq[q].clone(),
                 }
             };
             let accepted = matches!(answer, Reply::Accepted { .. });

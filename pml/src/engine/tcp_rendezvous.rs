@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{Connection, Engine, Link, Rendezvous};
 use crate::error::{Error, Result};
+use crate::lanes::LaneMap;
 use crate::recovery;
 use crate::shm::mailbox::RING_CAPACITY;
 use crate::shm::ring::{RingReader, RingWriter};
@@ -22,6 +23,11 @@ use crate::tcp::TcpConn;
 /// its address.
 const ADDRESS_WAIT: Duration = Duration::from_secs(60);
 
+/// A link set up with a newer process: the connection, how many of our
+/// messages on each context it has, whether it can read our memory, and
+/// the host it runs on.
+pub(super) type Linked = (Connection, LaneMap<u64>, bool, usize);
+
 impl Engine {
     /// Connect to incarnation `inc` of `q`. `Ok(None)` if it was restarted
     /// meanwhile (its new process connects to us).
@@ -29,12 +35,12 @@ impl Engine {
         &mut self,
         q: usize,
         inc: u32,
-    ) -> std::result::Result<Option<(Connection, u64, bool, usize)>, String> {
+    ) -> std::result::Result<Option<Linked>, String> {
         if let Some(Rendezvous::Sim(_)) = self.recovery.as_ref().map(|r| &r.rendezvous) {
             return Ok(self.sim_connect_to(q, inc));
         }
         let me = self.core.rank;
-        let received = self.core.recv_seq[q];
+        let received = self.core.recv_seq[q].clone();
         let single_copy = self.single_copy;
         let (Some(rc), Some(kv)) = (self.recovery.as_ref(), self.kv.as_mut()) else {
             return Ok(None);
@@ -59,31 +65,29 @@ impl Engine {
             .map_err(|_| format!("bad address {addr:?} for rank {q}"))?;
         let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
             .map_err(|e| format!("connect to {sock}: {e}"))?;
-        let hello = recovery::hello_line(
-            &rc.token,
-            me,
-            rc.incarnation,
-            received,
-            single_copy,
-            rc.my_host,
-        );
-        recovery::write_line(&mut s, &hello)?;
+        let hello = recovery::hello_line(&rc.token, me, rc.incarnation, single_copy, rc.my_host);
+        let counts = recovery::format_counts(&received);
+        recovery::write_line(&mut s, &format!("{hello}{counts}\n"))?;
         let page = &rc.page;
-        let reply = recovery::read_line(&mut s, || page.incarnation(q) == inc)?;
+        let reply =
+            recovery::read_line(&mut s, recovery::MAX_HELLO, || page.incarnation(q) == inc)?;
         let mut parts = reply.split(' ');
         if parts.next() != Some("OK") {
             return Err(format!("refused: {reply}"));
         }
         let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
-        let their_received: Option<u64> = parts.next().and_then(|v| v.parse().ok());
         let their_copy = parts.next();
         let their_host: Option<usize> = parts.next().and_then(|v| v.parse().ok());
-        match (their_inc, their_received, their_copy, their_host) {
-            (Some(i), Some(r), Some(c @ ("0" | "1")), Some(h)) if i == inc => {
-                Ok(Some((Connection::Tcp(s), r, c == "1", h)))
-            }
-            _ => Err(format!("bad reply {reply:?}")),
+        let (Some(i), Some(c @ ("0" | "1")), Some(h)) = (their_inc, their_copy, their_host) else {
+            return Err(format!("bad reply {reply:?}"));
+        };
+        if i != inc {
+            return Err(format!("bad reply {reply:?}"));
         }
+        let line =
+            recovery::read_line(&mut s, recovery::MAX_COUNTS, || page.incarnation(q) == inc)?;
+        let r = recovery::parse_counts(&line).map_err(|why| format!("bad reply: {why}"))?;
+        Ok(Some((Connection::Tcp(s), r, c == "1", h)))
     }
 
     /// Accept connections of restarted processes (only while one is expected).
@@ -109,18 +113,26 @@ impl Engine {
                 }
             };
             let mut tries = 0;
-            let line = recovery::read_line(&mut s, || {
+            let mut alive = || {
                 tries += 1;
                 tries < 50
-            });
+            };
+            let line = recovery::read_line(&mut s, recovery::MAX_HELLO, &mut alive);
             let hello = line.and_then(|l| recovery::parse_hello(&l, &rc.token, self.size));
-            let recovery::Hello {
-                rank: q,
-                incarnation: inc,
+            // The job's token was shown: the counts may be long.
+            let counts = hello.and_then(|h| {
+                let line = recovery::read_line(&mut s, recovery::MAX_COUNTS, &mut alive)?;
+                Ok((h, recovery::parse_counts(&line)?))
+            });
+            let (
+                recovery::Hello {
+                    rank: q,
+                    incarnation: inc,
+                    single_copy,
+                    host,
+                },
                 received,
-                single_copy,
-                host,
-            } = match hello {
+            ) = match counts {
                 Ok(h) => h,
                 Err(why) => {
                     tracing::warn!("refused a connection from {from}: {why}");
@@ -139,11 +151,11 @@ impl Engine {
                 continue;
             }
             let reply = format!(
-                "OK {} {} {} {}\n",
+                "OK {} {} {}\n{}\n",
                 rc.incarnation,
-                self.core.recv_seq[q],
                 u8::from(self.single_copy),
-                rc.my_host
+                rc.my_host,
+                recovery::format_counts(&self.core.recv_seq[q]),
             );
             self.clear_rings(q, host);
             if let Err(why) = recovery::write_line(&mut s, &reply) {

@@ -1,14 +1,19 @@
 //! The hooks a fault-tolerance protocol needs, and nothing more.
 //!
 //! The engine knows nothing of message logging. It calls the protocol
-//! installed ([`crate::init_with`]) at every kind of entry point, in program order, with the *call id* of the call: a counter
-//! every process keeps, taking the next value for each call that creates a
-//! request (every send and receive, blocking or not, persistent starts,
-//! collectives' internal messages) or asks for a non-deterministic answer
-//! (probes, cancels and the test/wait-any/wait-some family). A
-//! piecewise-deterministic program re-executed from the same point assigns
-//! the same ids in the same order, which is what lets a recovering process
-//! be matched with its logged events.
+//! installed ([`crate::init_with`]) at every kind of entry point, in
+//! program order, with the *call id* of the call ([`CallId`]): the
+//! call's *lane* — the communicator context it works on — and its number
+//! among that lane's calls. A call takes the next number of its lane when
+//! it creates a request (every send and receive, blocking or not,
+//! persistent starts, collectives' internal messages) or asks for a
+//! non-deterministic answer (probes, cancels and the test/wait-any/
+//! wait-some family: the lane of the first request passed that has a
+//! call). A piecewise-deterministic program re-executed from the same
+//! point assigns the same ids, which is what lets a recovering process be
+//! matched with its logged events — and since each lane counts on its
+//! own, the ids do not depend on how threads that each use their own
+//! communicators interleave.
 //!
 //! Every kind of entry point reaches it: sends and receives (blocking or
 //! not, persistent starts, collectives' internal messages), the test and
@@ -38,12 +43,13 @@ mod none;
 pub use none::NoProtocol;
 
 use crate::error::Result;
+use crate::lanes::LaneMap;
 use crate::matching::RecvSpec;
 use crate::recovery::EngineSnapshot;
 use crate::status::Status;
 
 /// Identifier of an API call (see the module docs).
-pub type CallId = u64;
+pub use vpml_codec::CallId;
 
 /// A message about to leave the process.
 #[derive(Debug)]
@@ -56,7 +62,8 @@ pub struct OutgoingMessage<'a> {
     pub context: u32,
     /// Tag.
     pub tag: i32,
-    /// Channel sequence number of the message.
+    /// Sequence number of the message among those to `dest` on `context`
+    /// (1, 2, …).
     pub seq: u64,
     /// The payload.
     pub payload: &'a [u8],
@@ -291,7 +298,7 @@ pub struct LoggedMessage {
     pub context: u32,
     /// Tag.
     pub tag: i32,
-    /// Channel sequence number.
+    /// Sequence number among the sender's messages to this rank on `context`.
     pub seq: u64,
     /// The payload, kept by the protocol (see [`KeptBytes::new`]).
     pub bytes: KeptBytes,
@@ -416,9 +423,10 @@ pub trait Protocol {
     /// The application's state saved with that checkpoint.
     fn restart_state(&self) -> Option<Vec<u8>>;
 
-    /// Call id of the last logged event a restarted process replays (0 if
-    /// none): past it, the process runs on its own.
-    fn replay_end(&self) -> CallId;
+    /// For each lane, the number of the last call with a logged event a
+    /// restarted process replays (empty if none): past it, the lane's
+    /// calls run on their own.
+    fn replay_ends(&self) -> Vec<(u32, u64)>;
 
     /// The logged answer of completion call `call` (a list of the call ids
     /// of the requests it completed), given the call ids of the requests
@@ -451,20 +459,23 @@ pub trait Protocol {
     /// call `request`.
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;
 
-    /// Every logged message to `dest` with a sequence number above `after`,
-    /// in order (to send again after `dest` restarted, or after this
-    /// process restarted and `dest` lacks them). An error if one cannot be
-    /// read back (the peer would be short of it).
-    fn logged_messages(&mut self, dest: usize, after: u64) -> Result<Vec<LoggedMessage>>;
+    /// Every logged message to `dest` whose sequence number on its context
+    /// is above `after`'s for that context, in order within each context
+    /// (to send again after `dest` restarted, or after this process
+    /// restarted and `dest` lacks them). An error if one cannot be read
+    /// back (the peer would be short of it).
+    fn logged_messages(&mut self, dest: usize, after: &LaneMap<u64>) -> Result<Vec<LoggedMessage>>;
 
     /// Save a checkpoint (`engine` plus the application's `app` bytes).
-    /// Returns, for each sender, up to which sequence number it may now
-    /// free its log records to this process.
-    fn checkpoint(&mut self, engine: &EngineSnapshot, app: &[u8]) -> Result<Vec<(usize, u64)>>;
+    /// Returns, for each sender and context, up to which sequence number
+    /// it may now free its log records to this process: (sender, context,
+    /// sequence number).
+    fn checkpoint(&mut self, engine: &EngineSnapshot, app: &[u8])
+    -> Result<Vec<(usize, u32, u64)>>;
 
-    /// Receiver `dest` checkpointed: records to it up to `up_to` are not
-    /// needed any more.
-    fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()>;
+    /// Receiver `dest` checkpointed: records to it on `context` up to
+    /// `up_to` are not needed any more.
+    fn free_log(&mut self, dest: usize, context: u32, up_to: u64) -> Result<()>;
 
     /// When one rank is replayed alone (`vpml replay`): every message rank
     /// `from` sent to it in the recording, in order. Empty otherwise.

@@ -8,6 +8,7 @@ use super::{
     RecvPlan, Replay, RequestInfo, SendGate, SendPlan, WaitKind,
 };
 use crate::error::Result;
+use crate::lanes::LaneMap;
 use crate::matching::RecvSpec;
 use crate::recovery::EngineSnapshot;
 use crate::status::Status;
@@ -97,8 +98,8 @@ impl Protocol for NoProtocol {
     fn restart_state(&self) -> Option<Vec<u8>> {
         None
     }
-    fn replay_end(&self) -> CallId {
-        0
+    fn replay_ends(&self) -> Vec<(u32, u64)> {
+        Vec::new()
     }
     fn replay_completion(&mut self, _: CallId, _: &[CallId]) -> Result<Replay<Vec<CallId>>> {
         Ok(Replay::Free)
@@ -114,13 +115,13 @@ impl Protocol for NoProtocol {
     fn replay_cancel(&mut self, _: CallId, _: CallId) -> Result<Replay<bool>> {
         Ok(Replay::Free)
     }
-    fn logged_messages(&mut self, _: usize, _: u64) -> Result<Vec<LoggedMessage>> {
+    fn logged_messages(&mut self, _: usize, _: &LaneMap<u64>) -> Result<Vec<LoggedMessage>> {
         Ok(Vec::new())
     }
-    fn checkpoint(&mut self, _: &EngineSnapshot, _: &[u8]) -> Result<Vec<(usize, u64)>> {
+    fn checkpoint(&mut self, _: &EngineSnapshot, _: &[u8]) -> Result<Vec<(usize, u32, u64)>> {
         Ok(Vec::new())
     }
-    fn free_log(&mut self, _: usize, _: u64) -> Result<()> {
+    fn free_log(&mut self, _: usize, _: u32, _: u64) -> Result<()> {
         Ok(())
     }
     fn recorded_incoming(&mut self, _: usize) -> Result<Vec<LoggedMessage>> {

@@ -53,15 +53,20 @@ pub(crate) mod kind {
     pub const FRAG: u8 = 5;
     /// Padding to the end of the lap.
     pub const SKIP: u8 = 6;
-    /// The sender checkpointed: log records to it up to `seq` may be freed.
+    /// The sender checkpointed: log records to it on `context` up to
+    /// `seq` may be freed.
     pub const GC: u8 = 7;
     /// After a link to a newer process of the peer is set up: one of the
-    /// peer's synchronous messages (`seq`) waits here unmatched.
+    /// peer's synchronous messages (`context`, `seq`) waits here unmatched.
     pub const SYNC_UNMATCHED: u8 = 8;
-    /// Ends the `SYNC_UNMATCHED` list: every other synchronous message of
-    /// the peer that we received has matched (its acknowledgement went
-    /// to the dead process).
+    /// Ends the `SYNC_UNMATCHED` and `SYNC_RECEIVED` lists: every other
+    /// synchronous message of the peer that we received has matched (its
+    /// acknowledgement went to the dead process).
     pub const SYNC_STATE_END: u8 = 9;
+    /// After a link to a newer process of the peer is set up, before
+    /// `SYNC_STATE_END`: we received the peer's messages on `context` up
+    /// to `seq`.
+    pub const SYNC_RECEIVED: u8 = 10;
 }
 
 /// Header flags.
@@ -88,7 +93,7 @@ pub(crate) struct FrameHeader {
     pub context: u32,
     /// Message tag.
     pub tag: i32,
-    /// Channel sequence number.
+    /// Sequence number of the message on its context (per ordered pair).
     pub seq: u64,
     /// Length of the whole message.
     pub msg_len: u64,

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use vpml_fault_points::fault_point;
 use vpml_pml::Result;
+use vpml_pml::lanes::LaneMap;
 use vpml_pml::recovery::EngineSnapshot;
 
 use super::{Pessimist, fail};
@@ -33,8 +34,8 @@ use super::{Pessimist, fail};
 pub(super) struct SavedCheckpoint {
     /// Id of the last event logged before it (all durable).
     pub(super) event_id: u64,
-    /// Messages received from each rank then.
-    pub(super) recv_seq: Vec<u64>,
+    /// Messages received from each rank then, per context.
+    pub(super) recv_seq: Vec<LaneMap<u64>>,
 }
 
 /// Where checkpoint `index` keeps the sender-log records of a memory log.
@@ -73,13 +74,13 @@ pub(super) fn decode_checkpoint(
 
 impl Pessimist {
     /// Save a checkpoint (`Protocol::checkpoint`): returns, for each
-    /// sender, up to which sequence number it may free its log records to
-    /// this rank.
+    /// sender and context, up to which sequence number it may free its log
+    /// records to this rank.
     pub(super) fn save_checkpoint(
         &mut self,
         engine: &EngineSnapshot,
         app: &[u8],
-    ) -> Result<Vec<(usize, u64)>> {
+    ) -> Result<Vec<(usize, u32, u64)>> {
         let t0 = Instant::now();
         // The checkpoint names its last event; it must be durable so the
         // loggers may later truncate up to it.
@@ -90,7 +91,7 @@ impl Pessimist {
         // Everything logged so far precedes it — unless this process still
         // re-executes: then the events of its later calls are still to be
         // replayed by any process that restarts from this checkpoint.
-        let event_id = match self.replay.first_event_after(engine.last_call) {
+        let event_id = match self.replay.first_event_after(&engine.last_calls) {
             Some(first) if self.replaying => first - 1,
             _ => self.last_put,
         };
@@ -137,7 +138,12 @@ impl Pessimist {
                     .truncate(older.event_id)
                     .map_err(|e| fail("truncating the logged events", e))?;
             }
-            frees = older.recv_seq.into_iter().enumerate().collect();
+            frees = older
+                .recv_seq
+                .iter()
+                .enumerate()
+                .flat_map(|(peer, counts)| counts.iter().map(move |(c, n)| (peer, c, n)))
+                .collect();
         }
         self.counters.checkpoints += 1;
         self.counters.checkpoint_ns += t0.elapsed().as_nanos() as u64;
@@ -169,11 +175,11 @@ impl Pessimist {
     }
 
     /// Receiver `dest` checkpointed (`Protocol::free_log`): free the
-    /// records to it up to `up_to`.
-    pub(super) fn free_records(&mut self, dest: usize, up_to: u64) -> Result<()> {
+    /// records to it on `context` up to `up_to`.
+    pub(super) fn free_records(&mut self, dest: usize, context: u32, up_to: u64) -> Result<()> {
         let before = self.log.records_to(dest as u32) as u64;
         self.log
-            .free_up_to(dest as u32, up_to)
+            .free_up_to(dest as u32, context, up_to)
             .map_err(|e| fail("freeing sender-log records", e))?;
         let after = self.log.records_to(dest as u32) as u64;
         self.counters.records_freed += before - after;

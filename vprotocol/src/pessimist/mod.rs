@@ -70,12 +70,14 @@
 //! (`previous_sends.rs`), the off-host copies of checkpoints
 //! (`offhost.rs`) and the event loggers as a trait ([`crate::event_log`]).
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use vpml_event_logger::Event;
 
 use crate::event_log::EventLog;
 use vpml_fault_points::fault_point;
+use vpml_pml::lanes::LaneMap;
 use vpml_pml::matching::RecvSpec;
 use vpml_pml::protocol::{
     CallId, CommChange, CompletionKind, KeptBytes, LoggedMessage, OutgoingMessage, PersistentInit,
@@ -123,8 +125,9 @@ struct Counters {
 pub struct Pessimist {
     client: Box<dyn EventLog>,
     log: SenderLog,
-    /// A run of unsuccessful tests/iprobes not yet logged: (first, last) call.
-    none_run: Option<(CallId, CallId)>,
+    /// Runs of unsuccessful tests/iprobes not yet logged, by lane: the
+    /// numbers of their first and last calls.
+    none_runs: BTreeMap<u32, (u64, u64)>,
     /// Highest event id known durable.
     durable: u64,
     /// Id of the last event handed to the client.
@@ -144,7 +147,8 @@ pub struct Pessimist {
     app_state: Option<Vec<u8>>,
     /// Logged events to replay (restarted process).
     replay: ReplayLog,
-    /// Re-executing up to the last logged event (until a send past it).
+    /// Re-executing: some lane has logged events ahead (checked again at
+    /// each send).
     replaying: bool,
     /// What the previous process sent after the checkpoint: re-executed
     /// sends are checked against it.
@@ -180,7 +184,7 @@ impl Pessimist {
     /// ready, if no event waits to become durable (the commit rule has
     /// nothing to wait for); closed otherwise.
     fn update_gate(&self) {
-        let nothing_pending = self.none_run.is_none()
+        let nothing_pending = self.none_runs.is_empty()
             && self.last_put <= self.durable
             && !self.replaying
             && self.previous.is_done();
@@ -194,6 +198,35 @@ impl Pessimist {
     fn put(&mut self, event: Event) -> Result<()> {
         // The next send must wait for this event.
         self.gate.close();
+        // No logged event may follow an unlogged failed test: a
+        // re-execution answers "none" to a lane's calls without an event
+        // only up to the lane's last event, so the runs of other lanes
+        // pending now go first (a single thread moving between
+        // communicators would otherwise see a test that failed before
+        // this event succeed when re-executed).
+        let lane = match &event {
+            Event::Match { recv: call, .. }
+            | Event::Probe { call, .. }
+            | Event::Delivery { call, .. }
+            | Event::Cancel { call, .. } => Some(call.lane),
+            Event::NoneRun { .. } => None,
+        };
+        if let Some(lane) = lane {
+            let others: Vec<(u32, (u64, u64))> = self
+                .none_runs
+                .iter()
+                .filter(|(l, _)| **l != lane)
+                .map(|(l, r)| (*l, *r))
+                .collect();
+            for (l, (first, last)) in others {
+                self.none_runs.remove(&l);
+                self.put(Event::NoneRun {
+                    lane: l,
+                    first,
+                    last,
+                })?;
+            }
+        }
         match &event {
             Event::Match { .. } => self.counters.matches += 1,
             Event::Probe { .. } => self.counters.probes += 1,
@@ -212,10 +245,11 @@ impl Pessimist {
     }
 
     /// A successful non-deterministic call: an unflushed run of failures
-    /// before it needs no event any more (replay answers "none" to calls
-    /// without an event while a later event exists).
-    fn drop_none_run(&mut self) {
-        if self.none_run.take().is_some() {
+    /// before it in its lane needs no event any more (replay answers
+    /// "none" to calls without an event while a later event of the lane
+    /// exists).
+    fn drop_none_run(&mut self, lane: u32) {
+        if self.none_runs.remove(&lane).is_some() {
             self.counters.none_runs_dropped += 1;
         }
     }
@@ -223,17 +257,17 @@ impl Pessimist {
     fn failed_call(&mut self, call: CallId) {
         // The next send must log the run first.
         self.gate.close();
-        self.none_run = Some(match self.none_run {
-            Some((first, _)) => (first, call),
-            None => (call, call),
-        });
+        self.none_runs
+            .entry(call.lane)
+            .and_modify(|(_, last)| *last = call.n)
+            .or_insert((call.n, call.n));
     }
 
     /// The commit rule: everything created so far is durable before a
     /// message leaves.
     fn commit(&mut self) -> Result<()> {
-        if let Some((first, last)) = self.none_run.take() {
-            self.put(Event::NoneRun { first, last })?;
+        for (lane, (first, last)) in std::mem::take(&mut self.none_runs) {
+            self.put(Event::NoneRun { lane, first, last })?;
         }
         // The id of the last event we put, known without asking the client
         // (whose state sits behind a lock): a send with nothing pending
@@ -363,7 +397,7 @@ impl Protocol for Pessimist {
             // when it started, so any replay gives the same answer.
             return Ok(());
         }
-        self.drop_none_run();
+        self.drop_none_run(call.lane);
         self.put(Event::Delivery {
             call,
             completed: infos.iter().map(|r| r.call).collect(),
@@ -410,7 +444,7 @@ impl Protocol for Pessimist {
             }
             Some(_) if blocking && !any_source => Ok(()),
             Some(st) => {
-                self.drop_none_run();
+                self.drop_none_run(call.lane);
                 self.put(Event::Probe {
                     call,
                     found: true,
@@ -435,8 +469,8 @@ impl Protocol for Pessimist {
 
     fn finalize(&mut self) -> Result<()> {
         self.check_reexecution_done()?;
-        // A trailing run of failed tests precedes no send: nobody depends on it.
-        self.none_run = None;
+        // Trailing runs of failed tests precede no send: nobody depends on them.
+        self.none_runs.clear();
         self.client
             .wait_all_durable()
             .map_err(|e| fail("making the last events durable", e))?;
@@ -512,8 +546,8 @@ impl Protocol for Pessimist {
         self.app_state.clone()
     }
 
-    fn replay_end(&self) -> CallId {
-        self.replay.end()
+    fn replay_ends(&self) -> Vec<(u32, u64)> {
+        self.replay.ends()
     }
 
     fn replay_completion(
@@ -543,9 +577,11 @@ impl Protocol for Pessimist {
         self.answer_cancel(call, request)
     }
 
-    fn logged_messages(&mut self, dest: usize, after: u64) -> Result<Vec<LoggedMessage>> {
+    fn logged_messages(&mut self, dest: usize, after: &LaneMap<u64>) -> Result<Vec<LoggedMessage>> {
         let log = &self.log;
-        log.iter_from(dest as u32, after + 1)
+        log.contexts_to(dest as u32)
+            .into_iter()
+            .flat_map(|ctx| log.iter_from(dest as u32, ctx, after.get(ctx) + 1))
             .map(|r| {
                 let r = r.map_err(|e| {
                     fail(
@@ -568,7 +604,11 @@ impl Protocol for Pessimist {
             .collect()
     }
 
-    fn checkpoint(&mut self, engine: &EngineSnapshot, app: &[u8]) -> Result<Vec<(usize, u64)>> {
+    fn checkpoint(
+        &mut self,
+        engine: &EngineSnapshot,
+        app: &[u8],
+    ) -> Result<Vec<(usize, u32, u64)>> {
         // `checkpointing.rs`, with the garbage collection it allows.
         self.save_checkpoint(engine, app)
     }
@@ -577,7 +617,7 @@ impl Protocol for Pessimist {
         Ok(Vec::new())
     }
 
-    fn free_log(&mut self, dest: usize, up_to: u64) -> Result<()> {
-        self.free_records(dest, up_to)
+    fn free_log(&mut self, dest: usize, context: u32, up_to: u64) -> Result<()> {
+        self.free_records(dest, context, up_to)
     }
 }

@@ -233,8 +233,14 @@ fn read_previous(
     if from_spill || cfg.log_in_memory {
         return Ok(PreviousSends::default());
     }
-    let after =
-        |d: u32| loaded.map_or(0, |c| c.snap.send_seq.get(d as usize).copied().unwrap_or(0));
+    let after = |d: u32, ctx: u32| {
+        loaded.map_or(0, |c| {
+            c.snap
+                .send_seq
+                .get(d as usize)
+                .map_or(0, |counts| counts.get(ctx))
+        })
+    };
     PreviousSends::read(&cfg.log_dir, after)
         .map_err(|e| fail("reading the previous process's sender log", e))
 }
@@ -251,7 +257,12 @@ fn restore_log(
         return new_sender_log(cfg);
     };
     let rank = cfg.rank as u32;
-    let keep = |d: u32| c.snap.send_seq.get(d as usize).copied().unwrap_or(0);
+    let keep = |d: u32, ctx: u32| {
+        c.snap
+            .send_seq
+            .get(d as usize)
+            .map_or(0, |counts| counts.get(ctx))
+    };
     let spill = spill_path(ckpt_dir, c.index);
     let log = if from_spill && cfg.log_in_memory {
         SenderLog::restore(&spill, None, rank, cfg.segment_size, keep)
@@ -281,7 +292,7 @@ fn fetch_events(
     client: &dyn EventLog,
     loaded: Option<&Resumed>,
 ) -> Result<ReplayLog> {
-    let (from, after_call) = loaded.map_or((1, 0), |c| (c.event_id + 1, c.snap.last_call));
+    let (from, after) = loaded.map_or((1, &[][..]), |c| (c.event_id + 1, &c.snap.last_calls[..]));
     let events = client
         .get_events(from)
         .map_err(|e| fail("fetching the logged events", e))?;
@@ -303,12 +314,12 @@ fn fetch_events(
             ),
         ));
     }
-    let replay = ReplayLog::new(events, after_call);
+    let replay = ReplayLog::new(events, after);
     fault_point!("recovery.fetched_events");
     tracing::info!(
         rank = cfg.rank,
         events = replay.len(),
-        until_call = replay.end(),
+        lanes = replay.ends().len(),
         "replaying logged events"
     );
     Ok(replay)
@@ -335,7 +346,7 @@ impl Pessimist {
             if let Err(d) = self.replay.plain(msg.call, &now) {
                 return Err(self.diverged(d));
             }
-            self.replaying = self.replay.covers(msg.call);
+            self.replaying = !self.replay.done();
         }
         if let Err(what) = self.previous.check(msg) {
             return Err(self.diverged(what));

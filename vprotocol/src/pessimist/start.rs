@@ -134,13 +134,13 @@ impl Pessimist {
             vpml_pml::bootstrap::write_output_mark(vpml_pml::bootstrap::RESTART_MARK, restart_from);
         }
         Ok(Pessimist {
-            replaying: replay.end() > 0,
+            replaying: !replay.done(),
             previous,
             rank: cfg.rank,
             incarnation: cfg.incarnation,
             client,
             log,
-            none_run: None,
+            none_runs: Default::default(),
             durable,
             last_put: durable,
             gate: SendGate::default(),
