@@ -2,35 +2,12 @@
 //!
 //! Calls are replayed in their order within each lane, whatever the order
 //! of the threads, which holds only if no two threads share a lane. The
-//! first thread to call on a lane since the restart owns it; a call by
-//! another thread is refused — unless the owner has exited, which is how
-//! a communicator passes from a worker to the thread that joined it.
+//! first thread to call on a lane since the restart owns it for as long
+//! as the process re-executes; a call by another thread is refused. (Not
+//! even once the owner has exited: without a join, its exit says nothing
+//! of how the logged execution interleaved the two threads' calls.)
 
-use std::cell::Cell;
-use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
-
-/// Threads that owned a lane and have exited since.
-static EXITED: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
-
-/// Set on a thread once it owns a lane; tells [`EXITED`] when the thread
-/// ends (thread-local destructors run for threads made by C programs too).
-struct ExitWatch(Cell<Option<ThreadId>>);
-
-impl Drop for ExitWatch {
-    fn drop(&mut self) {
-        if let Some(id) = self.0.get() {
-            EXITED
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(id);
-        }
-    }
-}
-
-thread_local! {
-    static WATCH: ExitWatch = const { ExitWatch(Cell::new(None)) };
-}
 
 /// The owner of each lane that has had a call since the restart.
 #[derive(Default)]
@@ -40,29 +17,16 @@ pub(super) struct LaneThreads {
 
 impl LaneThreads {
     /// The calling thread calls on `lane`: whether it may (it owns the
-    /// lane, or becomes its owner because it has none or its owner
-    /// exited).
+    /// lane, or becomes its owner because it has none).
     pub(super) fn claim(&mut self, lane: u32) -> bool {
         let me = std::thread::current().id();
-        let owner = self.owners.iter_mut().find(|(l, _)| *l == lane);
-        match owner {
-            Some((_, t)) if *t == me => return true,
-            Some((_, t)) => {
-                let exited = EXITED
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .contains(t);
-                if !exited {
-                    return false;
-                }
-                *t = me;
+        match self.owners.iter().find(|(l, _)| *l == lane) {
+            Some((_, owner)) => *owner == me,
+            None => {
+                self.owners.push((lane, me));
+                true
             }
-            None => self.owners.push((lane, me)),
         }
-        // (A thread whose local data is being destroyed keeps no watch:
-        // its lanes then stay its own.)
-        let _ = WATCH.try_with(|w| w.0.set(Some(me)));
-        true
     }
 }
 
@@ -71,13 +35,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lane_passes_to_another_thread_only_once_its_owner_exited() {
+    fn a_lane_belongs_to_the_first_thread_that_calls_on_it() {
         let mut lanes = LaneThreads::default();
         assert!(lanes.claim(5));
         assert!(lanes.claim(5));
         let lanes = std::sync::Arc::new(std::sync::Mutex::new(lanes));
         let theirs = std::sync::Arc::clone(&lanes);
-        // A live thread may not take lane 5, but may take lane 6 ...
+        // Another thread may not take lane 5, but may take lane 6 ...
         std::thread::spawn(move || {
             let mut l = theirs.lock().unwrap();
             assert!(!l.claim(5));
@@ -85,10 +49,9 @@ mod tests {
         })
         .join()
         .unwrap();
-        // ... which this thread may take once that thread has exited (a
-        // join returns once its thread-local destructors have run).
+        // ... which stays its own after it exited.
         let mut lanes = lanes.lock().unwrap();
-        assert!(lanes.claim(6));
+        assert!(!lanes.claim(6));
         assert!(lanes.claim(5));
     }
 }

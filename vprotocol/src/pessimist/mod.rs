@@ -198,12 +198,16 @@ impl Pessimist {
     fn put(&mut self, event: Event) -> Result<()> {
         // The next send must wait for this event.
         self.gate.close();
-        // No logged event may follow an unlogged failed test: a
-        // re-execution answers "none" to a lane's calls without an event
-        // only up to the lane's last event, so the runs of other lanes
-        // pending now go first (a single thread moving between
+        // No logged event may follow an unlogged failed test of another
+        // lane: a re-execution answers "none" to a lane's calls without an
+        // event only up to the lane's last event, so the runs of other
+        // lanes pending now go first (a single thread moving between
         // communicators would otherwise see a test that failed before
-        // this event succeed when re-executed).
+        // this event succeed when re-executed). The event's own lane
+        // needs none: a delivery or probe drops its run (the event covers
+        // it), a match names a receive posted before the run, and a
+        // cancel's call comes after it, extending the lane's logged range
+        // over it.
         let lane = match &event {
             Event::Match { recv: call, .. }
             | Event::Probe { call, .. }
