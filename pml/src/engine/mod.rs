@@ -313,20 +313,32 @@ impl Engine {
         )
     }
 
-    /// The next call on `context` (or on [`CallId::PROCESS_LANE`]); an
-    /// error (the job stops) if this process re-executes and another
-    /// thread calls on that lane.
-    #[inline]
+    /// The next call on `context` (or on a lane of [`CallId`]); an error
+    /// (the job stops) if this process re-executes and another thread
+    /// calls on that lane. On the path of every message: what is rare —
+    /// windows' process lane, re-execution — is kept out of line.
+    #[inline(always)]
     fn next_call(&mut self, context: u32) -> Result<CallId> {
         self.all_calls += 1;
-        let call =
-            if context == CallId::PROCESS_LANE || self.process_lane_contexts.contains(&context) {
-                CallId::new(CallId::PROCESS_LANE, self.all_calls)
-            } else {
-                let n = self.last_calls.entry(context);
-                *n += 1;
-                CallId::new(context, *n)
-            };
+        if !self.process_lane_contexts.is_empty() || self.reexecuting() {
+            return self.next_call_special(context);
+        }
+        let n = self.last_calls.entry(context);
+        *n += 1;
+        Ok(CallId::new(context, *n))
+    }
+
+    /// [`Engine::next_call`] with a window alive or while re-executing.
+    #[cold]
+    #[inline(never)]
+    fn next_call_special(&mut self, context: u32) -> Result<CallId> {
+        let call = if self.process_lane_contexts.contains(&context) {
+            CallId::new(CallId::PROCESS_LANE, self.all_calls)
+        } else {
+            let n = self.last_calls.entry(context);
+            *n += 1;
+            CallId::new(context, *n)
+        };
         if self.reexecuting() {
             self.check_lane_thread(call.lane)?;
         }

@@ -514,8 +514,11 @@ impl Core {
     /// context `ctx`.
     #[inline]
     pub(super) fn accept_seq(&mut self, source: usize, ctx: u32, seq: u64) -> Result<()> {
-        self.check_seq(source, ctx, seq)?;
-        *self.recv_seq[source].entry(ctx) = seq;
+        let last = self.recv_seq[source].entry(ctx);
+        if seq != *last + 1 {
+            return Err(out_of_sequence(source, ctx, seq, *last + 1));
+        }
+        *last = seq;
         Ok(())
     }
 
@@ -524,10 +527,7 @@ impl Core {
     pub(super) fn check_seq(&self, source: usize, ctx: u32, seq: u64) -> Result<()> {
         let expected = self.recv_seq[source].get(ctx) + 1;
         if seq != expected {
-            return Err(Error::CorruptFrame {
-                peer: source,
-                reason: format!("sequence number {seq} on context {ctx}, expected {expected}"),
-            });
+            return Err(out_of_sequence(source, ctx, seq, expected));
         }
         Ok(())
     }
@@ -660,6 +660,16 @@ fn recv_status(env: &Envelope, buf_len: usize) -> Status {
         }));
     }
     st
+}
+
+/// A message of `source` on `ctx` numbered `seq` where `expected` was due.
+#[cold]
+#[inline(never)]
+fn out_of_sequence(source: usize, ctx: u32, seq: u64, expected: u64) -> Error {
+    Error::CorruptFrame {
+        peer: source,
+        reason: format!("sequence number {seq} on context {ctx}, expected {expected}"),
+    }
 }
 
 #[cfg(test)]

@@ -130,6 +130,7 @@ impl Engine {
 
     /// Is this process re-executing what an earlier one did (a restarted
     /// rank before it caught up, or a rank replayed alone)?
+    #[inline]
     pub(crate) fn reexecuting(&self) -> bool {
         self.replay_alone
             || self
