@@ -332,13 +332,14 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn next_call_special(&mut self, context: u32) -> Result<CallId> {
-        let call = if self.process_lane_contexts.contains(&context) {
-            CallId::new(CallId::PROCESS_LANE, self.all_calls)
-        } else {
-            let n = self.last_calls.entry(context);
-            *n += 1;
-            CallId::new(context, *n)
-        };
+        let call =
+            if context == CallId::PROCESS_LANE || self.process_lane_contexts.contains(&context) {
+                CallId::new(CallId::PROCESS_LANE, self.all_calls)
+            } else {
+                let n = self.last_calls.entry(context);
+                *n += 1;
+                CallId::new(context, *n)
+            };
         if self.reexecuting() {
             self.check_lane_thread(call.lane)?;
         }
