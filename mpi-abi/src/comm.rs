@@ -48,7 +48,7 @@ pub(crate) fn register_with(
             &mut s.comms,
             2,
             CommEntry {
-                comm: c,
+                comm: std::rc::Rc::new(c),
                 errhandler,
                 topology,
                 name: None,
@@ -171,7 +171,7 @@ export! {
             None
         };
         let remote_leader = usize::try_from(remote_leader).unwrap_or(usize::MAX);
-        match crate::agreement::intercomm_create(func, local, &c, local_leader, peer, peer_comm.as_ref(), remote_leader, tag) {
+        match crate::agreement::intercomm_create(func, local, &c, local_leader, peer, peer_comm.as_deref(), remote_leader, tag) {
             Ok(d) => {
                 // SAFETY: a handle pointer (caller contract).
                 unsafe { put(new, register(local, d)) };
@@ -214,7 +214,7 @@ export! {
             return error(MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM, "invalid communicator (or a predefined one)");
         };
         // The protocol hears of it (outside the state's borrow).
-        entry.comm.free();
+        (*entry.comm).clone().free();
         // SAFETY: as above.
         unsafe { put(h, MPI_COMM_NULL) };
         MPI_SUCCESS

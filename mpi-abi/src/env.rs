@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 
 use crate::consts::*;
 use crate::state::{
-    CommEntry, DerivedType, FINALIZED, INITIALIZED, STATE, THREAD_LEVEL, UserFn, error, handle_of,
-    insert, put, release, slot_of,
+    CommEntry, DerivedType, FINALIZED, INITIALIZED, More, STATE, THREAD_LEVEL, UserFn, error,
+    handle_of, insert, put, release, slot_of,
 };
 use crate::types::Builder;
 
@@ -101,7 +101,7 @@ pub(crate) fn start(func: &str, level: c_int) -> c_int {
         let mut s = s.borrow_mut();
         s.comms = vec![
             Some(CommEntry {
-                comm: worldc,
+                comm: std::rc::Rc::new(worldc),
                 errhandler: MPI_ERRORS_ARE_FATAL,
                 topology: None,
                 name: None,
@@ -109,7 +109,7 @@ pub(crate) fn start(func: &str, level: c_int) -> c_int {
                 attrs: Vec::new(),
             }),
             Some(CommEntry {
-                comm: selfc,
+                comm: std::rc::Rc::new(selfc),
                 errhandler: MPI_ERRORS_ARE_FATAL,
                 topology: None,
                 name: None,
@@ -202,9 +202,10 @@ export! {
             // staging buffers of requests still in flight after it.
             let mut staging = std::mem::take(&mut s.orphans);
             let mut collectives = Vec::new();
-            for e in s.requests.drain() {
-                staging.extend(e.staging);
-                collectives.extend(e.after);
+            for more in s.requests.drain().filter_map(|e| e.more) {
+                let More { staging: s, after, .. } = *more;
+                staging.extend(s);
+                collectives.extend(after);
             }
             s.comms.clear();
             (world, (staging, collectives))

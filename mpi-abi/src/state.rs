@@ -4,13 +4,20 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI32};
 
 use crate::consts::*;
 
+/// A communicator as the library holds it: shared by its handle's entry
+/// and the requests started on it.
+pub(crate) type SharedComm = Rc<vpml::Comm>;
+
 /// A communicator the C program holds a handle to.
 pub(crate) struct CommEntry {
-    pub comm: vpml::Comm,
+    /// The communicator, shared with the requests started on it (a
+    /// request outlives a handle the program frees, as MPI allows).
+    pub comm: SharedComm,
     pub errhandler: Errhandler,
     /// The virtual topology attached by `MPI_Cart_create` and friends.
     pub topology: Option<crate::topo::Topology>,
@@ -38,7 +45,7 @@ pub(crate) enum Persistent {
 /// each start.
 pub(crate) struct PersistentCollective {
     /// The communicator (a clone: the program may free its handle first).
-    pub on: vpml::Comm,
+    pub on: SharedComm,
     /// Lays the collective out (shared, to be called outside the table's
     /// borrow).
     pub lay: std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>,
@@ -67,7 +74,7 @@ pub(crate) struct PersistentOp {
     pub peer: c_int,
     pub tag: c_int,
     /// The communicator (a clone: the program may free its handle first).
-    pub on: vpml::Comm,
+    pub on: SharedComm,
 }
 
 /// An operation in flight.
@@ -77,14 +84,14 @@ pub(crate) enum Active {
     /// status's ranks are numbered in it).
     Engine {
         id: vpml::raw::RawRequest,
-        on: vpml::Comm,
+        on: SharedComm,
     },
     /// A send that completed when it started: the engine keeps nothing of
     /// it but the call in its id, and its status is made here (the rank
     /// it went to, in its communicator).
     Sent {
         id: vpml::raw::RawRequest,
-        dest: usize,
+        dest: c_int,
         tag: c_int,
         len: usize,
     },
@@ -96,20 +103,18 @@ impl Active {
     /// for another request).
     pub(crate) fn new(
         id: vpml::raw::RawRequest,
-        on: &vpml::Comm,
+        on: &SharedComm,
         dest: c_int,
         tag: c_int,
         len: usize,
     ) -> Active {
         if id.is_complete_send() {
-            Active::Sent {
-                id,
-                dest: dest as usize,
-                tag,
-                len,
-            }
+            Active::Sent { id, dest, tag, len }
         } else {
-            Active::Engine { id, on: on.clone() }
+            Active::Engine {
+                id,
+                on: Rc::clone(on),
+            }
         }
     }
 
@@ -121,7 +126,7 @@ impl Active {
     }
 
     /// The communicator it runs on, if the engine still has it.
-    pub(crate) fn on(&self) -> Option<&vpml::Comm> {
+    pub(crate) fn on(&self) -> Option<&SharedComm> {
         match self {
             Active::Engine { on, .. } => Some(on),
             Active::Sent { .. } => None,
@@ -133,22 +138,34 @@ impl Active {
     pub(crate) fn finish(&self) -> vpml::Result<vpml::Status> {
         match self {
             Active::Engine { id, on } => on.finish_raw(*id),
-            &Active::Sent { dest, tag, len, .. } => Ok(vpml::Status::of_send(dest, tag, len)),
+            &Active::Sent { dest, tag, len, .. } => {
+                Ok(vpml::Status::of_send(dest as usize, tag, len))
+            }
         }
     }
 }
 
-/// A request the C program holds a handle to.
+/// A request the C program holds a handle to. Sends and receives of
+/// predefined datatypes, most of a program's requests, use the first three
+/// fields; the rest is boxed in `more`, so that an entry stays small to
+/// move in and out of the table.
 pub(crate) struct ReqEntry {
     /// The communicator (its error handler applies to the request).
     pub comm: Comm,
-    /// The operation in flight, if any (on the C buffer, or on `staging`).
-    pub active: Option<Active>,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
-    /// Set for persistent requests: inactive between uses (boxed, as
-    /// rare: an entry stays small).
-    pub persistent: Option<Box<Persistent>>,
+    /// The operation in flight, if any (on the C buffer, or on the
+    /// staging copy).
+    pub active: Option<Active>,
+    /// What only some requests have (`None`: nothing of it).
+    pub more: Option<Box<More>>,
+}
+
+/// What only some requests have: see [`ReqEntry`].
+#[derive(Default)]
+pub(crate) struct More {
+    /// Set for persistent requests: inactive between uses.
+    pub persistent: Option<Persistent>,
     /// The packed copy a non-contiguous datatype travels in (the
     /// operation reads or writes it until it completes).
     pub staging: Option<crate::types::Message>,
@@ -161,7 +178,101 @@ pub(crate) struct ReqEntry {
     /// the transfers use.
     pub after: Option<AfterCollective>,
     /// A generalized request's functions (`MPI_Grequest_start`).
-    pub greq: Option<Box<crate::p2p::Greq>>,
+    pub greq: Option<crate::p2p::Greq>,
+}
+
+impl ReqEntry {
+    /// A request on communicator `comm` running `active` (`None`: on
+    /// `MPI_PROC_NULL`, complete at once), with nothing more.
+    pub(crate) fn new(comm: Comm, active: Option<Active>) -> ReqEntry {
+        ReqEntry {
+            comm,
+            proc_null: active.is_none(),
+            active,
+            more: None,
+        }
+    }
+
+    /// [`ReqEntry::new`] with `more` (left out when empty).
+    pub(crate) fn with(comm: Comm, active: Option<Active>, more: More) -> ReqEntry {
+        let empty = more.persistent.is_none()
+            && more.staging.is_none()
+            && more.ready.is_none()
+            && more.after.is_none()
+            && more.greq.is_none();
+        ReqEntry {
+            more: (!empty).then(|| Box::new(more)),
+            ..ReqEntry::new(comm, active)
+        }
+    }
+
+    /// A persistent request doing `op` on communicator `comm`, inactive.
+    pub(crate) fn persistent_op(comm: Comm, op: Persistent) -> ReqEntry {
+        ReqEntry {
+            comm,
+            proc_null: false,
+            active: None,
+            more: Some(Box::new(More {
+                persistent: Some(op),
+                ..More::default()
+            })),
+        }
+    }
+
+    /// The boxed part, made empty if there was none.
+    pub(crate) fn more_mut(&mut self) -> &mut More {
+        self.more.get_or_insert_default()
+    }
+
+    /// A persistent request's operation.
+    pub(crate) fn persistent(&self) -> Option<&Persistent> {
+        self.more.as_ref()?.persistent.as_ref()
+    }
+
+    /// See [`ReqEntry::persistent`].
+    pub(crate) fn persistent_mut(&mut self) -> Option<&mut Persistent> {
+        self.more.as_mut()?.persistent.as_mut()
+    }
+
+    /// The staging copy of the operation in flight.
+    pub(crate) fn staging(&self) -> Option<&crate::types::Message> {
+        self.more.as_ref()?.staging.as_ref()
+    }
+
+    /// Take the staging copy out.
+    pub(crate) fn take_staging(&mut self) -> Option<crate::types::Message> {
+        self.more.as_mut()?.staging.take()
+    }
+
+    /// The status of a request complete from the start.
+    pub(crate) fn ready(&self) -> Option<(usize, c_int, usize)> {
+        self.more.as_ref()?.ready
+    }
+
+    /// A nonblocking collective's last step is still to run.
+    pub(crate) fn has_after(&self) -> bool {
+        self.more.as_ref().is_some_and(|m| m.after.is_some())
+    }
+
+    /// Take a nonblocking collective's last step out.
+    pub(crate) fn take_after(&mut self) -> Option<AfterCollective> {
+        self.more.as_mut()?.after.take()
+    }
+
+    /// A generalized request's functions.
+    pub(crate) fn greq_mut(&mut self) -> Option<&mut crate::p2p::Greq> {
+        self.more.as_mut()?.greq.as_mut()
+    }
+
+    /// Whether this is a generalized request.
+    pub(crate) fn is_greq(&self) -> bool {
+        self.more.as_ref().is_some_and(|m| m.greq.is_some())
+    }
+
+    /// Take a generalized request's functions out.
+    pub(crate) fn take_greq(&mut self) -> Option<crate::p2p::Greq> {
+        self.more.as_mut()?.greq.take()
+    }
 }
 
 /// See [`ReqEntry::after`].
@@ -527,7 +638,7 @@ pub(crate) fn insert<T>(table: &mut Vec<Option<T>>, first: usize, v: T) -> usize
 /// another thread may make then, such as `MPI_Initialized`, do not touch
 /// the state.)
 #[inline]
-pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&vpml::Comm, &mut Requests) -> R) -> Option<R> {
+pub(crate) fn with_comm<R>(h: Comm, f: impl FnOnce(&SharedComm, &mut Requests) -> R) -> Option<R> {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let State {
@@ -546,12 +657,12 @@ pub(crate) fn world_comm() -> Option<vpml::Comm> {
 
 /// A communicator that reaches the engine (every communicator shares
 /// it): the world's, while MPI is initialized.
-pub(crate) fn engine_comm(s: &State) -> Option<vpml::Comm> {
-    Some(s.comms.first()?.as_ref()?.comm.clone())
+pub(crate) fn engine_comm(s: &State) -> Option<SharedComm> {
+    Some(Rc::clone(&s.comms.first()?.as_ref()?.comm))
 }
 
-/// The communicator behind handle `h` (a cheap clone), or the error code.
-pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
+/// The communicator behind handle `h` (shared), or the error code.
+pub(crate) fn comm(func: &str, h: Comm) -> Result<SharedComm, c_int> {
     let found = STATE.with(|s| {
         let s = s.borrow();
         if s.world.is_none() {
@@ -559,7 +670,7 @@ pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
         }
         comm_slot(h)
             .and_then(|i| s.comms.get(i)?.as_ref())
-            .map(|e| e.comm.clone())
+            .map(|e| Rc::clone(&e.comm))
             .ok_or("invalid communicator")
     });
     found.map_err(|why| error(MPI_COMM_WORLD, func, MPI_ERR_COMM, why))
@@ -567,7 +678,7 @@ pub(crate) fn comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
 
 /// [`comm`], for calls MPI defines on intracommunicators only: an
 /// intercommunicator is `MPI_ERR_COMM`.
-pub(crate) fn intra_comm(func: &str, h: Comm) -> Result<vpml::Comm, c_int> {
+pub(crate) fn intra_comm(func: &str, h: Comm) -> Result<SharedComm, c_int> {
     let c = comm(func, h)?;
     if c.is_inter() {
         return Err(error(
@@ -662,5 +773,14 @@ pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     if !p.is_null() {
         // SAFETY: caller contract.
         unsafe { p.write(v) };
+    }
+}
+#[cfg(test)]
+mod tests {
+    /// Every send and receive moves an entry into the request table and
+    /// out: what only some requests need stays boxed.
+    #[test]
+    fn a_request_entry_stays_within_a_cache_line() {
+        assert!(size_of::<super::ReqEntry>() <= 64);
     }
 }

@@ -11,6 +11,7 @@ use std::ffi::c_int;
 
 use crate::comm::register_with;
 use crate::consts::*;
+use crate::state::SharedComm;
 use crate::state::{STATE, c_array, comm, comm_slot, error, intra_comm, put, vpml_error};
 
 /// A communicator's virtual topology.
@@ -141,7 +142,7 @@ unsafe fn copy_out<T: Copy>(v: &[T], out: *mut T, max: c_int) {
 }
 
 /// The Cartesian topology of `h`, or the error of `func`.
-fn cart(func: &str, h: Comm) -> Result<(vpml::Comm, Vec<c_int>, Vec<bool>), c_int> {
+fn cart(func: &str, h: Comm) -> Result<(SharedComm, Vec<c_int>, Vec<bool>), c_int> {
     let c = comm(func, h)?;
     match topology_of(h) {
         Some(Topology::Cart { dims, periods }) => Ok((c, dims, periods)),
@@ -351,7 +352,7 @@ fn graph_neighbors<'a>(index: &[c_int], edges: &'a [c_int], rank: usize) -> &'a 
 }
 
 /// The graph topology of `h`, or the error of `func`.
-fn graph(func: &str, h: Comm) -> Result<(vpml::Comm, Vec<c_int>, Vec<c_int>), c_int> {
+fn graph(func: &str, h: Comm) -> Result<(SharedComm, Vec<c_int>, Vec<c_int>), c_int> {
     let c = comm(func, h)?;
     match topology_of(h) {
         Some(Topology::Graph { index, edges }) => Ok((c, index, edges)),

@@ -23,7 +23,7 @@ use crate::types::private_copy;
 pub(crate) fn start_persistent(
     req: Request,
     h: Comm,
-    on: &vpml::Comm,
+    on: &crate::state::SharedComm,
     lane: u32,
     lay: &dyn Fn() -> Res<Laid>,
 ) -> c_int {
@@ -37,7 +37,7 @@ pub(crate) fn start_persistent(
                 let mut s = s.borrow_mut();
                 if let Some(e) = request_slot(req).and_then(|i| s.requests.get_mut(i)) {
                     e.active = Some(active);
-                    e.after = Some(after);
+                    e.more_mut().after = Some(after);
                 }
             });
             MPI_SUCCESS
@@ -84,22 +84,16 @@ fn make(
     let Some(lane) = lane else {
         return error(h, func, MPI_ERR_COMM, "invalid communicator");
     };
-    let entry = ReqEntry {
-        comm: h,
-        active: None,
-        proc_null: false,
-        persistent: Some(Box::new(Persistent::Collective(PersistentCollective {
+    let entry = ReqEntry::persistent_op(
+        h,
+        Persistent::Collective(PersistentCollective {
             on: c,
             lay: std::rc::Rc::new(move || lay(&on, &kept)),
             types: copies,
             lane,
             keep: Vec::new(),
-        }))),
-        staging: None,
-        after: None,
-        ready: None,
-        greq: None,
-    };
+        }),
+    );
     let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
     // SAFETY: a request handle pointer (caller contract, checked non-null).
     unsafe { put(req, request_handle(i)) };

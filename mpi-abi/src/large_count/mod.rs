@@ -224,9 +224,7 @@ pub(crate) unsafe fn keep_with(req: *const Request, arrays: Vec<Ints>) {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let e = crate::state::request_slot(h).and_then(|i| s.requests.get_mut(i));
-        if let Some(crate::state::Persistent::Collective(pc)) =
-            e.and_then(|e| e.persistent.as_deref_mut())
-        {
+        if let Some(crate::state::Persistent::Collective(pc)) = e.and_then(|e| e.persistent_mut()) {
             pc.keep.extend(arrays.into_iter().filter_map(|a| a.0));
         }
     });

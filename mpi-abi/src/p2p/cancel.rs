@@ -18,17 +18,17 @@ export! {
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let i = request_slot(h).filter(|&i| s.requests.get(i).is_some())?;
-            if s.requests.get(i).is_some_and(|e| e.after.is_some()) {
+            if s.requests.get(i).is_some_and(|e| e.has_after()) {
                 // MPI forbids it: the collective's memory is in use.
                 return Some(false);
             }
-            if s.requests.get(i).is_some_and(|e| e.greq.is_some()) {
+            if s.requests.get(i).is_some_and(|e| e.is_greq()) {
                 greq = super::release_greq(&mut s, i);
                 return Some(true);
             }
             let e = s.requests.remove(i)?;
             // A persistent request's private copies of its datatypes.
-            match e.persistent.as_deref() {
+            match e.persistent() {
                 Some(crate::state::Persistent::P2p(op)) => {
                     release(&mut s.types, op.dt, USER_TYPE_KIND);
                 }
@@ -46,7 +46,7 @@ export! {
                 if let Some(on) = a.on() {
                     on.detach_raw(a.id());
                 }
-                s.orphans.extend(e.staging);
+                s.orphans.extend(e.more.and_then(|m| m.staging));
             }
             Some(true)
         });
@@ -83,7 +83,7 @@ export! {
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
-            if e.after.is_some() {
+            if e.has_after() {
                 return Some(Some(Err(vpml::Error::RequestState("a nonblocking collective cannot be cancelled"))));
             }
             // (A send complete at start cannot be cancelled.)

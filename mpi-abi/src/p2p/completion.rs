@@ -45,15 +45,16 @@ pub(super) fn standing(h: Request) -> Result<Standing, ()> {
 #[inline]
 fn retire(s: &mut State, k: usize, h: &mut Request) {
     match s.requests.get_mut(k) {
-        Some(e) if e.persistent.is_some() => {
-            if let Some(crate::state::Persistent::Partitioned(p)) = e.persistent.as_deref_mut() {
+        Some(e) if e.persistent().is_some() => {
+            if let Some(crate::state::Persistent::Partitioned(p)) = e.persistent_mut() {
                 p.retire();
             }
             e.proc_null = false;
             e.active = None;
-            e.staging = None;
-            e.after = None;
-            e.ready = None;
+            let more = e.more_mut();
+            more.staging = None;
+            more.after = None;
+            more.ready = None;
         }
         Some(_) => {
             s.requests.free(k);
@@ -301,24 +302,24 @@ fn complete_with(
                     // with the program's tag (a partitioned message
                     // travels under another).
                     let st = a.finish()?;
-                    let st = match e.persistent.as_deref() {
+                    let st = match e.persistent() {
                         Some(crate::state::Persistent::Partitioned(p)) => st.with_tag(p.tag()),
                         _ => st,
                     };
                     // Received data of a non-contiguous datatype goes to
                     // the C buffer.
-                    if let Some(m) = &e.staging {
+                    if let Some(m) = e.staging() {
                         m.finish(Some(st.len()));
                     }
                     if first_error.is_none() {
                         first_error = st.error().map(|e| (class_of(e), e.to_string()));
                     }
                     if st.error().is_none()
-                        && let Some(after) = s.requests.get_mut(k).and_then(|e| e.after.take())
+                        && let Some(after) = s.requests.get_mut(k).and_then(|e| e.take_after())
                     {
                         afters.push(after);
                     }
-                    if let Some(g) = s.requests.get_mut(k).and_then(|e| e.greq.take()) {
+                    if let Some(g) = s.requests.get_mut(k).and_then(|e| e.take_greq()) {
                         retire(&mut s, k, &mut hs[i]);
                         greqs.push((i, g));
                         count += 1;
@@ -331,7 +332,7 @@ fn complete_with(
                 None => s
                     .requests
                     .get(k)
-                    .and_then(|e| e.ready)
+                    .and_then(|e| e.ready())
                     .map(|(source, tag, len)| vpml::Status::of_send(source, tag, len)),
             };
             retire(&mut s, k, &mut hs[i]);
@@ -389,12 +390,7 @@ fn wait_all_plain(
                 continue;
             }
             let e = request_slot(h).and_then(|k| s.requests.get(k))?;
-            let a = e.active.as_ref().filter(|_| {
-                e.persistent.is_none()
-                    && e.staging.is_none()
-                    && e.after.is_none()
-                    && e.greq.is_none()
-            })?;
+            let a = e.active.as_ref().filter(|_| e.more.is_none())?;
             if first.is_none() {
                 first = Some(e.comm);
             }

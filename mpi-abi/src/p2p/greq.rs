@@ -13,7 +13,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{
-    Active, ReqEntry, STATE, engine_comm, error, put, request_handle, request_slot, vpml_error,
+    Active, More, ReqEntry, STATE, engine_comm, error, put, request_handle, request_slot,
+    vpml_error,
 };
 
 /// `MPI_Grequest_query_function`.
@@ -92,13 +93,13 @@ pub(crate) fn release_greq(
     s: &mut crate::state::State,
     k: usize,
 ) -> Option<(Greq, Option<Active>)> {
-    let g = s.requests.get_mut(k)?.greq.as_mut()?;
+    let g = s.requests.get_mut(k)?.greq_mut()?;
     if !g.completed {
         g.orphaned = true;
         return None;
     }
-    let e = s.requests.remove(k)?;
-    Some((*e.greq?, e.active))
+    let mut e = s.requests.remove(k)?;
+    Some((e.take_greq()?, e.active))
 }
 
 /// A copy of generalized request `h`'s functions and state, to call
@@ -109,6 +110,8 @@ fn functions_of(h: Request) -> Option<Greq> {
         let s = s.borrow();
         let g = request_slot(h)
             .and_then(|k| s.requests.get(k))?
+            .more
+            .as_ref()?
             .greq
             .as_ref()?;
         Some(Greq {
@@ -151,16 +154,9 @@ export! {
                 Err(e) => return Some(Err(e)),
             };
             let greq = Greq { query, free, cancel, extra, completed: false, orphaned: false };
-            Some(Ok(s.requests.insert(ReqEntry {
-                comm: MPI_COMM_WORLD,
-                active: Some(Active::new(id, &c, MPI_UNDEFINED, MPI_UNDEFINED, 0)),
-                proc_null: false,
-                persistent: None,
-                staging: None,
-                after: None,
-                ready: None,
-                greq: Some(Box::new(greq)),
-            })))
+            let active = Active::new(id, &c, MPI_UNDEFINED, MPI_UNDEFINED, 0);
+            let more = More { greq: Some(greq), ..More::default() };
+            Some(Ok(s.requests.insert(ReqEntry::with(MPI_COMM_WORLD, Some(active), more))))
         });
         match started {
             Some(Ok(slot)) => {
@@ -180,7 +176,7 @@ export! {
             let mut s = s.borrow_mut();
             let k = request_slot(h)?;
             let e = s.requests.get_mut(k)?;
-            let g = e.greq.as_mut().filter(|g| !g.completed)?;
+            let g = e.greq_mut().filter(|g| !g.completed)?;
             let orphaned = g.orphaned;
             let a = e.active.as_ref()?;
             let (id, on) = (a.id(), a.on()?.clone());
@@ -188,10 +184,10 @@ export! {
             if let Err(e) = on.complete_external_raw(id) {
                 return Some(Err(e));
             }
-            if let Some(g) = s.requests.get_mut(k).and_then(|e| e.greq.as_mut()) {
+            if let Some(g) = s.requests.get_mut(k).and_then(|e| e.greq_mut()) {
                 g.completed = true;
             }
-            let greq = if orphaned { s.requests.remove(k).and_then(|e| e.greq) } else { None };
+            let greq = if orphaned { s.requests.remove(k).and_then(|mut e| e.take_greq()) } else { None };
             Some(Ok((id, on, greq)))
         });
         let (id, on, greq) = match found {

@@ -190,7 +190,7 @@ export! {
             STATE.with(|s| {
                 let mut s = s.borrow_mut();
                 if let Some(e) = crate::state::request_slot(h).and_then(|i| s.requests.get_mut(i)) {
-                    e.ready = got;
+                    e.more_mut().ready = got;
                 }
             });
         }

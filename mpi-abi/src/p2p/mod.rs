@@ -144,7 +144,7 @@ type Started = (Option<Active>, Option<Message>);
 fn start(
     func: &str,
     h: Comm,
-    c: &vpml::Comm,
+    c: &crate::state::SharedComm,
     send: bool,
     sync: bool,
     buf: *const c_void,
@@ -181,16 +181,7 @@ pub(crate) fn completed_request(h: Comm, req: *mut Request) -> c_int {
     if req.is_null() {
         return error(h, "MPI_Request", MPI_ERR_REQUEST, "null request pointer");
     }
-    let entry = ReqEntry {
-        comm: h,
-        active: None,
-        proc_null: true,
-        persistent: None,
-        staging: None,
-        after: None,
-        ready: None,
-        greq: None,
-    };
+    let entry = ReqEntry::new(h, None);
     // SAFETY: a request handle pointer (caller contract, checked non-null).
     unsafe { crate::state::put(req, new_request(entry)) };
     MPI_SUCCESS

@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use super::{new_request, rank_of, source_of, start, tag_of};
 use crate::consts::*;
-use crate::state::{Active, ReqEntry, error, put, request_handle, vpml_error, with_comm};
+use crate::state::{Active, More, ReqEntry, error, put, request_handle, vpml_error, with_comm};
 use crate::types::Message;
 
 /// Start a send (synchronous when `sync`) or a receive, errors named
@@ -39,18 +39,7 @@ pub(super) fn nonblocking(
                     c.irecv_raw(source_of(peer), tag_of(tag), ptr, len)
                 }
             };
-            r.map(|id| {
-                requests.insert(ReqEntry {
-                    comm: h,
-                    active: Some(Active::new(id, c, peer, tag, len)),
-                    proc_null: false,
-                    persistent: None,
-                    staging: None,
-                    after: None,
-                    ready: None,
-                    greq: None,
-                })
-            })
+            r.map(|id| requests.insert(ReqEntry::new(h, Some(Active::new(id, c, peer, tag, len)))))
         });
         match started {
             Some(Ok(slot)) => {
@@ -69,16 +58,11 @@ pub(super) fn nonblocking(
     };
     match start(func, h, &c, send, sync, buf, count, dt, peer, tag) {
         Ok((active, staging)) => {
-            let entry = ReqEntry {
-                comm: h,
-                proc_null: active.is_none(),
-                active,
-                persistent: None,
+            let staging = More {
                 staging,
-                after: None,
-                ready: None,
-                greq: None,
+                ..More::default()
             };
+            let entry = ReqEntry::with(h, active, staging);
             // SAFETY: a handle pointer (caller contract).
             unsafe { put(req, new_request(entry)) };
             MPI_SUCCESS
@@ -180,19 +164,15 @@ unsafe fn isendrecv(
         Ok(id) => {
             // The receive's staging is unpacked as any receive's, as far
             // as the message reached; the request keeps what is sent.
-            let entry = ReqEntry {
-                comm: h,
-                active: Some(Active::new(id, &c, 0, 0, 0)),
-                proc_null: false,
-                persistent: None,
+            let more = More {
                 staging: into.filter(|m| matches!(m, Message::Staged(_))),
                 after: Some(Box::new(move || {
                     drop(out);
                     Ok(())
                 })),
-                ready: None,
-                greq: None,
+                ..More::default()
             };
+            let entry = ReqEntry::with(h, Some(Active::new(id, &c, 0, 0, 0)), more);
             // SAFETY: a request handle pointer (caller contract, checked).
             unsafe { put(req, new_request(entry)) };
             MPI_SUCCESS

@@ -43,7 +43,7 @@ struct Whole {
     /// (its low 20 bits) and which request of the channel this is, in the
     /// order they were made (its low 10 bits; see [`channel_index`]).
     wire: c_int,
-    on: vpml::Comm,
+    on: crate::state::SharedComm,
 }
 
 /// Requests made so far on each channel (communicator context, peer, tag,
@@ -133,14 +133,14 @@ fn with_partitioned<T>(h: Request, f: impl FnOnce(&mut ReqEntry) -> T) -> Option
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let e = request_slot(h).and_then(|i| s.requests.get_mut(i))?;
-        matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(_))).then(|| (e.comm, f(e)))
+        matches!(e.persistent(), Some(Persistent::Partitioned(_))).then(|| (e.comm, f(e)))
     })
 }
 
 /// The partitioned operation inside `e` (which [`with_partitioned`]
 /// checked holds one).
 fn op_of(e: &mut ReqEntry) -> Option<&mut Partitioned> {
-    match e.persistent.as_deref_mut() {
+    match e.persistent_mut() {
         Some(Persistent::Partitioned(p)) => Some(p),
         _ => None,
     }
@@ -161,7 +161,7 @@ pub(super) fn any_unready(hs: &[Request]) -> bool {
                 .and_then(|i| s.requests.get(i))
                 .is_some_and(|e| {
                     !e.proc_null
-                        && matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(p)) if p.unready())
+                        && matches!(e.persistent(), Some(Persistent::Partitioned(p)) if p.unready())
                 })
         })
     })
@@ -228,7 +228,7 @@ fn init(
     // the tag: refused (its messages could be taken for this one's).
     let shared = STATE.with(|s| {
         s.borrow().requests.iter().any(|(_, e)| {
-            matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(p))
+            matches!(e.persistent(), Some(Persistent::Partitioned(p))
                 if p.whole.wire == wire && p.whole.send == send && p.whole.peer == peer
                     && p.whole.on.context_id() == c.context_id())
         })
@@ -247,21 +247,15 @@ fn init(
         wire,
         on: c,
     };
-    let entry = ReqEntry {
-        comm: h,
-        active: None,
-        proc_null: false,
-        persistent: Some(Box::new(Persistent::Partitioned(Partitioned {
+    let entry = ReqEntry::persistent_op(
+        h,
+        Persistent::Partitioned(Partitioned {
             whole,
             partitions: parts,
             marked: None,
             started: false,
-        }))),
-        staging: None,
-        after: None,
-        ready: None,
-        greq: None,
-    };
+        }),
+    );
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };
     MPI_SUCCESS
@@ -296,7 +290,7 @@ fn start_whole(func: &str, comm: Comm, h: Request, w: &Whole) -> c_int {
     let active = Active::new(id, &w.on, w.peer, w.tag, len);
     with_partitioned(h, |e| {
         e.active = Some(active);
-        e.staging = staging;
+        e.more_mut().staging = staging;
     });
     MPI_SUCCESS
 }
@@ -310,7 +304,7 @@ pub(super) fn start(h: Request) -> Option<c_int> {
     // messages: the second is refused.
     let busy = STATE.with(|s| {
         let s = s.borrow();
-        let mine = match s.requests.get(request_slot(h)?)?.persistent.as_deref() {
+        let mine = match s.requests.get(request_slot(h)?)?.persistent() {
             Some(Persistent::Partitioned(p)) => p,
             _ => return None,
         };
@@ -318,7 +312,7 @@ pub(super) fn start(h: Request) -> Option<c_int> {
             mine.whole.peer != MPI_PROC_NULL
                 && s.requests.iter().any(|(other, e)| {
                     other != h
-                        && matches!(e.persistent.as_deref(),
+                        && matches!(e.persistent(),
                             Some(Persistent::Partitioned(p)) if p.started && p.same_channel(mine))
                 }),
         )
@@ -453,13 +447,13 @@ fn arrived(h: Request, partition: c_int) -> Result<bool, c_int> {
         let tag = op_of(e).map_or(0, |op| op.whole.tag);
         let a = e.active.take()?;
         let st = a.finish();
-        if let (Some(m), Ok(st)) = (&e.staging, &st) {
+        if let (Some(m), Ok(st)) = (e.staging(), &st) {
             m.finish(Some(st.len()));
         }
-        e.staging = None;
+        drop(e.take_staging());
         Some(st.map(|st| {
             e.proc_null = true;
-            e.ready = Some((st.source(), tag, st.len()));
+            e.more_mut().ready = Some((st.source(), tag, st.len()));
             st.into_result().err()
         }))
     });

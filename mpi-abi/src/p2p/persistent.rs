@@ -50,16 +50,7 @@ fn persistent(
         tag,
         on: c,
     };
-    let entry = ReqEntry {
-        comm: h,
-        active: None,
-        proc_null: false,
-        persistent: Some(Box::new(Persistent::P2p(op))),
-        staging: None,
-        after: None,
-        ready: None,
-        greq: None,
-    };
+    let entry = ReqEntry::persistent_op(h, Persistent::P2p(op));
     // SAFETY: a handle pointer (caller contract).
     unsafe { put(req, new_request(entry)) };
     MPI_SUCCESS
@@ -95,18 +86,18 @@ export! {
         // layout of a collective.
         enum What {
             P2p(PersistentOp),
-            Collective(vpml::Comm, u32, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
+            Collective(crate::state::SharedComm, u32, std::rc::Rc<dyn Fn() -> Result<crate::coll::Laid, (c_int, String)>>),
             Partitioned,
         }
         let found = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
-            let what = match e.persistent.as_deref()? {
+            let what = match e.persistent()? {
                 Persistent::P2p(op) => What::P2p(op.clone()),
                 Persistent::Collective(pc) => What::Collective(pc.on.clone(), pc.lane, pc.lay.clone()),
                 Persistent::Partitioned(_) => What::Partitioned,
             };
-            let unready = matches!(e.persistent.as_deref(), Some(Persistent::Partitioned(p)) if p.unready());
+            let unready = matches!(e.persistent(), Some(Persistent::Partitioned(p)) if p.unready());
             Some((e.comm, what, e.active.is_some() || e.proc_null || unready))
         });
         let Some((c, what, busy)) = found else {
@@ -143,7 +134,7 @@ export! {
                     if let Some(e) = request_slot(h).and_then(|i| s.requests.get_mut(i)) {
                         e.proc_null = active.is_none();
                         e.active = active;
-                        e.staging = staging;
+                        e.more_mut().staging = staging;
                     }
                 });
                 MPI_SUCCESS

@@ -310,7 +310,7 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
         let e = request_slot(h).and_then(|i| s.requests.get(i))?;
         Some(match &e.active {
             Some(a) => (e.comm, Some((a.id(), a.on().cloned())), None),
-            None => (e.comm, None, Some((e.ready, e.proc_null))),
+            None => (e.comm, None, Some((e.ready(), e.proc_null))),
         })
     });
     let Some((comm, active, known)) = found else {
@@ -346,20 +346,20 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
         let e = request_slot(h).and_then(|i| s.requests.get_mut(i))?;
         let a = e.active.take()?;
         let st = a.finish();
-        if let (Ok(st), Some(m)) = (&st, &e.staging) {
+        if let (Ok(st), Some(m)) = (&st, e.staging()) {
             m.finish(Some(st.len()));
         }
-        e.staging = None;
+        drop(e.take_staging());
         if let Ok(st) = &st {
             // (A partitioned message travels under another tag.)
-            let tag = match e.persistent.as_deref() {
+            let tag = match e.persistent() {
                 Some(crate::state::Persistent::Partitioned(p)) => p.tag(),
                 _ => st.tag(),
             };
-            e.ready = Some((st.source(), tag, st.len()));
+            e.more_mut().ready = Some((st.source(), tag, st.len()));
         }
         e.proc_null = true;
-        Some((st, e.after.take()))
+        Some((st, e.take_after()))
     });
     let Some((st, after)) = taken else {
         return Err(error(

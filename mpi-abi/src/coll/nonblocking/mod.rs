@@ -34,7 +34,7 @@ use super::checked;
 use crate::coll::Res;
 use crate::consts::*;
 use crate::state::{
-    Active, AfterCollective, ReqEntry, STATE, error, put, request_handle, vpml_error,
+    Active, AfterCollective, More, ReqEntry, STATE, error, put, request_handle, vpml_error,
 };
 use crate::types::{Message, info};
 
@@ -88,7 +88,7 @@ pub(super) fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
 pub(super) fn launch(
     func: &str,
     h: Comm,
-    c: &vpml::Comm,
+    c: &crate::state::SharedComm,
     laid: Res<Laid>,
     req: *mut Request,
 ) -> c_int {
@@ -101,16 +101,11 @@ pub(super) fn launch(
     }
     match start_laid(c, laid, 0) {
         Ok((active, after)) => {
-            let entry = ReqEntry {
-                comm: h,
-                active: Some(active),
-                proc_null: false,
-                persistent: None,
-                staging: None,
+            let after = More {
                 after: Some(after),
-                ready: None,
-                greq: None,
+                ..More::default()
             };
+            let entry = ReqEntry::with(h, Some(active), after);
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).
             unsafe { put(req, request_handle(i)) };
@@ -123,7 +118,7 @@ pub(super) fn launch(
 /// Start the transfers of `laid` on `c`: the operation in flight and the
 /// last step its request keeps.
 pub(super) fn start_laid(
-    c: &vpml::Comm,
+    c: &crate::state::SharedComm,
     laid: Laid,
     lane: u32,
 ) -> vpml::Result<(Active, AfterCollective)> {
@@ -221,7 +216,7 @@ fn element_size(dt: Datatype) -> Res<usize> {
 pub(in crate::coll) fn launch_or_wait(
     func: &str,
     h: Comm,
-    c: &vpml::Comm,
+    c: &crate::state::SharedComm,
     laid: Res<Laid>,
     req: Option<*mut Request>,
 ) -> c_int {
