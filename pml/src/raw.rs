@@ -70,6 +70,7 @@ impl Comm {
     /// The bytes stay valid and unmodified until the request completes, or,
     /// once [`Comm::detach_raw`] let it go, until the engine has finished
     /// with it (the end of the job at the latest).
+    #[inline(always)]
     pub unsafe fn isend_raw(
         &self,
         dest: usize,
@@ -93,6 +94,7 @@ impl Comm {
     /// The bytes stay valid, writable and unused by anyone else until the
     /// request completes (or, once detached, until the engine has finished
     /// with it).
+    #[inline(always)]
     pub unsafe fn irecv_raw(
         &self,
         source: impl Into<Source>,

@@ -29,6 +29,7 @@ impl Engine {
 
     /// Show a message about to leave to the protocol, which may wait
     /// (commit rule); sets `msg.call`.
+    #[inline(always)]
     pub(super) fn protocol_send(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
         // Matches made since the last report are events this send follows.
         self.report_matches()?;
@@ -44,7 +45,11 @@ impl Engine {
 
     /// Let the protocol keep the payload of a message it saw in
     /// [`Engine::protocol_send`]; returns what to transmit.
+    #[inline]
     pub(super) fn protocol_keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
+        if !self.keeps_payloads {
+            return Ok(SendPlan::Transmit);
+        }
         self.hook(|p| p.keep(msg))
     }
 

@@ -159,6 +159,7 @@ impl Link {
     pub(super) fn is_shm(&self) -> bool {
         matches!(self, Link::Shm { .. })
     }
+    #[inline(always)]
     pub(super) fn has_room(&mut self, k: u8, len: usize) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.has_room(k, len),
@@ -168,6 +169,7 @@ impl Link {
             Link::Sim(l) => l.has_room(),
         }
     }
+    #[inline(always)]
     pub(super) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
         match self {
             Link::Shm { writer, .. } => writer.try_write(hdr, payload),

@@ -164,6 +164,10 @@ pub(crate) struct Engine {
     send_gate: SendGate,
     /// The protocol's [`Protocol::hears_waits`].
     hears_waits: bool,
+    /// The protocol's [`Protocol::keeps_payloads`].
+    keeps_payloads: bool,
+    /// The protocol's [`Protocol::hears_posted_receives`].
+    hears_posted_receives: bool,
     /// Number of the last call of each lane.
     last_calls: LaneMap<u64>,
     /// Calls of the process so far, every lane together: the numbers of
@@ -237,6 +241,8 @@ impl Engine {
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.send_gate = p.send_gate().unwrap_or_default();
         self.hears_waits = p.hears_waits();
+        self.keeps_payloads = p.keeps_payloads();
+        self.hears_posted_receives = p.hears_posted_receives();
         self.replay_ends = LaneMap::from_pairs(p.replay_ends());
         self.protocol = p;
         self.after_protocol_installed()

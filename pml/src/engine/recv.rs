@@ -24,7 +24,11 @@ impl Engine {
         self.check_alive()?;
         let mut spec = spec;
         let call = self.next_call(spec.context)?;
-        let plan = self.hook(|p| p.post_recv(call, &mut spec))?;
+        let plan = if self.hears_posted_receives {
+            self.hook(|p| p.post_recv(call, &mut spec))?
+        } else {
+            RecvPlan::Post
+        };
         let (id, s) = self.core.alloc_slot(SlotKind::Recv, RawBytes { ptr, len });
         s.call = call;
         // Its match is reported to the protocol.

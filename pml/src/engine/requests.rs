@@ -246,6 +246,7 @@ impl Core {
 
     /// A fresh slot for a request of `kind` on `buf`: its id, and the slot
     /// to fill in further.
+    #[inline(always)]
     pub(super) fn alloc_slot(&mut self, kind: SlotKind, buf: RawBytes) -> (ReqId, &mut Slot) {
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -505,6 +506,7 @@ impl Core {
         }
     }
 
+    #[inline(always)]
     pub(super) fn recv_status(&mut self, env: &Envelope, buf_len: usize) -> Status {
         self.stats.messages_received += 1;
         recv_status(env, buf_len)

@@ -34,6 +34,7 @@ impl Engine {
     /// Send `msg`, which [`Engine::can_write_now`] accepted, from the
     /// caller's buffer; the protocol copies it after, while the receiver
     /// takes it.
+    #[inline(always)]
     fn send_now(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
         self.protocol_send(msg)?;
         self.write_now(msg)?;
@@ -43,6 +44,7 @@ impl Engine {
 
     /// Can a standard send of `len` bytes, sequence `seq` on `ctx`, to
     /// `dest` be written whole into the ring right now?
+    #[inline(always)]
     fn can_write_now(&mut self, dest: usize, ctx: u32, seq: u64, len: usize) -> bool {
         if len > EAGER_LIMIT
             || dest == self.core.rank
@@ -60,6 +62,7 @@ impl Engine {
     /// Write `msg` into the ring to its destination, which
     /// [`Engine::can_write_now`] said has room (the protocol hook between
     /// them runs no engine code, and room only grows meanwhile).
+    #[inline(always)]
     fn write_now(&mut self, msg: &OutgoingMessage<'_>) -> Result<()> {
         let hdr = message_header(
             kind::EAGER,

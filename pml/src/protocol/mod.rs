@@ -343,6 +343,13 @@ pub trait Protocol {
     /// delaying the message.
     fn keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan>;
 
+    /// Does [`Protocol::keep`] ever keep anything? Asked once, when the
+    /// protocol is installed; `false` spares every send the call (the
+    /// engine transmits the caller's buffer). The default: `true`.
+    fn keeps_payloads(&self) -> bool {
+        true
+    }
+
     /// The engine waits with nothing to do: a moment for short work that
     /// would otherwise delay the next call (warming the caches the next
     /// send writes to).
@@ -352,6 +359,13 @@ pub trait Protocol {
     /// restarted process may force it to the logged source, or hold it
     /// back from matching (see [`RecvPlan`]).
     fn post_recv(&mut self, call: CallId, spec: &mut RecvSpec) -> Result<RecvPlan>;
+
+    /// Does [`Protocol::post_recv`] ever change a receive? Asked once,
+    /// when the protocol is installed; `false` spares every receive the
+    /// call (it is posted as it is). The default: `true`.
+    fn hears_posted_receives(&self) -> bool {
+        true
+    }
 
     /// A receive posted with ANY_SOURCE (call `recv`) matched a message
     /// from world rank `source`.

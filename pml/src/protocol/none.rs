@@ -71,6 +71,12 @@ impl Protocol for NoProtocol {
     fn hears_waits(&self) -> bool {
         false
     }
+    fn keeps_payloads(&self) -> bool {
+        false
+    }
+    fn hears_posted_receives(&self) -> bool {
+        false
+    }
     fn waited(&mut self, _: WaitKind, _: &[Option<RequestInfo>]) -> Result<()> {
         Ok(())
     }
