@@ -1,7 +1,10 @@
 //! Allgather(v): recursive doubling for small power-of-two groups, a ring
 //! otherwise.
 
-use super::{LARGE, bytes, bytes_mut, disjoint, disjoint_mut, layout, mismatch, tag};
+use super::{
+    LARGE, PerRank, bytes, bytes_mut, carve, disjoint, disjoint_mut, equal_blocks, flat, layout,
+    mismatch, tag,
+};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -25,6 +28,14 @@ impl Comm {
         // every step moves one contiguous run, in place (the same
         // algorithms as `allgatherv`, without its block lists).
         let bb = std::mem::size_of_val(send);
+        if n > 2 && flat(n, bb) {
+            recv[r * b..(r + 1) * b].copy_from_slice(send);
+            let out = bytes(send);
+            let sends: PerRank<(usize, &[u8])> =
+                (0..n).filter(|&i| i != r).map(|i| (i, out)).collect();
+            let mut slots = equal_blocks(bytes_mut(recv), n, r);
+            return self.c_exchange(tag::ALLGATHER, &sends, &mut slots);
+        }
         if n == 1 || !(n.is_power_of_two() && n * bb <= LARGE) {
             // The ring's first step sends this rank's block straight from
             // `send`, and copies it into place while the transfer goes on.
@@ -76,6 +87,14 @@ impl Comm {
             .map(|rg| rg.start * elem..rg.end * elem)
             .collect();
         let total: usize = counts.iter().sum::<usize>() * elem;
+        if n > 2 && flat(n, total / n) {
+            recv[ranges[r].clone()].copy_from_slice(send);
+            let out = bytes(send);
+            let sends: PerRank<(usize, &[u8])> =
+                (0..n).filter(|&i| i != r).map(|i| (i, out)).collect();
+            let mut slots = carve(bytes_mut(recv), &ranges, elem, r)?;
+            return self.c_exchange(tag::ALLGATHER, &sends, &mut slots);
+        }
         if !(n.is_power_of_two() && total <= LARGE) {
             return self
                 .ring_allgather_from(bytes(send), bytes_mut(recv), |i| byte_ranges[i].clone());

@@ -1,7 +1,7 @@
 //! Alltoall(v): every exchange at once when small, pairwise exchange
 //! when large.
 
-use super::{LARGE, PerRank, bytes, bytes_mut, carve, equal_blocks, layout, mismatch, tag};
+use super::{LARGE, PerRank, bytes, bytes_mut, carve, equal_blocks, flat, layout, mismatch, tag};
 use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
@@ -31,7 +31,7 @@ impl Comm {
         // block lists.
         let bb = b * std::mem::size_of::<T>();
         let (out, inp) = (bytes(send), bytes_mut(recv));
-        if std::mem::size_of_val(send) <= LARGE {
+        if std::mem::size_of_val(send) <= LARGE || flat(n, bb) {
             let sends: PerRank<(usize, &[u8])> = (0..n)
                 .filter(|&i| i != r)
                 .map(|i| (i, &out[i * bb..(i + 1) * bb]))
@@ -100,7 +100,7 @@ impl Comm {
         }
         recv[rr[r].clone()].copy_from_slice(&send[sr[r].clone()]);
         let total = std::mem::size_of_val(send);
-        if total <= LARGE {
+        if total <= LARGE || flat(n, total / n) {
             let sends: PerRank<(usize, &[u8])> = (0..n)
                 .filter(|&i| i != r)
                 .map(|i| (i, bytes(&send[sr[i].clone()])))
