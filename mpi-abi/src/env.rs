@@ -203,8 +203,12 @@ export! {
             let mut staging = std::mem::take(&mut s.orphans);
             let mut collectives = Vec::new();
             for more in s.requests.drain().filter_map(|e| e.more) {
-                let More { staging: s, after, .. } = *more;
-                staging.extend(s);
+                let More {
+                    staging: copy,
+                    after,
+                    ..
+                } = *more;
+                staging.extend(copy);
                 collectives.extend(after);
             }
             s.comms.clear();

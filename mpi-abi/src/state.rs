@@ -44,7 +44,7 @@ pub(crate) enum Persistent {
 /// A persistent collective: laid out again, as its nonblocking twin, at
 /// each start.
 pub(crate) struct PersistentCollective {
-    /// The communicator (a clone: the program may free its handle first).
+    /// The communicator (shared: the program may free its handle first).
     pub on: SharedComm,
     /// Lays the collective out (shared, to be called outside the table's
     /// borrow).
@@ -73,14 +73,14 @@ pub(crate) struct PersistentOp {
     pub dt: Datatype,
     pub peer: c_int,
     pub tag: c_int,
-    /// The communicator (a clone: the program may free its handle first).
+    /// The communicator (shared: the program may free its handle first).
     pub on: SharedComm,
 }
 
 /// An operation in flight.
 pub(crate) enum Active {
-    /// The engine's request, and the communicator it was started on (a
-    /// clone: the program may free its handle first, as MPI allows; the
+    /// The engine's request, and the communicator it was started on
+    /// (shared: the program may free its handle first, as MPI allows; the
     /// status's ranks are numbered in it).
     Engine {
         id: vpml::raw::RawRequest,
@@ -181,6 +181,24 @@ pub(crate) struct More {
     pub greq: Option<crate::p2p::Greq>,
 }
 
+impl More {
+    /// Nothing in it.
+    fn is_empty(&self) -> bool {
+        let More {
+            persistent,
+            staging,
+            ready,
+            after,
+            greq,
+        } = self;
+        persistent.is_none()
+            && staging.is_none()
+            && ready.is_none()
+            && after.is_none()
+            && greq.is_none()
+    }
+}
+
 impl ReqEntry {
     /// A request on communicator `comm` running `active` (`None`: on
     /// `MPI_PROC_NULL`, complete at once), with nothing more.
@@ -195,13 +213,8 @@ impl ReqEntry {
 
     /// [`ReqEntry::new`] with `more` (left out when empty).
     pub(crate) fn with(comm: Comm, active: Option<Active>, more: More) -> ReqEntry {
-        let empty = more.persistent.is_none()
-            && more.staging.is_none()
-            && more.ready.is_none()
-            && more.after.is_none()
-            && more.greq.is_none();
         ReqEntry {
-            more: (!empty).then(|| Box::new(more)),
+            more: (!more.is_empty()).then(|| Box::new(more)),
             ..ReqEntry::new(comm, active)
         }
     }
@@ -260,13 +273,18 @@ impl ReqEntry {
     }
 
     /// A generalized request's functions.
+    pub(crate) fn greq(&self) -> Option<&crate::p2p::Greq> {
+        self.more.as_ref()?.greq.as_ref()
+    }
+
+    /// See [`ReqEntry::greq`].
     pub(crate) fn greq_mut(&mut self) -> Option<&mut crate::p2p::Greq> {
         self.more.as_mut()?.greq.as_mut()
     }
 
     /// Whether this is a generalized request.
     pub(crate) fn is_greq(&self) -> bool {
-        self.more.as_ref().is_some_and(|m| m.greq.is_some())
+        self.greq().is_some()
     }
 
     /// Take a generalized request's functions out.

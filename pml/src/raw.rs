@@ -268,6 +268,14 @@ impl Comm {
         self.engine.borrow().logged_next_completes(r)
     }
 
+    /// How many empty polls a caller that waits outside vpml may spin
+    /// through before it yields or sleeps: what the engine's own blocking
+    /// waits do (many when the ranks of this host have a core each, a few
+    /// when they share cores).
+    pub fn spin_polls_raw(&self) -> u32 {
+        self.engine.borrow().idle_spin()
+    }
+
     /// Arm a sleep to take after letting the engine go (see
     /// [`OutsideSleep`]); `None` if something already
     /// arrived (poll again instead).

@@ -108,12 +108,7 @@ pub(crate) fn release_greq(
 fn functions_of(h: Request) -> Option<Greq> {
     STATE.with(|s| {
         let s = s.borrow();
-        let g = request_slot(h)
-            .and_then(|k| s.requests.get(k))?
-            .more
-            .as_ref()?
-            .greq
-            .as_ref()?;
+        let g = request_slot(h).and_then(|k| s.requests.get(k))?.greq()?;
         Some(Greq {
             query: g.query,
             free: None,

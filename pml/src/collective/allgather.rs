@@ -1,5 +1,6 @@
-//! Allgather(v): recursive doubling for small power-of-two groups, a ring
-//! otherwise.
+//! Allgather(v): flat on a few ranks (every block sent to every rank at
+//! once, see `flat`), else recursive doubling for small power-of-two
+//! groups and a ring otherwise.
 
 use super::{
     LARGE, PerRank, bytes, bytes_mut, carve, disjoint, disjoint_mut, equal_blocks, flat, layout,
@@ -82,10 +83,6 @@ impl Comm {
             )));
         }
         let elem = std::mem::size_of::<T>();
-        let byte_ranges: Vec<std::ops::Range<usize>> = ranges
-            .iter()
-            .map(|rg| rg.start * elem..rg.end * elem)
-            .collect();
         let total: usize = counts.iter().sum::<usize>() * elem;
         if n > 2 && flat(n, total / n) {
             recv[ranges[r].clone()].copy_from_slice(send);
@@ -95,6 +92,10 @@ impl Comm {
             let mut slots = carve(bytes_mut(recv), &ranges, elem, r)?;
             return self.c_exchange(tag::ALLGATHER, &sends, &mut slots);
         }
+        let byte_ranges: Vec<std::ops::Range<usize>> = ranges
+            .iter()
+            .map(|rg| rg.start * elem..rg.end * elem)
+            .collect();
         if !(n.is_power_of_two() && total <= LARGE) {
             return self
                 .ring_allgather_from(bytes(send), bytes_mut(recv), |i| byte_ranges[i].clone());

@@ -1,5 +1,5 @@
-//! Alltoall(v): every exchange at once when small, pairwise exchange
-//! when large.
+//! Alltoall(v): every exchange at once when small or on a few ranks (see
+//! `flat`), pairwise exchange otherwise.
 
 use super::{LARGE, PerRank, bytes, bytes_mut, carve, equal_blocks, flat, layout, mismatch, tag};
 use crate::buffer::Pod;

@@ -31,9 +31,11 @@ impl Comm {
             // Flat: the root's sends all at once, so that the others take
             // the message together (by single copy from the root's buffer
             // above the eager limit), none waiting for another to pass it
-            // on: 0.4-0.85× the tree's and chain's time on 4 and 8 ranks
-            // over 2 cores from 16 KiB on (alternated runs). Below 16 KiB
-            // the root would copy the message once per rank.
+            // on: 0.41-0.81× the tree's and chain's time on 4 ranks and
+            // 0.64-0.97× on 8 over 2 cores, from 16 KiB to 4 MiB
+            // (alternated runs). Up to the eager limit (16 KiB) the root
+            // copies the message into each receiver's ring; below 16 KiB
+            // that made it slower than the tree on 8 ranks.
             if vr != 0 {
                 return self.c_recv(root, tag::BCAST, buf);
             }

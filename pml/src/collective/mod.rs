@@ -20,7 +20,7 @@
 //! recursive-doubling blocks beyond — which also depends only on the
 //! number of ranks.
 //!
-//! Algorithms by size: barrier — dissemination; bcast — from 16 KiB on up
+//! Algorithms by size: barrier — dissemination; bcast — from 16 KiB on 3
 //! to 8 ranks flat (the root posts a send to every rank at once), else a
 //! binomial tree, or a pipelined chain of 128 KiB segments above 64 KiB;
 //! allreduce — recursive
@@ -89,9 +89,10 @@ const LARGE: usize = 64 * 1024;
 /// Segment size of the pipelined broadcast.
 const BCAST_SEGMENT: usize = 128 * 1024;
 
-/// Up to this many ranks, a broadcast of at least [`FLAT_MIN`] bytes is
-/// flat, and so are allgather and alltoall of blocks up to [`FLAT_MAX`]
-/// (see [`flat`]).
+/// From 3 up to this many ranks, a broadcast of at least [`FLAT_MIN`]
+/// bytes is flat, and so are allgather and alltoall on up to 4 ranks, and
+/// from 5 ranks of blocks from [`FLAT_MIN`] to [`FLAT_MAX`] (see
+/// [`flat`]).
 const FLAT_RANKS: usize = 8;
 /// See [`FLAT_RANKS`].
 const FLAT_MIN: usize = 16 * 1024;
@@ -107,9 +108,9 @@ const FLAT_MAX: usize = 1024 * 1024;
 /// (large ones read straight from the sender's buffer by single copy),
 /// and ranks that share cores do not wake each other once per step.
 /// Measured on 4 and 8 ranks over 2 cores (alternated runs against the
-/// stepwise algorithms): 0.4-0.75× their time on 4 ranks at every size,
-/// 0.4-0.96× on 8 ranks from 16 KiB to 1 MiB blocks, and slower there
-/// below 16 KiB (1.2-1.4×) and at 4 MiB (1.04-1.09×). Beyond 8 ranks,
+/// stepwise algorithms, 1 KiB-4 MiB): 0.4-0.86× their time on 4 ranks at
+/// every size, 0.4-0.96× on 8 ranks from 16 KiB to 1 MiB blocks, and
+/// slower there below 16 KiB (1.2-1.4×) and at 4 MiB (1.04-1.09×). Beyond 8 ranks,
 /// where incast and the number of requests in flight grow, the stepwise
 /// algorithms stay. The choice depends on the rank count and sizes that
 /// every rank sees alike (alltoallv's average block may differ between

@@ -215,6 +215,12 @@ impl Engine {
     pub(crate) fn stats(&self) -> EngineStats {
         self.core.stats
     }
+    /// Empty polls a blocking wait spins through before it yields or
+    /// sleeps (many when the ranks of this host have a core each).
+    pub(crate) fn idle_spin(&self) -> u32 {
+        self.idle.spin
+    }
+
     /// Whether large messages use the single-copy path.
     pub(crate) fn single_copy(&self) -> bool {
         self.single_copy
