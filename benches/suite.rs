@@ -5,7 +5,7 @@
 //! cargo bench --bench suite                       # everything, 3 rounds
 //! cargo bench --bench suite -- pingpong --rounds 5
 //! cargo bench --bench suite -- collectives anysource heat3d
-//! cargo bench --bench suite -- speed speed-ranks speed-tcp speed-busy --rounds 10
+//! cargo bench --bench suite -- speed speed-mt speed-ranks speed-tcp speed-busy --rounds 10
 //! ```
 //!
 //! The `speed` parts are the head-to-head with Open MPI through the C
