@@ -214,7 +214,7 @@ export! {
             return error(MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM, "invalid communicator (or a predefined one)");
         };
         // The protocol hears of it (outside the state's borrow).
-        (*entry.comm).clone().free();
+        std::rc::Rc::unwrap_or_clone(entry.comm).free();
         // SAFETY: as above.
         unsafe { put(h, MPI_COMM_NULL) };
         MPI_SUCCESS

@@ -66,6 +66,10 @@ static WAKER: OnceLock<Waker> = OnceLock::new();
 /// before a waiting thread sleeps.
 const POLLS_BEFORE_SLEEP: u32 = 64;
 
+/// Polls a thread woken from its sleep spins through again, at most (as
+/// the engine's own waits do after a wake-up).
+const RESPIN: u32 = 1000;
+
 /// The call lock: re-entrant (a user reduction may call MPI), so it
 /// records its owner and depth.
 static CALL_LOCK: Mutex<(Option<ThreadId>, usize)> = Mutex::new((None, 0));
@@ -376,8 +380,9 @@ pub(crate) fn wait_for(
         });
         SLEEPERS.fetch_sub(1, Ordering::SeqCst);
         polls = 0;
-        // After a wake-up, spin briefly again before yielding.
-        spins = spin_polls.saturating_sub(1000).max(spin_polls / 2);
+        // After a wake-up, spin briefly again before yielding: at most
+        // RESPIN polls, half the budget when it is smaller.
+        spins = spin_polls - (spin_polls / 2).min(RESPIN);
     }
 }
 

@@ -31,11 +31,8 @@ impl Comm {
         let bb = std::mem::size_of_val(send);
         if n > 2 && flat(n, bb) {
             recv[r * b..(r + 1) * b].copy_from_slice(send);
-            let out = bytes(send);
-            let sends: PerRank<(usize, &[u8])> =
-                (0..n).filter(|&i| i != r).map(|i| (i, out)).collect();
             let mut slots = equal_blocks(bytes_mut(recv), n, r);
-            return self.c_exchange(tag::ALLGATHER, &sends, &mut slots);
+            return self.flat_allgather(bytes(send), &mut slots);
         }
         if n == 1 || !(n.is_power_of_two() && n * bb <= LARGE) {
             // The ring's first step sends this rank's block straight from
@@ -86,11 +83,8 @@ impl Comm {
         let total: usize = counts.iter().sum::<usize>() * elem;
         if n > 2 && flat(n, total / n) {
             recv[ranges[r].clone()].copy_from_slice(send);
-            let out = bytes(send);
-            let sends: PerRank<(usize, &[u8])> =
-                (0..n).filter(|&i| i != r).map(|i| (i, out)).collect();
             let mut slots = carve(bytes_mut(recv), &ranges, elem, r)?;
-            return self.c_exchange(tag::ALLGATHER, &sends, &mut slots);
+            return self.flat_allgather(bytes(send), &mut slots);
         }
         let byte_ranges: Vec<std::ops::Range<usize>> = ranges
             .iter()
@@ -133,6 +127,17 @@ impl Comm {
             mask <<= 1;
         }
         Ok(())
+    }
+
+    /// The flat allgather: `send` to every other rank at once, and each
+    /// other rank's block into its slot of `slots`.
+    fn flat_allgather(&self, send: &[u8], slots: &mut [(usize, &mut [u8])]) -> Result<()> {
+        let r = self.rank();
+        let sends: PerRank<(usize, &[u8])> = (0..self.size())
+            .filter(|&i| i != r)
+            .map(|i| (i, send))
+            .collect();
+        self.c_exchange(tag::ALLGATHER, &sends, slots)
     }
 
     /// The ring allgather of `send` into the byte blocks of `buf`

@@ -90,8 +90,9 @@ const LARGE: usize = 64 * 1024;
 const BCAST_SEGMENT: usize = 128 * 1024;
 
 /// From 3 up to this many ranks, a broadcast of at least [`FLAT_MIN`]
-/// bytes is flat, and so are allgather and alltoall on up to 4 ranks, and
-/// from 5 ranks of blocks from [`FLAT_MIN`] to [`FLAT_MAX`] (see
+/// bytes is flat; allgather (from 3 ranks) and alltoall (from 2, where
+/// both of its algorithms are one exchange) are flat on up to 4 ranks, and
+/// from 5 ranks for blocks from [`FLAT_MIN`] to [`FLAT_MAX`] (see
 /// [`flat`]).
 const FLAT_RANKS: usize = 8;
 /// See [`FLAT_RANKS`].

@@ -36,7 +36,7 @@ impl Engine {
         msg.call = self.next_call(msg.context)?;
         // The protocol's word that it has nothing to do for this send:
         // one load instead of a call, before the message leaves.
-        if self.send_gate.lets_through(msg.payload.len()) {
+        if self.caps.send_gate.lets_through(msg.payload.len()) {
             return Ok(());
         }
         self.hook(|p| p.send(msg))?;
@@ -47,7 +47,7 @@ impl Engine {
     /// [`Engine::protocol_send`]; returns what to transmit.
     #[inline]
     pub(super) fn protocol_keep(&mut self, msg: &OutgoingMessage<'_>) -> Result<SendPlan> {
-        if !self.keeps_payloads {
+        if !self.caps.keeps_payloads {
             return Ok(SendPlan::Transmit);
         }
         self.hook(|p| p.keep(msg))
@@ -264,7 +264,7 @@ impl Engine {
 
     /// A determined wait over `ids` returned: tell the protocol.
     fn report_waited(&mut self, kind: WaitKind, ids: &[Option<ReqId>]) -> Result<()> {
-        if !self.hears_waits {
+        if !self.caps.hears_waits {
             return Ok(());
         }
         self.with_request_infos(ids, |p, infos| p.waited(kind, infos))

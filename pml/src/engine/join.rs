@@ -18,7 +18,7 @@ use crate::bootstrap::{JobEnv, KvClient};
 use crate::config::EngineSettings;
 use crate::error::{Error, Result};
 use crate::lanes::LaneMap;
-use crate::protocol::{NoProtocol, Protocol};
+use crate::protocol::NoProtocol;
 use crate::recovery::JobPage;
 use crate::shm::mailbox::{Mailbox, RING_CAPACITY};
 use crate::shm::ring::{RingReader, RingWriter};
@@ -46,10 +46,7 @@ impl Engine {
             next_context: crate::idup::FIRST_AGREED_CONTEXT,
             world_idups: 0,
             failed: None,
-            send_gate: none.send_gate().unwrap_or_default(),
-            hears_waits: none.hears_waits(),
-            keeps_payloads: none.keeps_payloads(),
-            hears_posted_receives: none.hears_posted_receives(),
+            caps: super::ProtocolCaps::of(&none),
             protocol: Box::new(none),
             last_calls: LaneMap::new(),
             all_calls: 0,
@@ -256,10 +253,7 @@ impl Engine {
             next_context: crate::idup::FIRST_AGREED_CONTEXT,
             world_idups: 0,
             failed: None,
-            send_gate: none.send_gate().unwrap_or_default(),
-            hears_waits: none.hears_waits(),
-            keeps_payloads: none.keeps_payloads(),
-            hears_posted_receives: none.hears_posted_receives(),
+            caps: super::ProtocolCaps::of(&none),
             protocol: Box::new(none),
             last_calls: LaneMap::new(),
             all_calls: 0,

@@ -61,6 +61,31 @@ struct IdlePolicy {
     yield_for: Duration,
 }
 
+/// The protocol's answers, asked once when it is installed, that spare
+/// the hot path its calls.
+struct ProtocolCaps {
+    /// [`Protocol::send_gate`]: sends of fewer payload bytes skip its
+    /// `send` call (0 without a gate).
+    send_gate: SendGate,
+    /// [`Protocol::hears_waits`].
+    hears_waits: bool,
+    /// [`Protocol::keeps_payloads`].
+    keeps_payloads: bool,
+    /// [`Protocol::hears_posted_receives`].
+    hears_posted_receives: bool,
+}
+
+impl ProtocolCaps {
+    fn of(p: &dyn Protocol) -> ProtocolCaps {
+        ProtocolCaps {
+            send_gate: p.send_gate().unwrap_or_default(),
+            hears_waits: p.hears_waits(),
+            keeps_payloads: p.keeps_payloads(),
+            hears_posted_receives: p.hears_posted_receives(),
+        }
+    }
+}
+
 /// Counters printed with `--stats` later and handy in tests.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineStats {
@@ -159,15 +184,8 @@ pub(crate) struct Engine {
     /// The fault-tolerance protocol ([`crate::protocol::NoProtocol`] for
     /// `none`): every entry point goes through it.
     protocol: Box<dyn Protocol>,
-    /// The protocol's [`Protocol::send_gate`]: sends of fewer payload
-    /// bytes skip its `send` call (0 without a gate).
-    send_gate: SendGate,
-    /// The protocol's [`Protocol::hears_waits`].
-    hears_waits: bool,
-    /// The protocol's [`Protocol::keeps_payloads`].
-    keeps_payloads: bool,
-    /// The protocol's [`Protocol::hears_posted_receives`].
-    hears_posted_receives: bool,
+    /// What the protocol said, when installed, it needs to hear.
+    caps: ProtocolCaps,
     /// Number of the last call of each lane.
     last_calls: LaneMap<u64>,
     /// Calls of the process so far, every lane together: the numbers of
@@ -245,10 +263,7 @@ impl Engine {
     /// a restarted process then restores its checkpoint and connects to
     /// the running job.
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
-        self.send_gate = p.send_gate().unwrap_or_default();
-        self.hears_waits = p.hears_waits();
-        self.keeps_payloads = p.keeps_payloads();
-        self.hears_posted_receives = p.hears_posted_receives();
+        self.caps = ProtocolCaps::of(p.as_ref());
         self.replay_ends = LaneMap::from_pairs(p.replay_ends());
         self.protocol = p;
         self.after_protocol_installed()
@@ -332,7 +347,12 @@ impl Engine {
     #[inline(always)]
     fn next_call(&mut self, context: u32) -> Result<CallId> {
         self.all_calls += 1;
-        if !self.process_lane_contexts.is_empty() || self.reexecuting() {
+        // (The lanes of `CallId`, at the top of the range, are numbered
+        // out of line too.)
+        if context >= CallId::GENERALIZED_LANE
+            || !self.process_lane_contexts.is_empty()
+            || self.reexecuting()
+        {
             return self.next_call_special(context);
         }
         let n = self.last_calls.entry(context);

@@ -24,7 +24,7 @@ impl Engine {
         self.check_alive()?;
         let mut spec = spec;
         let call = self.next_call(spec.context)?;
-        let plan = if self.hears_posted_receives {
+        let plan = if self.caps.hears_posted_receives {
             self.hook(|p| p.post_recv(call, &mut spec))?
         } else {
             RecvPlan::Post
