@@ -97,6 +97,16 @@ fn ring_checksum() -> i64 {
 /// protocol of `protocols` and ends with "<name> ok <checks>" and no FAIL
 /// line.
 fn c_checks_pass(name: &str, compiler: Compiler, protocols: &[&str]) {
+    c_checks_pass_and(name, compiler, protocols, |_, _| {});
+}
+
+/// [`c_checks_pass`], then `also` on each protocol and its output.
+fn c_checks_pass_and(
+    name: &str,
+    compiler: Compiler,
+    protocols: &[&str],
+    also: impl Fn(&str, &str),
+) {
     let _g = serial();
     let Some(prog) = build(name, compiler) else {
         return;
@@ -109,6 +119,7 @@ fn c_checks_pass(name: &str, compiler: Compiler, protocols: &[&str]) {
             stdout.starts_with(&format!("{name} ok ")) && !stdout.contains("FAIL"),
             "{protocol}: {stdout}"
         );
+        also(protocol, &stdout);
     }
     let _ = std::fs::remove_file(&prog);
 }
@@ -172,9 +183,25 @@ fn user_error_handlers_and_codes_pass_their_checks_built_with_mpich() {
 
 /// `tests/c/rma.c`: one-sided communication — windows of every flavor,
 /// every operation, every synchronization, shared-memory windows — with
-/// no protocol and under a logging one.
+/// no protocol and under a logging one. The windows MPI allocates are
+/// direct (loads and stores) with no protocol, messages under one.
 fn one_sided_checks_pass(compiler: Compiler) {
-    c_checks_pass("rma", compiler, &["none", "pessimist"]);
+    c_checks_pass_and(
+        "rma",
+        compiler,
+        &["none", "pessimist"],
+        |protocol, stdout| {
+            let want = if protocol == "none" {
+                "direct"
+            } else {
+                "messages"
+            };
+            assert!(
+                stdout.contains(&format!("allocated windows: {want}\n")),
+                "{protocol}: {stdout}"
+            );
+        },
+    );
 }
 
 #[test]

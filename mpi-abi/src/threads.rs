@@ -283,7 +283,7 @@ pub(crate) fn without_lock<R>(f: impl FnOnce() -> R) -> R {
 /// and a call made from a user function (a reduction, an error handler)
 /// finds the state as consistent as at any call's start, since no call
 /// keeps it borrowed while user code runs.
-fn unlocked<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn unlocked<R>(f: impl FnOnce() -> R) -> R {
     let me = std::thread::current().id();
     let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     if g.0 != Some(me) {

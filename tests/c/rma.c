@@ -76,6 +76,99 @@ static int has_arg(int argc, char **argv, const char *flag) {
     return 0;
 }
 
+/* Windows MPI allocates. With no protocol on one host, origins load and
+   store into them directly (the window's info says "vpml_direct" true,
+   and rank 0 prints which it saw); under a logging protocol they travel
+   as messages. The answers must be
+   the same: accumulates from every rank at once are atomic, no update
+   under an exclusive lock is lost, fences and post/start/complete/test
+   order the epochs, derived datatypes land where they should. */
+static int allocated_direct;
+static void allocated_windows(int n) {
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    long *mem = NULL;
+    MPI_Win win;
+    MPI_Win_allocate(8 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    MPI_Info info;
+    char value[MPI_MAX_INFO_VAL + 1] = "";
+    int found = 0;
+    MPI_Win_get_info(win, &info);
+    MPI_Info_get(info, "vpml_direct", MPI_MAX_INFO_VAL, value, &found);
+    MPI_Info_free(&info);
+    CHECK(found, "no vpml_direct in the window's info");
+    allocated_direct = strcmp(value, "true") == 0;
+    for (int i = 0; i < 8; i++) mem[i] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Every rank adds into rank 0's first slot at once. */
+    MPI_Win_lock_all(0, win);
+    for (int i = 0; i < 1000; i++) {
+        long one = 1;
+        MPI_Accumulate(&one, 1, MPI_LONG, 0, 0, 1, MPI_LONG, MPI_SUM, win);
+    }
+    MPI_Win_unlock_all(win);
+    /* Read, add, write back under an exclusive lock. */
+    for (int i = 0; i < 200; i++) {
+        long v = 0;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        MPI_Get(&v, 1, MPI_LONG, 0, 1, 1, MPI_LONG, win);
+        MPI_Win_flush(0, win);
+        v += 1 + rank;
+        MPI_Put(&v, 1, MPI_LONG, 0, 1, 1, MPI_LONG, win);
+        MPI_Win_unlock(0, win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        CHECK(mem[0] == 1000L * n, "accumulated %ld, want %ld", mem[0], 1000L * n);
+        CHECK(mem[1] == 200L * n * (n + 1) / 2, "locked increments %ld", mem[1]);
+        MPI_Win_unlock(0, win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Fence epochs: a strided put and a strided accumulate into the right
+       neighbour's slots 2, 4 and 6. */
+    MPI_Datatype every_other;
+    MPI_Type_vector(3, 1, 2, MPI_LONG, &every_other);
+    MPI_Type_commit(&every_other);
+    long mine[3] = {rank, 10 * rank, 100 * rank}, twice[3] = {rank, rank, rank};
+    MPI_Win_fence(0, win);
+    MPI_Put(mine, 3, MPI_LONG, right, 2, 1, every_other, win);
+    MPI_Win_fence(0, win);
+    MPI_Accumulate(twice, 3, MPI_LONG, right, 2, 1, every_other, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    CHECK(mem[2] == 2L * left && mem[4] == 11L * left && mem[6] == 101L * left && mem[3] == 0,
+          "fenced strided put and accumulate: %ld %ld %ld %ld", mem[2], mem[4], mem[6], mem[3]);
+    MPI_Type_free(&every_other);
+
+    /* Post/start/complete, the target polling MPI_Win_test. */
+    MPI_Group world, zero, others;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int zero_rank = 0;
+    MPI_Group_incl(world, 1, &zero_rank, &zero);
+    MPI_Group_excl(world, 1, &zero_rank, &others);
+    if (rank == 0) {
+        int done = 0, polls = 0;
+        MPI_Win_post(others, 0, win);
+        while (!done) {
+            MPI_Win_test(win, &done);
+            polls++;
+        }
+        CHECK(mem[7] > 1000 && mem[7] <= 1000 + n - 1, "post/test after %d polls: slot holds %ld", polls, mem[7]);
+    } else {
+        long v = 1000 + rank;
+        MPI_Win_start(zero, 0, win);
+        MPI_Put(&v, 1, MPI_LONG, 0, 7, 1, MPI_LONG, win);
+        long back = 0;
+        MPI_Get_accumulate(&v, 1, MPI_LONG, &back, 1, MPI_LONG, 0, 7, 1, MPI_LONG, MPI_REPLACE, win);
+        MPI_Win_complete(win);
+    }
+    MPI_Group_free(&world);
+    MPI_Group_free(&zero);
+    MPI_Group_free(&others);
+    MPI_Win_free(&win);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int n;
@@ -374,12 +467,17 @@ int main(int argc, char **argv) {
     }
     free(buf);
 
+    allocated_windows(n);
+
 shared:
     if (!has_arg(argc, argv, "no-shared")) shared_windows();
 
     int failed_all = 0;
     MPI_Reduce(&failed, &failed_all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0 && failed_all == 0 && failed == 0) printf("rma ok %d\n", checks);
+    if (rank == 0 && failed_all == 0 && failed == 0) {
+        printf("rma ok %d\n", checks);
+        printf("allocated windows: %s\n", allocated_direct ? "direct" : "messages");
+    }
     MPI_Finalize();
     return failed_all != 0;
 }

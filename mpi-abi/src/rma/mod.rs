@@ -34,9 +34,17 @@
 //!   it takes the requests (shared ones together), and acknowledges an
 //!   unlock or flush once every earlier request of the origin is done.
 //!
+//! With no protocol, a window whose memory MPI allocates
+//! (`MPI_Win_allocate`, `_allocate_shared`) on members of one host is
+//! *direct* ([`direct`]): its memory is one file every member maps, and
+//! origins load and store into their targets themselves, as Open MPI's
+//! `osc/sm` does — no request, no progress point. Other windows, and every
+//! window under a logging protocol, work as above.
+//!
 //! Modules: [`window`] (creation, memory, names, attributes, error
-//! handlers), [`shared`] (windows in memory the members share), [`origin`]
-//! (the operations), [`target`] (serving requests), [`sync`], [`wire`].
+//! handlers), [`shared`] (windows in memory the members share), [`direct`]
+//! (operations as loads and stores), [`origin`] (the operations),
+//! [`target`] (serving requests), [`sync`], [`wire`].
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -45,6 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::consts::*;
 use crate::state::{STATE, slot_of};
 
+mod direct;
 mod origin;
 mod shared;
 mod sync;
@@ -162,6 +171,49 @@ pub(crate) enum Held {
     Unchecked,
 }
 
+/// The locks an origin holds on a window, by target (few: searched in a
+/// list, which keeps its room between epochs).
+#[derive(Default)]
+pub(crate) struct HeldLocks(Vec<(usize, Held)>);
+
+impl HeldLocks {
+    fn get(&self, rank: usize) -> Option<Held> {
+        self.0.iter().find(|l| l.0 == rank).map(|l| l.1)
+    }
+
+    fn contains(&self, rank: usize) -> bool {
+        self.get(rank).is_some()
+    }
+
+    /// Hold `held` on `rank` (which holds nothing yet).
+    fn insert(&mut self, rank: usize, held: Held) {
+        self.0.push((rank, held));
+    }
+
+    fn remove(&mut self, rank: usize) -> Option<Held> {
+        let i = self.0.iter().position(|l| l.0 == rank)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The targets, in rank order.
+    fn ranks(&self) -> Vec<usize> {
+        let mut r: Vec<usize> = self.0.iter().map(|l| l.0).collect();
+        r.sort_unstable();
+        r
+    }
+
+    /// Every lock held, in rank order, let go.
+    fn take_all(&mut self) -> Vec<(usize, Held)> {
+        let mut all = std::mem::take(&mut self.0);
+        all.sort_unstable_by_key(|l| l.0);
+        all
+    }
+}
+
 /// A window.
 pub(crate) struct Window {
     /// The private duplicate of the communicator it was made on (errors
@@ -200,7 +252,7 @@ pub(crate) struct Window {
     /// The targets of the access epoch `MPI_Win_start` opened.
     access: Option<Vec<usize>>,
     /// Locks held, by target.
-    locks: std::collections::BTreeMap<usize, Held>,
+    locks: HeldLocks,
     // The target side.
     /// The receive of requests from any source, and its buffer
     /// ([`target::INBOX_BYTES`], freed after the receive is cancelled).
@@ -213,6 +265,9 @@ pub(crate) struct Window {
     /// `Complete` requests taken from each member and not yet waited for.
     completed: Vec<u32>,
     lock: TargetLock,
+    /// Set when origins load and store into every member's memory
+    /// themselves ([`direct`]): no request comes to this rank.
+    direct: Option<direct::Direct>,
 }
 
 /// Is any window alive (so blocking calls serve requests while they wait)?

@@ -6,8 +6,12 @@
 //! reply into the program's buffer (replies from one target match in the
 //! order they were asked for).
 
+use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
+use smallvec::SmallVec;
+
+use super::direct::{self, Locks};
 use super::wire::{self, Header, Kind, TAG_DATA, TAG_REPLY, TAG_REQUEST};
 use super::{check, win_error, with_win};
 use crate::consts::*;
@@ -35,8 +39,11 @@ struct Prepared {
     comm: Comm,
     rank: usize,
     header: Header,
-    runs: Vec<(i64, u64)>,
+    runs: Runs,
     bytes: u64,
+    /// On a direct window ([`super::direct`]): the address of the
+    /// target's byte `at`, and the target's locks.
+    direct: Option<(*mut u8, Locks)>,
 }
 
 /// The layout of `dt`, or the error.
@@ -50,10 +57,13 @@ fn count_of(h: Win, func: &str, count: c_int) -> Result<usize, c_int> {
         .map_err(|_| win_error(h, func, MPI_ERR_COUNT, &format!("negative count {count}")))
 }
 
+/// Byte runs (offset, length) of one side of an operation: most are one.
+pub(super) type Runs = SmallVec<[(i64, u64); 2]>;
+
 /// The byte runs of `count` elements of layout `l`, adjacent ones merged;
 /// `None` if their offsets overflow.
-fn runs_of(count: usize, l: &DerivedType) -> Option<Vec<(i64, u64)>> {
-    let mut runs: Vec<(i64, u64)> = Vec::new();
+fn runs_of(count: usize, l: &DerivedType) -> Option<Runs> {
+    let mut runs = Runs::new();
     for i in 0..i64::try_from(count).ok()? {
         for &(off, len) in &l.blocks {
             let start = i.checked_mul(l.extent as i64)?.checked_add(off as i64)?;
@@ -66,6 +76,46 @@ fn runs_of(count: usize, l: &DerivedType) -> Option<Vec<(i64, u64)>> {
         }
     }
     Some(runs)
+}
+
+/// One run of `count` elements of `size` bytes back to back (none if
+/// empty); `None` if it spans more than memory.
+fn one_run(count: usize, size: usize) -> Option<Runs> {
+    let bytes = size.checked_mul(count)?;
+    let bytes = i64::try_from(bytes).ok()? as u64;
+    Some(if bytes > 0 {
+        smallvec::smallvec![(0, bytes)]
+    } else {
+        Runs::new()
+    })
+}
+
+/// The byte runs of `count` elements of `dt`, and the predefined type
+/// every byte belongs to (if one does), or the error.
+fn runs_of_type(
+    h: Win,
+    func: &str,
+    count: c_int,
+    dt: Datatype,
+) -> Result<(Runs, Option<Datatype>), c_int> {
+    let n = count_of(h, func, count)?;
+    let (runs, base) = match crate::types::predefined_size(dt) {
+        // A predefined type (the pairs with padding have none): elements
+        // back to back, without building the layout.
+        Some(size) => (one_run(n, size), Some(dt)),
+        None => {
+            let l = layout_of(h, func, dt)?;
+            match l.blocks[..] {
+                [(0, len)] if len as isize == l.extent => (one_run(n, len), l.base),
+                _ => (runs_of(n, &l), l.base),
+            }
+        }
+    };
+    let runs = runs.ok_or_else(|| {
+        let why = format!("{count} elements of this datatype span more than memory");
+        win_error(h, func, MPI_ERR_COUNT, &why)
+    })?;
+    Ok((runs, base))
 }
 
 /// Check an operation's target and lay out its runs; `None` for
@@ -95,25 +145,17 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
                 &format!("invalid target rank {}", t.rank),
             )
         })?;
-    let count = count_of(h, func, t.count)?;
-    let l = layout_of(h, func, t.dt)?;
-    let peer = with_win(h, |w| w.peers[rank]).unwrap_or_default();
+    let (runs, base) = runs_of_type(h, func, t.count, t.dt)?;
+    let (peer, direct) = with_win(h, |w| {
+        let direct = w.direct.as_ref().map(|d| (d.at(rank, 0), d.locks(rank)));
+        (w.peers[rank], direct)
+    })
+    .unwrap_or_default();
     let at = if dynamic {
         t.disp as i64
     } else {
         (t.disp as i64).saturating_mul(peer.disp_unit as i64)
     };
-    let runs = runs_of(count, &l).ok_or_else(|| {
-        win_error(
-            h,
-            func,
-            MPI_ERR_COUNT,
-            &format!(
-                "{} elements of this datatype span more than memory",
-                t.count
-            ),
-        )
-    })?;
     if !dynamic {
         let outside = runs.iter().find(|&&(off, len)| {
             let start = at.saturating_add(off);
@@ -147,7 +189,7 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
     }
     let header = Header {
         at,
-        base: l.base.unwrap_or(MPI_DATATYPE_NULL),
+        base: base.unwrap_or(MPI_DATATYPE_NULL),
         ..Header::default()
     };
     Ok(Some(Prepared {
@@ -156,23 +198,36 @@ fn prepare(h: Win, func: &str, t: Target) -> Result<Option<Prepared>, c_int> {
         header,
         runs,
         bytes,
+        // The window's bytes lie inside the target's part (checked above).
+        direct: direct.map(|(part, locks)| (part.wrapping_offset(at as isize), locks)),
     }))
 }
 
-/// `count` elements of `dt` at `addr`, packed; they must be `want` bytes
-/// (the target's side of the operation).
-fn pack(
+/// `count` elements of `dt` at `addr`, packed (where they lie, if they
+/// are back to back); they must be `want` bytes (the target's side of the
+/// operation).
+fn pack<'a>(
     h: Win,
     func: &str,
     addr: *const c_void,
     count: c_int,
     dt: Datatype,
     want: u64,
-) -> Result<Vec<u8>, c_int> {
+) -> Result<Cow<'a, [u8]>, c_int> {
     let n = count_of(h, func, count)?;
-    let l = layout_of(h, func, dt)?;
-    // SAFETY: `addr` holds `count` elements of `dt` (caller contract).
-    let data = unsafe { crate::types::pack(addr.cast(), n, &l) };
+    let data = match crate::types::predefined_size(dt) {
+        // SAFETY: `addr` holds `count` elements of `dt`, back to back,
+        // which stay put until the operation returns (caller contract).
+        Some(size) => Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(addr.cast::<u8>(), n.saturating_mul(size))
+        }),
+        None => {
+            let l = layout_of(h, func, dt)?;
+            // SAFETY: `addr` holds `count` elements of `dt` (caller
+            // contract).
+            Cow::Owned(unsafe { crate::types::pack(addr.cast(), n, &l) })
+        }
+    };
     if data.len() as u64 != want {
         return Err(win_error(
             h,
@@ -185,6 +240,18 @@ fn pack(
         ));
     }
     Ok(data)
+}
+
+/// The byte runs of `count` elements of `dt` at the origin, which must
+/// hold `want` bytes (the target's side of the operation).
+fn origin_runs(h: Win, func: &str, count: c_int, dt: Datatype, want: u64) -> Result<Runs, c_int> {
+    let (runs, _) = runs_of_type(h, func, count, dt)?;
+    let have: u64 = runs.iter().map(|r| r.1).sum();
+    if have != want {
+        let why = format!("{have} bytes at the origin for {want} at the target");
+        return Err(win_error(h, func, MPI_ERR_TYPE, &why));
+    }
+    Ok(runs)
 }
 
 /// The operation must combine with a predefined operation over the
@@ -381,6 +448,85 @@ fn finish(h: Win, r: Result<Option<Request>, c_int>, out: Option<*mut Request>) 
     }
 }
 
+/// Where an operation of `bytes` bytes of predefined type `tdt` elements
+/// lands in a direct window: the address in the target's part and its
+/// locks. `None` unless the window is direct, both sides are predefined
+/// types of as many bytes, and every argument is valid — the general path
+/// takes the rest, and reports the errors.
+#[inline]
+fn direct_span(h: Win, count: c_int, dt: Datatype, t: Target) -> Option<(*mut u8, usize, Locks)> {
+    let size = crate::types::predefined_size(dt)?;
+    let tsize = crate::types::predefined_size(t.dt)?;
+    let bytes = usize::try_from(count).ok()?.checked_mul(size)?;
+    let tbytes = usize::try_from(t.count).ok()?.checked_mul(tsize)?;
+    if bytes != tbytes || bytes == 0 || bytes as u64 > MAX_BYTES {
+        return None;
+    }
+    let rank = usize::try_from(t.rank).ok()?;
+    with_win(h, |w| {
+        let d = w.direct.as_ref()?;
+        let peer = w.peers.get(rank)?;
+        let off = usize::try_from(t.disp)
+            .ok()?
+            .checked_mul(peer.disp_unit as usize)?;
+        (off.checked_add(bytes)? <= peer.len as usize)
+            .then(|| (d.at(rank, off as i64), bytes, d.locks(rank)))
+    })
+    .flatten()
+}
+
+/// An accumulate on a direct window, with `result` (address, count,
+/// type) receiving the target's bytes first for a fetching one: one pass
+/// over the target's memory under its accumulate lock. `None` unless
+/// [`direct_span`] applies, the origin and target types are the same, the
+/// result's type is predefined and as long, and `op` is a predefined
+/// operation over the type — the general path takes the rest.
+#[inline]
+fn direct_accumulate(
+    h: Win,
+    func: &str,
+    (addr, count, dt): (*const c_void, c_int, Datatype),
+    result: Option<(*mut c_void, c_int, Datatype)>,
+    t: Target,
+    op: Op,
+) -> Option<c_int> {
+    let (at, bytes, locks) = direct_span(h, count, dt, t)?;
+    if dt != t.dt || slot_of_user_op(op) {
+        return None;
+    }
+    if let Some((_, rcount, rdt)) = result {
+        let rsize = crate::types::predefined_size(rdt)?;
+        if usize::try_from(rcount).ok()?.checked_mul(rsize)? != bytes {
+            return None;
+        }
+    }
+    let combine = crate::types::CombineOp::new(op, dt).ok()?;
+    let _held = locks.accumulating();
+    if let Some((r, ..)) = result {
+        // SAFETY: `direct_span` found the bytes inside the target's part;
+        // `r` holds as many (checked above; caller contract).
+        unsafe { std::ptr::copy(at, r.cast::<u8>(), bytes) };
+    }
+    match direct::writes_only(op) {
+        // SAFETY: as above; `addr` holds the origin's bytes (caller
+        // contract; not read for `MPI_NO_OP`, where it may be null).
+        Some(true) => unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) },
+        Some(false) => {}
+        None => {
+            // SAFETY: as above.
+            let data = unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), bytes) };
+            // SAFETY: as above; the target's bytes are the program's to
+            // change under the accumulate lock (MPI forbids other accesses
+            // to them meanwhile).
+            let target = unsafe { std::slice::from_raw_parts_mut(at, bytes) };
+            if let Err((code, why)) = crate::types::fold_into(combine, dt, target, data) {
+                return Some(win_error(h, func, code, &why));
+            }
+        }
+    }
+    Some(MPI_SUCCESS)
+}
+
 /// `MPI_Put` and `MPI_Rput`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn put(
@@ -392,10 +538,24 @@ fn put(
     h: Win,
     out: Option<*mut Request>,
 ) -> c_int {
+    if let Some((at, bytes, _)) = direct_span(h, count, dt, t) {
+        // SAFETY: `direct_span` found the bytes inside the target's part;
+        // `addr` holds them (caller contract; they may overlap if a rank
+        // puts from its own window into itself).
+        unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) };
+        return completed(h, out);
+    }
     let r = (|| {
         let Some(p) = prepare(h, func, t)? else {
             return Ok(());
         };
+        if let Some((at, _)) = p.direct {
+            let from = origin_runs(h, func, count, dt, p.bytes)?;
+            // SAFETY: `prepare` found the target's runs inside its part;
+            // `addr` holds `count` elements of `dt` (caller contract).
+            unsafe { direct::copy_runs(at, &p.runs, addr.cast(), &from) };
+            return Ok(());
+        }
         let data = pack(h, func, addr, count, dt, p.bytes)?;
         let bytes = wire::encode(Kind::Put, p.header, &p.runs, &data, &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)
@@ -413,10 +573,21 @@ fn get(
     h: Win,
     out: Option<*mut Request>,
 ) -> c_int {
+    if let Some((at, bytes, _)) = direct_span(h, count, dt, t) {
+        // SAFETY: as for a put, the other way.
+        unsafe { std::ptr::copy(at, addr.cast::<u8>(), bytes) };
+        return completed(h, out);
+    }
     let r = (|| {
         let Some(p) = prepare(h, func, t)? else {
             return Ok(None);
         };
+        if let Some((at, _)) = p.direct {
+            let into = origin_runs(h, func, count, dt, p.bytes)?;
+            // SAFETY: as for a put, the other way.
+            unsafe { direct::copy_runs(addr.cast(), &into, at, &p.runs) };
+            return Ok(None);
+        }
         check_room(h, func, count, dt, p.bytes)?;
         let bytes = wire::encode(Kind::Get, p.header, &p.runs, &[], &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)?;
@@ -437,12 +608,23 @@ fn accumulate(
     h: Win,
     out: Option<*mut Request>,
 ) -> c_int {
+    if let Some(rc) = direct_accumulate(h, func, (addr, count, dt), None, t, op) {
+        return if rc == MPI_SUCCESS {
+            completed(h, out)
+        } else {
+            rc
+        };
+    }
     let r = (|| {
         let Some(mut p) = prepare(h, func, t)? else {
             return Ok(());
         };
         check_accumulate(h, func, &p, op, dt)?;
         let data = pack(h, func, addr, count, dt, p.bytes)?;
+        if let Some((at, locks)) = p.direct {
+            let _held = locks.accumulating();
+            return apply_direct(h, func, &p, at, op, &data);
+        }
         p.header.arg = op;
         let bytes = wire::encode(Kind::Accumulate, p.header, &p.runs, &data, &[]);
         send_request(h, func, p.comm, p.rank, bytes, true)
@@ -471,6 +653,16 @@ fn fetch(
     h: Win,
     out: Option<*mut Request>,
 ) -> c_int {
+    if compare.is_none() {
+        let result = Some((f.result, f.result_count, f.result_dt));
+        if let Some(rc) = direct_accumulate(h, func, (f.addr, f.count, f.dt), result, t, op) {
+            return if rc == MPI_SUCCESS {
+                completed(h, out)
+            } else {
+                rc
+            };
+        }
+    }
     let r = (|| {
         let Some(mut p) = prepare(h, func, t)? else {
             return Ok(None);
@@ -494,21 +686,78 @@ fn fetch(
             }
         };
         let data = if op == MPI_NO_OP && compare.is_none() {
-            Vec::new()
+            Cow::Borrowed(&[][..])
         } else {
             pack(h, func, f.addr, f.count, f.dt, p.bytes)?
         };
         let compare = match compare {
             Some(c) => pack(h, func, c, f.count, f.dt, p.bytes)?,
-            None => Vec::new(),
+            None => Cow::Borrowed(&[][..]),
         };
         p.header.arg = op;
+        if let Some((at, locks)) = p.direct {
+            let into = origin_runs(h, func, f.result_count, f.result_dt, p.bytes)?;
+            let _held = locks.accumulating();
+            if kind == Kind::CompareAndSwap {
+                // SAFETY: `prepare` found the target's runs inside its part.
+                let old = unsafe { direct::read_runs(at, &p.runs, p.bytes) };
+                if old == *compare {
+                    // SAFETY: as above; `data` holds the runs' bytes.
+                    unsafe { direct::write_runs(at, &p.runs, &data) };
+                }
+                // SAFETY: `result` holds the runs `into` (caller contract).
+                unsafe { direct::copy_runs(f.result.cast(), &into, old.as_ptr(), &[(0, p.bytes)]) };
+            } else {
+                // SAFETY: as above.
+                unsafe { direct::copy_runs(f.result.cast(), &into, at, &p.runs) };
+                apply_direct(h, func, &p, at, op, &data)?;
+            }
+            return Ok(None);
+        }
         check_room(h, func, f.result_count, f.result_dt, p.bytes)?;
         let bytes = wire::encode(kind, p.header, &p.runs, &data, &compare);
         send_request(h, func, p.comm, p.rank, bytes, true)?;
         expect_reply(h, func, &p, f.result, f.result_count, f.result_dt).map(Some)
     })();
     finish(h, r, out)
+}
+
+/// Combine `data` into the target's runs at `at` of a direct window by
+/// `op`, in place, under the target's accumulate lock (which the caller
+/// holds).
+fn apply_direct(
+    h: Win,
+    func: &str,
+    p: &Prepared,
+    at: *mut u8,
+    op: Op,
+    data: &[u8],
+) -> Result<(), c_int> {
+    match direct::writes_only(op) {
+        // SAFETY: `prepare` found the target's runs inside its part;
+        // `data` holds the runs' bytes.
+        Some(true) => unsafe { direct::write_runs(at, &p.runs, data) },
+        Some(false) => {}
+        None => {
+            let base = p.header.base;
+            let c = crate::types::CombineOp::new(op, base)
+                .map_err(|(code, why)| win_error(h, func, code, why))?;
+            let mut pos = 0usize;
+            for &(off, len) in &p.runs {
+                let len = len as usize;
+                // SAFETY: as above; the target's bytes are the program's
+                // to change under the accumulate lock (MPI forbids other
+                // accesses to them meanwhile).
+                let target = unsafe {
+                    std::slice::from_raw_parts_mut(at.wrapping_offset(off as isize), len)
+                };
+                crate::types::fold_into(c, base, target, &data[pos..pos + len])
+                    .map_err(|(code, why)| win_error(h, func, code, &why))?;
+                pos += len;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The target of an operation, from MPI's arguments.

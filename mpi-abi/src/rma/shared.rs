@@ -23,10 +23,85 @@ use crate::state::{error, put};
 static MADE: AtomicU64 = AtomicU64::new(0);
 
 /// A shared window's mapping and where each member's part lies in it:
-/// (offset, bytes, displacement unit).
+/// (offset, bytes, displacement unit). The members' control blocks
+/// ([`super::direct::Control`]) follow the parts.
 pub(crate) struct Segment {
     map: memmap2::MmapMut,
     parts: Vec<(usize, usize, usize)>,
+}
+
+/// A window's memory in one file every member maps.
+pub(super) struct Mapped {
+    pub segment: Segment,
+    /// The address of this member's part.
+    pub base: usize,
+    /// How to reach the other members' parts, for a direct window.
+    pub direct: Option<super::direct::Direct>,
+}
+
+/// Alignment of the parts of a window allocated by `MPI_Win_allocate`
+/// in shared memory, and of the control blocks.
+const PART_ALIGN: usize = 64;
+
+/// Map one file for the members of `h`, each with `len` bytes of
+/// displacement unit `unit` — back to back (`MPI_Win_allocate_shared`'s
+/// layout) or each part on its own cache lines (`aligned`) — and make it
+/// a direct window if `direct` ([`super::direct`]). Collective. `None`
+/// when the members are not all on one host (every member sees it alike).
+pub(super) fn map_shared(
+    func: &str,
+    h: Comm,
+    len: usize,
+    unit: usize,
+    aligned: bool,
+    direct: bool,
+) -> Result<Option<Mapped>, c_int> {
+    let all = exchange(func, h, len, unit)?;
+    if all.iter().any(|m| m[2] != all[0][2]) {
+        return Ok(None);
+    }
+    let too_big = || {
+        error(
+            h,
+            func,
+            MPI_ERR_SIZE,
+            "the parts add up to more than memory",
+        )
+    };
+    let mut parts = Vec::with_capacity(all.len());
+    let mut at = 0usize;
+    for m in &all {
+        let bytes = usize::try_from(m[0]).unwrap_or(usize::MAX);
+        parts.push((at, bytes, m[1] as usize));
+        at = at.checked_add(bytes).ok_or_else(too_big)?;
+        if aligned {
+            at = at
+                .checked_next_multiple_of(PART_ALIGN)
+                .ok_or_else(too_big)?;
+        }
+    }
+    let control = at
+        .checked_next_multiple_of(PART_ALIGN)
+        .ok_or_else(too_big)?;
+    let total = control
+        .checked_add(super::direct::control_bytes(all.len()))
+        .ok_or_else(too_big)?;
+    let rank = crate::state::intra_comm(func, h)?.rank();
+    let mut map = map_segment(func, h, rank, total)?;
+    let start = map.as_mut_ptr() as usize;
+    let direct = direct.then(|| {
+        let bases = parts.iter().map(|p| start + p.0).collect();
+        // SAFETY: the file holds a zeroed control block per member at
+        // `control`, aligned to a cache line (the mapping is page
+        // aligned); the mapping lives in the window's `Segment` as long
+        // as the `Direct` in the window; `bases` are the parts' addresses.
+        unsafe { super::direct::Direct::new(bases, (start + control) as *const _) }
+    });
+    Ok(Some(Mapped {
+        base: start + parts[rank].0,
+        segment: Segment { map, parts },
+        direct,
+    }))
 }
 
 /// Every member's (bytes, displacement unit, host), in rank order.
@@ -155,39 +230,22 @@ fn allocate_shared(
     let len = usize::try_from(len)
         .map_err(|_| error(h, func, MPI_ERR_SIZE, &format!("negative size {len}")))?;
     let unit = super::window::disp_unit_of(func, disp_unit)?;
-    let all = exchange(func, h, len, unit)?;
-    if all.iter().any(|m| m[2] != all[0][2]) {
+    let Some(mapped) = map_shared(func, h, len, unit, false, super::direct::unlogged())? else {
         return Err(error(
             h,
             func,
             MPI_ERR_RMA_SHARED,
             "the members are not all on one host",
         ));
-    }
-    let mut parts = Vec::with_capacity(all.len());
-    let mut at = 0usize;
-    for m in &all {
-        let bytes = usize::try_from(m[0]).unwrap_or(usize::MAX);
-        parts.push((at, bytes, m[1] as usize));
-        at = at.checked_add(bytes).ok_or_else(|| {
-            error(
-                h,
-                func,
-                MPI_ERR_SIZE,
-                "the parts add up to more than memory",
-            )
-        })?;
-    }
-    let rank = c.rank();
-    let mut map = map_segment(func, h, rank, at)?;
-    let base = map.as_mut_ptr() as usize + parts[rank].0;
-    let segment = Segment { map, parts };
+    };
+    let base = mapped.base;
     let given = super::window::Given {
         base,
         len,
         disp_unit: unit,
         flavor: MPI_WIN_FLAVOR_SHARED,
-        owned: Some(Memory::Shared(segment)),
+        owned: Some(Memory::Shared(mapped.segment)),
+        direct: mapped.direct,
     };
     let win = super::window::create(func, h, given, info)?;
     // SAFETY: `baseptr` is a `void **`, `out` a handle pointer (caller
@@ -210,7 +268,7 @@ export! {
             return code;
         }
         let found = with_win(h, |w| {
-            let Some(Memory::Shared(seg)) = &w.owned else {
+            let (Some(Memory::Shared(seg)), MPI_WIN_FLAVOR_SHARED) = (&w.owned, w.flavor) else {
                 return Err((MPI_ERR_RMA_FLAVOR, "the window is not a shared one".to_string()));
             };
             let part = if rank == MPI_PROC_NULL {

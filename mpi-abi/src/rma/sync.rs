@@ -4,9 +4,10 @@
 
 use std::ffi::c_int;
 
+use super::direct::Locks;
 use super::origin::send_request;
 use super::window::{drain, wait_all};
-use super::wire::{self, Kind, TAG_POST, TAG_REPLY};
+use super::wire::{self, Kind, TAG_COMPLETE, TAG_POST, TAG_REPLY};
 use super::{Held, check, win_error, window_or_error, with_win};
 use crate::consts::*;
 
@@ -16,6 +17,61 @@ fn serve_until(h: Win, mut ready: impl FnMut(&super::Window) -> bool) {
         super::progress();
         with_win(h, |w| ready(w)).unwrap_or(true)
     });
+}
+
+/// Member `rank`'s locks, if window `h` is direct ([`super::direct`]).
+fn direct_locks(h: Win, rank: usize) -> Option<Locks> {
+    with_win(h, |w| Some(w.direct.as_ref()?.locks(rank))).flatten()
+}
+
+/// Is window `h` direct?
+fn is_direct(h: Win) -> bool {
+    with_win(h, |w| w.direct.is_some()).unwrap_or(false)
+}
+
+/// Order this process's loads and stores into a direct window's memory
+/// before what follows (its operations are complete when they return).
+fn memory_fence() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Let go of the lock held as `held` on member `rank` of a direct window.
+fn release_direct(locks: Locks, held: Held) {
+    memory_fence();
+    match held {
+        Held::Exclusive => locks.unlock(true),
+        Held::Shared => locks.unlock(false),
+        Held::Unchecked => {}
+    }
+}
+
+/// Post an empty receive from each of `ranks` with `tag` on `comm`.
+fn expect_words(
+    h: Win,
+    func: &str,
+    comm: Comm,
+    ranks: &[usize],
+    tag: c_int,
+) -> Result<Vec<Request>, c_int> {
+    let mut reqs = Vec::with_capacity(ranks.len());
+    for &r in ranks {
+        let mut req: Request = MPI_REQUEST_NULL;
+        // SAFETY: no bytes are received.
+        let rc = unsafe {
+            crate::p2p::MPI_Irecv(
+                std::ptr::null_mut(),
+                0,
+                MPI_BYTE,
+                r as c_int,
+                tag,
+                comm,
+                &mut req,
+            )
+        };
+        check(h, func, rc, "hearing from a member")?;
+        reqs.push(req);
+    }
+    Ok(reqs)
 }
 
 /// The window's communicator, or the error for an invalid handle.
@@ -30,6 +86,14 @@ fn comm_of(func: &str, h: Win) -> Result<Comm, c_int> {
 fn fence(h: Win) -> Result<(), c_int> {
     let func = "MPI_Win_fence";
     let comm = comm_of(func, h)?;
+    if is_direct(h) {
+        // Every operation of the epoch is done: order memory, and meet.
+        memory_fence();
+        // SAFETY: a valid communicator.
+        let rc = unsafe { crate::coll::MPI_Barrier(comm) };
+        memory_fence();
+        return check(h, func, rc, "meeting the other members");
+    }
     let issued =
         with_win(h, |w| std::mem::replace(&mut w.issued, vec![0; w.size])).unwrap_or_default();
     let mut expected: u64 = 0;
@@ -158,7 +222,7 @@ fn lock(h: Win, kind: c_int, rank: c_int, assert: c_int) -> Result<(), c_int> {
             ));
         }
     };
-    if with_win(h, |w| w.locks.contains_key(&rank)).unwrap_or(false) {
+    if with_win(h, |w| w.locks.contains(rank)).unwrap_or(false) {
         return Err(win_error(
             h,
             func,
@@ -170,7 +234,10 @@ fn lock(h: Win, kind: c_int, rank: c_int, assert: c_int) -> Result<(), c_int> {
         with_win(h, |w| w.locks.insert(rank, Held::Unchecked));
         return Ok(());
     }
-    ask_all(h, func, &[(rank, Kind::Lock, kind)])?;
+    match direct_locks(h, rank) {
+        Some(locks) => locks.lock(held == Held::Exclusive),
+        None => ask_all(h, func, &[(rank, Kind::Lock, kind)])?,
+    }
     with_win(h, |w| w.locks.insert(rank, held));
     Ok(())
 }
@@ -190,7 +257,7 @@ fn unlock(h: Win, rank: c_int) -> Result<(), c_int> {
     let Some(rank) = target_rank(func, h, rank)? else {
         return Ok(());
     };
-    let Some(held) = with_win(h, |w| w.locks.remove(&rank)).flatten() else {
+    let Some(held) = with_win(h, |w| w.locks.remove(rank)).flatten() else {
         return Err(win_error(
             h,
             func,
@@ -198,6 +265,10 @@ fn unlock(h: Win, rank: c_int) -> Result<(), c_int> {
             &format!("rank {rank} is not locked"),
         ));
     };
+    if let Some(locks) = direct_locks(h, rank) {
+        release_direct(locks, held);
+        return Ok(());
+    }
     let (kind, arg) = release_of(held);
     ask_all(h, func, &[(rank, kind, arg)])
 }
@@ -220,23 +291,37 @@ fn lock_all(h: Win, assert: c_int) -> Result<(), c_int> {
     } else {
         Held::Shared
     };
-    if held == Held::Shared {
+    if held == Held::Shared && is_direct(h) {
+        for r in 0..size {
+            if let Some(locks) = direct_locks(h, r) {
+                locks.lock(false);
+            }
+        }
+    } else if held == Held::Shared {
         let all: Vec<_> = (0..size)
             .map(|r| (r, Kind::Lock, MPI_LOCK_SHARED))
             .collect();
         ask_all(h, func, &all)?;
     }
-    with_win(h, |w| w.locks.extend((0..size).map(|r| (r, held))));
+    with_win(h, |w| (0..size).for_each(|r| w.locks.insert(r, held)));
     Ok(())
 }
 
 /// `MPI_Win_unlock_all`.
 fn unlock_all(h: Win) -> Result<(), c_int> {
     let func = "MPI_Win_unlock_all";
-    let held = with_win(h, |w| std::mem::take(&mut w.locks))
+    let held = with_win(h, |w| w.locks.take_all())
         .ok_or_else(|| window_or_error(func, h).err().unwrap_or(MPI_ERR_WIN))?;
     if held.is_empty() {
         return Err(win_error(h, func, MPI_ERR_RMA_SYNC, "no lock is held"));
+    }
+    if is_direct(h) {
+        for (r, held) in held {
+            if let Some(locks) = direct_locks(h, r) {
+                release_direct(locks, held);
+            }
+        }
+        return Ok(());
     }
     let all: Vec<_> = held
         .into_iter()
@@ -253,15 +338,20 @@ fn unlock_all(h: Win) -> Result<(), c_int> {
 fn flush(h: Win, func: &str, rank: Option<c_int>) -> Result<(), c_int> {
     let targets: Vec<usize> = match rank {
         Some(r) => match target_rank(func, h, r)? {
-            Some(r) if with_win(h, |w| w.locks.contains_key(&r)).unwrap_or(false) => vec![r],
+            Some(r) if with_win(h, |w| w.locks.contains(r)).unwrap_or(false) => vec![r],
             Some(r) => {
                 let why = format!("rank {r} is not locked");
                 return Err(win_error(h, func, MPI_ERR_RMA_SYNC, &why));
             }
             None => return Ok(()),
         },
-        None => with_win(h, |w| w.locks.keys().copied().collect()).unwrap_or_default(),
+        None => with_win(h, |w| w.locks.ranks()).unwrap_or_default(),
     };
+    if is_direct(h) {
+        // Every operation is done when it returns.
+        memory_fence();
+        return Ok(());
+    }
     let all: Vec<_> = targets.into_iter().map(|r| (r, Kind::Flush, 0)).collect();
     ask_all(h, func, &all)
 }
@@ -298,6 +388,15 @@ fn post(h: Win, group: Group, assert: c_int) -> Result<(), c_int> {
             check(h, func, rc, "telling an origin")?;
             with_win(h, |w| w.sends.push((req, Vec::new())));
         }
+    }
+    if is_direct(h) {
+        // No `Complete` request will come: each origin's word instead.
+        let words = expect_words(h, func, comm, &origins, TAG_COMPLETE)?;
+        with_win(h, |w| {
+            if let Some(d) = &mut w.direct {
+                d.completions = words;
+            }
+        });
     }
     with_win(h, |w| w.exposure = Some(origins));
     Ok(())
@@ -346,6 +445,25 @@ fn complete(h: Win) -> Result<(), c_int> {
             "no access epoch was started",
         ));
     };
+    if is_direct(h) {
+        // The operations are done: tell each target.
+        memory_fence();
+        for t in targets {
+            // SAFETY: no bytes are sent.
+            let rc = unsafe {
+                crate::p2p::MPI_Send(
+                    std::ptr::null(),
+                    0,
+                    MPI_BYTE,
+                    t as c_int,
+                    TAG_COMPLETE,
+                    comm,
+                )
+            };
+            check(h, func, rc, "telling a target")?;
+        }
+        return Ok(());
+    }
     for t in targets {
         send_request(h, func, comm, t, wire::control(Kind::Complete, 0), false)?;
     }
@@ -365,6 +483,46 @@ fn exposure_done(w: &mut super::Window) -> bool {
     }
     w.exposure = None;
     true
+}
+
+/// `MPI_Win_test` on a direct window: has each origin's word come? Then
+/// the exposure epoch ends.
+fn test_direct(h: Win, flag: *mut c_int) -> c_int {
+    let mut words = with_win(h, |w| {
+        w.direct
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.completions))
+    })
+    .flatten()
+    .unwrap_or_default();
+    let mut done: c_int = 1;
+    if !words.is_empty() {
+        // SAFETY: `words` holds that many requests; statuses are ignored.
+        let rc = unsafe {
+            crate::p2p::MPI_Testall(
+                words.len() as c_int,
+                words.as_mut_ptr(),
+                &mut done,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != MPI_SUCCESS {
+            return win_error(h, "MPI_Win_test", rc, "hearing from the origins");
+        }
+    }
+    if done != 0 {
+        memory_fence();
+        with_win(h, |w| w.exposure = None);
+    } else {
+        with_win(h, |w| {
+            if let Some(d) = &mut w.direct {
+                d.completions = words;
+            }
+        });
+    }
+    // SAFETY: an int pointer (caller contract).
+    unsafe { crate::state::put(flag, done) };
+    MPI_SUCCESS
 }
 
 export! {
@@ -430,6 +588,15 @@ export! {
         if with_win(h, |w| w.exposure.is_none()).unwrap_or(true) {
             return win_error(h, "MPI_Win_wait", MPI_ERR_RMA_SYNC, "no exposure epoch was posted");
         }
+        if is_direct(h) {
+            let mut words = with_win(h, |w| w.direct.as_mut().map(|d| std::mem::take(&mut d.completions))).flatten().unwrap_or_default();
+            if let Err(code) = wait_all(h, "MPI_Win_wait", &mut words) {
+                return code;
+            }
+            memory_fence();
+            with_win(h, |w| w.exposure = None);
+            return MPI_SUCCESS;
+        }
         serve_until(h, |w| w.exposure.as_ref().is_none_or(|o| o.iter().all(|&r| w.completed[r] > 0)));
         with_win(h, exposure_done);
         MPI_SUCCESS
@@ -438,6 +605,9 @@ export! {
     fn MPI_Win_test / PMPI_Win_test(h: Win, flag: *mut c_int) -> c_int {
         if let Err(code) = window_or_error("MPI_Win_test", h) {
             return code;
+        }
+        if is_direct(h) {
+            return test_direct(h, flag);
         }
         crate::threads::poll_once();
         super::progress();

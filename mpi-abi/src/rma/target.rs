@@ -15,7 +15,7 @@ use std::ffi::c_int;
 use super::wire::{self, Kind, TAG_DATA, TAG_REPLY, TAG_REQUEST};
 use super::{Window, with_win};
 use crate::consts::*;
-use crate::types::{CombineOp, fold_packed};
+use crate::types::{CombineOp, fold_into};
 
 /// Bytes of a window's inbox: a request longer than this comes as a
 /// `Follows` request, and then whole on its own (`TAG_DATA`).
@@ -372,14 +372,15 @@ fn combine(h: Win, from: usize, req: &wire::Request<'_>, old: &[u8]) -> Vec<u8> 
             &format!("{} bytes for {} bytes of target", req.data.len(), old.len()),
         );
     }
-    let combined = CombineOp::new(op, base)
-        .map_err(|(_, why)| why.to_string())
-        .and_then(|c| {
-            let mut out = vec![0u8; old.len()];
-            fold_packed(c, base, base, 0, &[old, req.data], &mut out)
-                .map(|()| out)
-                .map_err(|(_, w)| w)
-        });
-    combined
+    combined(op, base, old, req.data)
         .unwrap_or_else(|why| refuse(h, from, &format!("its accumulate cannot be applied: {why}")))
+}
+
+/// `old` elements of predefined type `base` combined with as many of
+/// `data` by `op` (what an accumulate leaves in the target's memory).
+fn combined(op: Op, base: Datatype, old: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
+    let c = CombineOp::new(op, base).map_err(|(_, why)| why.to_string())?;
+    let mut out = old.to_vec();
+    fold_into(c, base, &mut out, data).map_err(|(_, w)| w)?;
+    Ok(out)
 }

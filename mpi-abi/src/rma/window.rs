@@ -65,6 +65,9 @@ pub(super) struct Given {
     pub flavor: c_int,
     /// What the window allocated, freed with it.
     pub owned: Option<Memory>,
+    /// Set for a direct window ([`super::direct`]), whose memory `owned`
+    /// maps.
+    pub direct: Option<super::direct::Direct>,
 }
 
 /// Make a window over `memory` on communicator `h` (collective): the
@@ -77,6 +80,7 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
         disp_unit,
         flavor,
         owned,
+        direct,
     } = memory;
     let c = crate::state::intra_comm(func, h)?;
     crate::threads::making_a_window();
@@ -120,6 +124,7 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
             "exchanging the window's sizes",
         ));
     }
+    let is_direct = direct.is_some();
     let w = Window {
         comm,
         rank,
@@ -151,11 +156,15 @@ pub(super) fn create(func: &str, h: Comm, memory: Given, info: Info) -> Result<W
         exposure: None,
         completed: vec![0; size],
         lock: TargetLock::default(),
+        direct,
     };
     let i = STATE.with(|s| insert(&mut s.borrow_mut().windows, 0, w));
-    LIVE.fetch_add(1, Ordering::Relaxed);
     let win = handle_of(USER_WIN_KIND, i);
-    super::target::post_inbox(win)?;
+    if !is_direct {
+        // Requests come to this rank: progress points serve them.
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        super::target::post_inbox(win)?;
+    }
     Ok(win)
 }
 
@@ -222,6 +231,21 @@ fn allocate(
     let made = (|| {
         let len = non_negative(func, len, "size", MPI_ERR_SIZE)?;
         let unit = disp_unit_of(func, disp_unit)?;
+        if super::direct::unlogged()
+            && let Some(mapped) = super::shared::map_shared(func, h, len, unit, true, true)?
+        {
+            // SAFETY: `baseptr` is a `void **` (caller contract).
+            unsafe { put(baseptr.cast::<*mut c_void>(), mapped.base as *mut c_void) };
+            let given = Given {
+                base: mapped.base,
+                len,
+                disp_unit: unit,
+                flavor: MPI_WIN_FLAVOR_ALLOCATE,
+                owned: Some(Memory::Shared(mapped.segment)),
+                direct: mapped.direct,
+            };
+            return create(func, h, given, info);
+        }
         let Some(memory) = Allocation::new(len) else {
             return Err(crate::state::error(
                 h,
@@ -239,6 +263,7 @@ fn allocate(
             disp_unit: unit,
             flavor: MPI_WIN_FLAVOR_ALLOCATE,
             owned: Some(Memory::Allocated(memory)),
+            direct: None,
         };
         create(func, h, given, info)
     })();
@@ -295,13 +320,47 @@ pub(super) fn drain(h: Win, func: &str) -> Result<(), c_int> {
     r
 }
 
+/// No request can come to window `h` any more: its inbox goes. An error
+/// if one came all the same.
+fn withdraw_inbox(h: Win, func: &str) -> c_int {
+    // (Taken out of the window first: the wait below serves, and must
+    // not take the cancelled receive for a request.)
+    let mut inbox = with_win(h, |w| std::mem::replace(&mut w.inbox, MPI_REQUEST_NULL))
+        .unwrap_or(MPI_REQUEST_NULL);
+    let mut st = MpiStatus::default();
+    let mut cancelled: c_int = 1;
+    // SAFETY: the window's own request, cancelled and completed here;
+    // out-pointers to locals.
+    let waited = unsafe {
+        crate::p2p::MPI_Cancel(&mut inbox);
+        crate::p2p::MPI_Wait(&mut inbox, &mut st)
+    };
+    if waited == MPI_SUCCESS {
+        // SAFETY: a status written by the wait.
+        unsafe { crate::p2p::MPI_Test_cancelled(&st, &mut cancelled) };
+    }
+    if waited != MPI_SUCCESS {
+        win_error(h, func, waited, "withdrawing the receive of requests")
+    } else if cancelled == 0 {
+        // A request nobody will answer: its origin broke MPI's rules
+        // (an operation after the epochs were closed).
+        let why = format!(
+            "a request from rank {} came after every epoch on the window was closed",
+            st.source
+        );
+        win_error(h, func, MPI_ERR_RMA_SYNC, &why)
+    } else {
+        MPI_SUCCESS
+    }
+}
+
 export! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, h: Comm, out: *mut Win) -> c_int {
         let func = "MPI_Win_create";
         let made = (|| {
             let len = non_negative(func, size, "size", MPI_ERR_SIZE)?;
             let unit = disp_unit_of(func, disp_unit)?;
-            let given = Given { base: base as usize, len, disp_unit: unit, flavor: MPI_WIN_FLAVOR_CREATE, owned: None };
+            let given = Given { base: base as usize, len, disp_unit: unit, flavor: MPI_WIN_FLAVOR_CREATE, owned: None, direct: None };
             create(func, h, given, info)
         })();
         give(made, out)
@@ -312,7 +371,7 @@ export! {
     }
 
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, h: Comm, out: *mut Win) -> c_int {
-        let given = Given { base: 0, len: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, owned: None };
+        let given = Given { base: 0, len: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, owned: None, direct: None };
         give(create("MPI_Win_create_dynamic", h, given, info), out)
     }
 
@@ -374,36 +433,14 @@ export! {
         if let Err(code) = drain(h, func) {
             return code;
         }
-        // No request can come any more: the inbox goes.
-        // (Taken out of the window first: the wait below serves, and must
-        // not take the cancelled receive for a request.)
-        let mut inbox = with_win(h, |w| std::mem::replace(&mut w.inbox, MPI_REQUEST_NULL))
-            .unwrap_or(MPI_REQUEST_NULL);
-        let mut st = MpiStatus::default();
-        let mut cancelled: c_int = 1;
-        // SAFETY: the window's own request, cancelled and completed here;
-        // out-pointers to locals.
-        let waited = unsafe {
-            crate::p2p::MPI_Cancel(&mut inbox);
-            crate::p2p::MPI_Wait(&mut inbox, &mut st)
-        };
-        if waited == MPI_SUCCESS {
-            // SAFETY: a status written by the wait.
-            unsafe { crate::p2p::MPI_Test_cancelled(&st, &mut cancelled) };
-        }
+        let direct = with_win(h, |w| w.direct.is_some()).unwrap_or(false);
         // The window goes whatever happened; the first error is returned.
-        let mut rc = MPI_SUCCESS;
-        if waited != MPI_SUCCESS {
-            rc = win_error(h, func, waited, "withdrawing the receive of requests");
-        } else if cancelled == 0 {
-            // A request nobody will answer: its origin broke MPI's rules
-            // (an operation after the epochs were closed).
-            let why = format!(
-                "a request from rank {} came after every epoch on the window was closed",
-                st.source
-            );
-            rc = win_error(h, func, MPI_ERR_RMA_SYNC, &why);
-        }
+        let mut rc = if direct {
+            // Every member is past its last access (the barrier).
+            MPI_SUCCESS
+        } else {
+            withdraw_inbox(h, func)
+        };
         let deleted = crate::attr::delete_all(crate::attr::Object::Win, h);
         if rc == MPI_SUCCESS {
             rc = deleted;
@@ -412,8 +449,22 @@ export! {
             let mut s = s.borrow_mut();
             s.windows.get_mut(slot_of(h, USER_WIN_KIND)?)?.take()
         });
-        LIVE.fetch_sub(1, Ordering::Relaxed);
+        if !direct {
+            LIVE.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some(mut w) = w {
+            if let Some(d) = &mut w.direct {
+                // An exposure epoch never waited for (an erroneous
+                // program): its receives go with the window.
+                for req in &mut d.completions {
+                    // SAFETY: the window's own receives, cancelled and
+                    // completed here; the status is ignored.
+                    unsafe {
+                        crate::p2p::MPI_Cancel(req);
+                        crate::p2p::MPI_Wait(req, std::ptr::null_mut());
+                    }
+                }
+            }
             let mut comm = w.comm;
             // SAFETY: the window's private communicator, freed once.
             unsafe { crate::comm::MPI_Comm_free(&mut comm) };
@@ -468,9 +519,12 @@ export! {
     }
 
     fn MPI_Win_get_info / PMPI_Win_get_info(h: Win, out: *mut Info) -> c_int {
-        let Some(mut pairs) = with_win(h, |w| w.info.clone()) else {
+        let Some((mut pairs, direct)) = with_win(h, |w| (w.info.clone(), w.direct.is_some())) else {
             return win_error(h, "MPI_Win_get_info", MPI_ERR_WIN, "invalid window");
         };
+        // vpml's own: do origins load and store into this window's memory
+        // directly (see `super::direct`), or send it requests?
+        pairs.push(("vpml_direct".into(), direct.to_string()));
         if !pairs.iter().any(|(k, _)| k == "no_locks") {
             pairs.push(("no_locks".into(), "false".into()));
         }

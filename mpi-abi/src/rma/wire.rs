@@ -14,6 +14,9 @@ pub(crate) const TAG_REPLY: i32 = 2;
 pub(crate) const TAG_POST: i32 = 3;
 /// A request too long for the target's inbox, whole, after its `Follows`.
 pub(crate) const TAG_DATA: i32 = 4;
+/// `MPI_Win_complete`'s word to each target of a direct window
+/// ([`super::direct`]), which takes no requests.
+pub(crate) const TAG_COMPLETE: i32 = 5;
 
 /// What a request asks of its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,4 +27,4 @@ pub(crate) use datatype::{
     span, unpack,
 };
 pub(crate) use message::Message;
-pub(crate) use reduce::{CombineOp, Reduction, fold_packed, reduce};
+pub(crate) use reduce::{CombineOp, Reduction, fold_into, fold_packed, reduce};

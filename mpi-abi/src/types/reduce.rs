@@ -483,58 +483,102 @@ fn fold_predefined(
     fold_structs(op, base, parts)
 }
 
+/// `acc` combined in place with `data` — as many packed elements of
+/// predefined type `base`, `acc`'s on the left — by `op`: what an
+/// accumulate leaves in its target's memory.
+pub(crate) fn fold_into(
+    op: CombineOp,
+    base: Datatype,
+    acc: &mut [u8],
+    data: &[u8],
+) -> Result<(), (c_int, String)> {
+    if op.user.is_some() || super::padded_pair(base).is_some() {
+        let mut out = vec![0u8; acc.len()];
+        fold_packed(op, base, base, 0, &[acc, data], &mut out)?;
+        acc.copy_from_slice(&out);
+        return Ok(());
+    }
+    fold_structs_into(op, base, acc, data)
+}
+
 /// [`fold_predefined`] on elements as `base`'s Rust type lays them out.
 fn fold_structs(
     op: CombineOp,
     base: Datatype,
     parts: &[&[u8]],
 ) -> Result<Vec<u8>, (c_int, String)> {
-    fn go<T: Element>(op: CombineOp, parts: &[&[u8]]) -> Vec<u8> {
-        let Some((first, rest)) = parts.split_first() else {
-            return Vec::new();
-        };
-        let mut acc: Vec<T> = copied(first);
-        for part in rest {
-            let next = elems::<T>(part);
-            for (a, b) in acc.iter_mut().zip(next.iter()) {
-                *a = vpml::Op::<T>::apply(&op, *a, *b);
-            }
-        }
-        bytemuck::cast_slice(&acc).to_vec()
+    let Some((first, rest)) = parts.split_first() else {
+        return Ok(Vec::new());
+    };
+    let mut acc = first.to_vec();
+    for part in rest {
+        fold_structs_into(op, base, &mut acc, part)?;
     }
-    Ok(match element_of(base) {
-        Some(ElementKind::I8) => go::<i8>(op, parts),
-        Some(ElementKind::U8) => go::<u8>(op, parts),
-        Some(ElementKind::I16) => go::<i16>(op, parts),
-        Some(ElementKind::U16) => go::<u16>(op, parts),
-        Some(ElementKind::I32) => go::<i32>(op, parts),
-        Some(ElementKind::U32) => go::<u32>(op, parts),
-        Some(ElementKind::I64) => go::<i64>(op, parts),
-        Some(ElementKind::U64) => go::<u64>(op, parts),
-        Some(ElementKind::F32) => go::<f32>(op, parts),
-        Some(ElementKind::F64) => go::<f64>(op, parts),
-        Some(ElementKind::IntInt) => go::<IntInt>(op, parts),
-        Some(ElementKind::ShortInt) => go::<ShortInt>(op, parts),
-        Some(ElementKind::FloatInt) => go::<FloatInt>(op, parts),
-        Some(ElementKind::DoubleInt) => go::<DoubleInt>(op, parts),
-        Some(ElementKind::LongInt) => go::<LongInt>(op, parts),
-        Some(ElementKind::FloatFloat) => go::<FloatFloat>(op, parts),
-        Some(ElementKind::DoubleDouble) => go::<DoubleDouble>(op, parts),
-        Some(ElementKind::ComplexF32) => go::<ComplexF32>(op, parts),
-        Some(ElementKind::ComplexF64) => go::<ComplexF64>(op, parts),
+    Ok(acc)
+}
+
+/// [`fold_into`] on elements as `base`'s Rust type lays them out.
+fn fold_structs_into(
+    op: CombineOp,
+    base: Datatype,
+    acc: &mut [u8],
+    data: &[u8],
+) -> Result<(), (c_int, String)> {
+    fn fold<T: Element, O: vpml::Op<T>>(op: &O, acc: &mut [u8], data: &[u8]) {
+        let size = std::mem::size_of::<T>();
+        for (a, b) in acc.chunks_exact_mut(size).zip(data.chunks_exact(size)) {
+            let r = op.apply(
+                bytemuck::pod_read_unaligned::<T>(a),
+                bytemuck::pod_read_unaligned::<T>(b),
+            );
+            a.copy_from_slice(bytemuck::bytes_of(&r));
+        }
+    }
+    // The common operations fixed at compile time, as in `typed`: their
+    // element loops compile to vector code.
+    fn go<T: Element>(op: CombineOp, acc: &mut [u8], data: &[u8]) {
+        match op.op {
+            MPI_SUM => fold::<T, _>(&Fixed::<MPI_SUM>, acc, data),
+            MPI_PROD => fold::<T, _>(&Fixed::<MPI_PROD>, acc, data),
+            MPI_MAX => fold::<T, _>(&Fixed::<MPI_MAX>, acc, data),
+            MPI_MIN => fold::<T, _>(&Fixed::<MPI_MIN>, acc, data),
+            _ => fold::<T, _>(&op, acc, data),
+        }
+    }
+    match element_of(base) {
+        Some(ElementKind::I8) => go::<i8>(op, acc, data),
+        Some(ElementKind::U8) => go::<u8>(op, acc, data),
+        Some(ElementKind::I16) => go::<i16>(op, acc, data),
+        Some(ElementKind::U16) => go::<u16>(op, acc, data),
+        Some(ElementKind::I32) => go::<i32>(op, acc, data),
+        Some(ElementKind::U32) => go::<u32>(op, acc, data),
+        Some(ElementKind::I64) => go::<i64>(op, acc, data),
+        Some(ElementKind::U64) => go::<u64>(op, acc, data),
+        Some(ElementKind::F32) => go::<f32>(op, acc, data),
+        Some(ElementKind::F64) => go::<f64>(op, acc, data),
+        Some(ElementKind::IntInt) => go::<IntInt>(op, acc, data),
+        Some(ElementKind::ShortInt) => go::<ShortInt>(op, acc, data),
+        Some(ElementKind::FloatInt) => go::<FloatInt>(op, acc, data),
+        Some(ElementKind::DoubleInt) => go::<DoubleInt>(op, acc, data),
+        Some(ElementKind::LongInt) => go::<LongInt>(op, acc, data),
+        Some(ElementKind::FloatFloat) => go::<FloatFloat>(op, acc, data),
+        Some(ElementKind::DoubleDouble) => go::<DoubleDouble>(op, acc, data),
+        Some(ElementKind::ComplexF32) => go::<ComplexF32>(op, acc, data),
+        Some(ElementKind::ComplexF64) => go::<ComplexF64>(op, acc, data),
         #[cfg(target_arch = "x86_64")]
-        Some(ElementKind::LongDouble) => go::<LongDouble>(op, parts),
+        Some(ElementKind::LongDouble) => go::<LongDouble>(op, acc, data),
         #[cfg(target_arch = "x86_64")]
-        Some(ElementKind::LongDoubleInt) => go::<LongDoubleInt>(op, parts),
+        Some(ElementKind::LongDoubleInt) => go::<LongDoubleInt>(op, acc, data),
         #[cfg(target_arch = "x86_64")]
-        Some(ElementKind::ComplexLongDouble) => go::<ComplexLongDouble>(op, parts),
+        Some(ElementKind::ComplexLongDouble) => go::<ComplexLongDouble>(op, acc, data),
         None => {
             return Err((
                 MPI_ERR_TYPE,
                 "reductions over this datatype are not supported".into(),
             ));
         }
-    })
+    }
+    Ok(())
 }
 
 /// A predefined operation fixed at compile time.
