@@ -24,6 +24,11 @@ pub(crate) struct CombineOp {
 }
 
 impl CombineOp {
+    /// Is it one of MPI's operations (not the program's)?
+    pub(crate) fn is_predefined(&self) -> bool {
+        self.user.is_none()
+    }
+
     /// The operation `op` over elements of `dt`, if it applies to them.
     pub(crate) fn new(op: Op, dt: Datatype) -> Result<CombineOp, (c_int, &'static str)> {
         if let Some(i) = slot_of(op, USER_OP_KIND) {
@@ -493,6 +498,8 @@ pub(crate) fn fold_into(
     data: &[u8],
 ) -> Result<(), (c_int, String)> {
     if op.user.is_some() || super::padded_pair(base).is_some() {
+        // (A user operation sees the elements as `base`: callers pass
+        // predefined ones.)
         let mut out = vec![0u8; acc.len()];
         fold_packed(op, base, base, 0, &[acc, data], &mut out)?;
         acc.copy_from_slice(&out);

@@ -192,6 +192,65 @@ fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Res {
     super::no_in_place_on_inter(c, send)
 }
 
+/// What a collective sends from: the program's send buffer itself for a
+/// contiguous datatype (MPI leaves it untouched until the request
+/// completes), else a packed copy — or a copy of the result buffer's own
+/// block in place. The request's last step keeps it until then.
+pub(super) struct Outgoing {
+    ptr: *const u8,
+    len: usize,
+    /// What holds the bytes when they are not the program's.
+    _held: Option<Message>,
+    _copy: Vec<u8>,
+}
+
+impl Outgoing {
+    /// The bytes of `count` elements of `dt` at `buf`, to send.
+    ///
+    /// # Safety
+    /// `buf` holds them, untouched until the request completes (the C
+    /// caller's contract).
+    pub(super) unsafe fn of(buf: *const c_void, count: c_int, dt: Datatype) -> Res<Outgoing> {
+        // SAFETY: caller contract.
+        let mut m = checked(unsafe { Message::new(buf, count, dt, true) })?;
+        let (ptr, len) = m.target();
+        Ok(Outgoing {
+            ptr,
+            len,
+            _held: Some(m),
+            _copy: Vec::new(),
+        })
+    }
+
+    /// Bytes this value owns.
+    pub(super) fn copy(bytes: Vec<u8>) -> Outgoing {
+        Outgoing {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+            _held: None,
+            _copy: bytes,
+        }
+    }
+
+    pub(super) fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the program's buffer (kept untouched until the request
+        // completes, which outlives this value's use) or memory this value
+        // holds; `len` bytes either way.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 /// The packed bytes of `count` elements of `dt` at `buf`, owned.
 ///
 /// # Safety

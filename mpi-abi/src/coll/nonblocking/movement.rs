@@ -78,7 +78,7 @@ pub(in crate::coll) unsafe fn gather(
         }
         Role::Leaf(r) => {
             // SAFETY: caller contract.
-            let mine = unsafe { owned(send, scount, stype) }?;
+            let mine = unsafe { Outgoing::of(send, scount, stype) }?;
             Ok(Laid {
                 sends: vec![transfer(r, mine.as_ptr(), mine.len())],
                 recvs: Vec::new(),
@@ -173,8 +173,8 @@ unsafe fn own_and_others(
         && !in_place(send)
     {
         // SAFETY: caller contract.
-        let mine = unsafe { owned(send, scount, stype) }?;
-        mismatch = copy_block(&mine, &mut all[offs[me]..offs[me] + lens[me]]).err();
+        let mine = unsafe { Outgoing::of(send, scount, stype) }?;
+        mismatch = copy_block(mine.as_slice(), &mut all[offs[me]..offs[me] + lens[me]]).err();
     }
     let base = all.as_mut_ptr();
     let recvs = from
@@ -316,10 +316,10 @@ pub(in crate::coll) unsafe fn allgather(
             let (lens, offs) = (vb.lens(), vb.offs());
             // SAFETY: caller contract.
             let packed = unsafe { vb.pack(recv) };
-            packed[offs[me]..offs[me] + lens[me]].to_vec()
+            Outgoing::copy(packed[offs[me]..offs[me] + lens[me]].to_vec())
         }
         // SAFETY: caller contract.
-        _ => unsafe { owned(send, scount, stype) }?,
+        _ => unsafe { Outgoing::of(send, scount, stype) }?,
     };
     // SAFETY: caller contract.
     let mut laid = unsafe { gather_at_root(c, send, scount, stype, recv, vb) }?;
@@ -349,6 +349,30 @@ pub(in crate::coll) unsafe fn alltoall(
 ) -> Res<Laid> {
     no_in_place_on_inter(c, send)?;
     let (_, me) = peers(c);
+    if let Some(sb) = &sb
+        && let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) =
+            (sb.in_buffer(), rb.in_buffer())
+    {
+        // Contiguous datatypes, not in place: every block straight from
+        // the send buffer into the result buffer, no copy in between.
+        // SAFETY: caller contract.
+        let (input, all) = unsafe { (user_bytes_ref(send, sspan)?, user_bytes(recv, rspan)?) };
+        let mismatch = me.and_then(|me| {
+            let mine = &input[soffs[me]..soffs[me] + slens[me]];
+            copy_block(mine, &mut all[roffs[me]..roffs[me] + rlens[me]]).err()
+        });
+        let (inp, out) = (input.as_ptr(), all.as_mut_ptr());
+        return Ok(Laid {
+            sends: others(c)
+                .map(|i| transfer(i, inp.wrapping_add(soffs[i]), slens[i]))
+                .collect(),
+            recvs: others(c)
+                .map(|i| transfer(i, out.wrapping_add(roffs[i]), rlens[i]))
+                .collect(),
+            after: Box::new(|| Ok(())),
+        }
+        .ending_with(mismatch));
+    }
     // The input, packed and copied (in place it is the result buffer).
     let (input, slens, soffs) = match &sb {
         // SAFETY: caller contract.
@@ -427,12 +451,15 @@ pub(in crate::coll) unsafe fn alltoallw(
     // Every outgoing block packed and copied (the result buffer may be
     // the input); every incoming one into its own message.
     // A block of no elements may name any datatype (even none).
+    let inplace = in_place(send);
     let mut out_blocks = Vec::with_capacity(n);
     for i in 0..n {
         out_blocks.push(match sc[i] {
-            0 => Vec::new(),
+            0 => Outgoing::copy(Vec::new()),
             // SAFETY: caller contract.
-            _ => unsafe { owned(at(sbase, sd[i]), sc[i], st[i]) }?,
+            _ if inplace => Outgoing::copy(unsafe { owned(at(sbase, sd[i]), sc[i], st[i]) }?),
+            // SAFETY: caller contract.
+            _ => unsafe { Outgoing::of(at(sbase, sd[i]), sc[i], st[i]) }?,
         });
     }
     let mut in_msgs = Vec::with_capacity(n);
@@ -447,7 +474,7 @@ pub(in crate::coll) unsafe fn alltoallw(
         });
     }
     let mismatch = match me {
-        Some(me) => copy_block(&out_blocks[me], in_msgs[me].bytes()).err(),
+        Some(me) => copy_block(out_blocks[me].as_slice(), in_msgs[me].bytes()).err(),
         None => None,
     };
     let sends = others(c)

@@ -21,7 +21,7 @@ unsafe fn reduction_buffers(
     count: c_int,
     dt: Datatype,
     with_result: bool,
-) -> Res<(Option<Message>, Vec<u8>)> {
+) -> Res<(Option<Message>, Outgoing)> {
     no_in_place_on_inter(c, send)?;
     let inplace = in_place(send);
     if inplace && !with_result {
@@ -34,9 +34,9 @@ unsafe fn reduction_buffers(
         None
     };
     let mine = match (&mut out, inplace) {
-        (Some(o), true) => o.bytes().to_vec(),
+        (Some(o), true) => Outgoing::copy(o.bytes().to_vec()),
         // SAFETY: caller contract.
-        _ => unsafe { owned(send, count, dt) }?,
+        _ => unsafe { Outgoing::of(send, count, dt) }?,
     };
     Ok((out, mine))
 }
@@ -53,7 +53,22 @@ fn fold_into(
     parts: &[&[u8]],
     out: &mut Message,
 ) -> Res {
-    let r = fold_packed(op, kept.unwrap_or(dt), shown, count, parts, out.bytes());
+    let t = kept.unwrap_or(dt);
+    let base = crate::types::info(t).and_then(|i| i.base);
+    let acc = out.bytes();
+    let r = match (parts.split_first(), base) {
+        // A predefined operation over elements of one predefined type:
+        // folded in place, left to right (rank order), with no copy of the
+        // result and the operation fixed at compile time.
+        (Some((first, rest)), Some(base))
+            if op.is_predefined() && parts.iter().all(|p| p.len() == acc.len()) =>
+        {
+            acc.copy_from_slice(first);
+            rest.iter()
+                .try_for_each(|p| crate::types::fold_into(op, base, acc, p))
+        }
+        _ => fold_packed(op, t, shown, count, parts, acc),
+    };
     // The private copy of a derived datatype goes with the last step.
     if let Some(k) = kept {
         release_copy(k);
@@ -97,7 +112,7 @@ pub(in crate::coll) unsafe fn reduce(
         // SAFETY: caller contract.
         (
             Some(checked(unsafe { Message::new(recv, count, dt, false) })?),
-            Vec::new(),
+            Outgoing::copy(Vec::new()),
         )
     };
     if let Role::Leaf(r) = role {
@@ -137,7 +152,7 @@ pub(in crate::coll) unsafe fn reduce(
         after: Box::new(move || {
             let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
             if let Some(me) = me {
-                parts.insert(me, &mine);
+                parts.insert(me, mine.as_slice());
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
         }),
@@ -187,7 +202,7 @@ pub(in crate::coll) unsafe fn scan(
         after: Box::new(move || {
             let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
             if inclusive {
-                parts.push(&mine);
+                parts.push(mine.as_slice());
             }
             if parts.is_empty() {
                 // Rank 0's exclusive scan: the result is undefined; the
