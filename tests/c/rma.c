@@ -170,6 +170,24 @@ static void allocated_windows(int n) {
     MPI_Group_free(&world);
     MPI_Group_free(&zero);
     MPI_Group_free(&others);
+
+    /* Fetch-and-op, compare-and-swap, MPI_NO_OP and a request-based get
+       on the right neighbour's slots 0 and 1. */
+    mem[0] = mem[1] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    long one = 1, before = -1, swap = rank + 1, expect = 0, old = -1, now = -1, seen = -1;
+    MPI_Request rq;
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win);
+    MPI_Fetch_and_op(&one, &before, MPI_LONG, right, 0, MPI_SUM, win);
+    MPI_Compare_and_swap(&swap, &expect, &old, MPI_LONG, right, 1, win);
+    MPI_Fetch_and_op(NULL, &now, MPI_LONG, right, 0, MPI_NO_OP, win);
+    MPI_Rget(&seen, 1, MPI_LONG, right, 1, 1, MPI_LONG, win, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    MPI_Win_unlock(right, win);
+    CHECK(before == 0 && now == 1 && old == 0 && seen == rank + 1,
+          "fetch-and-op %ld then %ld, compare-and-swap found %ld, Rget %ld", before, now, old, seen);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(mem[0] == 1 && mem[1] == left + 1, "slots 0 and 1 hold %ld and %ld", mem[0], mem[1]);
     MPI_Win_free(&win);
 }
 

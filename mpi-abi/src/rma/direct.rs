@@ -168,6 +168,9 @@ impl Drop for Accumulating {
     }
 }
 
+/// (Exclusive lockers are not queued: a steady stream of shared lockers
+/// can keep one waiting, in sleeps, as long as it lasts.)
+///
 /// Waiting for a lock another process holds: a few spins, then yields,
 /// then sleeps growing to a millisecond (the holder may be descheduled
 /// when ranks share cores, and a wait never spins without bound).
@@ -245,14 +248,15 @@ pub(crate) unsafe fn copy_runs(
 ///
 /// # Safety
 /// Every run lies in the memory `at` points into; `data` holds the runs'
-/// bytes together and does not overlap them.
+/// bytes together (it may overlap them: a rank may write from its own
+/// window into itself).
 pub(crate) unsafe fn write_runs(at: *mut u8, runs: &[(i64, u64)], data: &[u8]) {
     let mut pos = 0usize;
     for &(off, len) in runs {
         let len = len as usize;
         // SAFETY: the caller's contract.
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            std::ptr::copy(
                 data.as_ptr().add(pos),
                 at.wrapping_offset(off as isize),
                 len,
@@ -260,6 +264,12 @@ pub(crate) unsafe fn write_runs(at: *mut u8, runs: &[(i64, u64)], data: &[u8]) {
         };
         pos += len;
     }
+}
+
+/// Do `a_len` bytes at `a` and `b_len` bytes at `b` overlap?
+pub(crate) fn overlap(a: *const u8, a_len: usize, b: *const u8, b_len: usize) -> bool {
+    let (a, b) = (a as usize, b as usize);
+    a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
 /// The bytes of the runs (`off`, `len`) after `at`, in order.

@@ -61,8 +61,9 @@ mod target;
 mod window;
 mod wire;
 
-/// Windows alive in this process: while there is one, blocking calls wait
-/// in the library, serving requests meanwhile.
+/// Windows alive in this process that take requests (all but direct
+/// ones): while there is one, blocking calls wait in the library, serving
+/// requests meanwhile.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Set while a thread serves requests, or waits without serving (a call
@@ -171,46 +172,55 @@ pub(crate) enum Held {
     Unchecked,
 }
 
-/// The locks an origin holds on a window, by target (few: searched in a
-/// list, which keeps its room between epochs).
+/// The locks an origin holds on a window, by target rank.
 #[derive(Default)]
-pub(crate) struct HeldLocks(Vec<(usize, Held)>);
+pub(crate) struct HeldLocks {
+    by_rank: Vec<Option<Held>>,
+    held: usize,
+}
 
 impl HeldLocks {
-    fn get(&self, rank: usize) -> Option<Held> {
-        self.0.iter().find(|l| l.0 == rank).map(|l| l.1)
-    }
-
     fn contains(&self, rank: usize) -> bool {
-        self.get(rank).is_some()
+        self.by_rank.get(rank).is_some_and(Option::is_some)
     }
 
     /// Hold `held` on `rank` (which holds nothing yet).
     fn insert(&mut self, rank: usize, held: Held) {
-        self.0.push((rank, held));
+        if self.by_rank.len() <= rank {
+            self.by_rank.resize(rank + 1, None);
+        }
+        if self.by_rank[rank].replace(held).is_none() {
+            self.held += 1;
+        }
     }
 
     fn remove(&mut self, rank: usize) -> Option<Held> {
-        let i = self.0.iter().position(|l| l.0 == rank)?;
-        Some(self.0.swap_remove(i).1)
+        let was = self.by_rank.get_mut(rank)?.take();
+        if was.is_some() {
+            self.held -= 1;
+        }
+        was
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.held == 0
     }
 
     /// The targets, in rank order.
     fn ranks(&self) -> Vec<usize> {
-        let mut r: Vec<usize> = self.0.iter().map(|l| l.0).collect();
-        r.sort_unstable();
-        r
+        (0..self.by_rank.len())
+            .filter(|&r| self.contains(r))
+            .collect()
     }
 
     /// Every lock held, in rank order, let go.
     fn take_all(&mut self) -> Vec<(usize, Held)> {
-        let mut all = std::mem::take(&mut self.0);
-        all.sort_unstable_by_key(|l| l.0);
-        all
+        self.held = 0;
+        self.by_rank
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(r, h)| Some((r, h.take()?)))
+            .collect()
     }
 }
 
@@ -270,7 +280,8 @@ pub(crate) struct Window {
     direct: Option<direct::Direct>,
 }
 
-/// Is any window alive (so blocking calls serve requests while they wait)?
+/// Is any window that takes requests alive (so blocking calls serve them
+/// while they wait)?
 #[inline]
 pub(crate) fn live() -> bool {
     LIVE.load(Ordering::Relaxed) > 0
@@ -323,8 +334,8 @@ fn without_serving<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Does every member of communicator `h` share a live window with this
-/// process? Then its blocking collectives wait in the library and serve
+/// Does every member of communicator `h` share a live window that takes
+/// requests with this process? Then its blocking collectives wait in the library and serve
 /// requests meanwhile, as their nonblocking twins (which every member
 /// runs alike: each sees the same windows, made and freed by collectives
 /// over all of them, so each decides the same). On other communicators a
@@ -343,9 +354,12 @@ pub(crate) fn covers(h: Comm) -> bool {
             return false;
         }
         let ranks = c.comm.world_ranks();
+        // Direct windows take no requests, and do not count in `LIVE`:
+        // every member must decide alike from the windows that do.
         s.windows
             .iter()
             .flatten()
+            .filter(|w| w.direct.is_none())
             .any(|w| ranks.iter().all(|r| w.members.binary_search(r).is_ok()))
     })
 }

@@ -216,6 +216,8 @@ fn pack<'a>(
 ) -> Result<Cow<'a, [u8]>, c_int> {
     let n = count_of(h, func, count)?;
     let data = match crate::types::predefined_size(dt) {
+        // No bytes (the buffer may be null).
+        Some(size) if n.saturating_mul(size) == 0 => Cow::Borrowed(&[][..]),
         // SAFETY: `addr` holds `count` elements of `dt`, back to back,
         // which stay put until the operation returns (caller contract).
         Some(size) => Cow::Borrowed(unsafe {
@@ -501,30 +503,42 @@ fn direct_accumulate(
         }
     }
     let combine = crate::types::CombineOp::new(op, dt).ok()?;
-    let _held = locks.accumulating();
+    let folds = direct::writes_only(op).is_none();
+    // The origin's bytes inside the target's (a rank accumulating from its
+    // own window into itself): the general path copies them first.
+    if folds && direct::overlap(addr.cast(), bytes, at, bytes) {
+        return None;
+    }
+    let held = locks.accumulating();
     if let Some((r, ..)) = result {
         // SAFETY: `direct_span` found the bytes inside the target's part;
         // `r` holds as many (checked above; caller contract).
         unsafe { std::ptr::copy(at, r.cast::<u8>(), bytes) };
     }
-    match direct::writes_only(op) {
-        // SAFETY: as above; `addr` holds the origin's bytes (caller
-        // contract; not read for `MPI_NO_OP`, where it may be null).
-        Some(true) => unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) },
-        Some(false) => {}
+    let folded = match direct::writes_only(op) {
+        Some(true) => {
+            // SAFETY: as above; `addr` holds the origin's bytes (caller
+            // contract; not read for `MPI_NO_OP`, where it may be null).
+            unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) };
+            Ok(())
+        }
+        Some(false) => Ok(()),
         None => {
-            // SAFETY: as above.
+            // SAFETY: as above; the two do not overlap (checked above).
             let data = unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), bytes) };
             // SAFETY: as above; the target's bytes are the program's to
             // change under the accumulate lock (MPI forbids other accesses
             // to them meanwhile).
             let target = unsafe { std::slice::from_raw_parts_mut(at, bytes) };
-            if let Err((code, why)) = crate::types::fold_into(combine, dt, target, data) {
-                return Some(win_error(h, func, code, &why));
-            }
+            crate::types::fold_into(combine, dt, target, data)
         }
-    }
-    Some(MPI_SUCCESS)
+    };
+    // Reported with the lock let go (an error handler may call MPI).
+    drop(held);
+    Some(match folded {
+        Ok(()) => MPI_SUCCESS,
+        Err((code, why)) => win_error(h, func, code, &why),
+    })
 }
 
 /// `MPI_Put` and `MPI_Rput`.
@@ -622,8 +636,10 @@ fn accumulate(
         check_accumulate(h, func, &p, op, dt)?;
         let data = pack(h, func, addr, count, dt, p.bytes)?;
         if let Some((at, locks)) = p.direct {
-            let _held = locks.accumulating();
-            return apply_direct(h, func, &p, at, op, &data);
+            let held = locks.accumulating();
+            let applied = apply_direct(&p, at, op, &data);
+            drop(held);
+            return applied.map_err(|(code, why)| win_error(h, func, code, &why));
         }
         p.header.arg = op;
         let bytes = wire::encode(Kind::Accumulate, p.header, &p.runs, &data, &[]);
@@ -697,7 +713,8 @@ fn fetch(
         p.header.arg = op;
         if let Some((at, locks)) = p.direct {
             let into = origin_runs(h, func, f.result_count, f.result_dt, p.bytes)?;
-            let _held = locks.accumulating();
+            let held = locks.accumulating();
+            let mut applied = Ok(());
             if kind == Kind::CompareAndSwap {
                 // SAFETY: `prepare` found the target's runs inside its part.
                 let old = unsafe { direct::read_runs(at, &p.runs, p.bytes) };
@@ -710,9 +727,12 @@ fn fetch(
             } else {
                 // SAFETY: as above.
                 unsafe { direct::copy_runs(f.result.cast(), &into, at, &p.runs) };
-                apply_direct(h, func, &p, at, op, &data)?;
+                applied = apply_direct(&p, at, op, &data);
             }
-            return Ok(None);
+            drop(held);
+            return applied
+                .map(|()| None)
+                .map_err(|(code, why)| win_error(h, func, code, &why));
         }
         check_room(h, func, f.result_count, f.result_dt, p.bytes)?;
         let bytes = wire::encode(kind, p.header, &p.runs, &data, &compare);
@@ -724,35 +744,30 @@ fn fetch(
 
 /// Combine `data` into the target's runs at `at` of a direct window by
 /// `op`, in place, under the target's accumulate lock (which the caller
-/// holds).
-fn apply_direct(
-    h: Win,
-    func: &str,
-    p: &Prepared,
-    at: *mut u8,
-    op: Op,
-    data: &[u8],
-) -> Result<(), c_int> {
+/// holds, and lets go before it reports an error).
+fn apply_direct(p: &Prepared, at: *mut u8, op: Op, data: &[u8]) -> Result<(), (c_int, String)> {
     match direct::writes_only(op) {
         // SAFETY: `prepare` found the target's runs inside its part;
-        // `data` holds the runs' bytes.
+        // `data` holds the runs' bytes (and may overlap them).
         Some(true) => unsafe { direct::write_runs(at, &p.runs, data) },
         Some(false) => {}
         None => {
             let base = p.header.base;
-            let c = crate::types::CombineOp::new(op, base)
-                .map_err(|(code, why)| win_error(h, func, code, why))?;
+            let c = crate::types::CombineOp::new(op, base).map_err(|(c, w)| (c, w.to_string()))?;
             let mut pos = 0usize;
             for &(off, len) in &p.runs {
                 let len = len as usize;
+                let run = at.wrapping_offset(off as isize);
+                let mut part = Cow::Borrowed(&data[pos..pos + len]);
+                if direct::overlap(part.as_ptr(), len, run, len) {
+                    // The origin's bytes inside the target's: a copy.
+                    part = Cow::Owned(part.to_vec());
+                }
                 // SAFETY: as above; the target's bytes are the program's
                 // to change under the accumulate lock (MPI forbids other
-                // accesses to them meanwhile).
-                let target = unsafe {
-                    std::slice::from_raw_parts_mut(at.wrapping_offset(off as isize), len)
-                };
-                crate::types::fold_into(c, base, target, &data[pos..pos + len])
-                    .map_err(|(code, why)| win_error(h, func, code, &why))?;
+                // accesses to them meanwhile); `part` is apart from them.
+                let target = unsafe { std::slice::from_raw_parts_mut(run, len) };
+                crate::types::fold_into(c, base, target, &part)?;
                 pos += len;
             }
         }

@@ -39,6 +39,14 @@ pub(super) struct Mapped {
     pub direct: Option<super::direct::Direct>,
 }
 
+/// Why the members of a window could not share one file.
+pub(super) enum NotShared {
+    /// They are not all on one host.
+    OtherHosts,
+    /// The file could not be made or mapped somewhere: why.
+    Unmapped(String),
+}
+
 /// Alignment of the parts of a window allocated by `MPI_Win_allocate`
 /// in shared memory, and of the control blocks.
 const PART_ALIGN: usize = 64;
@@ -46,8 +54,8 @@ const PART_ALIGN: usize = 64;
 /// Map one file for the members of `h`, each with `len` bytes of
 /// displacement unit `unit` — back to back (`MPI_Win_allocate_shared`'s
 /// layout) or each part on its own cache lines (`aligned`) — and make it
-/// a direct window if `direct` ([`super::direct`]). Collective. `None`
-/// when the members are not all on one host (every member sees it alike).
+/// a direct window if `direct` ([`super::direct`]). Collective: every
+/// member gets the same answer.
 pub(super) fn map_shared(
     func: &str,
     h: Comm,
@@ -55,10 +63,10 @@ pub(super) fn map_shared(
     unit: usize,
     aligned: bool,
     direct: bool,
-) -> Result<Option<Mapped>, c_int> {
+) -> Result<Result<Mapped, NotShared>, c_int> {
     let all = exchange(func, h, len, unit)?;
     if all.iter().any(|m| m[2] != all[0][2]) {
-        return Ok(None);
+        return Ok(Err(NotShared::OtherHosts));
     }
     let too_big = || {
         error(
@@ -87,7 +95,10 @@ pub(super) fn map_shared(
         .checked_add(super::direct::control_bytes(all.len()))
         .ok_or_else(too_big)?;
     let rank = crate::state::intra_comm(func, h)?.rank();
-    let mut map = map_segment(func, h, rank, total)?;
+    let mut map = match map_segment(h, rank, total)? {
+        Ok(m) => m,
+        Err(why) => return Ok(Err(NotShared::Unmapped(why))),
+    };
     let start = map.as_mut_ptr() as usize;
     let direct = direct.then(|| {
         let bases = parts.iter().map(|p| start + p.0).collect();
@@ -97,7 +108,7 @@ pub(super) fn map_shared(
         // as the `Direct` in the window; `bases` are the parts' addresses.
         unsafe { super::direct::Direct::new(bases, (start + control) as *const _) }
     });
-    Ok(Some(Mapped {
+    Ok(Ok(Mapped {
         base: start + parts[rank].0,
         segment: Segment { map, parts },
         direct,
@@ -128,10 +139,16 @@ fn exchange(func: &str, h: Comm, len: usize, unit: usize) -> Result<Vec<[u64; 3]
     Ok(all)
 }
 
-/// The segment of the members of `h`: made by member 0, opened by the
-/// others once it told them its name.
-fn map_segment(func: &str, h: Comm, rank: usize, total: usize) -> Result<memmap2::MmapMut, c_int> {
-    let fail = |why: String| error(h, func, MPI_ERR_RMA_SHARED, &why);
+/// The segment of the members of `h`: made by member 0 (its `total`
+/// bytes reserved in `/dev/shm`, so that a full one is an error here
+/// rather than a bus error at the first store), opened by the others once
+/// it told them its name. Collective: every member gets the mapping, or
+/// every member gets why it failed somewhere.
+fn map_segment(
+    h: Comm,
+    rank: usize,
+    total: usize,
+) -> Result<Result<memmap2::MmapMut, String>, c_int> {
     let mut name = [0u8; 64];
     let mut made = Err(String::new());
     if rank == 0 {
@@ -145,8 +162,14 @@ fn map_segment(func: &str, h: Comm, rank: usize, total: usize) -> Result<memmap2
             .write(true)
             .create_new(true)
             .open(&path)
-            .and_then(|f| f.set_len(total.max(1) as u64).map(|()| f))
-            .map_err(|e| format!("{path}: {e}"));
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|f| match reserve(&f, total.max(1)) {
+                Ok(()) => Ok(f),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    Err(format!("{path}: reserving {total} bytes: {e}"))
+                }
+            });
         if made.is_ok() {
             let n = path.len().min(name.len());
             name[..n].copy_from_slice(&path.as_bytes()[..n]);
@@ -161,7 +184,7 @@ fn map_segment(func: &str, h: Comm, rank: usize, total: usize) -> Result<memmap2
         .trim_end_matches('\0')
         .to_string();
     if path.is_empty() {
-        return Err(fail(match made {
+        return Ok(Err(match made {
             Err(why) if rank == 0 => why,
             _ => "the first member could not make the shared memory file".into(),
         }));
@@ -201,12 +224,23 @@ fn map_segment(func: &str, h: Comm, rank: usize, total: usize) -> Result<memmap2
     if rc != MPI_SUCCESS {
         return Err(rc);
     }
-    match map {
+    Ok(match map {
         Ok(m) if failed == 0 => Ok(m),
-        Ok(_) => Err(fail(
-            "another member could not map the shared memory file".into(),
-        )),
-        Err(why) => Err(fail(why)),
+        Ok(_) => Err("another member could not map the shared memory file".into()),
+        Err(why) => Err(why),
+    })
+}
+
+/// Give file `f` `len` bytes of storage now (tmpfs pages), not at the
+/// first store.
+fn reserve(f: &std::fs::File, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len =
+        libc::off_t::try_from(len).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: a file descriptor this function's caller owns.
+    match unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len) } {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
     }
 }
 
@@ -230,13 +264,13 @@ fn allocate_shared(
     let len = usize::try_from(len)
         .map_err(|_| error(h, func, MPI_ERR_SIZE, &format!("negative size {len}")))?;
     let unit = super::window::disp_unit_of(func, disp_unit)?;
-    let Some(mapped) = map_shared(func, h, len, unit, false, super::direct::unlogged())? else {
-        return Err(error(
-            h,
-            func,
-            MPI_ERR_RMA_SHARED,
-            "the members are not all on one host",
-        ));
+    let mapped = match map_shared(func, h, len, unit, false, super::direct::unlogged())? {
+        Ok(m) => m,
+        Err(NotShared::OtherHosts) => {
+            let why = "the members are not all on one host";
+            return Err(error(h, func, MPI_ERR_RMA_SHARED, why));
+        }
+        Err(NotShared::Unmapped(why)) => return Err(error(h, func, MPI_ERR_RMA_SHARED, &why)),
     };
     let base = mapped.base;
     let given = super::window::Given {

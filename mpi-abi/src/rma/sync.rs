@@ -370,7 +370,17 @@ fn post(h: Win, group: Group, assert: c_int) -> Result<(), c_int> {
     let func = "MPI_Win_post";
     let origins = ranks_of(func, h, group)?;
     let comm = comm_of(func, h)?;
-    if assert & MPI_MODE_NOCHECK == 0 {
+    let direct = is_direct(h);
+    if assert & MPI_MODE_NOCHECK == 0 && direct {
+        // Nothing reaps a direct window's sends: empty words, sent at once.
+        for &o in &origins {
+            // SAFETY: no bytes are sent.
+            let rc = unsafe {
+                crate::p2p::MPI_Send(std::ptr::null(), 0, MPI_BYTE, o as c_int, TAG_POST, comm)
+            };
+            check(h, func, rc, "telling an origin")?;
+        }
+    } else if assert & MPI_MODE_NOCHECK == 0 {
         for &o in &origins {
             let mut req: Request = MPI_REQUEST_NULL;
             // SAFETY: no bytes are sent.
@@ -389,7 +399,7 @@ fn post(h: Win, group: Group, assert: c_int) -> Result<(), c_int> {
             with_win(h, |w| w.sends.push((req, Vec::new())));
         }
     }
-    if is_direct(h) {
+    if direct {
         // No `Complete` request will come: each origin's word instead.
         let words = expect_words(h, func, comm, &origins, TAG_COMPLETE)?;
         with_win(h, |w| {

@@ -231,8 +231,11 @@ fn allocate(
     let made = (|| {
         let len = non_negative(func, len, "size", MPI_ERR_SIZE)?;
         let unit = disp_unit_of(func, disp_unit)?;
+        // Direct when it can be; otherwise (other hosts, no room in
+        // /dev/shm, a member that cannot map the file — every member
+        // learns alike) the window's memory is this process's own.
         if super::direct::unlogged()
-            && let Some(mapped) = super::shared::map_shared(func, h, len, unit, true, true)?
+            && let Ok(mapped) = super::shared::map_shared(func, h, len, unit, true, true)?
         {
             // SAFETY: `baseptr` is a `void **` (caller contract).
             unsafe { put(baseptr.cast::<*mut c_void>(), mapped.base as *mut c_void) };

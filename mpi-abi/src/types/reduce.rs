@@ -498,10 +498,10 @@ pub(crate) fn fold_into(
     data: &[u8],
 ) -> Result<(), (c_int, String)> {
     if op.user.is_some() || super::padded_pair(base).is_some() {
-        // (A user operation sees the elements as `base`: callers pass
-        // predefined ones.)
+        // (A user operation sees `acc`'s elements of `base`.)
+        let count = acc.len() / super::predefined_size(base).unwrap_or(1).max(1);
         let mut out = vec![0u8; acc.len()];
-        fold_packed(op, base, base, 0, &[acc, data], &mut out)?;
+        fold_packed(op, base, base, count, &[acc, data], &mut out)?;
         acc.copy_from_slice(&out);
         return Ok(());
     }

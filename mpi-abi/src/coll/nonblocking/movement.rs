@@ -349,9 +349,17 @@ pub(in crate::coll) unsafe fn alltoall(
 ) -> Res<Laid> {
     no_in_place_on_inter(c, send)?;
     let (_, me) = peers(c);
+    if sb.is_some() {
+        // (Erroneous, and reported: the copy below would read what it
+        // writes.)
+        super::super::not_aliased(send, recv)?;
+    }
     if let Some(sb) = &sb
         && let (Some((slens, soffs, sspan)), Some((rlens, roffs, rspan))) =
             (sb.in_buffer(), rb.in_buffer())
+        // (Buffers apart: one that overlaps the other takes the copies.)
+        && ((send as usize).saturating_add(sspan) <= recv as usize
+            || (recv as usize).saturating_add(rspan) <= send as usize)
     {
         // Contiguous datatypes, not in place: every block straight from
         // the send buffer into the result buffer, no copy in between.
