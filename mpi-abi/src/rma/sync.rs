@@ -53,25 +53,40 @@ fn expect_words(
     ranks: &[usize],
     tag: c_int,
 ) -> Result<Vec<Request>, c_int> {
-    let mut reqs = Vec::with_capacity(ranks.len());
+    ranks
+        .iter()
+        .map(|&r| expect_word(h, func, comm, r, tag))
+        .collect()
+}
+
+/// Send an empty message with `tag` to each of `ranks` on `comm`, at once
+/// (an empty send completes when it starts).
+fn send_words(h: Win, func: &str, comm: Comm, ranks: &[usize], tag: c_int) -> Result<(), c_int> {
     for &r in ranks {
-        let mut req: Request = MPI_REQUEST_NULL;
-        // SAFETY: no bytes are received.
-        let rc = unsafe {
-            crate::p2p::MPI_Irecv(
-                std::ptr::null_mut(),
-                0,
-                MPI_BYTE,
-                r as c_int,
-                tag,
-                comm,
-                &mut req,
-            )
-        };
-        check(h, func, rc, "hearing from a member")?;
-        reqs.push(req);
+        // SAFETY: no bytes are sent.
+        let rc =
+            unsafe { crate::p2p::MPI_Send(std::ptr::null(), 0, MPI_BYTE, r as c_int, tag, comm) };
+        check(h, func, rc, "telling a member")?;
     }
-    Ok(reqs)
+    Ok(())
+}
+
+/// Post an empty receive from `rank` with `tag` on `comm`.
+fn expect_word(h: Win, func: &str, comm: Comm, rank: usize, tag: c_int) -> Result<Request, c_int> {
+    let mut req: Request = MPI_REQUEST_NULL;
+    // SAFETY: no bytes are received.
+    let rc = unsafe {
+        crate::p2p::MPI_Irecv(
+            std::ptr::null_mut(),
+            0,
+            MPI_BYTE,
+            rank as c_int,
+            tag,
+            comm,
+            &mut req,
+        )
+    };
+    check(h, func, rc, "hearing from a member").map(|()| req)
 }
 
 /// The window's communicator, or the error for an invalid handle.
@@ -150,24 +165,6 @@ fn ranks_of(func: &str, h: Win, group: Group) -> Result<Vec<usize>, c_int> {
         .collect()
 }
 
-/// Post a receive of an empty reply from `rank`.
-fn expect_ack(h: Win, func: &str, comm: Comm, rank: usize) -> Result<Request, c_int> {
-    let mut req: Request = MPI_REQUEST_NULL;
-    // SAFETY: no bytes are received.
-    let rc = unsafe {
-        crate::p2p::MPI_Irecv(
-            std::ptr::null_mut(),
-            0,
-            MPI_BYTE,
-            rank as c_int,
-            TAG_REPLY,
-            comm,
-            &mut req,
-        )
-    };
-    check(h, func, rc, "receiving an acknowledgement").map(|()| req)
-}
-
 /// Send control request `kind` to each of `targets` and wait for each's
 /// acknowledgement, with the replies of earlier operations.
 fn ask_all(h: Win, func: &str, targets: &[(usize, Kind, c_int)]) -> Result<(), c_int> {
@@ -175,7 +172,7 @@ fn ask_all(h: Win, func: &str, targets: &[(usize, Kind, c_int)]) -> Result<(), c
     let mut acks = Vec::with_capacity(targets.len());
     for &(rank, kind, arg) in targets {
         send_request(h, func, comm, rank, wire::control(kind, arg), false)?;
-        acks.push(expect_ack(h, func, comm, rank)?);
+        acks.push(expect_word(h, func, comm, rank, TAG_REPLY)?);
     }
     super::window::await_given(h, func)?;
     let mut replies = with_win(h, |w| std::mem::take(&mut w.replies)).unwrap_or_default();
@@ -373,13 +370,7 @@ fn post(h: Win, group: Group, assert: c_int) -> Result<(), c_int> {
     let direct = is_direct(h);
     if assert & MPI_MODE_NOCHECK == 0 && direct {
         // Nothing reaps a direct window's sends: empty words, sent at once.
-        for &o in &origins {
-            // SAFETY: no bytes are sent.
-            let rc = unsafe {
-                crate::p2p::MPI_Send(std::ptr::null(), 0, MPI_BYTE, o as c_int, TAG_POST, comm)
-            };
-            check(h, func, rc, "telling an origin")?;
-        }
+        send_words(h, func, comm, &origins, TAG_POST)?;
     } else if assert & MPI_MODE_NOCHECK == 0 {
         for &o in &origins {
             let mut req: Request = MPI_REQUEST_NULL;
@@ -418,24 +409,7 @@ fn start(h: Win, group: Group, assert: c_int) -> Result<(), c_int> {
     let targets = ranks_of(func, h, group)?;
     let comm = comm_of(func, h)?;
     if assert & MPI_MODE_NOCHECK == 0 {
-        let mut posts = Vec::with_capacity(targets.len());
-        for &t in &targets {
-            let mut req: Request = MPI_REQUEST_NULL;
-            // SAFETY: no bytes are received.
-            let rc = unsafe {
-                crate::p2p::MPI_Irecv(
-                    std::ptr::null_mut(),
-                    0,
-                    MPI_BYTE,
-                    t as c_int,
-                    TAG_POST,
-                    comm,
-                    &mut req,
-                )
-            };
-            check(h, func, rc, "hearing from a target")?;
-            posts.push(req);
-        }
+        let mut posts = expect_words(h, func, comm, &targets, TAG_POST)?;
         wait_all(h, func, &mut posts)?;
     }
     with_win(h, |w| w.access = Some(targets));
@@ -458,20 +432,7 @@ fn complete(h: Win) -> Result<(), c_int> {
     if is_direct(h) {
         // The operations are done: tell each target.
         memory_fence();
-        for t in targets {
-            // SAFETY: no bytes are sent.
-            let rc = unsafe {
-                crate::p2p::MPI_Send(
-                    std::ptr::null(),
-                    0,
-                    MPI_BYTE,
-                    t as c_int,
-                    TAG_COMPLETE,
-                    comm,
-                )
-            };
-            check(h, func, rc, "telling a target")?;
-        }
+        send_words(h, func, comm, &targets, TAG_COMPLETE)?;
         return Ok(());
     }
     for t in targets {
