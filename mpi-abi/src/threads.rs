@@ -135,10 +135,19 @@ pub(crate) struct CallGuard(bool);
 
 /// Enter an MPI call: under `MPI_THREAD_SERIALIZED` or `_MULTIPLE`, wait
 /// until no other thread holds the call lock.
+#[inline(always)]
 pub(crate) fn enter() -> CallGuard {
     if !LOCKED.load(Ordering::Acquire) {
         return CallGuard(false);
     }
+    enter_locked()
+}
+
+/// [`enter`] under `MPI_THREAD_SERIALIZED` or `_MULTIPLE` (out of line:
+/// single-threaded calls pay one load).
+#[cold]
+#[inline(never)]
+fn enter_locked() -> CallGuard {
     let me = std::thread::current().id();
     let g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     let mut g = wait_for_lock(g, |&(owner, _)| owner.is_none_or(|t| t == me));
@@ -246,20 +255,27 @@ pub(crate) fn stop_reexecution(world: &vpml::Comm, why: &str) -> ! {
 }
 
 impl Drop for CallGuard {
+    #[inline(always)]
     fn drop(&mut self) {
-        if !self.0 {
-            return;
+        if self.0 {
+            leave_locked();
         }
-        let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        g.1 = g.1.saturating_sub(1);
-        if g.1 == 0 {
-            g.0 = None;
-            CALL_FREE.notify_one();
-        }
-        drop(g);
-        // The call may have completed what a sleeper waits for.
-        wake_sleepers();
     }
+}
+
+/// Let the call lock go at the end of a call that took it.
+#[cold]
+#[inline(never)]
+fn leave_locked() {
+    let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    g.1 = g.1.saturating_sub(1);
+    if g.1 == 0 {
+        g.0 = None;
+        CALL_FREE.notify_one();
+    }
+    drop(g);
+    // The call may have completed what a sleeper waits for.
+    wake_sleepers();
 }
 
 /// Ring the doorbell if any thread sleeps in [`block_until`].
