@@ -4,9 +4,13 @@
 //! alone — and the job's standard output compared byte for byte with a
 //! failure-free run of the same program.
 //!
-//! Kill instants are drawn from a seed printed by each test (set
+//! Random kill instants are drawn from a seed printed by each test (set
 //! `VPML_TEST_SEED` to replay one) within the first 80 % of the
-//! failure-free run's duration, measured on this machine.
+//! failure-free run's duration, measured on this machine; such a kill may
+//! come after the job ended, and only those that landed are counted. A
+//! test whose scenario needs its kill to land (a damaged checkpoint, a
+//! kill during recovery, two ranks at once) kills at a protocol step (a
+//! fault point) instead, which lands however loaded the machine is.
 
 mod common;
 
@@ -123,6 +127,42 @@ fn same_output_after_kills_with(
     }
 }
 
+/// Run heat3d failure-free, then with the kills `specs` (`--inject-failure`
+/// values, each at a protocol step: a fault point, or a time after a
+/// restart), and require the same output and one restart per kill. A kill
+/// at a step always lands, however fast or loaded the machine is; returns
+/// the job's stderr for further checks.
+fn heat3d_after_point_kills(extra: &[&str], specs: &[&str]) -> String {
+    let _guard = serial();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let (reference, _) = run(4, &extra, "heat3d", HEAT);
+    assert!(
+        reference.status.success(),
+        "failure-free heat3d failed:\n{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let mut launcher = extra;
+    for spec in specs {
+        launcher.push("--inject-failure".into());
+        launcher.push(spec.to_string());
+    }
+    let (out, _) = run(4, &launcher, "heat3d", HEAT);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "heat3d with kills {specs:?} failed ({}):\n{stderr}",
+        out.status
+    );
+    assert_eq!(
+        app_output(&out),
+        app_output(&reference),
+        "heat3d: output after kills {specs:?} differs from the failure-free run\n{stderr}"
+    );
+    let restarts = stderr.matches("restarted it as incarnation").count();
+    assert_eq!(restarts, specs.len(), "one restart per kill\n{stderr}");
+    stderr
+}
+
 /// `count` plans of `per_plan` kills at random ranks and instants.
 fn random_plans(name: &str, n: usize, count: usize, per_plan: usize) -> Vec<Vec<(usize, f64)>> {
     let s = seed();
@@ -181,32 +221,28 @@ fn request_mix_is_bit_identical_after_kills_at_random_instants() {
 
 #[test]
 fn two_ranks_killed_at_once_recover() {
-    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(1, 0.4), (2, 0.4)]]);
+    // Neighbours, each right after its third checkpoint (the same step).
+    heat3d_after_point_kills(
+        &[],
+        &[
+            "1@point:checkpoint.before_gc#3",
+            "2@point:checkpoint.before_gc#3",
+        ],
+    );
 }
 
 #[test]
 fn a_rank_killed_again_while_it_recovers_recovers() {
     // The second kill comes a few milliseconds after the restart: while
     // the new process starts, fetches its state or re-executes.
-    let _guard = serial();
-    let extra: Vec<String> = Vec::new();
-    let (reference, took) = run(4, &extra, "heat3d", HEAT);
-    assert!(reference.status.success());
+    // The first kill is at a step (after the second checkpoint), so it
+    // always lands; the second is timed from the restart.
     let mut landed_during = 0;
     for delay in ["0.001", "0.005", "0.012"] {
-        let launcher: Vec<String> = [
-            "--inject-failure".to_string(),
-            format!("2@{:.3}", took.as_secs_f64() * 0.3),
-            "--inject-failure".into(),
-            format!("2@restart+{delay}"),
-        ]
-        .into();
-        let (out, _) = run(4, &launcher, "heat3d", HEAT);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
+        let again = format!("2@restart+{delay}");
+        let stderr = heat3d_after_point_kills(&[], &["2@point:checkpoint.before_gc#2", &again]);
         assert!(stderr.contains("during its recovery"), "{stderr}");
         assert!(stderr.contains("restarted it as incarnation 2"), "{stderr}");
-        assert_eq!(app_output(&out), app_output(&reference), "{stderr}");
         let during = !stderr.contains("rank 2 (incarnation 1) caught up");
         eprintln!("second kill {delay} s after the restart: before catch-up: {during}");
         landed_during += usize::from(during);
@@ -217,8 +253,9 @@ fn a_rank_killed_again_while_it_recovers_recovers() {
 
 #[test]
 fn kills_before_the_first_checkpoint_and_right_after_checkpoints() {
-    // No checkpoint yet: the rank restarts from the beginning.
-    same_output_after_kills(4, "heat3d", HEAT, &[], &[vec![(3, 0.02)]]);
+    // No checkpoint yet (the first follows step 5; rank 3 sends in every
+    // iteration of step 1's solver): the rank restarts from the beginning.
+    heat3d_after_point_kills(&[], &["3@point:send.after_frame#3"]);
     // A checkpoint after every step: every kill follows one closely.
     let every_step = [
         "--points",
@@ -231,6 +268,9 @@ fn kills_before_the_first_checkpoint_and_right_after_checkpoints() {
         "1",
     ];
     same_output_after_kills(4, "heat3d", &every_step, &[], &[vec![(1, 0.5)]]);
+    // And exactly after one: between writing it and freeing what it
+    // replaces.
+    heat3d_after_point_kills(&[], &["1@point:checkpoint.before_gc#4"]);
 }
 
 #[test]
@@ -244,37 +284,21 @@ fn a_peer_needs_messages_sent_before_the_restarted_ranks_checkpoint() {
 
 #[test]
 fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
-    let _guard = serial();
-    let extra: Vec<String> = Vec::new();
-    let (reference, took) = run(4, &extra, "heat3d", HEAT);
-    assert!(reference.status.success());
-    // Early enough to land even if this run is faster than the reference
-    // (checkpoints every 5 of 40 steps: at 40 % there are already two).
-    let at = took.as_secs_f64() * 0.4;
-    let launcher = vec![
-        "--inject-failure".to_string(),
-        format!("1@{at:.3}:corrupt-checkpoint"),
-    ];
-    let (out, _) = run(4, &launcher, "heat3d", HEAT);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    // Killed half-way through its fifth checkpoint: the fourth, the newest
+    // complete one, is damaged, and what precedes the third was freed
+    // when the fourth was taken.
+    let stderr =
+        heat3d_after_point_kills(&[], &["1@point:checkpoint.mid_write#5:corrupt-checkpoint"]);
     assert!(stderr.contains("damaged"), "{stderr}");
     assert!(
-        stderr.contains("falling back to checkpoint"),
+        stderr.contains("falling back to checkpoint 3"),
         "the restarted rank must warn that it fell back:\n{stderr}"
     );
-    assert_eq!(app_output(&out), app_output(&reference), "{stderr}");
 }
 
 #[test]
 fn recovery_works_over_tcp_and_across_hosts() {
-    same_output_after_kills(
-        4,
-        "heat3d",
-        HEAT,
-        &["--transport", "tcp"],
-        &[vec![(2, 0.5)]],
-    );
+    heat3d_after_point_kills(&["--transport", "tcp"], &["2@point:send.after_frame#40"]);
     same_output_after_kills(
         4,
         "request-mix",
@@ -289,12 +313,14 @@ fn recovery_works_with_sender_logs_in_memory() {
     // With memory logs the restarted process restores the records peers
     // may need from its checkpoint's spill file (file logs, the default,
     // are reopened instead).
-    same_output_after_kills(
-        4,
-        "heat3d",
-        HEAT,
+    // Killed while writing its third checkpoint, then again while its
+    // restarted process writes its second.
+    heat3d_after_point_kills(
         &["--sender-log", "memory"],
-        &[vec![(1, 0.3), (1, 0.6)]],
+        &[
+            "1@point:checkpoint.mid_write#3",
+            "1@restart+point:checkpoint.mid_write#2",
+        ],
     );
 }
 

@@ -126,8 +126,9 @@ pub struct RunArgs {
     /// `RANK@point:NAME[#N]` — the rank's process
     /// dies the N-th time it reaches fault point NAME;
     /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted
-    /// process; `logger:I@point:NAME[#N]` in event logger I. A wrong name
-    /// lists the known points.
+    /// process; `logger:I@point:NAME[#N]` in event logger I;
+    /// `:corrupt-checkpoint` and `:lose-files` apply to rank points too. A
+    /// wrong name lists the known points.
     #[arg(long, value_name = "SPEC")]
     pub inject_failure: Vec<String>,
     /// Run on several hosts: `h1:2,h2:2` (name:slots). Each host's agent

@@ -56,6 +56,9 @@ pub(crate) struct ArmedPoint {
     pub spec: String,
     /// The rank's files go when the point kills it (`…:lose-files`).
     pub lose_files: bool,
+    /// The rank's newest checkpoint is damaged when the point kills it
+    /// (`…:corrupt-checkpoint`).
+    pub corrupt_checkpoint: bool,
 }
 
 /// What is wrong with an `--inject-failure` spec.
@@ -109,9 +112,9 @@ pub enum SpecError {
     /// A fault point in a release build.
     #[error("fault points exist only in debug builds (cargo build, not --release)")]
     ReleaseBuild,
-    /// `:corrupt-checkpoint` on a fault point.
-    #[error("corrupt-checkpoint goes with timed kills")]
-    CorruptAtPoint,
+    /// `:corrupt-checkpoint` on a logger or an agent.
+    #[error("corrupt-checkpoint goes with rank kills")]
+    CorruptTarget,
     /// `:lose-files` on a logger.
     #[error("lose-files goes with rank and agent kills")]
     LoseFilesTarget,
@@ -195,6 +198,9 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
         };
         let (who, when) = spec.split_once('@').ok_or_else(|| bad(SpecError::Shape))?;
         let target = target(args, who).map_err(bad)?;
+        if corrupt_checkpoint && !matches!(target, Target::Rank(_)) {
+            return Err(bad(SpecError::CorruptTarget));
+        }
         let (when, after_restart) = match when.strip_prefix("restart+") {
             Some(s) => (s, true),
             None => (when, false),
@@ -203,9 +209,6 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
             vpml_fault_points::parse(point).map_err(|why| bad(SpecError::Point(why)))?;
             if !cfg!(debug_assertions) {
                 return Err(bad(SpecError::ReleaseBuild));
-            }
-            if corrupt_checkpoint {
-                return Err(bad(SpecError::CorruptAtPoint));
             }
             if lose_files && !matches!(target, Target::Rank(_)) {
                 return Err(bad(SpecError::LoseFilesTarget));
@@ -235,6 +238,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 incarnation,
                 spec: point.to_string(),
                 lose_files,
+                corrupt_checkpoint,
             });
             continue;
         }
@@ -379,6 +383,18 @@ mod tests {
         );
         assert_eq!(p.point_for(Target::Rank(0), 0), None);
         assert_eq!(p.point_for(Target::Logger(0), 0), Some("logger.received"));
+        let damaged = plan_of(&[
+            "--protocol",
+            "pessimist",
+            "--inject-failure",
+            "2@point:checkpoint.mid_write#5:corrupt-checkpoint",
+        ])
+        .unwrap();
+        assert_eq!(
+            damaged.point_for(Target::Rank(2), 0),
+            Some("checkpoint.mid_write#5")
+        );
+        assert!(damaged.points[0].corrupt_checkpoint && !damaged.points[0].lose_files);
     }
 
     #[test]
@@ -397,6 +413,15 @@ mod tests {
                 "1@point:send.before_frame",
             ])
             .contains("one fault point per process")
+        );
+        assert!(
+            err(&[
+                "--protocol",
+                "pessimist",
+                "--inject-failure",
+                "logger:0@point:logger.received:corrupt-checkpoint",
+            ])
+            .contains("goes with rank kills")
         );
         let timed = plan_of(&[
             "--protocol",

@@ -18,7 +18,7 @@ use crossbeam_channel::Receiver;
 use rustix::process::Signal;
 
 use crate::event::Event;
-use crate::inject::{self, Clock, Injection, Target};
+use crate::inject::{self, ArmedPoint, Clock, Injection, Target};
 use crate::process::reap;
 
 /// Say `format!(…)` to the user through the supervised job.
@@ -83,6 +83,9 @@ pub struct Supervisor<J: SupervisedJob> {
     /// point kills its first process, or the process a restart armed.
     lose_files_before_restart: Vec<bool>,
     lose_files_at: Vec<(usize, u32)>,
+    /// Processes (rank, incarnation) whose death at their fault point
+    /// damages the rank's newest checkpoint (`…:corrupt-checkpoint`).
+    corrupt_at: Vec<(usize, u32)>,
     /// Hosts whose files go with them (`agent:H@T:lose-files`).
     files_lost_with: Vec<usize>,
     restarts_done: u32,
@@ -167,15 +170,19 @@ impl<J: SupervisedJob> Supervisor<J> {
                 q.push_back(i.after);
             }
         }
-        let lose_files_at = plan
-            .points
-            .iter()
-            .filter(|p| p.lose_files)
-            .filter_map(|p| match p.target {
-                Target::Rank(r) => Some((r, p.incarnation)),
-                _ => None,
-            })
-            .collect();
+        // The processes whose death at a fault point damages their files.
+        let points_where = |damage: fn(&ArmedPoint) -> bool| -> Vec<(usize, u32)> {
+            plan.points
+                .iter()
+                .filter(|p| damage(p))
+                .filter_map(|p| match p.target {
+                    Target::Rank(r) => Some((r, p.incarnation)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let lose_files_at = points_where(|p| p.lose_files);
+        let corrupt_at = points_where(|p| p.corrupt_checkpoint);
         Supervisor {
             job,
             restartable: policy.restartable,
@@ -198,6 +205,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             corrupt_before_restart: vec![false; n],
             lose_files_before_restart: vec![false; n],
             lose_files_at,
+            corrupt_at,
             files_lost_with: Vec::new(),
             restarts_done: 0,
             failure: None,
@@ -611,6 +619,9 @@ impl<J: SupervisedJob> Supervisor<J> {
         self.restarts_done += 1;
         if self.lose_files_at.contains(&(rank, self.incarnation[rank])) {
             self.lose_files_before_restart[rank] = true;
+        }
+        if self.corrupt_at.contains(&(rank, self.incarnation[rank])) {
+            self.corrupt_before_restart[rank] = true;
         }
         if std::mem::take(&mut self.corrupt_before_restart[rank])
             && let Some(dir) = &self.log_dir
