@@ -675,15 +675,7 @@ impl Comm {
     /// Blocking receive for an already translated spec.
     pub(crate) fn raw_recv(&self, spec: RecvSpec, bytes: &mut [u8]) -> Result<Status> {
         let mut eng = self.engine.borrow_mut();
-        // SAFETY: `buf` stays mutably borrowed until the receive completes.
-        let id = unsafe { eng.start_recv(spec, bytes.as_mut_ptr(), bytes.len())? };
-        let waited = eng.wait(id);
-        if let Err(e) = waited {
-            // The receive may still be posted: withdraw it before `buf` is released.
-            eng.withdraw(id);
-            return Err(e);
-        }
-        let st = eng.take_status(id)?;
+        let st = recv_blocking(&mut eng, spec, bytes)?;
         drop(eng);
         self.localize(st).into_result()
     }
@@ -727,6 +719,16 @@ impl Comm {
         meanwhile: impl FnOnce(),
     ) -> Result<Status> {
         let mut eng = self.engine.borrow_mut();
+        // Nothing else going on: the send leaves now, whole, and the
+        // receive may come straight off the ring (posted after the send,
+        // which can only change when an eager message of the peer is
+        // matched: never, under a protocol that hears no receives).
+        if eng.receives_may_bypass() && eng.try_send_now(dest, send_tag, context, out)? {
+            meanwhile();
+            let st = recv_blocking(&mut eng, spec, inp)?;
+            drop(eng);
+            return self.localize(st).into_result();
+        }
         // SAFETY: both buffers stay borrowed until both operations complete.
         let (r, s) = unsafe {
             let r = eng.start_recv(spec, inp.as_mut_ptr(), inp.len())?;
@@ -923,4 +925,22 @@ pub fn split_entry(color: Option<u32>, key: i64) -> [u64; 3] {
         u64::from(color.unwrap_or(0)),
         key as u64,
     ]
+}
+
+/// A blocking receive into `bytes`: straight off the source's ring when
+/// nothing else is going on ([`Engine::recv_now`]), else posted and waited
+/// for.
+fn recv_blocking(eng: &mut Engine, spec: RecvSpec, bytes: &mut [u8]) -> Result<Status> {
+    // SAFETY: `bytes` is borrowed for the call; no request is left behind.
+    if let Some(st) = unsafe { eng.recv_now(&spec, bytes.as_mut_ptr(), bytes.len())? } {
+        return Ok(st);
+    }
+    // SAFETY: `bytes` stays mutably borrowed until the receive completes.
+    let id = unsafe { eng.start_recv(spec, bytes.as_mut_ptr(), bytes.len())? };
+    if let Err(e) = eng.wait(id) {
+        // The receive may still be posted: withdraw it before `bytes` is released.
+        eng.withdraw(id);
+        return Err(e);
+    }
+    eng.take_status(id)
 }

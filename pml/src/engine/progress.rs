@@ -278,6 +278,13 @@ impl Engine {
     /// rank sees a message come in.
     #[inline]
     fn quiet(&self) -> bool {
+        self.quiet_but(None)
+    }
+
+    /// [`Engine::quiet`], but for a frame waiting in `reading`'s ring
+    /// (the one a receive taken straight from that ring is about to read).
+    #[inline]
+    pub(super) fn quiet_but(&self, reading: Option<usize>) -> bool {
         if self.chaos != 0
             || !self.core.control_out.is_empty()
             || !self.core.gc_notices.is_empty()
@@ -285,13 +292,15 @@ impl Engine {
         {
             return false;
         }
-        self.peers.iter().flatten().all(|p| {
-            p.pending.is_empty()
-                && match &p.link {
-                    Link::Shm { reader, .. } => !reader.has_frame(),
-                    Link::Dead => true,
-                    Link::Tcp(_) | Link::Feed(_) | Link::Sim(_) => false,
-                }
+        self.peers.iter().enumerate().all(|(i, p)| {
+            p.as_ref().is_none_or(|p| {
+                p.pending.is_empty()
+                    && match &p.link {
+                        Link::Shm { reader, .. } => reading == Some(i) || !reader.has_frame(),
+                        Link::Dead => true,
+                        Link::Tcp(_) | Link::Feed(_) | Link::Sim(_) => false,
+                    }
+            })
         })
     }
 

@@ -1,10 +1,12 @@
 //! Receives: posting, cancelling and withdrawing them, and probes.
 
 use super::Engine;
+use super::link::{Link, Peer, ring};
 use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
 use crate::protocol::{CallId, RecvPlan, Replay};
+use crate::shm::ring::kind;
 use crate::status::Status;
 
 impl Engine {
@@ -174,5 +176,101 @@ impl Engine {
         let found = found.ok_or(Error::RequestState("probe ended without a message"))?;
         self.hook(|p| p.probe(call, spec.source.is_none(), true, Some(&found)))?;
         Ok(found)
+    }
+
+    // ------------------------------------------- receives straight off a ring
+
+    /// May a blocking receive skip the request table and the matching
+    /// queues ([`Engine::recv_now`])? Only when the protocol hears no
+    /// receive and no wait, nothing replays, and no receive is posted and
+    /// no message waits unexpected: then the next frame of the source, if
+    /// it matches, is the one the general path would give the receive.
+    #[inline]
+    pub(crate) fn receives_may_bypass(&self) -> bool {
+        !self.caps.hears_posted_receives
+            && !self.caps.hears_waits
+            && self.failed.is_none()
+            && self.recovery.is_none()
+            && self.replay_ends.is_empty()
+            && !self.replay_alone
+            && self.sim.is_none()
+            && self.core.matching.posted_len() == 0
+            && self.core.matching.unexpected_len() == 0
+    }
+
+    /// A blocking receive of a small message from one peer over shared
+    /// memory, copied from the peer's ring straight into `ptr..ptr+len`,
+    /// while nothing else is going on ([`Engine::receives_may_bypass`], and
+    /// no other frame or queued send: each turn of the wait checks).
+    ///
+    /// `Ok(None)`: not this way — the next frame does not match, is not a
+    /// whole message, is larger than the buffer, something else needs the
+    /// engine, or nothing came while a blocking wait would spin. Nothing
+    /// was consumed and no call id taken: the caller posts the receive as
+    /// usual. (The frame's checks, and its errors, are the general path's.)
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` is valid for writes during the call.
+    pub(crate) unsafe fn recv_now(
+        &mut self,
+        spec: &RecvSpec,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Option<Status>> {
+        let Some(source) = spec.source else {
+            return Ok(None);
+        };
+        if !self.receives_may_bypass() {
+            return Ok(None);
+        }
+        for _ in 0..self.idle.spin {
+            if !self.quiet_but(Some(source)) {
+                return Ok(None);
+            }
+            let Some(Peer {
+                link: Link::Shm { reader, .. },
+                ..
+            }) = self.peers.get_mut(source).and_then(Option::as_mut)
+            else {
+                return Ok(None);
+            };
+            let hdr = match reader.peek() {
+                Ok(Some(hdr)) => hdr,
+                Ok(None) => {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                Err(_) => return Ok(None),
+            };
+            let whole = hdr.kind == kind::EAGER && hdr.flags == 0;
+            let matches = hdr.context == spec.context && spec.tag.is_none_or(|t| t == hdr.tag);
+            let Ok(n) = usize::try_from(hdr.msg_len) else {
+                return Ok(None);
+            };
+            if !whole
+                || !matches
+                || n > len
+                || self.core.check_seq(source, hdr.context, hdr.seq).is_err()
+            {
+                return Ok(None);
+            }
+            let Ok(data) = reader.payload(&hdr, n) else {
+                return Ok(None);
+            };
+            // SAFETY: `data` lies in the ring's current frame, `ptr` holds
+            // `len` ≥ `n` writable bytes (caller contract); they cannot
+            // overlap, the ring being ours alone to read.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
+            reader.consume(&hdr);
+            let wake_writer = reader.publish();
+            if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {
+                ring(mb.doorbell());
+            }
+            *self.core.recv_seq[source].entry(hdr.context) = hdr.seq;
+            self.core.stats.messages_received += 1;
+            self.next_call(spec.context)?;
+            return Ok(Some(Status::new(source, hdr.tag, n, hdr.seq)));
+        }
+        Ok(None)
     }
 }
