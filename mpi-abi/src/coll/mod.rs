@@ -8,7 +8,10 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::state::{DerivedType, comm, error, vpml_error};
-use crate::types::{CombineOp, Message, Reduction, info, layout, pack, reduce, unpack};
+use crate::types::{
+    CombineOp, Message, Reduction, info, is_padded_pair, layout, pack, predefined_size, reduce,
+    reduce_predefined, unpack,
+};
 
 /// What the collectives' steps return: the error class and a message.
 type Res<T = ()> = Result<T, (c_int, String)>;
@@ -366,6 +369,12 @@ fn run_reduction(
         no_in_place_on_inter(&c, send)?;
         let kind = kind(&c)?;
         let op = checked(CombineOp::new(op, dt))?;
+        // SAFETY: the caller's buffers hold `count` and `recv_count`
+        // elements of `dt`.
+        let fast = unsafe { predefined_buffers(&c, &kind, &op, send, recv, count, recv_count, dt) };
+        if let Some((input, out)) = fast {
+            return reduce_predefined(&c, kind, input, out, op, dt);
+        }
         let n = usize::try_from(count).unwrap_or(0);
         let inplace = in_place(send);
         // The result, in the caller's buffer (or packed, for a
@@ -408,6 +417,58 @@ fn run_reduction(
         }
     })();
     report(h, func, r)
+}
+
+/// The common case of a reduction, as the C buffers themselves: separate
+/// buffers of a predefined datatype (not a padded pair) with a predefined
+/// operation, on an intracommunicator, one count for both sides (`None`:
+/// the general path, which also reports every error).
+///
+/// # Safety
+/// `send` holds `count` and `recv` `recv_count` elements of `dt`, the
+/// latter writable (the C caller's contract).
+#[allow(clippy::too_many_arguments)] // MPI's own argument list, checked
+unsafe fn predefined_buffers<'a>(
+    c: &vpml::Comm,
+    kind: &Reduction,
+    op: &CombineOp,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    recv_count: c_int,
+    dt: Datatype,
+) -> Option<(&'a [u8], &'a mut [u8])> {
+    if !op.is_predefined()
+        || c.is_inter()
+        || in_place(send)
+        || send.is_null()
+        || std::ptr::eq(send, recv)
+        || count != recv_count
+        || matches!(kind, Reduction::Scatter { .. } | Reduction::Inter(_))
+        || is_padded_pair(dt)
+    {
+        return None;
+    }
+    let size = predefined_size(dt).filter(|&s| s > 0)?;
+    let len = usize::try_from(count).ok()?.checked_mul(size)?;
+    let out_len = match kind {
+        Reduction::To(root) if c.rank() != *root => 0,
+        _ => len,
+    };
+    if out_len > 0 && recv.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract; the buffers are distinct (checked
+    // above, MPI forbids partial overlap), and empty ones are not read.
+    unsafe {
+        let input = std::slice::from_raw_parts(send as *const u8, len);
+        let out: &mut [u8] = if out_len == 0 {
+            &mut []
+        } else {
+            std::slice::from_raw_parts_mut(recv as *mut u8, out_len)
+        };
+        Some((input, out))
+    }
 }
 
 /// A barrier that serves one-sided requests while it waits (a rank that

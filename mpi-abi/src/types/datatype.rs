@@ -50,16 +50,29 @@ pub(crate) fn is_pair(dt: Datatype) -> bool {
     )
 }
 
+/// Is `dt` a pair type with padding (see [`padded_pair`])? Without
+/// building its layout.
+#[inline]
+pub(crate) fn is_padded_pair(dt: Datatype) -> bool {
+    padded_pair_shape(dt).is_some()
+}
+
+/// A padded pair's value size, index offset and extent.
+#[inline]
+fn padded_pair_shape(dt: Datatype) -> Option<(usize, usize, usize)> {
+    match dt {
+        MPI_DOUBLE_INT | MPI_LONG_INT => Some((8, 8, 16)),
+        MPI_SHORT_INT => Some((2, 4, 8)),
+        MPI_LONG_DOUBLE_INT => Some((16, 16, 32)),
+        _ => None,
+    }
+}
+
 /// The layout of a pair type with padding between or after its two parts
 /// (as C lays the struct out: `MPI_DOUBLE_INT` is 12 bytes of data in 16),
 /// if `dt` is one: its data is the value and the index, not the padding.
 pub(crate) fn padded_pair(dt: Datatype) -> Option<DerivedType> {
-    let (value, index_at, extent) = match dt {
-        MPI_DOUBLE_INT | MPI_LONG_INT => (8, 8, 16),
-        MPI_SHORT_INT => (2, 4, 8),
-        MPI_LONG_DOUBLE_INT => (16, 16, 32),
-        _ => return None,
-    };
+    let (value, index_at, extent) = padded_pair_shape(dt)?;
     let blocks = if value == index_at {
         vec![(0, value + 4)]
     } else {
@@ -71,11 +84,7 @@ pub(crate) fn padded_pair(dt: Datatype) -> Option<DerivedType> {
         extent: extent as isize,
         base: Some(dt),
         per: 1,
-        align: if dt == MPI_SHORT_INT {
-            4
-        } else {
-            extent as usize / 2
-        },
+        align: if dt == MPI_SHORT_INT { 4 } else { extent / 2 },
         bounds: (Bound::Data, Bound::Data),
     })
 }

@@ -23,8 +23,8 @@ mod message;
 mod reduce;
 
 pub(crate) use datatype::{
-    Builder, info, is_pair, layout, pack, padded_pair, predefined_size, private_copy, release_copy,
-    span, unpack,
+    Builder, info, is_padded_pair, is_pair, layout, pack, padded_pair, predefined_size,
+    private_copy, release_copy, span, unpack,
 };
 pub(crate) use message::Message;
-pub(crate) use reduce::{CombineOp, Reduction, fold_into, fold_packed, reduce};
+pub(crate) use reduce::{CombineOp, Reduction, fold_into, fold_packed, reduce, reduce_predefined};

@@ -249,6 +249,20 @@ pub(crate) fn reduce(
     }
 }
 
+/// [`reduce`] of a predefined datatype that is not a padded pair, with a
+/// predefined operation on an intracommunicator (the caller checked):
+/// straight to the element loops.
+pub(crate) fn reduce_predefined(
+    comm: &vpml::Comm,
+    kind: Reduction,
+    send: &[u8],
+    recv: &mut [u8],
+    op: CombineOp,
+    dt: Datatype,
+) -> Result<(), (c_int, String)> {
+    typed(comm, kind, Some(send), recv, op, dt)
+}
+
 /// Packed pairs of `pair` (a padded pair type) as the C structs.
 fn expand(packed: &[u8], pair: &crate::state::DerivedType) -> Vec<u8> {
     let size: usize = pair.blocks.iter().map(|b| b.1).sum();
