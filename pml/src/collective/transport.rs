@@ -96,6 +96,14 @@ impl Comm {
         sends: &[(usize, &[u8])],
         recvs: &mut [(usize, &mut [u8])],
     ) -> Result<()> {
+        // One transfer or one pair (two ranks, a root and one other): the
+        // blocking forms, which skip the request table when they can.
+        match (sends, &mut *recvs) {
+            ([(to, out)], [(from, inp)]) => return self.c_sendrecv(*to, out, *from, inp, tag),
+            ([], [(from, inp)]) => return self.c_recv(*from, tag, inp),
+            ([(to, out)], []) => return self.c_send(*to, tag, out),
+            _ => {}
+        }
         let mut eng = self.engine.borrow_mut();
         let ctx = self.collective_context();
         // Each request, and for a receive its source and room.
