@@ -182,6 +182,26 @@ export! {
     }
 
     fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, scount: c_int, stype: Datatype, dest: c_int, stag: c_int, rbuf: *mut c_void, rcount: c_int, rtype: Datatype, source: c_int, rtag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
+        // The common case, as in MPI_Recv: predefined datatypes, real
+        // peers, separate buffers (MPI requires them disjoint; the general
+        // path below takes whatever else is passed).
+        if !crate::threads::waits_in_library()
+            && dest != MPI_PROC_NULL
+            && source != MPI_PROC_NULL
+            && let Some(mut out) = Message::predefined(sbuf, scount, stype)
+            && let Some(mut inp) = Message::predefined(rbuf, rcount, rtype)
+            && disjoint(out.target(), inp.target())
+            && let Some(c) = with_comm(h, |c, _| c.clone())
+        {
+            return match c.sendrecv(out.read_only(), rank_of(dest), stag, inp.bytes(), source_of(source), tag_of(rtag)) {
+                Ok(st) => {
+                    // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                    unsafe { write_status(status, Some(&st), false) };
+                    MPI_SUCCESS
+                }
+                Err(e) => vpml_error(h, "MPI_Sendrecv", &e),
+            };
+        }
         let mut req = MPI_REQUEST_NULL;
         // SAFETY: MPI's contract for both buffers; `req` is local.
         let r = unsafe { MPI_Irecv(rbuf, rcount, rtype, source, rtag, h, &mut req) };
@@ -208,4 +228,11 @@ export! {
         // SAFETY: `copy` holds `len` bytes, sent as MPI_BYTE.
         unsafe { MPI_Sendrecv(copy.as_ptr() as *const c_void, len as c_int, MPI_BYTE, dest, stag, buf, count, dt, source, rtag, h, status) }
     }
+}
+
+/// Do two byte ranges (start, length) share no byte?
+fn disjoint(a: (*mut u8, usize), b: (*mut u8, usize)) -> bool {
+    let (a, alen) = (a.0 as usize, a.1);
+    let (b, blen) = (b.0 as usize, b.1);
+    alen == 0 || blen == 0 || a.saturating_add(alen) <= b || b.saturating_add(blen) <= a
 }
