@@ -9,6 +9,8 @@
  *             each pair of threads on its own communicator, under
  *             MPI_THREAD_MULTIPLE (OSU's osu_latency_mt): half the mean
  *             round trip one thread sees (us)
+ *   sendrecv  the mean time of one MPI_Sendrecv exchange between ranks 0
+ *             and 1, each sending to and receiving from the other (us)
  *   bw        a window of 64 nonblocking sends 0 -> 1, then an empty ack (MB/s)
  *   msgrate   the bw window, counted in messages per second
  *   bibw      both ranks send a window at once (MB/s, both directions)
@@ -202,6 +204,18 @@ static void point_to_point(char *buf, char **window, long s, MPI_Comm pair) {
             if (!phase) iters = repetitions(iters, (MPI_Wtime() - t0) / n, pair);
         }
         report("latency", s, (MPI_Wtime() - t0) * 1e6 / (2.0 * iters));
+    }
+    if (wanted("sendrecv")) {
+        long iters = clamp(VOLUME / 8 / (s ? s : 1), 20, 20000), warm = iters / 10 + 1;
+        char *in = window[WINDOW];
+        for (int phase = 0; phase < 2; phase++) {
+            long n = phase ? iters : warm;
+            t0 = MPI_Wtime();
+            for (long i = 0; i < n; i++)
+                MPI_Sendrecv(buf, s, MPI_BYTE, peer, 2, in, s, MPI_BYTE, peer, 2, pair, MPI_STATUS_IGNORE);
+            if (!phase) iters = repetitions(iters, (MPI_Wtime() - t0) / n, pair);
+        }
+        report("sendrecv", s, (MPI_Wtime() - t0) * 1e6 / iters);
     }
     long reps = clamp(VOLUME / (WINDOW * (s ? s : 1)), 1, 2000);
     if (wanted("bw") || wanted("msgrate")) {
@@ -485,7 +499,7 @@ int main(int argc, char **argv) {
     char *window[2 * WINDOW];
     memset(buf, 0, max);
     for (int w = 0; w < 2 * WINDOW; w++) { window[w] = need(malloc(max)); memset(window[w], 1, max); }
-    int p2p = wanted("latency") || wanted("bw") || wanted("msgrate") || wanted("bibw");
+    int p2p = wanted("latency") || wanted("sendrecv") || wanted("bw") || wanted("msgrate") || wanted("bibw");
     int rma = 0;
     for (const char *const *k = RMA_TESTS; *k; k++) rma |= wanted(*k);
     /* The one-sided tests' window: WINDOW messages of the largest size at

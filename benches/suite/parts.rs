@@ -75,7 +75,7 @@ pub(crate) const NOCHECKPOINT: &str = "nocheckpoint";
 /// `latency_mt`, which runs apart: it makes the program start
 /// `MPI_THREAD_MULTIPLE`, and every other test would then measure a
 /// multi-threaded program's calls instead of a single-threaded one's.
-const ALL_TESTS: &str = "latency,bw,msgrate,bibw,mrate,put_latency,get_latency,put_bw,\
+const ALL_TESTS: &str = "latency,sendrecv,bw,msgrate,bibw,mrate,put_latency,get_latency,put_bw,\
 get_bw,acc_latency,get_acc_latency,fop_latency,cas_latency,barrier,bcast,reduce,allreduce,gather,\
 gatherv,scatter,scatterv,allgather,allgatherv,alltoall,alltoallv,alltoallw,reduce_scatter,\
 reduce_scatter_block,scan,ibarrier,ibcast,ireduce,iallreduce,igather,igatherv,iscatter,iscatterv,\
