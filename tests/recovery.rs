@@ -221,7 +221,8 @@ fn request_mix_is_bit_identical_after_kills_at_random_instants() {
 
 #[test]
 fn two_ranks_killed_at_once_recover() {
-    // Neighbours, each right after its third checkpoint (the same step).
+    // Two ranks, each right after its third checkpoint (taken at the same
+    // step: the second dies while the first is down or recovering).
     heat3d_after_point_kills(
         &[],
         &[
@@ -298,7 +299,9 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
 
 #[test]
 fn recovery_works_over_tcp_and_across_hosts() {
-    heat3d_after_point_kills(&["--transport", "tcp"], &["2@point:send.after_frame#40"]);
+    // After its fourth checkpoint: the restarted rank replays from it,
+    // its peers re-send over TCP.
+    heat3d_after_point_kills(&["--transport", "tcp"], &["2@point:checkpoint.before_gc#4"]);
     same_output_after_kills(
         4,
         "request-mix",

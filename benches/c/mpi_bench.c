@@ -180,8 +180,8 @@ static void latency_mt(long s, MPI_Comm pair) {
     report("latency_mt", s, total / MT_THREADS * 1e6 / (2.0 * iters));
 }
 
-/* Ranks 0 and 1 only (the others wait at the next barrier): latency, bw,
- * msgrate, bibw. */
+/* Ranks 0 and 1 only (the others wait at the next barrier): latency,
+ * sendrecv, bw, msgrate, bibw. */
 static void point_to_point(char *buf, char **window, long s, MPI_Comm pair) {
     MPI_Request reqs[2 * WINDOW];
     int peer = 1 - rank;

@@ -56,8 +56,9 @@ pub(crate) struct ArmedPoint {
     pub spec: String,
     /// The rank's files go when the point kills it (`…:lose-files`).
     pub lose_files: bool,
-    /// The rank's newest checkpoint is damaged when the point kills it
-    /// (`…:corrupt-checkpoint`).
+    /// The rank's newest checkpoint is damaged when this process dies
+    /// (at the point, or before it if something else kills it first):
+    /// `…:corrupt-checkpoint`.
     pub corrupt_checkpoint: bool,
 }
 

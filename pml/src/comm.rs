@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::buffer::{Buffer, Pod};
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, RecvNow};
 use crate::error::{Error, Result};
 use crate::idup::{Reserve, reserved};
 use crate::matching::{ANY_TAG, RecvSpec, Source};
@@ -705,8 +705,10 @@ impl Comm {
     }
 
     /// `sendrecv` to world rank `dest` on `context` for a translated spec;
-    /// `meanwhile` runs once both operations started, before waiting for
-    /// them (work that overlaps the transfer: it must not use the engine).
+    /// `meanwhile` runs once both operations started (or, when the send
+    /// left at once and the receive may come straight off the ring, after
+    /// the send), before waiting for them (work that overlaps the
+    /// transfer: it must not use the engine).
     #[allow(clippy::too_many_arguments)] // sendrecv's own list, and the overlap
     pub(crate) fn raw_sendrecv(
         &self,
@@ -932,12 +934,19 @@ pub fn split_entry(color: Option<u32>, key: i64) -> [u64; 3] {
 /// for.
 fn recv_blocking(eng: &mut Engine, spec: RecvSpec, bytes: &mut [u8]) -> Result<Status> {
     // SAFETY: `bytes` is borrowed for the call; no request is left behind.
-    if let Some(st) = unsafe { eng.recv_now(&spec, bytes.as_mut_ptr(), bytes.len())? } {
-        return Ok(st);
-    }
+    let spun = match unsafe { eng.recv_now(&spec, bytes.as_mut_ptr(), bytes.len())? } {
+        RecvNow::Took(st) => return Ok(st),
+        RecvNow::NotNow => false,
+        RecvNow::Spun => true,
+    };
     // SAFETY: `bytes` stays mutably borrowed until the receive completes.
     let id = unsafe { eng.start_recv(spec, bytes.as_mut_ptr(), bytes.len())? };
-    if let Err(e) = eng.wait(id) {
+    let waited = if spun {
+        eng.wait_spun(id)
+    } else {
+        eng.wait(id)
+    };
+    if let Err(e) = waited {
         // The receive may still be posted: withdraw it before `bytes` is released.
         eng.withdraw(id);
         return Err(e);

@@ -1033,6 +1033,17 @@ static void errors(void) {
     MPI_Error_class(rc, &cls);
     MPI_Error_class(ts[0].MPI_ERROR, &ecls);
     CHECK(cls == MPI_ERR_IN_STATUS && ecls == MPI_ERR_TRUNCATE, "Waitall truncation %d %d", cls, ecls);
+    /* A truncated MPI_Sendrecv: its class, and a status that names the
+       sender and tag and counts what arrived. */
+    MPI_Status ss;
+    ss.MPI_SOURCE = -7;
+    ss.MPI_TAG = -7;
+    rc = MPI_Sendrecv(two, 2, MPI_INT, right, 93, &one, 1, MPI_INT, left, 93, c, &ss);
+    MPI_Error_class(rc, &cls);
+    int got = -1;
+    MPI_Get_count(&ss, MPI_INT, &got);
+    CHECK(cls == MPI_ERR_TRUNCATE && ss.MPI_SOURCE == left && ss.MPI_TAG == 93 && got == 1,
+          "Sendrecv truncation %d source %d tag %d count %d", cls, ss.MPI_SOURCE, ss.MPI_TAG, got);
     /* Argument errors of the point-to-point calls, each with its class;
      * an empty message needs no buffer. */
     MPI_Request er;

@@ -5,7 +5,8 @@ use std::ffi::{c_int, c_void};
 
 use super::nonblocking::nonblocking;
 use super::{
-    MPI_Irecv, MPI_Request_free, MPI_Wait, rank_of, source_of, start_and_wait, tag_of, write_status,
+    MPI_Irecv, MPI_Request_free, MPI_Wait, put_single_status, rank_of, source_of, start_and_wait,
+    tag_of, truncated_status, write_status,
 };
 use crate::consts::*;
 use crate::state::{STATE, comm, error, put, vpml_error, with_comm};
@@ -199,7 +200,15 @@ export! {
                     unsafe { write_status(status, Some(&st), false) };
                     MPI_SUCCESS
                 }
-                Err(e) => vpml_error(h, "MPI_Sendrecv", &e),
+                Err(e) => {
+                    // As the general path's wait: the status says what
+                    // arrived even when it did not fit.
+                    if let Some(st) = truncated_status(&e) {
+                        // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                        unsafe { put_single_status(status, &st) };
+                    }
+                    vpml_error(h, "MPI_Sendrecv", &e)
+                }
             };
         }
         let mut req = MPI_REQUEST_NULL;

@@ -105,12 +105,37 @@ fn status_of(st: Option<&vpml::Status>, proc_null: bool) -> MpiStatus {
         None if proc_null => (MPI_PROC_NULL, MPI_ANY_TAG, 0, false),
         None => (MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false),
     };
+    status_fields(source, tag, len, cancelled, err)
+}
+
+/// MPI's status of a receive that `truncated` (the error a receive
+/// returned): the source, the tag and what arrived, as a wait reports it.
+fn truncated_status(truncated: &vpml::Error) -> Option<MpiStatus> {
+    match truncated {
+        vpml::Error::Truncated {
+            source_rank,
+            tag,
+            buffer_len,
+            ..
+        } => Some(status_fields(
+            *source_rank as c_int,
+            *tag,
+            *buffer_len as u64,
+            false,
+            MPI_ERR_TRUNCATE,
+        )),
+        _ => None,
+    }
+}
+
+/// A C status from its fields (`len` in bytes).
+fn status_fields(source: c_int, tag: c_int, len: u64, cancelled: bool, error: c_int) -> MpiStatus {
     MpiStatus {
         count_lo: len as u32 as c_int,
         count_hi_and_cancelled: (((len >> 32) as c_int) << 1) | c_int::from(cancelled),
         source,
         tag,
-        error: err,
+        error,
     }
 }
 

@@ -383,6 +383,16 @@ impl Engine {
         self.report_waited(WaitKind::One, &[Some(id)])
     }
 
+    /// [`Engine::wait`] for a receive whose caller already spun through a
+    /// blocking wait's empty polls ([`super::RecvNow::Spun`]): it yields
+    /// or sleeps at once rather than spinning as long again.
+    pub(crate) fn wait_spun(&mut self, id: ReqId) -> Result<()> {
+        self.check_alive()?;
+        self.check_not_held(id)?;
+        self.wait_until_from(self.idle.spin, |e| e.is_done(id))?;
+        self.report_waited(WaitKind::One, &[Some(id)])
+    }
+
     /// Wait for every request of `ids`.
     pub(crate) fn wait_all(&mut self, ids: &[Option<ReqId>]) -> Result<()> {
         // A failed engine says so even to a wait over sends complete at
@@ -441,9 +451,16 @@ impl Engine {
     }
 
     /// Progress until `done` holds, idling politely.
-    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Engine) -> bool) -> Result<()> {
-        let mut idle: u32 = 0;
+    pub(crate) fn wait_until(&mut self, done: impl FnMut(&Engine) -> bool) -> Result<()> {
+        self.wait_until_from(0, done)
+    }
+
+    /// [`Engine::wait_until`] as if `spun` empty polls had gone by.
+    fn wait_until_from(&mut self, spun: u32, mut done: impl FnMut(&Engine) -> bool) -> Result<()> {
+        let mut idle: u32 = spun;
         let mut yield_until: Option<std::time::Instant> = None;
+        // The protocol heard of the quiet since the last progress.
+        let mut told_idle = false;
         loop {
             if done(self) {
                 return Ok(());
@@ -451,10 +468,12 @@ impl Engine {
             if self.progress()? {
                 idle = 0;
                 yield_until = None;
+                told_idle = false;
                 continue;
             }
             idle += 1;
-            if idle == 1 {
+            if !told_idle {
+                told_idle = true;
                 // Nothing arrived: the protocol may prepare for what comes.
                 self.hook(|p| {
                     p.idle();

@@ -6,7 +6,7 @@ use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::matching::RecvSpec;
 use crate::protocol::{CallId, RecvPlan, Replay};
-use crate::shm::ring::kind;
+use crate::shm::ring::{RingReader, kind};
 use crate::status::Status;
 
 impl Engine {
@@ -203,11 +203,9 @@ impl Engine {
     /// while nothing else is going on ([`Engine::receives_may_bypass`], and
     /// no other frame or queued send: each turn of the wait checks).
     ///
-    /// `Ok(None)`: not this way — the next frame does not match, is not a
-    /// whole message, is larger than the buffer, something else needs the
-    /// engine, or nothing came while a blocking wait would spin. Nothing
-    /// was consumed and no call id taken: the caller posts the receive as
-    /// usual. (The frame's checks, and its errors, are the general path's.)
+    /// Unless the message was taken, nothing was consumed and no call id
+    /// taken: the caller posts the receive as usual. (The frame's checks,
+    /// and its errors, are then the general path's.)
     ///
     /// # Safety
     /// `ptr..ptr+len` is valid for writes during the call.
@@ -216,23 +214,19 @@ impl Engine {
         spec: &RecvSpec,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<Option<Status>> {
+    ) -> Result<RecvNow> {
         let Some(source) = spec.source else {
-            return Ok(None);
+            return Ok(RecvNow::NotNow);
         };
         if !self.receives_may_bypass() {
-            return Ok(None);
+            return Ok(RecvNow::NotNow);
         }
         for _ in 0..self.idle.spin {
             if !self.quiet_but(Some(source)) {
-                return Ok(None);
+                return Ok(RecvNow::NotNow);
             }
-            let Some(Peer {
-                link: Link::Shm { reader, .. },
-                ..
-            }) = self.peers.get_mut(source).and_then(Option::as_mut)
-            else {
-                return Ok(None);
+            let Some(reader) = self.shm_reader(source) else {
+                return Ok(RecvNow::NotNow);
             };
             let hdr = match reader.peek() {
                 Ok(Some(hdr)) => hdr,
@@ -240,23 +234,29 @@ impl Engine {
                     std::hint::spin_loop();
                     continue;
                 }
-                Err(_) => return Ok(None),
+                // A bad frame: the general path reports it.
+                Err(_) => return Ok(RecvNow::NotNow),
             };
             let whole = hdr.kind == kind::EAGER && hdr.flags == 0;
             let matches = hdr.context == spec.context && spec.tag.is_none_or(|t| t == hdr.tag);
-            let Ok(n) = usize::try_from(hdr.msg_len) else {
-                return Ok(None);
+            let n = match usize::try_from(hdr.msg_len) {
+                Ok(n) if whole && matches && n <= len && reader.payload(&hdr, n).is_ok() => n,
+                _ => return Ok(RecvNow::NotNow),
             };
-            if !whole
-                || !matches
-                || n > len
-                || self.core.check_seq(source, hdr.context, hdr.seq).is_err()
-            {
-                return Ok(None);
+            if self.core.check_seq(source, hdr.context, hdr.seq).is_err() {
+                return Ok(RecvNow::NotNow);
             }
-            let Ok(data) = reader.payload(&hdr, n) else {
-                return Ok(None);
-            };
+            // The receive's call id, before anything is consumed.
+            self.next_call(spec.context)?;
+            let reader = self
+                .shm_reader(source)
+                .ok_or(Error::RequestState("ring vanished"))?;
+            let data = reader
+                .payload(&hdr, n)
+                .map_err(|reason| Error::CorruptFrame {
+                    peer: source,
+                    reason,
+                })?;
             // SAFETY: `data` lies in the ring's current frame, `ptr` holds
             // `len` ≥ `n` writable bytes (caller contract); they cannot
             // overlap, the ring being ours alone to read.
@@ -268,9 +268,31 @@ impl Engine {
             }
             *self.core.recv_seq[source].entry(hdr.context) = hdr.seq;
             self.core.stats.messages_received += 1;
-            self.next_call(spec.context)?;
-            return Ok(Some(Status::new(source, hdr.tag, n, hdr.seq)));
+            return Ok(RecvNow::Took(Status::new(source, hdr.tag, n, hdr.seq)));
         }
-        Ok(None)
+        Ok(RecvNow::Spun)
     }
+
+    /// The reading end of `source`'s ring, if it is reached over shared memory.
+    fn shm_reader(&mut self, source: usize) -> Option<&mut RingReader> {
+        match self.peers.get_mut(source)?.as_mut()? {
+            Peer {
+                link: Link::Shm { reader, .. },
+                ..
+            } => Some(reader),
+            _ => None,
+        }
+    }
+}
+
+/// What [`Engine::recv_now`] did.
+pub(crate) enum RecvNow {
+    /// The message is in the buffer: its status.
+    Took(Status),
+    /// Not this way: the receive is to be posted.
+    NotNow,
+    /// Nothing came while a blocking wait would spin: the receive is to
+    /// be posted, and its wait may yield or sleep at once
+    /// ([`Engine::wait_spun`]).
+    Spun,
 }
