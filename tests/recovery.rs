@@ -61,6 +61,28 @@ fn splitmix(x: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Require that the run of `program` with `kills` succeeded and printed
+/// `expected`, the failure-free output; its stderr.
+fn succeeded_alike(
+    program: &str,
+    kills: &[impl std::fmt::Debug],
+    out: &Output,
+    expected: &str,
+) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{program} with kills {kills:?} failed ({}):\n{stderr}",
+        out.status
+    );
+    assert_eq!(
+        app_output(out),
+        expected,
+        "{program}: output after kills {kills:?} differs from the failure-free run\n{stderr}"
+    );
+    stderr
+}
+
 /// Run `program` failure-free, then once per kill plan, and require the
 /// same output every time. Each plan is a list of (rank, fraction of the
 /// reference duration).
@@ -103,17 +125,7 @@ fn same_output_after_kills_with(
             shown.push(format!("{rank}@{at:.3}"));
         }
         let (out, _) = run_with(n, &launcher, program, args, envs);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{program} with kills {shown:?} failed ({}):\n{stderr}",
-            out.status
-        );
-        assert_eq!(
-            app_output(&out),
-            expected,
-            "{program}: output after kills {shown:?} differs from the failure-free run\n{stderr}"
-        );
+        let stderr = succeeded_alike(program, &shown, &out, &expected);
         // A kill that reaches a rank as it finishes ends nothing (a kill
         // timed after the end is not even sent): only the kills that ended
         // a rank count.
@@ -147,17 +159,7 @@ fn heat3d_after_point_kills(extra: &[&str], specs: &[&str]) -> String {
         launcher.push(spec.to_string());
     }
     let (out, _) = run(4, &launcher, "heat3d", HEAT);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "heat3d with kills {specs:?} failed ({}):\n{stderr}",
-        out.status
-    );
-    assert_eq!(
-        app_output(&out),
-        app_output(&reference),
-        "heat3d: output after kills {specs:?} differs from the failure-free run\n{stderr}"
-    );
+    let stderr = succeeded_alike("heat3d", specs, &out, &app_output(&reference));
     let restarts = stderr.matches("restarted it as incarnation").count();
     assert_eq!(restarts, specs.len(), "one restart per kill\n{stderr}");
     stderr

@@ -248,12 +248,18 @@ fn pack<'a>(
 /// hold `want` bytes (the target's side of the operation).
 fn origin_runs(h: Win, func: &str, count: c_int, dt: Datatype, want: u64) -> Result<Runs, c_int> {
     let (runs, _) = runs_of_type(h, func, count, dt)?;
-    let have: u64 = runs.iter().map(|r| r.1).sum();
-    if have != want {
-        let why = format!("{have} bytes at the origin for {want} at the target");
-        return Err(win_error(h, func, MPI_ERR_TYPE, &why));
-    }
+    same_size(h, func, runs.iter().map(|r| r.1).sum(), want)?;
     Ok(runs)
+}
+
+/// The origin's buffer holds `have` bytes where the target's holds `want`:
+/// the one size rule of every operation.
+fn same_size(h: Win, func: &str, have: u64, want: u64) -> Result<(), c_int> {
+    if have == want {
+        return Ok(());
+    }
+    let why = format!("{have} bytes at the origin for {want} at the target");
+    Err(win_error(h, func, MPI_ERR_TYPE, &why))
 }
 
 /// The operation must combine with a predefined operation over the
@@ -296,16 +302,12 @@ fn slot_of_user_op(op: Op) -> bool {
 fn check_room(h: Win, func: &str, count: c_int, dt: Datatype, want: u64) -> Result<(), c_int> {
     let l = layout_of(h, func, dt)?;
     let each: u64 = l.blocks.iter().map(|b| b.1 as u64).sum();
-    let room = each.saturating_mul(count_of(h, func, count)? as u64);
-    if room == want {
-        return Ok(());
-    }
-    Err(win_error(
+    same_size(
         h,
         func,
-        MPI_ERR_TYPE,
-        &format!("{room} bytes at the origin for {want} at the target"),
-    ))
+        each.saturating_mul(count_of(h, func, count)? as u64),
+        want,
+    )
 }
 
 /// Post the receive of the target's reply (after the request was sent:

@@ -199,9 +199,18 @@ fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Res {
 pub(super) struct Outgoing {
     ptr: *const u8,
     len: usize,
-    /// What holds the bytes when they are not the program's.
-    _held: Option<Message>,
-    _copy: Vec<u8>,
+    /// What the bytes belong to (held, never read: `ptr` points into it
+    /// or into the program's buffer it describes).
+    _holder: Holder,
+}
+
+/// The owner of an [`Outgoing`]'s bytes.
+#[allow(dead_code)] // Held for ownership alone: the bytes are read through `ptr`.
+enum Holder {
+    /// The program's buffer, or its packed copy.
+    Message(Message),
+    /// Bytes of the library's own.
+    Copy(Vec<u8>),
 }
 
 impl Outgoing {
@@ -217,8 +226,7 @@ impl Outgoing {
         Ok(Outgoing {
             ptr,
             len,
-            _held: Some(m),
-            _copy: Vec::new(),
+            _holder: Holder::Message(m),
         })
     }
 
@@ -227,8 +235,7 @@ impl Outgoing {
         Outgoing {
             ptr: bytes.as_ptr(),
             len: bytes.len(),
-            _held: None,
-            _copy: bytes,
+            _holder: Holder::Copy(bytes),
         }
     }
 
