@@ -175,7 +175,12 @@ fn exact_after_kills_at_sends(
             let kill = format!("{rank}@point:send.after_frame#{n}");
             let out = job(&["--inject-failure".into(), kill.clone()], &prog, args);
             let stderr = text(&out.stderr);
-            assert!(out.status.success(), "kill {kill}: {stderr}");
+            assert!(
+                out.status.success(),
+                "kill {kill}: {} (stdout: {})\n{stderr}",
+                out.status,
+                text(&out.stdout)
+            );
             assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
             if restarts(&stderr) == 0 {
                 break;
@@ -231,7 +236,12 @@ fn recovery_c_output_printed_before_a_checkpoint_is_neither_lost_nor_repeated() 
             &["lines"],
         );
         let stderr = text(&out.stderr);
-        assert!(out.status.success(), "kill {kill}: {stderr}");
+        assert!(
+            out.status.success(),
+            "kill {kill}: {} (stdout: {})\n{stderr}",
+            out.status,
+            text(&out.stdout)
+        );
         assert_eq!(restarts(&stderr), 1, "kill {kill} landed: {stderr}");
         assert!(stderr.contains("rank 2 resumed at step"), "{stderr}");
         assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
@@ -390,7 +400,12 @@ fn recovery_of_a_program_that_sends_addresses_stops_the_job_with_one_line() {
             assert!(!text(&out.stdout).contains("rma ok"), "kill {kill}");
             stopped += 1;
         } else {
-            assert!(out.status.success(), "kill {kill}: {stderr}");
+            assert!(
+                out.status.success(),
+                "kill {kill}: {} (stdout: {})\n{stderr}",
+                out.status,
+                text(&out.stdout)
+            );
             assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
         }
     }
@@ -426,7 +441,12 @@ fn recovery_of_a_rank_that_made_a_shared_memory_window_stops_the_job_with_one_li
             assert!(!text(&out.stdout).contains("rma ok"), "kill {kill}");
             stopped += 1;
         } else {
-            assert!(out.status.success(), "kill {kill}: {stderr}");
+            assert!(
+                out.status.success(),
+                "kill {kill}: {} (stdout: {})\n{stderr}",
+                out.status,
+                text(&out.stdout)
+            );
             assert_eq!(text(&out.stdout), want, "kill {kill}: {stderr}");
             exact += 1;
         }
