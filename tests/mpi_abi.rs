@@ -170,6 +170,20 @@ fn nonblocking_collectives_pass_their_checks_built_with_mpich() {
     c_checks_pass("nbc", Compiler::Mpich, &["none", "pessimist"]);
 }
 
+/// `tests/c/waiting.c`: nonblocking receives whose messages already wait
+/// (taken at once, complete at start): contents, statuses and order, with
+/// receives posted earlier ahead of them, truncation, `Request_get_status`,
+/// `Cancel` and `Test` on them.
+#[test]
+fn receives_of_waiting_messages_pass_their_checks_built_with_vpml_mpicc() {
+    c_checks_pass("waiting", Compiler::Vpml, &["none", "pessimist"]);
+}
+
+#[test]
+fn receives_of_waiting_messages_pass_their_checks_built_with_mpich() {
+    c_checks_pass("waiting", Compiler::Mpich, &["none", "pessimist"]);
+}
+
 /// `tests/c/errhan.c`: user error handlers, classes, codes and strings.
 #[test]
 fn user_error_handlers_and_codes_pass_their_checks_built_with_vpml_mpicc() {

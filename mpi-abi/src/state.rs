@@ -86,12 +86,13 @@ pub(crate) enum Active {
         id: vpml::raw::RawRequest,
         on: SharedComm,
     },
-    /// A send that completed when it started: the engine keeps nothing of
-    /// it but the call in its id, and its status is made here (the rank
-    /// it went to, in its communicator).
-    Sent {
+    /// A send or a receive that completed when it started: the engine
+    /// keeps nothing of it but the call in its id, and its status is made
+    /// here (the rank it went to or came from, in its communicator, the
+    /// tag and the length).
+    AtStart {
         id: vpml::raw::RawRequest,
-        dest: c_int,
+        peer: c_int,
         tag: c_int,
         len: usize,
     },
@@ -100,7 +101,7 @@ pub(crate) enum Active {
 impl Active {
     /// What the engine started on `on` (`dest`, `tag` and `len` for the
     /// status of a send complete at start; the communicator is cloned only
-    /// for another request).
+    /// for another request). A receive complete at start is made directly.
     pub(crate) fn new(
         id: vpml::raw::RawRequest,
         on: &SharedComm,
@@ -109,7 +110,12 @@ impl Active {
         len: usize,
     ) -> Active {
         if id.is_complete_send() {
-            Active::Sent { id, dest, tag, len }
+            Active::AtStart {
+                id,
+                peer: dest,
+                tag,
+                len,
+            }
         } else {
             Active::Engine {
                 id,
@@ -121,7 +127,7 @@ impl Active {
     /// The engine's id of the operation.
     pub(crate) fn id(&self) -> vpml::raw::RawRequest {
         match self {
-            Active::Engine { id, .. } | Active::Sent { id, .. } => *id,
+            Active::Engine { id, .. } | Active::AtStart { id, .. } => *id,
         }
     }
 
@@ -129,7 +135,7 @@ impl Active {
     pub(crate) fn on(&self) -> Option<&SharedComm> {
         match self {
             Active::Engine { on, .. } => Some(on),
-            Active::Sent { .. } => None,
+            Active::AtStart { .. } => None,
         }
     }
 
@@ -138,8 +144,8 @@ impl Active {
     pub(crate) fn finish(&self) -> vpml::Result<vpml::Status> {
         match self {
             Active::Engine { id, on } => on.finish_raw(*id),
-            &Active::Sent { dest, tag, len, .. } => {
-                Ok(vpml::Status::of_send(dest as usize, tag, len))
+            &Active::AtStart { peer, tag, len, .. } => {
+                Ok(vpml::Status::of_send(peer as usize, tag, len))
             }
         }
     }

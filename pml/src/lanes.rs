@@ -89,6 +89,21 @@ impl<T: Copy + Default + PartialEq> LaneMap<T> {
         if (lane as usize) < DIRECT {
             return &mut self.direct[lane as usize];
         }
+        if self
+            .entries
+            .get(self.recent)
+            .is_some_and(|&(l, _)| l == lane)
+        {
+            return &mut self.entries[self.recent].1;
+        }
+        self.entry_elsewhere(lane)
+    }
+
+    /// [`LaneMap::entry`] for a lane other than the direct ones and the
+    /// one used last (kept out of line: the common calls stay small).
+    #[cold]
+    #[inline(never)]
+    fn entry_elsewhere(&mut self, lane: u32) -> &mut T {
         let i = match self.find(lane) {
             Ok(i) => i,
             Err(i) => {

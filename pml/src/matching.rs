@@ -140,6 +140,12 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
         self.posted.len()
     }
 
+    /// Would the oldest posted receive take a message with this envelope
+    /// (so that [`MatchQueues::match_arrival`] surely finds a receive)?
+    pub fn oldest_accepts(&self, env: &Envelope) -> bool {
+        self.posted.front().is_some_and(|(_, s, _)| s.accepts(env))
+    }
+
     /// Number of messages waiting for a receive.
     pub fn unexpected_len(&self) -> usize {
         self.unexpected_len

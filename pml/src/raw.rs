@@ -107,6 +107,36 @@ impl Comm {
         unsafe { self.engine.borrow_mut().start_recv(spec, ptr, len) }
     }
 
+    /// [`Comm::irecv_raw`], except that a small message already waiting
+    /// in the source's shared-memory ring, while nothing else is going on
+    /// (no protocol that hears receives, nothing unexpected), is copied
+    /// into `ptr` at once: the request then leaves nothing in the engine
+    /// (its id [`is_complete_at_start`](RawRequest::is_complete_at_start),
+    /// every completion call finds it done, [`Comm::finish_raw`] has no
+    /// status for it) and its status (ranks as this communicator numbers
+    /// them) is returned with it.
+    ///
+    /// # Safety
+    /// As [`Comm::irecv_raw`].
+    #[inline]
+    pub unsafe fn irecv_now_raw(
+        &self,
+        source: impl Into<Source>,
+        tag: i32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<(RawRequest, Option<Status>)> {
+        let spec = self.spec(source.into(), tag)?;
+        let mut eng = self.engine.borrow_mut();
+        // SAFETY: the caller's contract (for both).
+        unsafe {
+            if let Some((id, st)) = eng.irecv_now(&spec, ptr, len)? {
+                return Ok((id, Some(self.localize(st))));
+            }
+            Ok((eng.start_recv(spec, ptr, len)?, None))
+        }
+    }
+
     /// Start sending `len` bytes at `ptr` to `dest` in one of this
     /// communicator's private message spaces ([`TagSpace`]), which only
     /// [`Comm::irecv_private_raw`] of the same space matches.

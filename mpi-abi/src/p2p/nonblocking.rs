@@ -32,14 +32,25 @@ pub(super) fn nonblocking(
         let started = with_comm(h, |c, requests| {
             // SAFETY: MPI's contract keeps the C buffer valid until the
             // request completes.
-            let r = unsafe {
+            let active = unsafe {
                 if send {
                     c.isend_raw(rank_of(peer), tag, ptr, len, sync)
+                        .map(|id| Active::new(id, c, peer, tag, len))
                 } else {
-                    c.irecv_raw(source_of(peer), tag_of(tag), ptr, len)
+                    c.irecv_now_raw(source_of(peer), tag_of(tag), ptr, len)
+                        .map(|started| match started {
+                            // The message was waiting: complete already.
+                            (id, Some(st)) => Active::AtStart {
+                                id,
+                                peer: st.source() as c_int,
+                                tag: st.tag(),
+                                len: st.len(),
+                            },
+                            (id, None) => Active::new(id, c, peer, tag, len),
+                        })
                 }
             };
-            r.map(|id| requests.insert(ReqEntry::new(h, Some(Active::new(id, c, peer, tag, len)))))
+            active.map(|a| requests.insert(ReqEntry::new(h, Some(a))))
         });
         match started {
             Some(Ok(slot)) => {

@@ -247,10 +247,10 @@ impl Engine {
     /// What the protocol is told of request `id`.
     fn request_info(&self, id: Option<ReqId>) -> Option<RequestInfo> {
         let id = id?;
-        if let Some(call) = id.sent_call() {
+        if let Some((call, is_send)) = id.at_start() {
             return Some(RequestInfo {
                 call,
-                is_send: true,
+                is_send,
                 completed_at_start: true,
             });
         }
@@ -286,7 +286,7 @@ impl Engine {
 
     #[inline]
     pub(crate) fn is_done(&self, id: ReqId) -> bool {
-        id.is_complete_send()
+        id.is_complete_at_start()
             || self
                 .core
                 .slot(id)

@@ -313,7 +313,8 @@ impl Engine {
 
     /// The call id that created request `id`.
     pub(crate) fn call_of(&self, id: ReqId) -> Option<CallId> {
-        id.sent_call()
+        id.at_start()
+            .map(|(call, _)| call)
             .or_else(|| self.core.slot(id).map(|s| s.call))
     }
 

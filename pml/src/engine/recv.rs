@@ -4,7 +4,7 @@ use super::Engine;
 use super::link::{Link, Peer, ring};
 use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
-use crate::matching::RecvSpec;
+use crate::matching::{Envelope, RecvSpec};
 use crate::protocol::{CallId, RecvPlan, Replay};
 use crate::shm::ring::{RingReader, kind};
 use crate::status::Status;
@@ -180,13 +180,22 @@ impl Engine {
 
     // ------------------------------------------- receives straight off a ring
 
-    /// May a blocking receive skip the request table and the matching
-    /// queues ([`Engine::recv_now`])? Only when the protocol hears no
-    /// receive and no wait, nothing replays, and no receive is posted and
-    /// no message waits unexpected: then the next frame of the source, if
-    /// it matches, is the one the general path would give the receive.
+    /// May a receive skip the request table and the matching queues
+    /// ([`Engine::recv_now`], [`Engine::irecv_now`])? Only when the
+    /// protocol hears no receive and no wait, nothing replays, and no
+    /// receive is posted and no message waits unexpected: then the next
+    /// frame of the source, if it matches, is the one the general path
+    /// would give the receive.
     #[inline]
     pub(crate) fn receives_may_bypass(&self) -> bool {
+        self.bypass_allowed()
+            && self.core.matching.posted_len() == 0
+            && self.core.matching.unexpected_len() == 0
+    }
+
+    /// [`Engine::receives_may_bypass`] but for the matching queues.
+    #[inline]
+    fn bypass_allowed(&self) -> bool {
         !self.caps.hears_posted_receives
             && !self.caps.hears_waits
             && self.failed.is_none()
@@ -194,8 +203,6 @@ impl Engine {
             && self.replay_ends.is_empty()
             && !self.replay_alone
             && self.sim.is_none()
-            && self.core.matching.posted_len() == 0
-            && self.core.matching.unexpected_len() == 0
     }
 
     /// A blocking receive of a small message from one peer over shared
@@ -225,52 +232,161 @@ impl Engine {
             if !self.quiet_but(Some(source)) {
                 return Ok(RecvNow::NotNow);
             }
-            let Some(reader) = self.shm_reader(source) else {
-                return Ok(RecvNow::NotNow);
-            };
-            let hdr = match reader.peek() {
-                Ok(Some(hdr)) => hdr,
-                Ok(None) => {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                // A bad frame: the general path reports it.
-                Err(_) => return Ok(RecvNow::NotNow),
-            };
-            let whole = hdr.kind == kind::EAGER && hdr.flags == 0;
-            let matches = hdr.context == spec.context && spec.tag.is_none_or(|t| t == hdr.tag);
-            let n = match usize::try_from(hdr.msg_len) {
-                Ok(n) if whole && matches && n <= len && reader.payload(&hdr, n).is_ok() => n,
-                _ => return Ok(RecvNow::NotNow),
-            };
-            if self.core.check_seq(source, hdr.context, hdr.seq).is_err() {
-                return Ok(RecvNow::NotNow);
+            // SAFETY: the caller's contract.
+            match unsafe { self.take_frame(spec, source, ptr, len)? } {
+                Taken::Message(_, st) => return Ok(RecvNow::Took(st)),
+                Taken::Nothing => std::hint::spin_loop(),
+                Taken::NotThis => return Ok(RecvNow::NotNow),
             }
-            // The receive's call id, before anything is consumed.
-            self.next_call(spec.context)?;
-            let reader = self
-                .shm_reader(source)
-                .ok_or(Error::RequestState("ring vanished"))?;
-            let data = reader
-                .payload(&hdr, n)
-                .map_err(|reason| Error::CorruptFrame {
-                    peer: source,
-                    reason,
-                })?;
-            // SAFETY: `data` lies in the ring's current frame, `ptr` holds
-            // `len` ≥ `n` writable bytes (caller contract); they cannot
-            // overlap, the ring being ours alone to read.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
-            reader.consume(&hdr);
-            let wake_writer = reader.publish();
-            if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {
-                ring(mb.doorbell());
-            }
-            *self.core.recv_seq[source].entry(hdr.context) = hdr.seq;
-            self.core.stats.messages_received += 1;
-            return Ok(RecvNow::Took(Status::new(source, hdr.tag, n, hdr.seq)));
         }
         Ok(RecvNow::Spun)
+    }
+
+    /// A nonblocking receive whose message already waits in its source's
+    /// ring, while nothing else is going on: copied straight into
+    /// `ptr..ptr+len` as [`Engine::recv_now`] does, and complete at start
+    /// (its id takes no table entry; the status comes with it). Earlier
+    /// posted receives are first given the frames of that ring that the
+    /// oldest of them takes, as a progress pass would: a window of
+    /// receives posted before its messages came then goes this way from
+    /// the second receive on.
+    ///
+    /// `None`: nothing was consumed for this receive and no call id taken;
+    /// the caller posts it as usual.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` is valid for writes during the call.
+    pub(crate) unsafe fn irecv_now(
+        &mut self,
+        spec: &RecvSpec,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Option<(ReqId, Status)>> {
+        let Some(source) = spec.source else {
+            return Ok(None);
+        };
+        if !self.bypass_allowed() || self.core.matching.unexpected_len() != 0 {
+            return Ok(None);
+        }
+        if self.core.matching.posted_len() != 0 && !self.deliver_to_oldest(source)? {
+            return Ok(None);
+        }
+        if !self.quiet_but(Some(source)) {
+            return Ok(None);
+        }
+        // SAFETY: the caller's contract.
+        Ok(match unsafe { self.take_frame(spec, source, ptr, len)? } {
+            Taken::Message(call, st) => Some((ReqId::received(call), st)),
+            Taken::Nothing | Taken::NotThis => None,
+        })
+    }
+
+    /// Hand `source`'s waiting frames to the posted receives while each is
+    /// a whole small message the oldest posted receive takes (the general
+    /// path, frame by frame). True if no receive is left posted and no
+    /// message waits unexpected.
+    fn deliver_to_oldest(&mut self, source: usize) -> Result<bool> {
+        let mut frames = 0;
+        while self.core.matching.posted_len() != 0 {
+            let Some(peer) = self.peers.get_mut(source).and_then(Option::as_mut) else {
+                break;
+            };
+            let hdr = match &mut peer.link {
+                Link::Shm { reader, .. } => match reader.peek() {
+                    Ok(Some(hdr)) => hdr,
+                    // Nothing, or a bad frame the general path reports.
+                    Ok(None) | Err(_) => break,
+                },
+                _ => break,
+            };
+            let env = Envelope {
+                source,
+                tag: hdr.tag,
+                context: hdr.context,
+                seq: hdr.seq,
+                len: usize::try_from(hdr.msg_len).unwrap_or(usize::MAX),
+            };
+            if hdr.kind != kind::EAGER || hdr.flags != 0 || !self.core.matching.oldest_accepts(&env)
+            {
+                break;
+            }
+            if let Err(e) = self.core.handle_frame(source, peer, &hdr) {
+                self.fail(&e);
+                return Err(e);
+            }
+            peer.link.consume(&hdr);
+            frames += 1;
+        }
+        if frames > 0 {
+            if let Some(peer) = self.peers.get_mut(source).and_then(Option::as_mut)
+                && peer.link.publish()
+                && let Some(mb) = self.mailboxes[source].as_ref()
+            {
+                ring(mb.doorbell());
+            }
+            // An ANY_SOURCE receive that matched is the protocol's to hear.
+            self.report_matches()?;
+        }
+        Ok(self.core.matching.posted_len() == 0 && self.core.matching.unexpected_len() == 0)
+    }
+
+    /// Take `source`'s next frame into `ptr..ptr+len` if it is a whole
+    /// small message for `spec` that fits, is next in sequence and is
+    /// intact; the receive's call id is taken only then.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` is valid for writes during the call.
+    unsafe fn take_frame(
+        &mut self,
+        spec: &RecvSpec,
+        source: usize,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Taken> {
+        let Some(reader) = self.shm_reader(source) else {
+            return Ok(Taken::NotThis);
+        };
+        let hdr = match reader.peek() {
+            Ok(Some(hdr)) => hdr,
+            Ok(None) => return Ok(Taken::Nothing),
+            // A bad frame: the general path reports it.
+            Err(_) => return Ok(Taken::NotThis),
+        };
+        let whole = hdr.kind == kind::EAGER && hdr.flags == 0;
+        let matches = hdr.context == spec.context && spec.tag.is_none_or(|t| t == hdr.tag);
+        let n = match usize::try_from(hdr.msg_len) {
+            Ok(n) if whole && matches && n <= len && reader.payload(&hdr, n).is_ok() => n,
+            _ => return Ok(Taken::NotThis),
+        };
+        if self.core.check_seq(source, hdr.context, hdr.seq).is_err() {
+            return Ok(Taken::NotThis);
+        }
+        // The receive's call id, before anything is consumed.
+        let call = self.next_call(spec.context)?;
+        let Some(reader) = self.shm_reader(source) else {
+            return Err(Error::RequestState("ring vanished"));
+        };
+        let data = reader
+            .payload(&hdr, n)
+            .map_err(|reason| Error::CorruptFrame {
+                peer: source,
+                reason,
+            })?;
+        // SAFETY: `data` lies in the ring's current frame, `ptr` holds
+        // `len` ≥ `n` writable bytes (caller contract); they cannot
+        // overlap, the ring being ours alone to read.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
+        reader.consume(&hdr);
+        let wake_writer = reader.publish();
+        if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {
+            ring(mb.doorbell());
+        }
+        *self.core.recv_seq[source].entry(hdr.context) = hdr.seq;
+        self.core.stats.messages_received += 1;
+        Ok(Taken::Message(
+            call,
+            Status::new(source, hdr.tag, n, hdr.seq),
+        ))
     }
 
     /// The reading end of `source`'s ring, if it is reached over shared memory.
@@ -283,6 +399,16 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// What [`Engine::take_frame`] found.
+enum Taken {
+    /// The message is in the buffer: the receive's call and status.
+    Message(CallId, Status),
+    /// The ring is empty.
+    Nothing,
+    /// Not a frame to take this way: the receive is to be posted.
+    NotThis,
 }
 
 /// What [`Engine::recv_now`] did.

@@ -11,11 +11,13 @@ use crate::shm::ring::{FrameHeader, kind};
 use crate::status::Status;
 
 /// Identifies a request: an entry of the request table, whose generation
-/// makes stale handles detectable, or a send that completed when it
-/// started and took no entry (see [`Engine::start_send_lean`]). Language
-/// bindings hold it as a [`crate::raw::RawRequest`].
+/// makes stale handles detectable, or an operation that completed when it
+/// started and took no entry (see [`Engine::start_send_lean`] and
+/// [`Engine::irecv_now`]). Language bindings hold it as a
+/// [`crate::raw::RawRequest`].
 ///
 /// [`Engine::start_send_lean`]: super::Engine::start_send_lean
+/// [`Engine::irecv_now`]: super::Engine::irecv_now
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReqId(Id);
 
@@ -25,10 +27,13 @@ enum Id {
         idx: u32,
         generation: u32,
     },
-    /// A standard send within the eager limit that was written whole into
-    /// the ring by call `call`: complete, nothing left in the engine.
-    Sent {
+    /// Complete when call `call` started it, nothing left in the engine: a
+    /// standard send within the eager limit written whole into the ring
+    /// (`send`), or a receive whose message it copied straight off its
+    /// source's ring.
+    AtStart {
         call: CallId,
+        send: bool,
     },
 }
 
@@ -37,15 +42,18 @@ impl ReqId {
         ReqId(Id::Slot { idx, generation })
     }
     pub(super) fn sent(call: CallId) -> ReqId {
-        ReqId(Id::Sent { call })
+        ReqId(Id::AtStart { call, send: true })
     }
-    /// The table entry's index and generation (`None` for a send complete
-    /// at start).
+    pub(super) fn received(call: CallId) -> ReqId {
+        ReqId(Id::AtStart { call, send: false })
+    }
+    /// The table entry's index and generation (`None` for an operation
+    /// complete at start).
     #[inline]
     fn key(self) -> Option<(usize, u32)> {
         match self.0 {
             Id::Slot { idx, generation } => Some((idx as usize, generation)),
-            Id::Sent { .. } => None,
+            Id::AtStart { .. } => None,
         }
     }
     /// The call of a send that completed when it started and took no
@@ -53,7 +61,16 @@ impl ReqId {
     #[inline]
     pub(super) fn sent_call(self) -> Option<CallId> {
         match self.0 {
-            Id::Sent { call } => Some(call),
+            Id::AtStart { call, send: true } => Some(call),
+            _ => None,
+        }
+    }
+    /// The call of an operation that completed when it started, and
+    /// whether it is a send.
+    #[inline]
+    pub(super) fn at_start(self) -> Option<(CallId, bool)> {
+        match self.0 {
+            Id::AtStart { call, send } => Some((call, send)),
             Id::Slot { .. } => None,
         }
     }
@@ -63,12 +80,19 @@ impl ReqId {
     pub fn is_complete_send(self) -> bool {
         self.sent_call().is_some()
     }
+    /// A send or a receive that completed when it started and left
+    /// nothing in the engine (every completion call finds it done; it has
+    /// no status to take).
+    #[inline]
+    pub fn is_complete_at_start(self) -> bool {
+        self.at_start().is_some()
+    }
     /// The id a peer echoes back in control frames (0, "no token", for a
     /// send complete at start, which never waits for one).
     pub(super) fn token(self) -> u64 {
         match self.0 {
             Id::Slot { idx, generation } => (u64::from(generation) << 32) | u64::from(idx),
-            Id::Sent { .. } => 0,
+            Id::AtStart { .. } => 0,
         }
     }
     pub(super) fn from_token(t: u64) -> ReqId {
@@ -333,7 +357,7 @@ impl Core {
         // dropped through a call on the success path.)
         let Some((idx, generation)) = id.key() else {
             return Err(Error::RequestState(
-                "a send complete at start has no status in the engine",
+                "an operation complete at start has no status in the engine",
             ));
         };
         let Some(s) = self
