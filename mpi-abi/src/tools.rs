@@ -53,7 +53,7 @@ struct Pvar {
 }
 
 /// vpml's performance variables, by index.
-const PVARS: [Pvar; 5] = [
+const PVARS: [Pvar; 6] = [
     Pvar {
         name: "vpml_messages_sent",
         desc: "Application messages this process sent",
@@ -68,6 +68,11 @@ const PVARS: [Pvar; 5] = [
         name: "vpml_messages_received",
         desc: "Application messages this process received",
         read: |c| c.stats().messages_received,
+    },
+    Pvar {
+        name: "vpml_receives_complete_at_start",
+        desc: "Nonblocking receives whose message already waited: taken at once, complete when they started",
+        read: |c| c.stats().received_at_start,
     },
     Pvar {
         name: "vpml_doorbell_sleeps",

@@ -101,7 +101,6 @@ impl<T: Copy + Default + PartialEq> LaneMap<T> {
 
     /// [`LaneMap::entry`] for a lane other than the direct ones and the
     /// one used last (kept out of line: the common calls stay small).
-    #[cold]
     #[inline(never)]
     fn entry_elsewhere(&mut self, lane: u32) -> &mut T {
         let i = match self.find(lane) {

@@ -110,7 +110,9 @@ impl Comm {
     /// [`Comm::irecv_raw`], except that a small message already waiting
     /// in the source's shared-memory ring, while nothing else is going on
     /// (no protocol that hears receives, nothing unexpected), is copied
-    /// into `ptr` at once: the request then leaves nothing in the engine
+    /// into `ptr` at once — after the frames ahead of it that the oldest
+    /// posted receives take were delivered to them, which may complete
+    /// those. The request then leaves nothing in the engine
     /// (its id [`is_complete_at_start`](RawRequest::is_complete_at_start),
     /// every completion call finds it done, [`Comm::finish_raw`] has no
     /// status for it) and its status (ranks as this communicator numbers

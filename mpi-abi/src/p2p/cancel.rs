@@ -86,7 +86,7 @@ export! {
             if e.has_after() {
                 return Some(Some(Err(vpml::Error::RequestState("a nonblocking collective cannot be cancelled"))));
             }
-            // (A send complete at start cannot be cancelled.)
+            // (An operation complete at start cannot be cancelled.)
             Some(e.active.as_ref().and_then(|a| Some(a.on()?.cancel_raw(a.id()))))
         });
         match r {

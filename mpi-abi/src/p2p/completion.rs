@@ -200,8 +200,8 @@ fn complete_with(
             }
             reqs.push(e.active.as_ref().map(Active::id));
         }
-        // Sends complete at start alone: any communicator reaches the
-        // engine (which still runs the completion call).
+        // Operations complete at start alone: any communicator reaches
+        // the engine (which still runs the completion call).
         if any_active && engine.is_none() {
             engine = engine_comm(&s);
         }
@@ -400,8 +400,8 @@ fn wait_all_plain(
             }
             reqs.push(Some(a.id()));
         }
-        // Sends complete at start alone: any communicator reaches the
-        // engine (whose wait tells the protocol).
+        // Operations complete at start alone: any communicator reaches
+        // the engine (whose wait tells the protocol).
         Some((first?, engine.or_else(|| engine_comm(&s))?))
     });
     let Some((comm, engine)) = looked_up else {
@@ -424,6 +424,18 @@ fn wait_all_plain(
             let Some(active) = s.requests.get(k).and_then(|e| e.active.as_ref()) else {
                 continue;
             };
+            if let &Active::AtStart { peer, tag, len, .. } = active {
+                // Most requests of a window (no `more`, as checked above):
+                // the status as it was kept, no error, the slot freed.
+                s.requests.free(k);
+                hs[i] = MPI_REQUEST_NULL;
+                each(
+                    i,
+                    &super::status_fields(peer, tag, len as u64, false, MPI_SUCCESS),
+                );
+                count += 1;
+                continue;
+            }
             // In the numbering of the request's communicator.
             let st = active.finish()?;
             retire(&mut s, k, &mut hs[i]);

@@ -331,6 +331,7 @@ impl Engine {
                 format!("messages_sent={}", s.messages_sent),
                 format!("bytes_sent={}", s.bytes_sent),
                 format!("messages_received={}", s.messages_received),
+                format!("received_at_start={}", s.received_at_start),
                 format!("sleeps={}", s.sleeps),
             ];
             for (k, v) in self.protocol.stats() {

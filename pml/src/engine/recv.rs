@@ -180,12 +180,12 @@ impl Engine {
 
     // ------------------------------------------- receives straight off a ring
 
-    /// May a receive skip the request table and the matching queues
-    /// ([`Engine::recv_now`], [`Engine::irecv_now`])? Only when the
-    /// protocol hears no receive and no wait, nothing replays, and no
-    /// receive is posted and no message waits unexpected: then the next
-    /// frame of the source, if it matches, is the one the general path
-    /// would give the receive.
+    /// May a blocking receive skip the request table and the matching
+    /// queues ([`Engine::recv_now`])? Only when the protocol hears no
+    /// receive and no wait, nothing replays, and no receive is posted and
+    /// no message waits unexpected: then the next frame of the source, if
+    /// it matches, is the one the general path would give the receive.
+    /// ([`Engine::irecv_now`] first hands frames to posted receives.)
     #[inline]
     pub(crate) fn receives_may_bypass(&self) -> bool {
         self.bypass_allowed()
@@ -276,7 +276,10 @@ impl Engine {
         }
         // SAFETY: the caller's contract.
         Ok(match unsafe { self.take_frame(spec, source, ptr, len)? } {
-            Taken::Message(call, st) => Some((ReqId::received(call), st)),
+            Taken::Message(call, st) => {
+                self.core.stats.received_at_start += 1;
+                Some((ReqId::received(call), st))
+            }
             Taken::Nothing | Taken::NotThis => None,
         })
     }
@@ -372,10 +375,12 @@ impl Engine {
                 peer: source,
                 reason,
             })?;
-        // SAFETY: `data` lies in the ring's current frame, `ptr` holds
-        // `len` ≥ `n` writable bytes (caller contract); they cannot
-        // overlap, the ring being ours alone to read.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
+        if n > 0 {
+            // SAFETY: `data` lies in the ring's current frame, `ptr` holds
+            // `len` ≥ `n` > 0 writable bytes (caller contract); they cannot
+            // overlap, the ring being ours alone to read.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
+        }
         reader.consume(&hdr);
         let wake_writer = reader.publish();
         if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {

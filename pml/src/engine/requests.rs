@@ -87,8 +87,8 @@ impl ReqId {
     pub fn is_complete_at_start(self) -> bool {
         self.at_start().is_some()
     }
-    /// The id a peer echoes back in control frames (0, "no token", for a
-    /// send complete at start, which never waits for one).
+    /// The id a peer echoes back in control frames (0, "no token", for an
+    /// operation complete at start, which never waits for one).
     pub(super) fn token(self) -> u64 {
         match self.0 {
             Id::Slot { idx, generation } => (u64::from(generation) << 32) | u64::from(idx),

@@ -212,8 +212,10 @@ pub struct RequestInfo {
     pub call: CallId,
     /// True for a send.
     pub is_send: bool,
-    /// True for a send that completed when it started (its completion is
-    /// not an outcome anybody can observe differently).
+    /// True for a request that completed when it started: a send (its
+    /// completion is not an outcome anybody can observe differently), or,
+    /// with no protocol that hears receives, a receive whose message
+    /// already waited.
     pub completed_at_start: bool,
 }
 
