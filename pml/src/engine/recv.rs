@@ -358,29 +358,28 @@ impl Engine {
         let whole = hdr.kind == kind::EAGER && hdr.flags == 0;
         let matches = hdr.context == spec.context && spec.tag.is_none_or(|t| t == hdr.tag);
         let n = match usize::try_from(hdr.msg_len) {
-            Ok(n) if whole && matches && n <= len && reader.payload(&hdr, n).is_ok() => n,
+            Ok(n) if whole && matches && n <= len => n,
             _ => return Ok(Taken::NotThis),
+        };
+        // Where the payload lies: in the current frame, which stays in
+        // the ring, untouched by the writer, until `consume` below.
+        let Ok(data) = reader.payload(&hdr, n).map(<[u8]>::as_ptr) else {
+            return Ok(Taken::NotThis);
         };
         if self.core.check_seq(source, hdr.context, hdr.seq).is_err() {
             return Ok(Taken::NotThis);
         }
         // The receive's call id, before anything is consumed.
         let call = self.next_call(spec.context)?;
+        if n > 0 {
+            // SAFETY: `data` holds the frame's `n` payload bytes (above),
+            // `ptr` holds `len` ≥ `n` > 0 writable bytes (caller contract);
+            // they cannot overlap, the ring being ours alone to read.
+            unsafe { std::ptr::copy_nonoverlapping(data, ptr, n) };
+        }
         let Some(reader) = self.shm_reader(source) else {
             return Err(Error::RequestState("ring vanished"));
         };
-        let data = reader
-            .payload(&hdr, n)
-            .map_err(|reason| Error::CorruptFrame {
-                peer: source,
-                reason,
-            })?;
-        if n > 0 {
-            // SAFETY: `data` lies in the ring's current frame, `ptr` holds
-            // `len` ≥ `n` > 0 writable bytes (caller contract); they cannot
-            // overlap, the ring being ours alone to read.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n) };
-        }
         reader.consume(&hdr);
         let wake_writer = reader.publish();
         if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {

@@ -355,7 +355,13 @@ impl RingWriter {
         let frame = frame_size(hdr.kind, payload.len());
         self.wrap_if_drained(frame);
         let to_end = self.cap - offset(self.tail, self.cap);
-        if !self.has_space(self.needed(hdr.kind, payload.len())) {
+        // As `needed`, from what is known here.
+        let needed = if frame > to_end {
+            to_end + frame
+        } else {
+            frame
+        };
+        if !self.has_space(needed) {
             return false;
         }
         if frame > to_end {
