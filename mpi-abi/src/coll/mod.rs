@@ -202,6 +202,24 @@ impl VBlocks<'_> {
         })
     }
 
+    /// Blocks from arrays made here (checked as [`VBlocks::new`] checks
+    /// the caller's), kept without a copy.
+    fn owned(
+        counts: Vec<c_int>,
+        displs: Vec<c_int>,
+        dt: Datatype,
+    ) -> Result<VBlocks<'static>, (c_int, String)> {
+        // SAFETY: both arrays hold `counts.len()` ints, borrowed only for
+        // the checks; the blocks then take the arrays themselves.
+        let checked = unsafe { VBlocks::new(counts.as_ptr(), displs.as_ptr(), counts.len(), dt) }?;
+        Ok(VBlocks {
+            size: checked.size,
+            layout: checked.layout,
+            counts: counts.into(),
+            displs: displs.into(),
+        })
+    }
+
     /// The same blocks, with copies of the caller's arrays (for a
     /// nonblocking collective's last step).
     fn into_owned(self) -> VBlocks<'static> {

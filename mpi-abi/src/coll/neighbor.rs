@@ -36,8 +36,7 @@ pub(super) fn equal(n: usize, count: c_int, dt: Datatype) -> Res<VBlocks<'static
                 "count times the number of neighbours is too large".to_string(),
             )
         })?;
-    // SAFETY: both arrays hold `n` ints.
-    Ok(unsafe { VBlocks::new(counts.as_ptr(), displs.as_ptr(), n, dt) }?.into_owned())
+    VBlocks::owned(counts, displs, dt)
 }
 
 /// `n` blocks the caller's arrays describe.
@@ -124,8 +123,8 @@ fn laid(
     afters: Vec<crate::state::AfterCollective>,
 ) -> Laid {
     Laid {
-        sends,
-        recvs,
+        sends: sends.into(),
+        recvs: recvs.into(),
         after: Box::new(move || {
             drop(keep);
             afters.into_iter().try_for_each(|a| a())

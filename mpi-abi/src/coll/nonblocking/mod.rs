@@ -41,10 +41,16 @@ use crate::types::{Message, info};
 /// A nonblocking collective laid out: this rank's transfers, and its last
 /// step, which owns whatever memory they use besides the caller's buffers.
 pub(crate) struct Laid {
-    pub(super) sends: Vec<Transfer>,
-    pub(super) recvs: Vec<Transfer>,
+    pub(super) sends: Transfers,
+    pub(super) recvs: Transfers,
     pub(super) after: AfterCollective,
 }
+
+/// A collective's transfers one way: on the stack for a few peers.
+pub(super) type Transfers = smallvec::SmallVec<[Transfer; 4]>;
+
+/// The ranks a collective exchanges with: on the stack for small jobs.
+pub(super) type Ranks = smallvec::SmallVec<[usize; 8]>;
 
 impl Laid {
     /// The same collective, whose request ends with `error` (if any): an
@@ -68,8 +74,8 @@ impl Laid {
     /// Nothing to do (a bystander of an intercommunicator's root group).
     fn nothing() -> Laid {
         Laid {
-            sends: Vec::new(),
-            recvs: Vec::new(),
+            sends: Transfers::new(),
+            recvs: Transfers::new(),
             after: Box::new(|| Ok(())),
         }
     }

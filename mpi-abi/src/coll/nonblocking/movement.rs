@@ -36,8 +36,8 @@ pub(in crate::coll) unsafe fn bcast(
     let (ptr, len) = m.target();
     Ok(match role {
         Role::Leaf(r) => Laid {
-            sends: Vec::new(),
-            recvs: vec![transfer(r, ptr, len)],
+            sends: Transfers::new(),
+            recvs: smallvec::smallvec![transfer(r, ptr, len)],
             after: Box::new(move || {
                 m.finish(None);
                 Ok(())
@@ -45,7 +45,7 @@ pub(in crate::coll) unsafe fn bcast(
         },
         _ => Laid {
             sends: others(c).map(|i| transfer(i, ptr, len)).collect(),
-            recvs: Vec::new(),
+            recvs: Transfers::new(),
             after: Box::new(move || {
                 drop(m);
                 Ok(())
@@ -80,8 +80,8 @@ pub(in crate::coll) unsafe fn gather(
             // SAFETY: caller contract.
             let mine = unsafe { Outgoing::of(send, scount, stype) }?;
             Ok(Laid {
-                sends: vec![transfer(r, mine.as_ptr(), mine.len())],
-                recvs: Vec::new(),
+                sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
+                recvs: Transfers::new(),
                 after: Box::new(move || {
                     drop(mine);
                     Ok(())
@@ -107,7 +107,7 @@ unsafe fn gather_at_root(
     vb: VBlocks<'static>,
 ) -> Res<Laid> {
     let (_, me) = peers(c);
-    let from: Vec<usize> = others(c).collect();
+    let from: Ranks = others(c).collect();
     if let Some((lens, offs, span)) = vb.in_buffer() {
         // The blocks land in the caller's buffer.
         // SAFETY: caller contract.
@@ -116,7 +116,7 @@ unsafe fn gather_at_root(
         let (recvs, mismatch) =
             unsafe { own_and_others(me, &from, send, scount, stype, all, &lens, &offs) }?;
         return Ok(Laid {
-            sends: Vec::new(),
+            sends: Transfers::new(),
             recvs,
             after: Box::new(|| Ok(())),
         }
@@ -134,7 +134,7 @@ unsafe fn gather_at_root(
         unsafe { own_and_others(me, &from, send, scount, stype, &mut all, &lens, &offs) }?;
     let recv_addr = recv as usize;
     Ok(Laid {
-        sends: Vec::new(),
+        sends: Transfers::new(),
         recvs,
         after: Box::new(move || {
             // SAFETY: the caller's buffer holds the blocks until the
@@ -167,7 +167,7 @@ unsafe fn own_and_others(
     all: &mut [u8],
     lens: &[usize],
     offs: &[usize],
-) -> Res<(Vec<Transfer>, Option<Mismatch>)> {
+) -> Res<(Transfers, Option<Mismatch>)> {
     let mut mismatch = None;
     if let Some(me) = me
         && !in_place(send)
@@ -247,8 +247,8 @@ pub(in crate::coll) unsafe fn scatter(
             let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
             let (ptr, len) = out.target();
             Ok(Laid {
-                sends: Vec::new(),
-                recvs: vec![transfer(r, ptr, len)],
+                sends: Transfers::new(),
+                recvs: smallvec::smallvec![transfer(r, ptr, len)],
                 after: Box::new(move || {
                     out.finish(None);
                     Ok(())
@@ -284,7 +284,7 @@ pub(in crate::coll) unsafe fn scatter(
                 .collect();
             Ok(Laid {
                 sends,
-                recvs: Vec::new(),
+                recvs: Transfers::new(),
                 after: Box::new(move || {
                     drop(data);
                     Ok(())

@@ -117,8 +117,8 @@ pub(in crate::coll) unsafe fn reduce(
     };
     if let Role::Leaf(r) = role {
         return Ok(Laid {
-            sends: vec![transfer(r, mine.as_ptr(), mine.len())],
-            recvs: Vec::new(),
+            sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
+            recvs: Transfers::new(),
             after: Box::new(move || {
                 drop(mine);
                 Ok(())
@@ -128,7 +128,7 @@ pub(in crate::coll) unsafe fn reduce(
     let Some(mut out) = out else {
         return Ok(Laid::nothing());
     };
-    let from: Vec<usize> = others(c).collect();
+    let from: Ranks = others(c).collect();
     let len = out.bytes().len();
     let mut got = slots(&from, len);
     let recvs = from
@@ -141,7 +141,7 @@ pub(in crate::coll) unsafe fn reduce(
             .map(|i| transfer(i, mine.as_ptr(), mine.len()))
             .collect()
     } else {
-        Vec::new()
+        Transfers::new()
     };
     let (_, me) = peers(c);
     // The program may free the datatype before the request completes.
@@ -277,7 +277,7 @@ pub(in crate::coll) unsafe fn reduce_scatter(
         .collect();
     let block = |i: usize| bounds[i]..bounds[i + 1];
     let len = n * esize;
-    let from: Vec<usize> = others(c).collect();
+    let from: Ranks = others(c).collect();
     let mut got = slots(&from, len);
     let recvs = from
         .iter()
@@ -334,7 +334,7 @@ unsafe fn reduce_scatter_inter(
     // SAFETY: caller contract.
     let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
     let len = total * esize;
-    let from: Vec<usize> = others(c).collect();
+    let from: Ranks = others(c).collect();
     let mut got = slots(&from, len);
     let recvs = from
         .iter()
