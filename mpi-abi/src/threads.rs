@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::ThreadId;
 
-use vpml::raw::{Polled, RawRequest, Waker};
+use vpml::raw::{Polled, RawRequest, RecvNow, Waker};
 
 /// Set by `MPI_Init_thread` when the program asked for
 /// `MPI_THREAD_SERIALIZED` or more: calls then take the call lock.
@@ -148,7 +148,7 @@ pub(crate) fn enter() -> CallGuard {
 #[cold]
 #[inline(never)]
 fn enter_locked() -> CallGuard {
-    let me = std::thread::current().id();
+    let me = this_thread();
     let g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     let mut g = wait_for_lock(g, |&(owner, _)| owner.is_none_or(|t| t == me));
     match g.0 {
@@ -263,6 +263,30 @@ impl Drop for CallGuard {
     }
 }
 
+/// The call lock just became free (under its mutex): wake a thread that
+/// waits for it, if any. (A waiter counts itself in `LOCK_WANTED` under
+/// the mutex before it waits, so one that waits is seen here; without
+/// one, no wake-up, which would cost a system call per MPI call.)
+fn lock_free_now() {
+    if LOCK_WANTED.load(Ordering::SeqCst) > 0 {
+        CALL_FREE.notify_one();
+    }
+}
+
+thread_local! {
+    /// This thread's id (asking `std::thread::current` each call costs
+    /// more than the lock).
+    static THIS_THREAD: ThreadId = std::thread::current().id();
+}
+
+/// The calling thread's id.
+fn this_thread() -> ThreadId {
+    // (While the thread's locals are torn down, the slow way.)
+    THIS_THREAD
+        .try_with(|t| *t)
+        .unwrap_or_else(|_| std::thread::current().id())
+}
+
 /// Let the call lock go at the end of a call that took it.
 #[cold]
 #[inline(never)]
@@ -271,7 +295,7 @@ fn leave_locked() {
     g.1 = g.1.saturating_sub(1);
     if g.1 == 0 {
         g.0 = None;
-        CALL_FREE.notify_one();
+        lock_free_now();
     }
     drop(g);
     // The call may have completed what a sleeper waits for.
@@ -300,7 +324,7 @@ pub(crate) fn without_lock<R>(f: impl FnOnce() -> R) -> R {
 /// finds the state as consistent as at any call's start, since no call
 /// keeps it borrowed while user code runs.
 pub(crate) fn unlocked<R>(f: impl FnOnce() -> R) -> R {
-    let me = std::thread::current().id();
+    let me = this_thread();
     let mut g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     if g.0 != Some(me) {
         drop(g);
@@ -308,7 +332,7 @@ pub(crate) fn unlocked<R>(f: impl FnOnce() -> R) -> R {
     }
     let depth = g.1;
     *g = (None, 0);
-    CALL_FREE.notify_one();
+    lock_free_now();
     drop(g);
     let r = f();
     let g = CALL_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
@@ -400,6 +424,32 @@ pub(crate) fn wait_for(
         // RESPIN polls, half the budget when it is smaller.
         spins = spin_polls - (spin_polls / 2).min(RESPIN);
     }
+}
+
+/// Under `MPI_THREAD_MULTIPLE`, with no window alive: before a blocking
+/// receive is posted, `look` for its message straight off the ring
+/// ([`vpml::Comm::recv_now_raw`]) as many times back to back as a wait
+/// spins, while no other thread waits for the call lock. Its status if it
+/// was taken; `None` to post the receive and wait as usual.
+pub(crate) fn spin_for_message(
+    engine: &vpml::Comm,
+    mut look: impl FnMut() -> vpml::Result<RecvNow>,
+) -> vpml::Result<Option<vpml::Status>> {
+    if !multiple() || crate::rma::live() {
+        return Ok(None);
+    }
+    for _ in 0..engine.spin_polls_raw().max(1) {
+        match look()? {
+            RecvNow::Took(st) => return Ok(Some(st)),
+            RecvNow::NotNow => return Ok(None),
+            RecvNow::Spun => {}
+        }
+        if LOCK_WANTED.load(Ordering::SeqCst) != 0 {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    Ok(None)
 }
 
 /// Under `MPI_THREAD_MULTIPLE`, wait until `ready` holds (it changes only

@@ -22,6 +22,7 @@ use crate::status::Status;
 pub type RawRequest = crate::engine::ReqId;
 
 pub use crate::collective::Transfer;
+pub use crate::engine::RecvNow;
 pub use crate::engine::{OutsideSleep, Waker};
 
 /// Private message spaces of a communicator, for bindings' own protocols:
@@ -137,6 +138,37 @@ impl Comm {
             }
             Ok((eng.start_recv(spec, ptr, len)?, None))
         }
+    }
+
+    /// Look once for a small message for a blocking receive from `source`
+    /// waiting in its shared-memory ring while nothing else is going on
+    /// (as a blocking receive does before it posts: no protocol that hears
+    /// receives, nothing posted or unexpected), and copy it into `ptr`:
+    /// [`RecvNow::Took`] with its status (ranks as this communicator
+    /// numbers them). [`RecvNow::Spun`]: nothing yet, look again or post;
+    /// [`RecvNow::NotNow`]: post the receive. Nothing is consumed or taken
+    /// unless the message is.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` is valid for writes during the call.
+    pub unsafe fn recv_now_raw(
+        &self,
+        source: impl Into<Source>,
+        tag: i32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<RecvNow> {
+        let spec = self.spec(source.into(), tag)?;
+        // SAFETY: the caller's contract.
+        let r = unsafe {
+            self.engine
+                .borrow_mut()
+                .recv_now_within(1, &spec, ptr, len)?
+        };
+        Ok(match r {
+            RecvNow::Took(st) => RecvNow::Took(self.localize(st)),
+            other => other,
+        })
     }
 
     /// Start sending `len` bytes at `ptr` to `dest` in one of this

@@ -4,12 +4,15 @@
 use std::ffi::{c_int, c_void};
 
 use super::nonblocking::nonblocking;
+use super::wait_test::wait_one;
 use super::{
     MPI_Irecv, MPI_Request_free, MPI_Wait, put_single_status, rank_of, source_of, start_and_wait,
     tag_of, truncated_status, write_status,
 };
 use crate::consts::*;
-use crate::state::{STATE, comm, error, put, vpml_error, with_comm};
+use crate::state::{
+    Active, ReqEntry, STATE, comm, error, put, request_handle, vpml_error, with_comm,
+};
 use crate::types::Message;
 
 /// How a blocking send completes.
@@ -36,6 +39,11 @@ fn blocking_send(
     h: Comm,
 ) -> c_int {
     if crate::threads::waits_in_library() && !matches!(how, Blocking::Buffered) {
+        if matches!(how, Blocking::Standard)
+            && let Some(done) = send_now_or_wait(func, buf, count, dt, dest, tag, h)
+        {
+            return done;
+        }
         let sync = matches!(how, Blocking::Synchronous);
         let start = |req| nonblocking(func, true, sync, buf, count, dt, dest, tag, h, req);
         // SAFETY: no status is written.
@@ -64,6 +72,46 @@ fn blocking_send(
         Err(code) => return code,
     };
     send_on(func, how, &c, h, buf, count, dt, dest, tag)
+}
+
+/// A standard blocking send of a predefined datatype to a real peer where
+/// blocking calls wait in the library: written into the ring at once
+/// (complete, no request made), or started and waited for. `None` for
+/// anything else (the general path).
+fn send_now_or_wait(
+    func: &str,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    h: Comm,
+) -> Option<c_int> {
+    if dest == MPI_PROC_NULL {
+        return None;
+    }
+    let mut msg = Message::predefined(buf, count, dt)?;
+    let (ptr, len) = msg.target();
+    let started = with_comm(h, |c, requests| {
+        // SAFETY: the C buffer stays valid until the send completes: at
+        // once, or in the wait below.
+        let id = unsafe { c.isend_raw(rank_of(dest), tag, ptr as *const u8, len, false) }?;
+        Ok(if id.is_complete_send() {
+            None
+        } else {
+            let active = Active::new(id, c, dest, tag, len);
+            Some(requests.insert(ReqEntry::new(h, Some(active))))
+        })
+    })?;
+    Some(match started {
+        Ok(None) => MPI_SUCCESS,
+        Ok(Some(slot)) => {
+            let mut req = request_handle(slot);
+            // SAFETY: one handle; no status is written.
+            unsafe { wait_one(func, std::slice::from_mut(&mut req), std::ptr::null_mut()) }
+        }
+        Err(e) => vpml_error(h, func, &e),
+    })
 }
 
 /// A blocking send of the C buffer on `c` (whose handle, for errors, is
@@ -145,6 +193,25 @@ export! {
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, dt: Datatype, source: c_int, tag: c_int, h: Comm, status: *mut MpiStatus) -> c_int {
         if crate::threads::waits_in_library() {
+            // The message may be waiting already, or come while a wait
+            // would spin: taken straight off the ring, as without threads.
+            if source != MPI_PROC_NULL
+                && let Some(mut msg) = Message::predefined(buf, count, dt)
+                && let Some(c) = with_comm(h, |c, _| c.clone())
+            {
+                let (ptr, len) = msg.target();
+                // SAFETY: the C buffer holds `len` writable bytes.
+                let look = || unsafe { c.recv_now_raw(source_of(source), tag_of(tag), ptr, len) };
+                match crate::threads::spin_for_message(&c, look) {
+                    Ok(Some(st)) => {
+                        // SAFETY: a status pointer or MPI_STATUS_IGNORE.
+                        unsafe { write_status(status, Some(&st), false) };
+                        return MPI_SUCCESS;
+                    }
+                    Ok(None) => {}
+                    Err(e) => return vpml_error(h, "MPI_Recv", &e),
+                }
+            }
             let start = |req| nonblocking("MPI_Recv", false, false, buf, count, dt, source, tag, h, req);
             // SAFETY: the caller's status pointer.
             return unsafe { start_and_wait("MPI_Recv", start, status) };

@@ -39,7 +39,7 @@ mod tcp_rendezvous;
 
 use link::{Link, Outgoing, PartialDest, Peer, message_header};
 pub use outside::{OutsideSleep, Waker};
-pub(crate) use recv::RecvNow;
+pub use recv::RecvNow;
 pub use requests::ReqId;
 use requests::{Core, RawBytes, Unexpected};
 

@@ -222,13 +222,28 @@ impl Engine {
         ptr: *mut u8,
         len: usize,
     ) -> Result<RecvNow> {
+        // SAFETY: the caller's contract.
+        unsafe { self.recv_now_within(self.idle.spin, spec, ptr, len) }
+    }
+
+    /// [`Engine::recv_now`], looking at most `tries` times.
+    ///
+    /// # Safety
+    /// As [`Engine::recv_now`].
+    pub(crate) unsafe fn recv_now_within(
+        &mut self,
+        tries: u32,
+        spec: &RecvSpec,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<RecvNow> {
         let Some(source) = spec.source else {
             return Ok(RecvNow::NotNow);
         };
         if !self.receives_may_bypass() {
             return Ok(RecvNow::NotNow);
         }
-        for _ in 0..self.idle.spin {
+        for _ in 0..tries {
             if !self.quiet_but(Some(source)) {
                 return Ok(RecvNow::NotNow);
             }
@@ -415,14 +430,16 @@ enum Taken {
     NotThis,
 }
 
-/// What [`Engine::recv_now`] did.
-pub(crate) enum RecvNow {
+/// What a receive straight off the ring did ([`crate::raw::Comm::recv_now_raw`]).
+#[derive(Debug)]
+pub enum RecvNow {
     /// The message is in the buffer: its status.
     Took(Status),
     /// Not this way: the receive is to be posted.
     NotNow,
-    /// Nothing came while a blocking wait would spin: the receive is to
-    /// be posted, and its wait may yield or sleep at once
+    /// Nothing came while it looked (a blocking wait's spinning, for
+    /// [`Engine::recv_now`]): the receive is to be posted, or looked for
+    /// again; a wait after this may yield or sleep at once
     /// ([`Engine::wait_spun`]).
     Spun,
 }
