@@ -178,11 +178,16 @@ fn nonblocking_collectives_pass_their_checks_built_with_mpich() {
 /// receiving rank are complete at start (its phases decide which); under
 /// `pessimist`, which hears every receive, none is.
 fn waiting_receives_pass(compiler: Compiler) {
+    // (`VPML_CHAOS` skips reading peers now and then: fewer, then.)
+    let chaos = std::env::var_os("VPML_CHAOS").is_some_and(|v| v != "0");
     c_checks_pass_and(
         "waiting",
         compiler,
         &["none", "pessimist"],
         |protocol, stdout| {
+            if chaos && protocol == "none" {
+                return;
+            }
             let expected = if protocol == "none" { 150 } else { 0 };
             assert!(
                 stdout.contains(&format!("receives complete at start: {expected}\n")),

@@ -379,7 +379,7 @@ pub(crate) fn wait_for(
     } else {
         engine.spin_polls_raw()
     };
-    let mut spins = 0;
+    let mut spins = if SPUN.replace(false) { spin_polls } else { 0 };
     let mut polls = 0;
     loop {
         // A progress point for the windows of this process.
@@ -445,11 +445,20 @@ pub(crate) fn spin_for_message(
             RecvNow::Spun => {}
         }
         if LOCK_WANTED.load(Ordering::SeqCst) != 0 {
-            break;
+            return Ok(None);
         }
         std::hint::spin_loop();
     }
+    // Spun as long as a wait would: the receive's wait need not again.
+    SPUN.set(true);
     Ok(None)
+}
+
+thread_local! {
+    /// This thread just spun a wait's budget looking for a message
+    /// ([`spin_for_message`]): its next [`wait_for`] yields or sleeps at
+    /// once, as a single-threaded receive's wait does after `recv_now`.
+    static SPUN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Under `MPI_THREAD_MULTIPLE`, wait until `ready` holds (it changes only

@@ -71,7 +71,7 @@ const PVARS: [Pvar; 6] = [
     },
     Pvar {
         name: "vpml_receives_complete_at_start",
-        desc: "Nonblocking receives whose message already waited: taken at once, complete when they started",
+        desc: "Receives that took their message straight off the ring when they started (it already waited), complete at once",
         read: |c| c.stats().received_at_start,
     },
     Pvar {

@@ -209,6 +209,7 @@ impl VBlocks<'_> {
         displs: Vec<c_int>,
         dt: Datatype,
     ) -> Result<VBlocks<'static>, (c_int, String)> {
+        assert_eq!(counts.len(), displs.len(), "one displacement per count");
         // SAFETY: both arrays hold `counts.len()` ints, borrowed only for
         // the checks; the blocks then take the arrays themselves.
         let checked = unsafe { VBlocks::new(counts.as_ptr(), displs.as_ptr(), counts.len(), dt) }?;

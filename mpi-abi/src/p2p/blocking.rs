@@ -39,7 +39,11 @@ fn blocking_send(
     h: Comm,
 ) -> c_int {
     if crate::threads::waits_in_library() && !matches!(how, Blocking::Buffered) {
+        // (Not while a window is alive: the wait is one of its progress
+        // points, where a re-execution must find it.)
         if matches!(how, Blocking::Standard)
+            && crate::threads::multiple()
+            && !crate::rma::live()
             && let Some(done) = send_now_or_wait(func, buf, count, dt, dest, tag, h)
         {
             return done;
@@ -74,10 +78,10 @@ fn blocking_send(
     send_on(func, how, &c, h, buf, count, dt, dest, tag)
 }
 
-/// A standard blocking send of a predefined datatype to a real peer where
-/// blocking calls wait in the library: written into the ring at once
-/// (complete, no request made), or started and waited for. `None` for
-/// anything else (the general path).
+/// A standard blocking send of a predefined datatype to a real peer under
+/// `MPI_THREAD_MULTIPLE`: written into the ring at once (complete, no
+/// request made), or started and waited for. `None` for anything else
+/// (the general path).
 fn send_now_or_wait(
     func: &str,
     buf: *const c_void,

@@ -96,7 +96,8 @@ pub struct EngineStats {
     pub bytes_sent: u64,
     /// Application messages received.
     pub messages_received: u64,
-    /// Nonblocking receives whose message already waited in its source's
+    /// Receives started as requests (`MPI_Irecv`, and `MPI_Recv` where it
+    /// waits in the library) whose message already waited in its source's
     /// ring: taken at once, complete when they started.
     pub received_at_start: u64,
     /// Times this rank slept on its doorbell.
