@@ -5,7 +5,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use super::link::{Link, ring};
+use super::link::Link;
 use super::requests::{ReqId, SlotKind};
 use super::{DIVERGED_EXIT_CODE, Engine, SLEEP_SLICE};
 use crate::error::{Error, Result};
@@ -238,16 +238,12 @@ impl Engine {
                 any = true;
                 continue;
             }
-            let Some(peer) = self.peers[p].as_mut() else {
+            if self.peers[p].is_none() {
                 continue;
-            };
+            }
             if frames > 0 {
                 any = true;
-                if peer.link.publish()
-                    && let Some(mb) = self.mailboxes[p].as_ref()
-                {
-                    ring(mb.doorbell());
-                }
+                self.release_read(p);
             }
             if !self.peers[p].as_ref().is_none_or(|q| q.pending.is_empty()) {
                 any |= self.push_pending(p);

@@ -1,7 +1,7 @@
 //! Receives: posting, cancelling and withdrawing them, and probes.
 
 use super::Engine;
-use super::link::{Link, Peer, ring};
+use super::link::{Link, Peer};
 use super::requests::{RawBytes, ReqId, SlotKind};
 use crate::error::{Error, Result};
 use crate::matching::{Envelope, RecvSpec};
@@ -336,12 +336,7 @@ impl Engine {
             frames += 1;
         }
         if frames > 0 {
-            if let Some(peer) = self.peers.get_mut(source).and_then(Option::as_mut)
-                && peer.link.publish()
-                && let Some(mb) = self.mailboxes[source].as_ref()
-            {
-                ring(mb.doorbell());
-            }
+            self.release_read(source);
             // An ANY_SOURCE receive that matched is the protocol's to hear.
             self.report_matches()?;
         }
@@ -396,10 +391,7 @@ impl Engine {
             return Err(Error::RequestState("ring vanished"));
         };
         reader.consume(&hdr);
-        let wake_writer = reader.publish();
-        if wake_writer && let Some(mb) = self.mailboxes[source].as_ref() {
-            ring(mb.doorbell());
-        }
+        self.release_read(source);
         *self.core.recv_seq[source].entry(hdr.context) = hdr.seq;
         self.core.stats.messages_received += 1;
         Ok(Taken::Message(

@@ -379,6 +379,19 @@ impl Engine {
         wrote
     }
 
+    /// Give the frames read from `p`'s ring back to its writer (lazily, see
+    /// `RingReader::publish`), waking it if it waits for room.
+    pub(super) fn release_read(&mut self, p: usize) {
+        if self
+            .peers
+            .get_mut(p)
+            .and_then(Option::as_mut)
+            .is_some_and(|peer| peer.link.publish())
+        {
+            self.ring_doorbell(p);
+        }
+    }
+
     /// Wake `dest` if it sleeps on its doorbell.
     fn ring_doorbell(&self, dest: usize) {
         let shm = self.peers[dest].as_ref().is_some_and(|p| p.link.is_shm());
