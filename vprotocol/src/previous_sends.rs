@@ -2,8 +2,16 @@
 //! restarted process to check its re-execution against.
 //!
 //! By the commit rule every record in a sender log follows only durable
-//! events, so a correct re-execution produces each of them again, byte for
-//! byte. The restarted process reads their envelopes and payload checksums
+//! events, so a correct re-execution produces again, byte for byte, each
+//! record that some running process holds. One that none holds — sent
+//! after the last durable event and lost with the crashed process before
+//! its destination took it — binds nothing: the previous process may have
+//! chosen it on what no event records (the one-sided layer of the C
+//! library serves a window's requests when the engine has matched them,
+//! and whether it had is timing), and a re-execution past the last event
+//! may choose otherwise, as the engine lets it once every send its peers
+//! hold was made again. Such records are dropped as each peer says what it
+//! holds ([`PreviousSends::forget_unheld`]). The restarted process reads their envelopes and payload checksums
 //! from the log files its previous process left (before it forgets those
 //! records to log them anew) and compares every re-executed send with the
 //! one of the same destination, context and sequence number (messages are
@@ -72,6 +80,24 @@ impl PreviousSends {
             }
         }
         Ok(prev)
+    }
+
+    /// Peer `dest`'s running process holds `held` of this process's
+    /// messages on each context: forget the records to it beyond those,
+    /// which no running process has seen and a re-execution need not make
+    /// again. (A peer that later restarts and holds fewer forgets nothing
+    /// more: its records stay checked.)
+    pub(crate) fn forget_unheld(&mut self, dest: usize, held: impl Fn(u32) -> u64) {
+        let mut forgotten = 0;
+        self.by_stream.retain(|&(d, ctx), q| {
+            if d == dest {
+                let before = q.len();
+                q.retain(|s| s.seq <= held(ctx));
+                forgotten += before - q.len();
+            }
+            !q.is_empty()
+        });
+        self.left -= forgotten;
     }
 
     /// True once every previous record was met (or none existed).
@@ -191,5 +217,38 @@ mod tests {
         assert!(prev.check(&msg(3, 1, 1, &[])).is_ok());
         let none = PreviousSends::read(&dir.path().join("absent"), |_, _| 0).unwrap();
         assert!(none.is_done());
+    }
+
+    #[test]
+    fn records_no_running_process_holds_bind_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SenderLog::create(dir.path(), 0, 1 << 16).unwrap();
+        for (dest, seq) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)] {
+            let h = RecordHeader {
+                dest,
+                context: 0,
+                tag: 7,
+                seq,
+            };
+            log.append(h, &[seq as u8; 4]).unwrap();
+        }
+        drop(log);
+        let mut prev = PreviousSends::read(dir.path(), |_, _| 0).unwrap();
+        // Rank 1 holds the first message only; rank 2 holds none.
+        prev.forget_unheld(1, |_| 1);
+        prev.forget_unheld(2, |_| 0);
+        assert!(!prev.is_done());
+        let unmet = prev.first_unmet().unwrap();
+        assert!(
+            unmet.contains("#1 to rank 1") && unmet.ends_with("and 0 more)"),
+            "{unmet}"
+        );
+        // What rank 1 holds stays checked ...
+        assert!(prev.check(&msg(1, 1, 8, &[1; 4])).is_err());
+        assert!(prev.is_done());
+        // ... what nobody holds may differ.
+        assert!(prev.check(&msg(1, 2, 9, &[])).is_ok());
+        assert!(prev.check(&msg(2, 1, 9, &[])).is_ok());
+        assert_eq!(prev.first_unmet(), None);
     }
 }

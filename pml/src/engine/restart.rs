@@ -345,6 +345,7 @@ impl Engine {
             rc.expect(q, false);
             rc.suppress[q] = received.clone();
         }
+        self.protocol.peer_holds(q, &received);
         let logged = self.hook(|p| p.logged_messages(q, &received))?;
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.

@@ -475,6 +475,13 @@ pub trait Protocol {
     /// call `request`.
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;
 
+    /// A link to `dest`'s current process is up, and that process holds
+    /// `held` of this process's messages on each context. Sent before
+    /// then and beyond those, a message no running process has seen: a
+    /// restarted process's re-execution need not make it again (see
+    /// `vprotocol`'s `previous_sends`). Nothing by default.
+    fn peer_holds(&mut self, _dest: usize, _held: &LaneMap<u64>) {}
+
     /// Every logged message to `dest` whose sequence number on its context
     /// is above `after`'s for that context, in order within each context
     /// (to send again after `dest` restarted, or after this process

@@ -581,6 +581,13 @@ impl Protocol for Pessimist {
         self.answer_cancel(call, request)
     }
 
+    fn peer_holds(&mut self, dest: usize, held: &LaneMap<u64>) {
+        if dest != self.rank {
+            self.previous.forget_unheld(dest, |ctx| held.get(ctx));
+            self.update_gate();
+        }
+    }
+
     fn logged_messages(&mut self, dest: usize, after: &LaneMap<u64>) -> Result<Vec<LoggedMessage>> {
         let log = &self.log;
         log.contexts_to(dest as u32)

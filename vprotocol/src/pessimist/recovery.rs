@@ -96,8 +96,10 @@
 //!    the replay.
 //! 6. **Divergence stops the job.** A call that does not fit its event
 //!    (`crate::replay_log`), a send that differs from the one the previous
-//!    process logged, or, at finalize, an event never consumed or a logged
-//!    send never made again ([`Pessimist::check_reexecution_done`]) is an
+//!    process logged and its destination holds, or, at finalize, an event
+//!    never consumed or such a logged send never made again (records no
+//!    running process holds are dropped as each link comes up,
+//!    [`Pessimist::peer_holds`](vpml_pml::protocol::Protocol::peer_holds)) ([`Pessimist::check_reexecution_done`]) is an
 //!    `Error::Diverged` ([`Pessimist::diverged`]; the engine makes its own
 //!    for what only it sees). The engine fails on it (`Engine::hook` →
 //!    `Engine::fail`, `pml/src/engine/progress.rs`) and aborts the job
@@ -431,7 +433,7 @@ impl Pessimist {
         }
         if let Some(unmet) = self.previous.first_unmet() {
             // By the commit rule a correct re-execution makes every send
-            // the previous process logged.
+            // the previous process logged that a running process holds.
             return Err(self.diverged(format!(
                 "the previous process sent {unmet}, which re-execution never sent"
             )));
