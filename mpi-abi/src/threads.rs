@@ -359,7 +359,7 @@ pub(crate) fn block_until(
 
 /// Call `poll` (under the call lock) until it says done, letting other
 /// threads call MPI between calls: while no other thread waits for the
-/// lock and no window is alive, as many polls back to back as the
+/// lock, as many polls back to back as the
 /// engine's own waits spin
 /// through ([`vpml::Comm::spin_polls_raw`]: a message is noticed as soon
 /// as it lands, as in a single-threaded wait); then rounds with the lock
@@ -369,16 +369,7 @@ pub(crate) fn wait_for(
     engine: &vpml::Comm,
     mut poll: impl FnMut() -> vpml::Result<Polled>,
 ) -> vpml::Result<()> {
-    // Not while a one-sided window is alive: with windows, polling
-    // back to back made re-executed window traffic diverge from its log
-    // (recovery_exact's one-sided tests stopped with exit 70 in 2 of 2
-    // full runs, passing without it), a timing dependence of the window
-    // replay to find first.
-    let spin_polls = if crate::rma::live() {
-        0
-    } else {
-        engine.spin_polls_raw()
-    };
+    let spin_polls = engine.spin_polls_raw();
     let mut spins = if SPUN.replace(false) { spin_polls } else { 0 };
     let mut polls = 0;
     loop {

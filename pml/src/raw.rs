@@ -317,6 +317,13 @@ impl Comm {
         Ok(Polled { progressed, done })
     }
 
+    /// Is request `r` done as of the engine's last progress? (No progress
+    /// is made: for a check at every wait's poll, where the wait's own
+    /// poll lets messages in.)
+    pub fn is_done_raw(&self, r: RawRequest) -> bool {
+        self.engine.borrow().is_done(r)
+    }
+
     /// Should the binding complete request `r` with its next completion
     /// call? While this process re-executes, exactly when the log says
     /// that call completed `r` (`Some(true)`, and `Some(false)` otherwise,

@@ -296,7 +296,10 @@ pub(crate) fn progress() {
     let Some(_serving) = Serving::claim() else {
         return;
     };
-    let windows: Vec<Win> = STATE.with(|s| {
+    let Some(engine) = crate::state::world_comm() else {
+        return;
+    };
+    let windows: smallvec::SmallVec<[Win; 4]> = STATE.with(|s| {
         let s = s.borrow();
         (0..s.windows.len())
             .filter(|&i| s.windows[i].is_some())
@@ -307,13 +310,12 @@ pub(crate) fn progress() {
     // of another window comes next. Otherwise one pass, each window a few
     // requests at most, so that a target under steady traffic still gets
     // back to the call that brought it here.
-    let replaying = || crate::state::world_comm().is_some_and(|w| w.reexecuting());
     loop {
-        let again = replaying();
+        let again = engine.reexecuting();
         let most = if again { usize::MAX } else { SERVED_PER_PASS };
         let served = windows
             .iter()
-            .fold(false, |any, &w| target::serve(w, most) | any);
+            .fold(false, |any, &w| target::serve(&engine, w, most) | any);
         if !(served && again) {
             break;
         }

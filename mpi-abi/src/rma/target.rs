@@ -50,28 +50,32 @@ pub(super) fn post_inbox(h: Win) -> Result<(), c_int> {
     )
 }
 
-/// Should the inbox of window `h` be taken now?
-fn inbox_ready(h: Win) -> bool {
+/// Should the inbox of window `h` be taken now? Where the log does not
+/// say, whether it is done: `first` at a progress point, as of the
+/// engine's last progress (every progress point is in a call that
+/// progresses the engine, waits at each poll, so a request that came is
+/// taken at the next one without costing each point a progress of its
+/// own); after a request was taken, with a progress first, to take the
+/// rest of a burst at once.
+fn inbox_ready(engine: &vpml::Comm, h: Win, first: bool) -> bool {
     let Some(req) = with_win(h, |w| w.inbox) else {
         return false;
     };
     let Some(id) = super::origin::raw_id(req) else {
         return false;
     };
-    let Some(engine) = crate::state::world_comm() else {
-        return false;
-    };
     match engine.logged_next_completes_raw(id) {
         Some(logged) => logged,
+        None if first => engine.is_done_raw(id),
         None => engine.poll_raw(&[Some(id)], true).is_ok_and(|p| p.done),
     }
 }
 
 /// Serve the requests waiting for window `h`, `most` at most; whether it
 /// served one.
-pub(super) fn serve(h: Win, most: usize) -> bool {
+pub(super) fn serve(engine: &vpml::Comm, h: Win, most: usize) -> bool {
     let mut served = 0;
-    while served < most && inbox_ready(h) {
+    while served < most && inbox_ready(engine, h, served == 0) {
         let Some(mut req) = with_win(h, |w| w.inbox) else {
             return served > 0;
         };
