@@ -86,11 +86,13 @@ pub(crate) struct Hello {
 /// The peer's answer to a [`Hello`].
 #[derive(Clone, Debug)]
 pub(crate) enum Reply {
-    /// Link up: the peer's incarnation and how many of the restarted
-    /// rank's messages it has.
+    /// Link up: the peer's incarnation, how many of the restarted
+    /// rank's messages it has, and whether it is past any re-execution of
+    /// its own ([`crate::engine`]'s `Linked::settled`).
     Accepted {
         incarnation: u32,
         received: crate::lanes::LaneMap<u64>,
+        settled: bool,
     },
     /// Not a newer process of that rank.
     Refused(String),

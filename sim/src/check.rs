@@ -61,7 +61,11 @@ impl Checker {
 
     /// Rank `from` begins the send call of its message `seq` to `to`,
     /// whose bytes hash to `digest`. A re-executing process must send the
-    /// bytes its previous process sent.
+    /// bytes its previous process sent. (Stricter than the protocol, which
+    /// lets go of a message no settled peer took — see `vprotocol`'s
+    /// `previous_sends` — for programs whose choices past their last
+    /// logged event rest on timing; the simulator's programs make none,
+    /// so their re-executions send every message alike.)
     pub(crate) fn send_begins(&self, from: usize, to: usize, seq: u64, digest: u64) {
         let put = self.loggers.last_id(from);
         let mut s = self.lock();

@@ -2,16 +2,20 @@
 //! restarted process to check its re-execution against.
 //!
 //! By the commit rule every record in a sender log follows only durable
-//! events, so a correct re-execution produces again, byte for byte, each
-//! record that some running process holds. One that none holds — sent
-//! after the last durable event and lost with the crashed process before
-//! its destination took it — binds nothing: the previous process may have
-//! chosen it on what no event records (the one-sided layer of the C
-//! library serves a window's requests when the engine has matched them,
-//! and whether it had is timing), and a re-execution past the last event
-//! may choose otherwise, as the engine lets it once every send its peers
-//! hold was made again. Such records are dropped as each peer says what it
-//! holds ([`PreviousSends::forget_unheld`]). The restarted process reads their envelopes and payload checksums
+//! events, so a correct re-execution produces each of them again, byte for
+//! byte — except one its destination never took: lost with the crashed
+//! process, it binds nothing, and past the last logged event the
+//! re-execution may choose otherwise, as the engine lets it once every
+//! send its peers hold was made again. (The previous process may have
+//! chosen on what no event records: the one-sided layer of the C library
+//! serves a window's requests once the engine has matched them, and
+//! whether it had is timing.) So the records to a peer beyond what it
+//! holds are dropped when the link to it comes up, if the peer's process
+//! is past any re-execution of its own
+//! ([`vpml_pml::protocol::Protocol::peer_holds`],
+//! [`PreviousSends::forget_unheld`]); a peer still re-executing may hold
+//! fewer than its dead process took and logged events on, and its records
+//! all stay checked. The restarted process reads their envelopes and payload checksums
 //! from the log files its previous process left (before it forgets those
 //! records to log them anew) and compares every re-executed send with the
 //! one of the same destination, context and sequence number (messages are
@@ -82,11 +86,12 @@ impl PreviousSends {
         Ok(prev)
     }
 
-    /// Peer `dest`'s running process holds `held` of this process's
-    /// messages on each context: forget the records to it beyond those,
-    /// which no running process has seen and a re-execution need not make
-    /// again. (A peer that later restarts and holds fewer forgets nothing
-    /// more: its records stay checked.)
+    /// Peer `dest`'s running process, past any re-execution of its own,
+    /// holds `held` of this process's messages on each context: forget the
+    /// records to it beyond those, which no process of it took an event
+    /// on and a re-execution need not make again. (Called once per peer,
+    /// when this process links to it; see
+    /// [`vpml_pml::protocol::Protocol::peer_holds`].)
     pub(crate) fn forget_unheld(&mut self, dest: usize, held: impl Fn(u32) -> u64) {
         let mut forgotten = 0;
         self.by_stream.retain(|&(d, ctx), q| {

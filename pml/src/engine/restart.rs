@@ -248,10 +248,10 @@ impl Engine {
                 continue;
             }
             match self.connect_to(q, inc) {
-                Ok(Some((stream, received, single_copy, host))) => {
+                Ok(Some(l)) => {
                     // The job agreed on single copy before we started.
-                    self.single_copy |= single_copy;
-                    self.install_link(q, stream, received, single_copy, host)?
+                    self.single_copy |= l.single_copy;
+                    self.install_link(q, l.conn, l.received, l.single_copy, l.host, l.settled)?
                 }
                 Ok(None) => {}
                 Err(why) => {
@@ -330,7 +330,9 @@ impl Engine {
 
     /// A connection with `q`'s current process is up: `received` is how
     /// many of our messages on each context it has (`single_copy`: it can
-    /// read our memory). Re-send the rest from the log.
+    /// read our memory; `settled`: it is past any re-execution of its
+    /// own, so the protocol may forget what it does not hold). Re-send the
+    /// rest from the log.
     pub(super) fn install_link(
         &mut self,
         q: usize,
@@ -338,6 +340,7 @@ impl Engine {
         received: LaneMap<u64>,
         single_copy: bool,
         host: usize,
+        settled: bool,
     ) -> Result<()> {
         self.drop_link(q);
         let (link, single_copy) = self.new_link(q, conn, single_copy, host)?;
@@ -345,7 +348,9 @@ impl Engine {
             rc.expect(q, false);
             rc.suppress[q] = received.clone();
         }
-        self.protocol.peer_holds(q, &received);
+        if settled {
+            self.protocol.peer_holds(q, &received);
+        }
         let logged = self.hook(|p| p.logged_messages(q, &received))?;
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.

@@ -52,9 +52,16 @@ impl Engine {
                 Some(Reply::Accepted {
                     incarnation,
                     received,
+                    settled,
                 }) if incarnation == inc => {
                     let link = net.link_over(me, q, to_peer, from_peer, hooks);
-                    return Some((Connection::Sim(link), received, false, 0));
+                    return Some(super::tcp_rendezvous::Linked {
+                        conn: Connection::Sim(link),
+                        received,
+                        single_copy: false,
+                        host: 0,
+                        settled,
+                    });
                 }
                 Some(Reply::Accepted { incarnation, .. }) => {
                     tracing::info!(
@@ -110,6 +117,7 @@ impl Engine {
                 Reply::Accepted {
                     incarnation: rc.incarnation,
                     received: self.core.recv_seq[q].clone(),
+                    settled: !self.reexecuting(),
                 }
             };
             let accepted = matches!(answer, Reply::Accepted { .. });
@@ -122,7 +130,7 @@ impl Engine {
                     hello.to_acceptor,
                     Rc::clone(&hooks),
                 );
-                self.install_link(q, Connection::Sim(link), hello.received, false, 0)?;
+                self.install_link(q, Connection::Sim(link), hello.received, false, 0, false)?;
             }
         }
     }

@@ -23,10 +23,20 @@ use crate::tcp::TcpConn;
 /// its address.
 const ADDRESS_WAIT: Duration = Duration::from_secs(60);
 
-/// A link set up with a newer process: the connection, how many of our
-/// messages on each context it has, whether it can read our memory, and
-/// the host it runs on.
-pub(super) type Linked = (Connection, LaneMap<u64>, bool, usize);
+/// A link a restarted process set up with an earlier process.
+pub(super) struct Linked {
+    pub(super) conn: Connection,
+    /// How many of our messages on each context it has.
+    pub(super) received: LaneMap<u64>,
+    /// Whether it can read our memory.
+    pub(super) single_copy: bool,
+    /// The host it runs on.
+    pub(super) host: usize,
+    /// It is past any re-execution of its own: what it does not hold of
+    /// ours, none of its processes' durable events depends on (see
+    /// [`crate::protocol::Protocol::peer_holds`]).
+    pub(super) settled: bool,
+}
 
 impl Engine {
     /// Connect to incarnation `inc` of `q`. `Ok(None)` if it was restarted
@@ -78,6 +88,8 @@ impl Engine {
         let their_inc: Option<u32> = parts.next().and_then(|v| v.parse().ok());
         let their_copy = parts.next();
         let their_host: Option<usize> = parts.next().and_then(|v| v.parse().ok());
+        // (Unsaid: not settled, the safe answer.)
+        let settled = parts.next() == Some("1");
         let (Some(i), Some(c @ ("0" | "1")), Some(h)) = (their_inc, their_copy, their_host) else {
             return Err(format!("bad reply {reply:?}"));
         };
@@ -87,7 +99,13 @@ impl Engine {
         let line =
             recovery::read_line(&mut s, recovery::MAX_COUNTS, || page.incarnation(q) == inc)?;
         let r = recovery::parse_counts(&line).map_err(|why| format!("bad reply: {why}"))?;
-        Ok(Some((Connection::Tcp(s), r, c == "1", h)))
+        Ok(Some(Linked {
+            conn: Connection::Tcp(s),
+            received: r,
+            single_copy: c == "1",
+            host: h,
+            settled,
+        }))
     }
 
     /// Accept connections of restarted processes (only while one is expected).
@@ -151,10 +169,11 @@ impl Engine {
                 continue;
             }
             let reply = format!(
-                "OK {} {} {}\n{}\n",
+                "OK {} {} {} {}\n{}\n",
                 rc.incarnation,
                 u8::from(self.single_copy),
                 rc.my_host,
+                u8::from(!self.reexecuting()),
                 recovery::format_counts(&self.core.recv_seq[q]),
             );
             self.clear_rings(q, host);
@@ -162,7 +181,8 @@ impl Engine {
                 tracing::warn!("connection of rank {q} lost during the handshake: {why}");
                 continue;
             }
-            self.install_link(q, Connection::Tcp(s), received, single_copy, host)?;
+            // (A newer process is itself re-executing: not settled.)
+            self.install_link(q, Connection::Tcp(s), received, single_copy, host, false)?;
         }
     }
 

@@ -475,11 +475,16 @@ pub trait Protocol {
     /// call `request`.
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;
 
-    /// A link to `dest`'s current process is up, and that process holds
-    /// `held` of this process's messages on each context. Sent before
-    /// then and beyond those, a message no running process has seen: a
-    /// restarted process's re-execution need not make it again (see
-    /// `vprotocol`'s `previous_sends`). Nothing by default.
+    /// This restarted process linked to `dest`'s current process, which
+    /// is past any re-execution of its own and holds `held` of this
+    /// process's messages on each context. A message sent before then
+    /// and beyond those reached no running process, and no durable event
+    /// of any of `dest`'s processes depends on it (a process of `dest`
+    /// that took it and logged an event on it would have been replayed by
+    /// `dest`'s current one, which would hold it): a re-execution need not
+    /// make it again (see `vprotocol`'s `previous_sends`). Called once per
+    /// peer, at most: never for a peer still re-executing, whose count
+    /// can be below what its dead process took. Nothing by default.
     fn peer_holds(&mut self, _dest: usize, _held: &LaneMap<u64>) {}
 
     /// Every logged message to `dest` whose sequence number on its context
