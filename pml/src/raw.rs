@@ -319,9 +319,17 @@ impl Comm {
 
     /// Is request `r` done as of the engine's last progress? (No progress
     /// is made: for a check at every wait's poll, where the wait's own
-    /// poll lets messages in.)
+    /// poll lets messages in; see [`Comm::progresses_raw`].)
     pub fn is_done_raw(&self, r: RawRequest) -> bool {
         self.engine.borrow().is_done(r)
+    }
+
+    /// How many times the engine has progressed so far: a caller that
+    /// checks requests with [`Comm::is_done_raw`] at points of its own
+    /// sees from it whether anything let messages in since its last
+    /// point, and polls itself if not.
+    pub fn progresses_raw(&self) -> u64 {
+        self.engine.borrow().progresses()
     }
 
     /// Should the binding complete request `r` with its next completion

@@ -426,6 +426,33 @@ int main(int argc, char **argv) {
     MPI_Win_free(&win);
     MPI_Comm_free(&half);
 
+    /* A target that polls with MPI_Iprobe, which finds another message
+       waiting at once each time, still serves the lock and the put that
+       end its loop. */
+    {
+        volatile int flag = 0;
+        int one = 1, found = 0, note = 5;
+        MPI_Win fw;
+        MPI_Win_create((void *)&flag, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &fw);
+        if (rank == 1) {
+            MPI_Send(&note, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, fw);
+            MPI_Put(&one, 1, MPI_INT, 0, 0, 1, MPI_INT, fw);
+            MPI_Win_unlock(0, fw);
+        } else if (rank == 0) {
+            MPI_Probe(1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            /* (The probe may have served them already.) */
+            int missed = 0;
+            while (!flag) {
+                MPI_Iprobe(1, 77, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
+                missed += !found;
+            }
+            CHECK(missed == 0, "MPI_Iprobe missed the waiting message %d times", missed);
+            MPI_Recv(&note, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        MPI_Win_free(&fw);
+    }
+
     /* Two windows at once, and operations longer than a target's inbox
        (64 KiB): a 96 KiB put and get under fences on one, and on the
        other a 24 KiB accumulate from every rank into rank 0 under an

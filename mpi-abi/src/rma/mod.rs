@@ -299,6 +299,13 @@ pub(crate) fn progress() {
     let Some(engine) = crate::state::world_comm() else {
         return;
     };
+    // Inboxes are first looked at as of the engine's last progress: if
+    // nothing progressed it since the last point (a loop of MPI_Iprobe
+    // calls that each find a message at once, of tests of inactive
+    // requests), progress it here, or no request would ever be taken.
+    if engine.progresses_raw() == LAST_SEEN_PROGRESS.get() {
+        let _ = engine.poll_raw(&[], true);
+    }
     let windows: smallvec::SmallVec<[Win; 4]> = STATE.with(|s| {
         let s = s.borrow();
         (0..s.windows.len())
@@ -320,6 +327,13 @@ pub(crate) fn progress() {
             break;
         }
     }
+    LAST_SEEN_PROGRESS.set(engine.progresses_raw());
+}
+
+thread_local! {
+    /// The engine's progress count ([`vpml::Comm::progresses_raw`]) when
+    /// this thread's last progress point ended.
+    static LAST_SEEN_PROGRESS: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
 }
 
 /// Requests a progress point takes from one window at most (once caught

@@ -52,11 +52,11 @@ pub(super) fn post_inbox(h: Win) -> Result<(), c_int> {
 
 /// Should the inbox of window `h` be taken now? Where the log does not
 /// say, whether it is done: `first` at a progress point, as of the
-/// engine's last progress (every progress point is in a call that
-/// progresses the engine, waits at each poll, so a request that came is
-/// taken at the next one without costing each point a progress of its
-/// own); after a request was taken, with a progress first, to take the
-/// rest of a burst at once.
+/// engine's last progress (waits poll between their progress points, and
+/// [`super::progress`] polls if nothing did since its last one, so a
+/// request that came is taken without costing each point a progress of
+/// its own); after a request was taken, with a progress first, to take
+/// the rest of a burst at once.
 fn inbox_ready(engine: &vpml::Comm, h: Win, first: bool) -> bool {
     let Some(req) = with_win(h, |w| w.inbox) else {
         return false;

@@ -196,6 +196,9 @@ pub(crate) struct Engine {
     /// Calls of the process so far, every lane together: the numbers of
     /// the process lane ([`CallId::PROCESS_LANE`]).
     all_calls: u64,
+    /// Calls of [`Engine::progress`] so far (see
+    /// [`crate::Comm::progresses_raw`]).
+    progresses: u64,
     /// Contexts whose calls are numbered in the process lane
     /// ([`Engine::use_process_lane`]).
     process_lane_contexts: Vec<u32>,

@@ -105,6 +105,7 @@ impl Engine {
         if let Some(why) = &self.failed {
             return Err(Error::EngineFailed(why.clone()));
         }
+        self.progresses = self.progresses.wrapping_add(1);
         match self.progress_channels() {
             Ok(any) => {
                 self.report_matches()?;
@@ -115,6 +116,11 @@ impl Engine {
                 Err(e)
             }
         }
+    }
+
+    /// Calls of [`Engine::progress`] so far.
+    pub(crate) fn progresses(&self) -> u64 {
+        self.progresses
     }
 
     pub(super) fn check_alive(&self) -> Result<()> {
