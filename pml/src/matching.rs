@@ -172,6 +172,14 @@ impl<P: PartialEq, U> MatchQueues<P, U> {
         entry.map(|(order, spec, item)| Posted { order, spec, item })
     }
 
+    /// The posted receives restricted to world rank `source`.
+    pub fn posted_from(&self, source: usize) -> impl Iterator<Item = &P> {
+        self.posted
+            .iter()
+            .filter(move |(_, spec, _)| spec.source == Some(source))
+            .map(|(_, _, p)| p)
+    }
+
     /// Put a receive taken by [`MatchQueues::match_arrival_entry`] back at
     /// its place in posting order (with its source pinned, if
     /// [`Posted::pin_source`] pinned it).

@@ -12,10 +12,14 @@
 //!   (larger start epoch) connects to the other; the earlier one accepts.
 //!   So a restarted rank connects to everybody, and a rank restarted later
 //!   still connects to it: no two connections ever cross.
-//! * **Handshake.** `VPMLREC1 <token> <rank> <incarnation> <received>
-//!   <single-copy> <host>` answered by `OK <incarnation> <received>
-//!   <single-copy> <host>`:
-//!   each side tells how many messages of the other it has *fully*
+//! * **Handshake.** A hello line (`hello_line`: token, rank, incarnation,
+//!   single copy, host) and a line of counts, answered by `OK
+//!   <incarnation> <single-copy> <host> <settled>` and a line of counts
+//!   (`settled`: the answering process is past any re-execution of its
+//!   own and no receive of it is bound to the connecting rank by its log,
+//!   `Engine::settled_for`; the restarted one may then forget what its
+//!   previous process sent that the answering one does not hold).
+//!   Each side tells how many messages of the other it has *fully*
 //!   received, and each side then re-sends from its sender log everything
 //!   after that, in order. A restarted rank may run on another host than
 //!   its predecessor (a spare): the hosts in the handshake decide the

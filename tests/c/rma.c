@@ -428,12 +428,13 @@ int main(int argc, char **argv) {
 
     /* A target that polls with MPI_Iprobe, which finds another message
        waiting at once each time, still serves the lock and the put that
-       end its loop. */
+       end its loop. (It reads its window memory without MPI_Win_sync,
+       which vpml's MPI_WIN_UNIFIED memory model allows.) */
     {
-        volatile int flag = 0;
-        int one = 1, found = 0, note = 5;
+        int cell = 0, one = 1, found = 0, note = 5;
+        volatile int *flag = &cell;
         MPI_Win fw;
-        MPI_Win_create((void *)&flag, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &fw);
+        MPI_Win_create(&cell, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &fw);
         if (rank == 1) {
             MPI_Send(&note, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, fw);
@@ -443,7 +444,7 @@ int main(int argc, char **argv) {
             MPI_Probe(1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             /* (The probe may have served them already.) */
             int missed = 0;
-            while (!flag) {
+            while (!*flag) {
                 MPI_Iprobe(1, 77, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
                 missed += !found;
             }

@@ -144,6 +144,11 @@ impl Core {
                         Some(mut posted) => {
                             self.note_match(posted.item, env.source);
                             posted.pin_source(env.source);
+                            if let Some(s) = self.slot_mut(posted.item)
+                                && s.any_source
+                            {
+                                s.pinned = true;
+                            }
                             PartialDest::Posted(posted)
                         }
                         None => {

@@ -25,6 +25,7 @@ impl Engine {
     ) -> Result<ReqId> {
         self.check_alive()?;
         let mut spec = spec;
+        let any_source = spec.source.is_none();
         let call = self.next_call(spec.context)?;
         let plan = if self.caps.hears_posted_receives {
             self.hook(|p| p.post_recv(call, &mut spec))?
@@ -33,6 +34,8 @@ impl Engine {
         };
         let (id, s) = self.core.alloc_slot(SlotKind::Recv, RawBytes { ptr, len });
         s.call = call;
+        // The log fixed its source.
+        s.pinned = any_source && spec.source.is_some();
         // Its match is reported to the protocol.
         s.any_source = spec.source.is_none();
         s.held_for_cancel = plan == RecvPlan::HoldForCancel;

@@ -170,6 +170,12 @@ pub(super) struct Slot {
     /// A restarted process re-executes a receive that a logged cancel
     /// withdrew: it is not posted, and the cancel completes it.
     pub(super) held_for_cancel: bool,
+    /// A receive for any source that is bound to one: the log fixed its
+    /// source (re-execution), or it matched that source's first fragment
+    /// and was posted again when the sender died mid-message. Whatever
+    /// message of that source it takes next, a durable event may name
+    /// (see [`crate::engine::Engine::settled_for`]).
+    pub(super) pinned: bool,
     /// A group's sends and receives (empty for the other kinds).
     pub(super) parts: Vec<ReqId>,
     /// The part whose status is the group's (else an empty one).
@@ -288,6 +294,7 @@ impl Core {
                     any_source: false,
                     completed_at_start: false,
                     held_for_cancel: false,
+                    pinned: false,
                     parts: Vec::new(),
                     result_part: None,
                 });
@@ -308,6 +315,7 @@ impl Core {
         s.any_source = false;
         s.completed_at_start = false;
         s.held_for_cancel = false;
+        s.pinned = false;
         s.parts.clear();
         s.result_part = None;
         (ReqId::slot(idx, s.generation), s)

@@ -139,6 +139,29 @@ impl Engine {
                 .is_some_and(|r| r.catching_up.is_some())
     }
 
+    /// May a process of `q` restarted after this one's crash forget what
+    /// we do not hold of its previous process's messages (see
+    /// [`crate::protocol::Protocol::peer_holds`])? Only if no durable
+    /// event of ours may name one: we are past any re-execution of our
+    /// own (every logged call reached), and no receive of ours is bound
+    /// to `q` by the log or by a first fragment ([`Slot::pinned`]: the
+    /// message it takes next may be the one a logged match names).
+    ///
+    /// [`Slot::pinned`]: super::requests::Slot
+    pub(crate) fn settled_for(&self, q: usize) -> bool {
+        let replayed = self
+            .replay_ends
+            .iter()
+            .all(|(lane, end)| self.last_in(lane) >= end);
+        !self.reexecuting()
+            && replayed
+            && !self
+                .core
+                .matching
+                .posted_from(q)
+                .any(|&id| self.core.slot(id).is_some_and(|s| s.pinned))
+    }
+
     /// A restarted process has caught up once it is past its last logged
     /// event and has re-executed every send its peers already had: print
     /// how long each stage of its recovery took.

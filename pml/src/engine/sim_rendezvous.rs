@@ -117,7 +117,7 @@ impl Engine {
                 Reply::Accepted {
                     incarnation: rc.incarnation,
                     received: self.core.recv_seq[q].clone(),
-                    settled: !self.reexecuting(),
+                    settled: self.settled_for(q),
                 }
             };
             let accepted = matches!(answer, Reply::Accepted { .. });

@@ -32,8 +32,8 @@ pub(super) struct Linked {
     pub(super) single_copy: bool,
     /// The host it runs on.
     pub(super) host: usize,
-    /// It is past any re-execution of its own: what it does not hold of
-    /// ours, none of its processes' durable events depends on (see
+    /// It is settled ([`Engine::settled_for`]): no durable event of any of
+    /// its processes names a message of ours it does not hold (see
     /// [`crate::protocol::Protocol::peer_holds`]).
     pub(super) settled: bool,
 }
@@ -173,7 +173,7 @@ impl Engine {
                 rc.incarnation,
                 u8::from(self.single_copy),
                 rc.my_host,
-                u8::from(!self.reexecuting()),
+                u8::from(self.settled_for(q)),
                 recovery::format_counts(&self.core.recv_seq[q]),
             );
             self.clear_rings(q, host);

@@ -476,15 +476,16 @@ pub trait Protocol {
     fn replay_cancel(&mut self, call: CallId, request: CallId) -> Result<Replay<bool>>;
 
     /// This restarted process linked to `dest`'s current process, which
-    /// is past any re-execution of its own and holds `held` of this
-    /// process's messages on each context. A message sent before then
-    /// and beyond those reached no running process, and no durable event
-    /// of any of `dest`'s processes depends on it (a process of `dest`
-    /// that took it and logged an event on it would have been replayed by
-    /// `dest`'s current one, which would hold it): a re-execution need not
-    /// make it again (see `vprotocol`'s `previous_sends`). Called once per
-    /// peer, at most: never for a peer still re-executing, whose count
-    /// can be below what its dead process took. Nothing by default.
+    /// holds `held` of this process's messages on each context and is
+    /// *settled*: past any re-execution of its own (every logged call
+    /// reached, so every logged completion of a message it needed is in),
+    /// with no receive bound to this rank by its log or by a first
+    /// fragment (whose next message a logged match may name). A message
+    /// sent before then and beyond `held` reached no running process and
+    /// no durable event names it: a re-execution need not make it again
+    /// (see `vprotocol`'s `previous_sends`). Called once per peer, at
+    /// most, and never for a peer that is not settled. Nothing by
+    /// default.
     fn peer_holds(&mut self, _dest: usize, _held: &LaneMap<u64>) {}
 
     /// Every logged message to `dest` whose sequence number on its context

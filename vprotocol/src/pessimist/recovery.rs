@@ -97,9 +97,10 @@
 //! 6. **Divergence stops the job.** A call that does not fit its event
 //!    (`crate::replay_log`), a send that differs from the one the previous
 //!    process logged and its destination holds, or, at finalize, an event
-//!    never consumed or such a logged send never made again (records no
-//!    running process holds are dropped as each link comes up,
-//!    [`Pessimist::peer_holds`](vpml_pml::protocol::Protocol::peer_holds)) ([`Pessimist::check_reexecution_done`]) is an
+//!    never consumed or such a logged send never made again (records a
+//!    settled peer does not hold are dropped when this process links to
+//!    it, [`Pessimist::peer_holds`](vpml_pml::protocol::Protocol::peer_holds))
+//!    ([`Pessimist::check_reexecution_done`]) is an
 //!    `Error::Diverged` ([`Pessimist::diverged`]; the engine makes its own
 //!    for what only it sees). The engine fails on it (`Engine::hook` →
 //!    `Engine::fail`, `pml/src/engine/progress.rs`) and aborts the job
@@ -433,7 +434,8 @@ impl Pessimist {
         }
         if let Some(unmet) = self.previous.first_unmet() {
             // By the commit rule a correct re-execution makes every send
-            // the previous process logged that a running process holds.
+            // the previous process logged but those forgotten (no settled
+            // peer held them).
             return Err(self.diverged(format!(
                 "the previous process sent {unmet}, which re-execution never sent"
             )));
