@@ -417,7 +417,8 @@ pub(crate) fn wait_for(
     }
 }
 
-/// Under `MPI_THREAD_MULTIPLE`, with no window alive: before a blocking
+/// Under `MPI_THREAD_MULTIPLE`, with no window alive (a wait is a
+/// progress point that serves a window's requests): before a blocking
 /// receive is posted, `look` for its message straight off the ring
 /// ([`vpml::Comm::recv_now_raw`]) as many times back to back as a wait
 /// spins, while no other thread waits for the call lock. Its status if it

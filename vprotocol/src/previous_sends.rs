@@ -194,20 +194,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn re_executed_sends_are_compared_with_the_previous_records() {
+    /// A sender log in a fresh directory holding, for each (destination,
+    /// sequence number), a message of tag 7 on context 0 of `len` bytes
+    /// that are all the sequence number.
+    fn log_of(records: &[(u32, u64)], len: usize) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let mut log = SenderLog::create(dir.path(), 0, 1 << 16).unwrap();
-        for seq in 1..=4u64 {
+        for &(dest, seq) in records {
             let h = RecordHeader {
-                dest: 1,
+                dest,
                 context: 0,
                 tag: 7,
                 seq,
             };
-            log.append(h, &[seq as u8; 10]).unwrap();
+            log.append(h, &vec![seq as u8; len]).unwrap();
         }
-        drop(log);
+        dir
+    }
+
+    #[test]
+    fn re_executed_sends_are_compared_with_the_previous_records() {
+        let dir = log_of(&[(1, 1), (1, 2), (1, 3), (1, 4)], 10);
         // Records after the checkpoint's send #2.
         let mut prev = PreviousSends::read(dir.path(), |_, _| 2).unwrap();
         assert!(!prev.is_done());
@@ -226,18 +233,7 @@ mod tests {
 
     #[test]
     fn records_no_running_process_holds_bind_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = SenderLog::create(dir.path(), 0, 1 << 16).unwrap();
-        for (dest, seq) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)] {
-            let h = RecordHeader {
-                dest,
-                context: 0,
-                tag: 7,
-                seq,
-            };
-            log.append(h, &[seq as u8; 4]).unwrap();
-        }
-        drop(log);
+        let dir = log_of(&[(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)], 4);
         let mut prev = PreviousSends::read(dir.path(), |_, _| 0).unwrap();
         // Rank 1 holds the first message only; rank 2 holds none.
         prev.forget_unheld(1, |_| 1);

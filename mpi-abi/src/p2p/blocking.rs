@@ -40,7 +40,7 @@ fn blocking_send(
 ) -> c_int {
     if crate::threads::waits_in_library() && !matches!(how, Blocking::Buffered) {
         // (Not while a window is alive: the wait is one of its progress
-        // points, where a re-execution must find it.)
+        // points, and a rank that only sends must still serve requests.)
         if matches!(how, Blocking::Standard)
             && crate::threads::multiple()
             && !crate::rma::live()

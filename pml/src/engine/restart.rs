@@ -149,17 +149,20 @@ impl Engine {
     ///
     /// [`Slot::pinned`]: super::requests::Slot
     pub(crate) fn settled_for(&self, q: usize) -> bool {
-        let replayed = self
-            .replay_ends
-            .iter()
-            .all(|(lane, end)| self.last_in(lane) >= end);
         !self.reexecuting()
-            && replayed
+            && self.past_logged_calls()
             && !self
                 .core
                 .matching
                 .posted_from(q)
                 .any(|&id| self.core.slot(id).is_some_and(|s| s.pinned))
+    }
+
+    /// Has every lane reached its last logged call (or has none)?
+    fn past_logged_calls(&self) -> bool {
+        self.replay_ends
+            .iter()
+            .all(|(lane, end)| self.last_in(lane) >= end)
     }
 
     /// A restarted process has caught up once it is past its last logged
@@ -172,10 +175,7 @@ impl Engine {
         if rc.catching_up.is_none() {
             return;
         }
-        if self
-            .replay_ends
-            .iter()
-            .any(|(lane, end)| self.last_in(lane) < end)
+        if !self.past_logged_calls()
             || (0..self.size).any(|q| {
                 rc.suppress[q]
                     .iter()
@@ -353,9 +353,9 @@ impl Engine {
 
     /// A connection with `q`'s current process is up: `received` is how
     /// many of our messages on each context it has (`single_copy`: it can
-    /// read our memory; `settled`: it is past any re-execution of its
-    /// own, so the protocol may forget what it does not hold). Re-send the
-    /// rest from the log.
+    /// read our memory; `settled`: [`Engine::settled_for`] held there, so
+    /// the protocol may forget what it does not hold). Re-send the rest
+    /// from the log.
     pub(super) fn install_link(
         &mut self,
         q: usize,
