@@ -939,6 +939,29 @@ static void collectives(void) {
     int ones[4] = {1, 1, 1, 1}, seq[4] = {0, 1, 2, 3};
     MPI_Alltoallv(a2a, ones, seq, MPI_INT, a2b, ones, seq, MPI_INT, MPI_COMM_WORLD);
     CHECK(a2b[2] == 20 + rank, "Alltoallv");
+    {
+        /* Equal blocks one after another make a v collective run as its
+         * plain twin; ranks whose lists lay the same blocks out otherwise
+         * (odd ranks: reversed, with gaps) must still meet it. */
+        int two[4] = {2, 2, 2, 2}, in_order[4] = {0, 2, 4, 6}, reversed[4] = {9, 6, 3, 0};
+        int *d = rank % 2 ? reversed : in_order;
+        int out[12], in[12], mine2[2] = {rank * 7, rank * 7 + 1}, part2[2] = {-1, -1};
+        for (int i = 0; i < size; i++) out[d[i]] = rank * 100 + i * 10, out[d[i] + 1] = rank * 100 + i * 10 + 1;
+        MPI_Alltoallv(out, two, d, MPI_INT, in, two, d, MPI_INT, MPI_COMM_WORLD);
+        for (int i = 0; i < size; i++)
+            CHECK(in[d[i]] == i * 100 + rank * 10 && in[d[i] + 1] == i * 100 + rank * 10 + 1, "Alltoallv equal blocks from %d", i);
+        MPI_Allgatherv(mine2, 2, MPI_INT, in, two, d, MPI_INT, MPI_COMM_WORLD);
+        for (int i = 0; i < size; i++)
+            CHECK(in[d[i]] == i * 7 && in[d[i] + 1] == i * 7 + 1, "Allgatherv equal blocks from %d", i);
+        for (int root = 1; root <= 2; root++) {
+            for (int i = 0; i < 12; i++) in[i] = -1;
+            MPI_Gatherv(mine2, 2, MPI_INT, in, two, d, MPI_INT, root, MPI_COMM_WORLD);
+            if (rank == root)
+                for (int i = 0; i < size; i++) CHECK(in[d[i]] == i * 7 && in[d[i] + 1] == i * 7 + 1, "Gatherv equal blocks at %d from %d", root, i);
+            MPI_Scatterv(out, two, d, MPI_INT, part2, 2, MPI_INT, root, MPI_COMM_WORLD);
+            CHECK(part2[0] == root * 100 + rank * 10 && part2[1] == root * 100 + rank * 10 + 1, "Scatterv equal blocks from %d", root);
+        }
+    }
     int rsb_in[4], rsb = 0;
     for (int i = 0; i < size; i++) rsb_in[i] = i;
     MPI_Reduce_scatter_block(rsb_in, &rsb, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -51,6 +51,9 @@ mod inter;
 mod neighbor;
 mod nonblocking;
 mod persistent;
+mod plain;
+
+use plain::{allgather_blocks, alltoall_blocks, equal_blocks, gather_blocks, scatter_blocks};
 
 pub(crate) use nonblocking::Laid;
 pub(crate) use nonblocking::calls::{MPI_Iallgather, MPI_Iallreduce, MPI_Ibcast};
@@ -605,25 +608,8 @@ export! {
             // SAFETY: the caller's buffers and arrays are as MPI says.
             return report(h, "MPI_Gather", unsafe { inter::gather(&c, send, scount, stype, recv, rcount, rtype, root) });
         }
-        let r = (|| {
-            let root = root_of(&c, root)?;
-            let n = c.size();
-            if c.rank() != root {
-                // SAFETY: the caller's buffer holds `scount` elements.
-                let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
-                return from_vpml(c.gather(m.bytes(), &mut [], root));
-            }
-            not_aliased(send, recv)?;
-            // SAFETY: at the root `recv` holds n·rcount elements.
-            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
-            let all = out.bytes();
-            let block = all.len() / n.max(1);
-            // SAFETY: the caller's buffer holds `scount` elements.
-            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[root * block..(root + 1) * block].to_vec()) }?;
-            from_vpml(c.gather(mine.bytes(), all, root))?;
-            out.finish(None);
-            Ok(())
-        })();
+        // SAFETY: the caller's buffers are as MPI says.
+        let r = unsafe { gather_blocks(&c, send, scount, stype, recv, rcount, rtype, root) };
         report(h, "MPI_Gather", r)
     }
 
@@ -640,6 +626,11 @@ export! {
                 // SAFETY: the caller's buffer holds `scount` elements.
                 let mut m = checked(unsafe { Message::new(send, scount, stype, true) })?;
                 return from_vpml(c.gatherv(m.bytes(), &mut [], &[], &[], root));
+            }
+            // SAFETY: at the root the arrays hold one int per rank.
+            if let Some(k) = unsafe { equal_blocks(rcounts, displs, c.size()) } {
+                // SAFETY: the caller's buffers are as MPI says.
+                return unsafe { gather_blocks(&c, send, scount, stype, recv, k, rtype, root as c_int) };
             }
             not_aliased(send, recv)?;
             // SAFETY: at the root the arrays hold one int per rank.
@@ -671,31 +662,8 @@ export! {
             // SAFETY: the caller's buffers and arrays are as MPI says.
             return report(h, "MPI_Scatter", unsafe { inter::scatter(&c, send, scount, stype, recv, rcount, rtype, root) });
         }
-        let r = (|| {
-            let root = root_of(&c, root)?;
-            let n = c.size();
-            if c.rank() != root {
-                // SAFETY: the caller's buffer holds `rcount` elements.
-                let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-                from_vpml(c.scatter(&[], out.bytes(), root))?;
-                out.finish(None);
-                return Ok(());
-            }
-            not_aliased(recv, send)?;
-            // SAFETY: at the root `send` holds n·scount elements.
-            let mut m = checked(unsafe { Message::new(send, scount.saturating_mul(n as c_int), stype, true) })?;
-            let data = m.bytes();
-            let block = data.len() / n.max(1);
-            if in_place(recv) {
-                let mut mine = data[root * block..(root + 1) * block].to_vec();
-                return from_vpml(c.scatter(data, &mut mine, root));
-            }
-            // SAFETY: the caller's buffer holds `rcount` elements.
-            let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-            from_vpml(c.scatter(data, out.bytes(), root))?;
-            out.finish(None);
-            Ok(())
-        })();
+        // SAFETY: the caller's buffers are as MPI says.
+        let r = unsafe { scatter_blocks(&c, send, scount, stype, recv, rcount, rtype, root) };
         report(h, "MPI_Scatter", r)
     }
 
@@ -714,6 +682,11 @@ export! {
                 from_vpml(c.scatterv(&[], &[], &[], out.bytes(), root))?;
                 out.finish(None);
                 return Ok(());
+            }
+            // SAFETY: at the root the arrays hold one int per rank.
+            if let Some(k) = unsafe { equal_blocks(scounts, displs, c.size()) } {
+                // SAFETY: the caller's buffers are as MPI says.
+                return unsafe { scatter_blocks(&c, send, k, stype, recv, rcount, rtype, root as c_int) };
             }
             not_aliased(recv, send)?;
             // SAFETY: at the root the arrays hold one int per rank, and
@@ -747,21 +720,8 @@ export! {
     fn MPI_Allgather / PMPI_Allgather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
         threaded_as!("MPI_Allgather", h, MPI_Iallgather(send, scount, stype, recv, rcount, rtype, h));
         let c = match comm("MPI_Allgather", h) { Ok(c) => c, Err(code) => return code };
-        let r = (|| {
-            no_in_place_on_inter(&c, send)?;
-            let n = peer_count(&c);
-            not_aliased(send, recv)?;
-            // SAFETY: `recv` holds n·rcount elements.
-            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n as c_int), rtype, in_place(send)) })?;
-            let all = out.bytes();
-            let block = all.len() / n.max(1);
-            let me = c.rank();
-            // SAFETY: the caller's buffer holds `scount` elements.
-            let mut mine = unsafe { Contribution::new(send, scount, stype, || all[me * block..(me + 1) * block].to_vec()) }?;
-            from_vpml(c.allgather(mine.bytes(), all))?;
-            out.finish(None);
-            Ok(())
-        })();
+        // SAFETY: the caller's buffers are as MPI says.
+        let r = unsafe { allgather_blocks(&c, send, scount, stype, recv, rcount, rtype) };
         report(h, "MPI_Allgather", r)
     }
 
@@ -769,6 +729,11 @@ export! {
         threaded_as!("MPI_Allgatherv", h, MPI_Iallgatherv(send, scount, stype, recv, rcounts, displs, rtype, h));
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
+            // SAFETY: the arrays hold one int per rank.
+            if !c.is_inter() && let Some(k) = unsafe { equal_blocks(rcounts, displs, c.size()) } {
+                // SAFETY: the caller's buffers are as MPI says.
+                return unsafe { allgather_blocks(&c, send, scount, stype, recv, k, rtype) };
+            }
             not_aliased(send, recv)?;
             no_in_place_on_inter(&c, send)?;
             // SAFETY: the arrays hold one int per rank.
@@ -797,25 +762,8 @@ export! {
     fn MPI_Alltoall / PMPI_Alltoall(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm) -> c_int {
         threaded_as!("MPI_Alltoall", h, MPI_Ialltoall(send, scount, stype, recv, rcount, rtype, h));
         let c = match comm("MPI_Alltoall", h) { Ok(c) => c, Err(code) => return code };
-        let r = (|| {
-            no_in_place_on_inter(&c, send)?;
-            let n = peer_count(&c) as c_int;
-            not_aliased(send, recv)?;
-            // SAFETY: `recv` holds n·rcount elements.
-            let mut out = checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
-            let (own, mut sm);
-            let input: &[u8] = if in_place(send) {
-                own = out.bytes().to_vec();
-                &own
-            } else {
-                // SAFETY: `send` holds n·scount elements.
-                sm = checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?;
-                sm.bytes()
-            };
-            from_vpml(c.alltoall(input, out.bytes()))?;
-            out.finish(None);
-            Ok(())
-        })();
+        // SAFETY: the caller's buffers are as MPI says.
+        let r = unsafe { alltoall_blocks(&c, send, scount, stype, recv, rcount, rtype) };
         report(h, "MPI_Alltoall", r)
     }
 
@@ -823,6 +771,16 @@ export! {
         threaded_as!("MPI_Alltoallv", h, MPI_Ialltoallv(send, scounts, sdispls, stype, recv, rcounts, rdispls, rtype, h));
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
+            if !c.is_inter() {
+                let n = c.size();
+                // SAFETY: the arrays hold one int per rank (the send ones
+                // are not read in place).
+                let (rk, sk) = unsafe { (equal_blocks(rcounts, rdispls, n), if in_place(send) { None } else { equal_blocks(scounts, sdispls, n) }) };
+                if let Some(rk) = rk && (in_place(send) || sk.is_some()) {
+                    // SAFETY: the caller's buffers are as MPI says.
+                    return unsafe { alltoall_blocks(&c, send, sk.unwrap_or(rk), stype, recv, rk, rtype) };
+                }
+            }
             no_in_place_on_inter(&c, send)?;
             let n = peer_count(&c);
             not_aliased(send, recv)?;
