@@ -39,11 +39,12 @@ const DIRECT_PAYLOAD: usize = 8 * 1024;
 /// Receive buffer: room for many small frames per read; a partial frame is
 /// moved to the front when less than a largest frame's room is left.
 const INBUF: usize = 1 << 20;
-/// Most bytes one read takes into `inbuf`. A large fragment's header
-/// then arrives with at most this much of its payload; the rest is read
-/// straight into its receive (`start_direct`) instead of being copied
-/// twice. Reading all the socket has at once would take whole fragments
-/// into `inbuf`, to be copied out again.
+/// Most bytes one read takes into `inbuf`. Reading stops at the header of
+/// a large fragment still arriving, so at most a chunk or two of its
+/// payload lands in `inbuf` (one read when its header came, one when it
+/// reached `start`); the rest is read straight into its receive
+/// (`start_direct`). Reading all the socket has at once would take whole
+/// fragments into `inbuf`, to be copied out again.
 const READ_CHUNK: usize = 64 * 1024;
 /// How long bootstrap waits for connections.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -646,6 +647,9 @@ mod tests {
     #[test]
     fn a_large_fragment_behind_small_frames_stays_in_the_socket() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        // Room for more of the fragment than the reader may take (the
+        // accepted socket inherits it).
+        rustix::net::sockopt::set_socket_recv_buffer_size(&l, 1 << 20).unwrap();
         let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         let mut rx = TcpConn::new(b).unwrap();
@@ -657,8 +661,15 @@ mod tests {
         large.aux0 = payload.len() as u64;
         let mut bytes = frame_bytes(&small, b"first");
         bytes.extend(frame_bytes(&large, &payload));
-        // Written from a thread: the socket may not take it all at once.
+        // Written from a thread: the socket need not take it all at once.
         let writer = std::thread::spawn(move || tx.write_all(&bytes).map(|_| tx));
+        // Before reading, more than two chunks of the payload wait in the
+        // socket: reading all there is would copy them into the buffer.
+        let waiting = HEADER_LEN + 5 + HEADER_LEN + 2 * READ_CHUNK + 1;
+        until(&mut rx, |rx| {
+            let n = rustix::io::ioctl_fionread(&rx.stream).unwrap();
+            (n as usize >= waiting).then_some(())
+        });
         let h = until(&mut rx, |rx| rx.peek().unwrap());
         assert_eq!((h.seq, rx.payload(&h, 5).unwrap()), (1, &b"first"[..]));
         rx.consume(&h);
