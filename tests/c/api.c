@@ -2,6 +2,7 @@
    ranks. Every check that fails prints "FAIL <what>" and the program
    exits 1; rank 0 ends with "api ok <checks>". Built with `vpml mpicc`
    (vpml's mpi.h) or with MPICH's mpicc.mpich. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1039,6 +1040,12 @@ static void errors(void) {
     rc = MPI_Allreduce(&dx, &dy, 1, MPI_DOUBLE, MPI_BAND, c);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_OP, "ERRORS_RETURN op %d", cls);
+    /* More elements in all than an int counts: an error on every rank
+       (checked before any buffer is read), not a wrong block size. */
+    int huge = INT_MAX / 2 + 1;
+    rc = MPI_Allgather(&x, 1, MPI_INT, &dy, huge, MPI_INT, c);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COUNT, "ERRORS_RETURN allgather count %d", cls);
     /* A truncated receive: its own class from MPI_Wait, MPI_ERR_IN_STATUS
        from MPI_Waitall with the class in its status. */
     int right = (rank + 1) % size, left = (rank + size - 1) % size;

@@ -8,7 +8,7 @@ use super::{
     Contribution, Message, checked, from_vpml, in_place, no_in_place_on_inter, not_aliased,
     peer_count, root_of,
 };
-use crate::consts::Datatype;
+use crate::consts::{Datatype, MPI_ERR_COUNT};
 
 /// The count of every block when `counts` and `displs` (`n` ints each)
 /// lay out equal blocks one after another, the layout of the collective
@@ -37,13 +37,32 @@ pub(super) unsafe fn equal_blocks(
         )
     };
     let k = counts[0];
-    let equal = k >= 0
+    // (Zero counts keep the `v` path and its checks: its lists may then
+    // name any displacement and datatype. All blocks together must be
+    // countable in an int, as the plain call's are.)
+    let countable = i64::from(k) * n as i64 <= i64::from(c_int::MAX);
+    let equal = k > 0
+        && countable
         && counts
             .iter()
             .zip(displs)
             .enumerate()
             .all(|(i, (&c, &d))| c == k && i64::from(d) == i as i64 * i64::from(k));
     equal.then_some(k)
+}
+
+/// The elements of `n` blocks of `count`: an error, not a wrong count,
+/// when they are more than an int holds (one message describes them).
+fn all_blocks(count: c_int, n: usize) -> Result<c_int, (c_int, String)> {
+    c_int::try_from(n)
+        .ok()
+        .and_then(|n| count.checked_mul(n))
+        .ok_or_else(|| {
+            (
+                MPI_ERR_COUNT,
+                format!("{n} blocks of {count} elements are more than 2^31 - 1 elements in all"),
+            )
+        })
 }
 
 /// `MPI_Gather` on an intra-communicator (and `MPI_Gatherv` with
@@ -71,14 +90,8 @@ pub(super) unsafe fn gather_blocks(
     }
     not_aliased(send, recv)?;
     // SAFETY: at the root `recv` holds n·rcount elements.
-    let mut out = checked(unsafe {
-        Message::new(
-            recv,
-            rcount.saturating_mul(n as c_int),
-            rtype,
-            in_place(send),
-        )
-    })?;
+    let mut out =
+        checked(unsafe { Message::new(recv, all_blocks(rcount, n)?, rtype, in_place(send)) })?;
     let all = out.bytes();
     let block = all.len() / n.max(1);
     // SAFETY: the caller's buffer holds `scount` elements.
@@ -119,8 +132,7 @@ pub(super) unsafe fn scatter_blocks(
     }
     not_aliased(recv, send)?;
     // SAFETY: at the root `send` holds n·scount elements.
-    let mut m =
-        checked(unsafe { Message::new(send, scount.saturating_mul(n as c_int), stype, true) })?;
+    let mut m = checked(unsafe { Message::new(send, all_blocks(scount, n)?, stype, true) })?;
     let data = m.bytes();
     let block = data.len() / n.max(1);
     if in_place(recv) {
@@ -152,14 +164,8 @@ pub(super) unsafe fn allgather_blocks(
     let n = peer_count(c);
     not_aliased(send, recv)?;
     // SAFETY: `recv` holds n·rcount elements.
-    let mut out = checked(unsafe {
-        Message::new(
-            recv,
-            rcount.saturating_mul(n as c_int),
-            rtype,
-            in_place(send),
-        )
-    })?;
+    let mut out =
+        checked(unsafe { Message::new(recv, all_blocks(rcount, n)?, rtype, in_place(send)) })?;
     let all = out.bytes();
     let block = all.len() / n.max(1);
     let me = c.rank();
@@ -189,18 +195,18 @@ pub(super) unsafe fn alltoall_blocks(
     rtype: Datatype,
 ) -> Result<(), (c_int, String)> {
     no_in_place_on_inter(c, send)?;
-    let n = peer_count(c) as c_int;
+    let n = peer_count(c);
     not_aliased(send, recv)?;
     // SAFETY: `recv` holds n·rcount elements.
     let mut out =
-        checked(unsafe { Message::new(recv, rcount.saturating_mul(n), rtype, in_place(send)) })?;
+        checked(unsafe { Message::new(recv, all_blocks(rcount, n)?, rtype, in_place(send)) })?;
     let (own, mut sm);
     let input: &[u8] = if in_place(send) {
         own = out.bytes().to_vec();
         &own
     } else {
         // SAFETY: `send` holds n·scount elements.
-        sm = checked(unsafe { Message::new(send, scount.saturating_mul(n), stype, true) })?;
+        sm = checked(unsafe { Message::new(send, all_blocks(scount, n)?, stype, true) })?;
         sm.bytes()
     };
     from_vpml(c.alltoall(input, out.bytes()))?;
