@@ -771,14 +771,18 @@ export! {
         threaded_as!("MPI_Alltoallv", h, MPI_Ialltoallv(send, scounts, sdispls, stype, recv, rcounts, rdispls, rtype, h));
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
-            if !c.is_inter() {
-                let n = c.size();
-                // SAFETY: the arrays hold one int per rank (the send ones
-                // are not read in place).
-                let (rk, sk) = unsafe { (equal_blocks(rcounts, rdispls, n), if in_place(send) { None } else { equal_blocks(scounts, sdispls, n) }) };
-                if let Some(rk) = rk && (in_place(send) || sk.is_some()) {
+            // SAFETY: the arrays hold one int per rank.
+            if !c.is_inter() && let Some(rk) = unsafe { equal_blocks(rcounts, rdispls, c.size()) } {
+                // In place, the send lists are not read.
+                let sk = if in_place(send) {
+                    Some(rk)
+                } else {
+                    // SAFETY: as above.
+                    unsafe { equal_blocks(scounts, sdispls, c.size()) }
+                };
+                if let Some(sk) = sk {
                     // SAFETY: the caller's buffers are as MPI says.
-                    return unsafe { alltoall_blocks(&c, send, sk.unwrap_or(rk), stype, recv, rk, rtype) };
+                    return unsafe { alltoall_blocks(&c, send, sk, stype, recv, rk, rtype) };
                 }
             }
             no_in_place_on_inter(&c, send)?;
