@@ -155,6 +155,9 @@ impl Engine {
         let own = mailboxes[env.rank].take();
         let own = own.ok_or_else(|| Error::Bootstrap("own mailbox missing".into()))?;
         own.pid().store(std::process::id(), Ordering::Release);
+        // Before any frame goes out: writers then ring with a compiler
+        // fence only (see `doorbell_fence`).
+        let light_ring = crate::shm::doorbell_fence::enable();
         // Ranks are siblings: under Yama ptrace_scope=1 they may read each
         // other's memory only if they name an ancestor as their tracer.
         // Failure (no Yama) is harmless. A parent outside our pid namespace
@@ -230,7 +233,13 @@ impl Engine {
                 yield_for: Duration::ZERO,
             }
         };
-        tracing::debug!(rank = env.rank, size = env.size, single_copy, "joined job");
+        tracing::debug!(
+            rank = env.rank,
+            size = env.size,
+            single_copy,
+            light_ring,
+            "joined job"
+        );
         let mut core = Core::new(env.rank, env.size);
         core.pids = pids;
         core.restartable = recovery.is_some();

@@ -2,7 +2,7 @@
 //! ([`Peer`]), and the frames waiting to be written to it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::FRAGMENT;
 use super::requests::{RawBytes, ReqId};
@@ -307,8 +307,11 @@ pub(super) fn write_or_announce(w: &mut Link, hdr: &FrameHeader, bytes: &[u8]) -
         || (w.announce_waiting(hdr.kind, bytes.len()) && w.try_write(hdr, bytes))
 }
 
+/// Wake the owner of `bell` if it sleeps or is about to, after a frame
+/// was published to it (the barrier pairs with its arming, see
+/// [`crate::shm::doorbell_fence`]).
 pub(super) fn ring(bell: &AtomicU32) {
-    fence(Ordering::SeqCst);
+    crate::shm::doorbell_fence::before_ring();
     if bell.load(Ordering::Relaxed) != 0 {
         bell.store(0, Ordering::Relaxed);
         futex::wake(bell);

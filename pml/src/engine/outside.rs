@@ -94,10 +94,10 @@ impl Engine {
         let Some(own) = self.own.clone() else {
             return Some(polled);
         };
-        if self.arm_doorbell() {
+        let Some(longest) = self.arm_doorbell() else {
             own.doorbell().store(0, Ordering::Relaxed);
             return None;
-        }
+        };
         // Sockets do not ring the doorbell: with any, sleep in slices.
         let sockets = self.idle_fds().is_some()
             || self
@@ -107,7 +107,7 @@ impl Engine {
                 .any(|p| matches!(p.link, Link::Tcp(_)));
         Some(OutsideSleep {
             bell: Some(Bell(own)),
-            timeout: if sockets { POLL_SLICE } else { OUTSIDE_SLICE },
+            timeout: longest.min(if sockets { POLL_SLICE } else { OUTSIDE_SLICE }),
         })
     }
 

@@ -1,15 +1,20 @@
 //! Progress: one pass over every channel, idling on the doorbell, the
 //! failed state, and shutdown (finalize, abort).
 
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::link::Link;
 use super::requests::{ReqId, SlotKind};
 use super::{DIVERGED_EXIT_CODE, Engine, SLEEP_SLICE};
+
+/// The longest sleep when the doorbell's barrier failed: a writer may then
+/// have missed that this rank sleeps.
+const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 use crate::error::{Error, Result};
-use crate::shm::futex;
+use crate::shm::{doorbell_fence, futex};
 
 impl Engine {
     /// Sleep on the doorbell unless something is already waiting.
@@ -40,8 +45,7 @@ impl Engine {
             return;
         };
         let bell = own.doorbell();
-        let ready = self.arm_doorbell();
-        if !ready {
+        if let Some(longest) = self.arm_doorbell() {
             // TCP peers wake us through the socket, shared-memory ones
             // through the doorbell; with both, poll the sockets briefly.
             let mut fds: Vec<PollFd<'_>> = self
@@ -62,7 +66,7 @@ impl Engine {
                 .collect();
             fds.extend(self.idle_fds());
             if fds.is_empty() {
-                futex::wait(bell, 1, SLEEP_SLICE);
+                futex::wait(bell, 1, longest);
             } else {
                 let any_shm = self.peers.iter().flatten().any(|p| p.link.is_shm());
                 let ms = if any_shm {
@@ -81,19 +85,26 @@ impl Engine {
         bell.store(0, Ordering::Relaxed);
     }
 
-    /// Arm this rank's doorbell (peers then ring it), and say whether
-    /// something is already waiting: a frame to read, or room for a frame
-    /// waiting to be written (the reader may have freed space before the
-    /// doorbell was armed). Only for an engine with a mailbox.
-    pub(super) fn arm_doorbell(&mut self) -> bool {
+    /// Arm this rank's doorbell (peers then ring it) and say how long the
+    /// rank may sleep: `None` if something is already waiting (a frame to
+    /// read, or room for a frame waiting to be written: the reader may
+    /// have freed space before the doorbell was armed), else the longest
+    /// sleep — [`SLEEP_SLICE`], or [`BRIEF_SLEEP`] when the doorbell's
+    /// barrier could not reach writers that ring lightly
+    /// ([`doorbell_fence`]). Only for an engine with a mailbox.
+    pub(super) fn arm_doorbell(&mut self) -> Option<Duration> {
+        let mut longest = SLEEP_SLICE;
         if let Some(own) = &self.own {
             own.doorbell().store(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
+            if !doorbell_fence::before_sleep() {
+                longest = BRIEF_SLEEP;
+            }
         }
-        self.peers
-            .iter_mut()
-            .flatten()
-            .any(|p| p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link)))
+        let ready =
+            self.peers.iter_mut().flatten().any(|p| {
+                p.link.has_frame() || p.pending.front().is_some_and(|o| o.fits(&mut p.link))
+            });
+        (!ready).then_some(longest)
     }
 
     /// One pass over every channel. Returns true if anything happened.

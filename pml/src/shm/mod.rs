@@ -17,6 +17,7 @@
 //! the memory disappears with the last process that maps it, however the
 //! job ends.
 
+pub(crate) mod doorbell_fence;
 pub(crate) mod futex;
 pub(crate) mod mailbox;
 pub(crate) mod ring;

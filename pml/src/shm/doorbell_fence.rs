@@ -1,0 +1,187 @@
+//! The store–load barriers of the doorbell handshake, made asymmetric.
+//!
+//! A writer publishes a frame, then reads the reader's doorbell to see
+//! whether it must wake it; a reader about to sleep sets its doorbell,
+//! then looks at its rings once more. Each side's store must be visible
+//! before its load, or both can miss each other (a lost wake-up, ended
+//! only by the sleep's timeout). A full fence on both sides does it, but
+//! the writer's fence runs on every eager send and waits for the ring
+//! writes to reach lines the reader holds: a quarter of a sender's time at
+//! 16 B message rate.
+//!
+//! Linux's `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` moves that cost to
+//! the rare side: it makes every running thread of every registered
+//! process pass a full barrier before it returns. A registered writer then
+//! needs only a compiler fence ([`before_ring`]), and the sleeper calls
+//! membarrier ([`before_sleep`]) after arming its doorbell — once per
+//! sleep, which comes after milliseconds of idling (see the engine's
+//! `IdlePolicy`). This is the pairing the `membarrier(2)` manual describes.
+//!
+//! Where the kernel lacks the command, nothing registers and every writer
+//! keeps its full fence. Where the kernel has it but a process cannot call
+//! it (a seccomp filter), that sleeper says so and sleeps in short slices.
+
+use std::sync::atomic::{AtomicBool, Ordering, compiler_fence, fence};
+
+/// This process registered: its writers ring with a compiler fence only.
+static LIGHT_WRITERS: AtomicBool = AtomicBool::new(false);
+
+/// Register this process for global expedited membarriers (once; later
+/// calls return the first answer). Returns whether writers ring lightly.
+pub(crate) fn enable() -> bool {
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONCE.get_or_init(|| {
+        let registered = register();
+        LIGHT_WRITERS.store(registered, Ordering::SeqCst);
+        registered
+    })
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn register() -> bool {
+    use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
+    membarrier_query().contains_command(MembarrierCommand::GlobalExpedited)
+        && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn register() -> bool {
+    false
+}
+
+/// The writer's barrier between publishing a frame and reading the
+/// reader's doorbell.
+#[inline]
+pub(crate) fn before_ring() {
+    if LIGHT_WRITERS.load(Ordering::Relaxed) {
+        // The sleeper's membarrier stands in for the hardware fence: this
+        // only keeps the compiler from moving the doorbell read up.
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// The sleeper's barrier between arming its doorbell and looking at its
+/// rings a last time. Returns false when a writer that rings lightly may
+/// not have been reached: the caller must then sleep only briefly.
+pub(crate) fn before_sleep() -> bool {
+    fence(Ordering::SeqCst);
+    sleeper_membarrier()
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn sleeper_membarrier() -> bool {
+    use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
+    static KERNEL_HAS_IT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let has_it = *KERNEL_HAS_IT
+        .get_or_init(|| membarrier_query().contains_command(MembarrierCommand::GlobalExpedited));
+    // Without the command no process could register, so every writer
+    // fences fully and the fence above suffices.
+    !has_it || membarrier(MembarrierCommand::GlobalExpedited).is_ok()
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn sleeper_membarrier() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    use super::*;
+
+    /// An atomic alone on its cache line.
+    #[derive(Default)]
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+
+    /// Wait until `word` holds `value`: spin a while (so that both sides
+    /// leave at nearly the same moment), then yield between looks.
+    fn await_value(word: &AtomicU64, value: u64) {
+        let mut spins = 0u32;
+        while word.load(Ordering::Acquire) != value {
+            if spins < 100_000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The litmus test of the handshake, released on both sides at once,
+    /// round after round: the writer publishes and reads the doorbell with
+    /// the light barrier, the sleeper arms the doorbell and reads the
+    /// data. If neither saw the other's store, the sleeper would sleep
+    /// through the frame. With the sleeper's full fence but without its
+    /// membarrier, 37 to 183 of the 300,000 rounds missed on a 2-core
+    /// x86 VM; with compiler fences on both sides, 3 of 20,000.
+    #[test]
+    fn a_light_ring_and_a_sleeper_never_miss_each_other() {
+        if !enable() {
+            eprintln!("membarrier is not available here: writers fence fully");
+        }
+        const ROUNDS: u64 = 300_000;
+        let data = Arc::new(AtomicU64::new(0));
+        let bell = Arc::new(AtomicU32::new(0));
+        let start = Arc::new(AtomicU64::new(0));
+        let written = Arc::new(AtomicU64::new(0));
+        // Lines the sleeper reads every round: the writer's stores to them
+        // wait for the lines, as ring writes to lines a polling reader
+        // holds do, and keep its data store in the store buffer longer.
+        let lines: Arc<Vec<Line>> = Arc::new((0..8).map(|_| Line::default()).collect());
+        let writer = {
+            let (data, bell, start, written, lines) = (
+                data.clone(),
+                bell.clone(),
+                start.clone(),
+                written.clone(),
+                lines.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut saw_bell = Vec::with_capacity(ROUNDS as usize);
+                for i in 1..=ROUNDS {
+                    await_value(&start, i);
+                    for l in lines.iter() {
+                        l.0.store(i, Ordering::Relaxed);
+                    }
+                    data.store(i, Ordering::Relaxed);
+                    before_ring();
+                    saw_bell.push(bell.load(Ordering::Relaxed) != 0);
+                    written.store(i, Ordering::Release);
+                }
+                saw_bell
+            })
+        };
+        let mut saw_data = Vec::with_capacity(ROUNDS as usize);
+        for i in 1..=ROUNDS {
+            bell.store(0, Ordering::Relaxed);
+            start.store(i, Ordering::Release);
+            // A varying head start for the writer, so that the two sides
+            // overlap differently from round to round.
+            for _ in 0..i % 97 {
+                std::hint::spin_loop();
+            }
+            bell.store(1, Ordering::Relaxed);
+            assert!(before_sleep(), "membarrier failed on a kernel that has it");
+            saw_data.push(data.load(Ordering::Relaxed) >= i);
+            await_value(&written, i);
+            for l in lines.iter() {
+                std::hint::black_box(l.0.load(Ordering::Relaxed));
+            }
+        }
+        let saw_bell = writer.join().expect("writer thread");
+        let missed = saw_bell
+            .iter()
+            .zip(&saw_data)
+            .filter(|(b, d)| !**b && !**d)
+            .count();
+        assert_eq!(
+            missed, 0,
+            "rounds in which writer and sleeper missed each other"
+        );
+    }
+}
