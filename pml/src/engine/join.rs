@@ -155,9 +155,6 @@ impl Engine {
         let own = mailboxes[env.rank].take();
         let own = own.ok_or_else(|| Error::Bootstrap("own mailbox missing".into()))?;
         own.pid().store(std::process::id(), Ordering::Release);
-        // Before any frame goes out: writers then ring with a compiler
-        // fence only (see `doorbell_fence`).
-        let light_ring = crate::shm::doorbell_fence::enable();
         // Ranks are siblings: under Yama ptrace_scope=1 they may read each
         // other's memory only if they name an ancestor as their tracer.
         // Failure (no Yama) is harmless. A parent outside our pid namespace
@@ -219,6 +216,12 @@ impl Engine {
             peers.push(Some(peer));
         }
         let oversubscribed = env.local_size > env.host_cores.max(1);
+        // With a core to itself this rank sleeps only after long idling:
+        // it may pay membarrier then, and peers ring it lightly (see
+        // `doorbell_fence`). Before this store they fence fully.
+        let light_ring = !oversubscribed && crate::shm::doorbell_fence::enable();
+        own.sleeps_with_membarrier()
+            .store(u32::from(light_ring), Ordering::SeqCst);
         let idle = if oversubscribed {
             // Yield after a few empty polls: a rank that spins keeps the
             // core from the rank it waits for (8 ranks on 2 cores: barrier

@@ -308,10 +308,11 @@ pub(super) fn write_or_announce(w: &mut Link, hdr: &FrameHeader, bytes: &[u8]) -
 }
 
 /// Wake the owner of `bell` if it sleeps or is about to, after a frame
-/// was published to it (the barrier pairs with its arming, see
+/// was published to it; `owner_membarrier`: the owner said it sleeps with
+/// membarrier (the barrier pairs with its arming, see
 /// [`crate::shm::doorbell_fence`]).
-pub(super) fn ring(bell: &AtomicU32) {
-    crate::shm::doorbell_fence::before_ring();
+pub(super) fn ring(bell: &AtomicU32, owner_membarrier: bool) {
+    crate::shm::doorbell_fence::before_ring(owner_membarrier);
     if bell.load(Ordering::Relaxed) != 0 {
         bell.store(0, Ordering::Relaxed);
         futex::wake(bell);

@@ -1,7 +1,7 @@
 //! Progress: one pass over every channel, idling on the doorbell, the
 //! failed state, and shutdown (finalize, abort).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -9,12 +9,12 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use super::link::Link;
 use super::requests::{ReqId, SlotKind};
 use super::{DIVERGED_EXIT_CODE, Engine, SLEEP_SLICE};
-
-/// The longest sleep when the doorbell's barrier failed: a writer may then
-/// have missed that this rank sleeps.
-const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 use crate::error::{Error, Result};
 use crate::shm::{doorbell_fence, futex};
+
+/// The longest sleep when the doorbell's membarrier failed: a writer may
+/// then have missed that this rank sleeps.
+const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 
 impl Engine {
     /// Sleep on the doorbell unless something is already waiting.
@@ -68,6 +68,8 @@ impl Engine {
             if fds.is_empty() {
                 futex::wait(bell, 1, longest);
             } else {
+                // With a shared-memory peer the slice is 1 ms, no longer
+                // than `longest` can be.
                 let any_shm = self.peers.iter().flatten().any(|p| p.link.is_shm());
                 let ms = if any_shm {
                     1
@@ -89,15 +91,19 @@ impl Engine {
     /// rank may sleep: `None` if something is already waiting (a frame to
     /// read, or room for a frame waiting to be written: the reader may
     /// have freed space before the doorbell was armed), else the longest
-    /// sleep — [`SLEEP_SLICE`], or [`BRIEF_SLEEP`] when the doorbell's
-    /// barrier could not reach writers that ring lightly
-    /// ([`doorbell_fence`]). Only for an engine with a mailbox.
+    /// sleep — [`SLEEP_SLICE`], or [`BRIEF_SLEEP`] when this rank sleeps
+    /// with membarrier and the call failed ([`doorbell_fence`]). Only for
+    /// an engine with a mailbox.
     pub(super) fn arm_doorbell(&mut self) -> Option<Duration> {
         let mut longest = SLEEP_SLICE;
         if let Some(own) = &self.own {
             own.doorbell().store(1, Ordering::SeqCst);
-            if !doorbell_fence::before_sleep() {
-                longest = BRIEF_SLEEP;
+            if own.sleeps_with_membarrier().load(Ordering::Relaxed) != 0 {
+                if !doorbell_fence::before_sleep() {
+                    longest = BRIEF_SLEEP;
+                }
+            } else {
+                fence(Ordering::SeqCst);
             }
         }
         let ready =

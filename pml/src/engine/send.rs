@@ -1,6 +1,8 @@
 //! Sends: the blocking fast path, starting a send (eager, single-copy
 //! announcement or fragments), and writing queued frames to a peer.
 
+use std::sync::atomic::Ordering;
+
 use super::link::{Outgoing, Peer, message_header, ring, write_or_announce};
 use super::requests::{RawBytes, ReqId, SlotKind};
 use super::{EAGER_LIMIT, Engine};
@@ -396,7 +398,10 @@ impl Engine {
     fn ring_doorbell(&self, dest: usize) {
         let shm = self.peers[dest].as_ref().is_some_and(|p| p.link.is_shm());
         if shm && let Some(mb) = self.mailboxes[dest].as_ref() {
-            ring(mb.doorbell());
+            ring(
+                mb.doorbell(),
+                mb.sleeps_with_membarrier().load(Ordering::Relaxed) != 0,
+            );
         }
     }
 

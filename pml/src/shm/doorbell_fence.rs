@@ -12,49 +12,59 @@
 //! Linux's `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` moves that cost to
 //! the rare side: it makes every running thread of every registered
 //! process pass a full barrier before it returns. A registered writer then
-//! needs only a compiler fence ([`before_ring`]), and the sleeper calls
-//! membarrier ([`before_sleep`]) after arming its doorbell — once per
-//! sleep, which comes after milliseconds of idling (see the engine's
-//! `IdlePolicy`). This is the pairing the `membarrier(2)` manual describes.
+//! needs only a compiler fence ([`before_ring`]) towards a reader that
+//! calls membarrier after arming its doorbell ([`before_sleep`]). This is
+//! the pairing the `membarrier(2)` manual describes.
 //!
-//! Where the kernel lacks the command, nothing registers and every writer
-//! keeps its full fence. Where the kernel has it but a process cannot call
-//! it (a seccomp filter), that sleeper says so and sleeps in short slices.
+//! Both ends must agree, pair by pair. A process whose registration and
+//! one trial call both succeeded is *able* ([`enable`]); the engine of an
+//! able rank that has a core to itself (so that it sleeps only after long
+//! idling) says in its mailbox that it sleeps with membarrier, and a
+//! writer rings lightly only when it is able itself and the reader said
+//! so. Everywhere else — kernels without the command, seccomp filters,
+//! ranks that share cores (they sleep often, and each call interrupts
+//! every core running a registered process), the space-freed wake-ups of
+//! `RingReader::publish` — the full fences stay.
 
 use std::sync::atomic::{AtomicBool, Ordering, compiler_fence, fence};
 
-/// This process registered: its writers ring with a compiler fence only.
-static LIGHT_WRITERS: AtomicBool = AtomicBool::new(false);
+/// This process registered and its trial call worked.
+static ABLE: AtomicBool = AtomicBool::new(false);
 
-/// Register this process for global expedited membarriers (once; later
-/// calls return the first answer). Returns whether writers ring lightly.
+/// Register this process for global expedited membarriers and try one
+/// (once; later calls return the first answer). Returns whether this
+/// process is able: its writers may ring lightly, and its engine may sleep
+/// with membarrier.
 pub(crate) fn enable() -> bool {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ONCE.get_or_init(|| {
-        let registered = register();
-        LIGHT_WRITERS.store(registered, Ordering::SeqCst);
-        registered
+        let able = register();
+        ABLE.store(able, Ordering::SeqCst);
+        able
     })
 }
 
+/// Register for, then call once, the global expedited membarrier.
 #[cfg(all(target_os = "linux", not(miri)))]
 fn register() -> bool {
-    use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
-    membarrier_query().contains_command(MembarrierCommand::GlobalExpedited)
-        && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+    use rustix::thread::{MembarrierCommand, membarrier};
+    membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+        && membarrier(MembarrierCommand::GlobalExpedited).is_ok()
 }
 
+/// No membarrier: never able.
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn register() -> bool {
     false
 }
 
 /// The writer's barrier between publishing a frame and reading the
-/// reader's doorbell.
+/// doorbell of a reader; `reader_membarrier`: the reader said it sleeps
+/// with membarrier.
 #[inline]
-pub(crate) fn before_ring() {
-    if LIGHT_WRITERS.load(Ordering::Relaxed) {
-        // The sleeper's membarrier stands in for the hardware fence: this
+pub(crate) fn before_ring(reader_membarrier: bool) {
+    if reader_membarrier && ABLE.load(Ordering::Relaxed) {
+        // The reader's membarrier stands in for the hardware fence: this
         // only keeps the compiler from moving the doorbell read up.
         compiler_fence(Ordering::SeqCst);
     } else {
@@ -62,25 +72,34 @@ pub(crate) fn before_ring() {
     }
 }
 
-/// The sleeper's barrier between arming its doorbell and looking at its
-/// rings a last time. Returns false when a writer that rings lightly may
-/// not have been reached: the caller must then sleep only briefly.
+/// The barrier of a reader that said it sleeps with membarrier, between
+/// arming its doorbell and looking at its rings a last time. Returns false
+/// if the call failed (after it worked at [`enable`]): a light writer may
+/// then have missed that this rank sleeps, and the caller must sleep only
+/// briefly.
 pub(crate) fn before_sleep() -> bool {
+    // For the failure case; when membarrier works it orders this side too.
     fence(Ordering::SeqCst);
-    sleeper_membarrier()
+    let ok = sleeper_membarrier();
+    if !ok {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                "membarrier failed after it worked at start-up: this rank sleeps in 1 ms slices"
+            )
+        });
+    }
+    ok
 }
 
+/// The sleeper's membarrier.
 #[cfg(all(target_os = "linux", not(miri)))]
 fn sleeper_membarrier() -> bool {
-    use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
-    static KERNEL_HAS_IT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let has_it = *KERNEL_HAS_IT
-        .get_or_init(|| membarrier_query().contains_command(MembarrierCommand::GlobalExpedited));
-    // Without the command no process could register, so every writer
-    // fences fully and the fence above suffices.
-    !has_it || membarrier(MembarrierCommand::GlobalExpedited).is_ok()
+    use rustix::thread::{MembarrierCommand, membarrier};
+    membarrier(MembarrierCommand::GlobalExpedited).is_ok()
 }
 
+/// No membarrier (never able, so never a light writer to reach).
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn sleeper_membarrier() -> bool {
     true
@@ -103,7 +122,7 @@ mod tests {
     fn await_value(word: &AtomicU64, value: u64) {
         let mut spins = 0u32;
         while word.load(Ordering::Acquire) != value {
-            if spins < 100_000 {
+            if spins < 1_000 {
                 spins += 1;
                 std::hint::spin_loop();
             } else {
@@ -117,14 +136,16 @@ mod tests {
     /// the light barrier, the sleeper arms the doorbell and reads the
     /// data. If neither saw the other's store, the sleeper would sleep
     /// through the frame. With the sleeper's full fence but without its
-    /// membarrier, 37 to 183 of the 300,000 rounds missed on a 2-core
-    /// x86 VM; with compiler fences on both sides, 3 of 20,000.
+    /// membarrier, 25 to 116 of 100,000 rounds missed on a 2-core x86 VM;
+    /// with compiler fences on both sides, 3 of 20,000.
     #[test]
     fn a_light_ring_and_a_sleeper_never_miss_each_other() {
         if !enable() {
-            eprintln!("membarrier is not available here: writers fence fully");
+            // Nothing light to test: every side fences fully.
+            eprintln!("skipped: membarrier is not available here, writers fence fully");
+            return;
         }
-        const ROUNDS: u64 = 300_000;
+        const ROUNDS: u64 = 100_000;
         let data = Arc::new(AtomicU64::new(0));
         let bell = Arc::new(AtomicU32::new(0));
         let start = Arc::new(AtomicU64::new(0));
@@ -149,7 +170,7 @@ mod tests {
                         l.0.store(i, Ordering::Relaxed);
                     }
                     data.store(i, Ordering::Relaxed);
-                    before_ring();
+                    before_ring(true);
                     saw_bell.push(bell.load(Ordering::Relaxed) != 0);
                     written.store(i, Ordering::Release);
                 }
@@ -157,6 +178,7 @@ mod tests {
             })
         };
         let mut saw_data = Vec::with_capacity(ROUNDS as usize);
+        let mut failed_calls = 0;
         for i in 1..=ROUNDS {
             bell.store(0, Ordering::Relaxed);
             start.store(i, Ordering::Release);
@@ -166,7 +188,7 @@ mod tests {
                 std::hint::spin_loop();
             }
             bell.store(1, Ordering::Relaxed);
-            assert!(before_sleep(), "membarrier failed on a kernel that has it");
+            failed_calls += usize::from(!before_sleep());
             saw_data.push(data.load(Ordering::Relaxed) >= i);
             await_value(&written, i);
             for l in lines.iter() {
@@ -174,6 +196,10 @@ mod tests {
             }
         }
         let saw_bell = writer.join().expect("writer thread");
+        assert_eq!(
+            failed_calls, 0,
+            "membarrier calls that failed after enable()"
+        );
         let missed = saw_bell
             .iter()
             .zip(&saw_data)

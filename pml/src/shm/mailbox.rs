@@ -12,6 +12,8 @@ const _: () = assert!(RING_CAPACITY.is_power_of_two());
 const CONTROL_PAGE: usize = 4096;
 const SLOT: usize = RING_CONTROL + RING_CAPACITY;
 const DOORBELL_OFFSET: usize = 0;
+/// Beside the doorbell: a writer reads it with the doorbell's line.
+const MEMBARRIER_SLEEPER_OFFSET: usize = 4;
 const PID_OFFSET: usize = 64;
 
 /// Size in bytes of the mailbox of one rank in a job of `size` ranks.
@@ -147,6 +149,14 @@ impl Mailbox {
     pub(crate) fn doorbell(&self) -> &AtomicU32 {
         // SAFETY: offset inside the control page of a live mapping; aligned.
         unsafe { &*(self.base.add(DOORBELL_OFFSET) as *const AtomicU32) }
+    }
+
+    /// 1 if the owner sleeps with membarrier, so that able writers may ring
+    /// it with a compiler fence only (see `super::doorbell_fence`); set by
+    /// the owner when it joins, 0 before.
+    pub(crate) fn sleeps_with_membarrier(&self) -> &AtomicU32 {
+        // SAFETY: as for `doorbell`.
+        unsafe { &*(self.base.add(MEMBARRIER_SLEEPER_OFFSET) as *const AtomicU32) }
     }
 
     /// The owner's process id, published at start-up.
