@@ -216,10 +216,18 @@ impl Engine {
             peers.push(Some(peer));
         }
         let oversubscribed = env.local_size > env.host_cores.max(1);
-        // With a core to itself this rank sleeps only after long idling:
-        // it may pay membarrier then, and peers ring it lightly (see
-        // `doorbell_fence`). Before this store they fence fully.
-        let light_ring = !oversubscribed && crate::shm::doorbell_fence::enable();
+        // A rank with a core to itself sleeps only after long idling, and
+        // then after 1,000 empty polls per wake-up: it may pay membarrier
+        // per sleep, and its peers ring it lightly (see `doorbell_fence`).
+        // Not with a TCP peer: the rank then sleeps in 1 ms slices. A
+        // previous incarnation's word is harmless: nobody rings this rank
+        // before its links come up, after this store.
+        let all_shm = env.local_size == env.size
+            && peers
+                .iter()
+                .flatten()
+                .all(|p| !matches!(p.link, Link::Tcp(_)));
+        let light_ring = all_shm && !oversubscribed && crate::shm::doorbell_fence::enable();
         own.sleeps_with_membarrier()
             .store(u32::from(light_ring), Ordering::SeqCst);
         let idle = if oversubscribed {

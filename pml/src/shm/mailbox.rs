@@ -119,7 +119,7 @@ pub(crate) struct Mailbox {
 
 // SAFETY: a `Mailbox` is the address of a shared mapping that lives until
 // it drops. Through `&Mailbox` safe code only reaches atomics (`doorbell`,
-// `pid`); the rings are raw pointers, which only unsafe code following the
+// `sleeps_with_membarrier`, `pid`); the rings are raw pointers, which only unsafe code following the
 // ring protocol dereferences. Sharing or moving it between threads
 // therefore allows no data race (the engine's outside sleepers wait on its
 // doorbell from other threads).
@@ -153,7 +153,8 @@ impl Mailbox {
 
     /// 1 if the owner sleeps with membarrier, so that able writers may ring
     /// it with a compiler fence only (see `super::doorbell_fence`); set by
-    /// the owner when it joins, 0 before.
+    /// the owner when it joins (0 in a new mailbox; a restarted owner
+    /// overwrites its previous incarnation's word before its links come up).
     pub(crate) fn sleeps_with_membarrier(&self) -> &AtomicU32 {
         // SAFETY: as for `doorbell`.
         unsafe { &*(self.base.add(MEMBARRIER_SLEEPER_OFFSET) as *const AtomicU32) }

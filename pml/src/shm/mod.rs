@@ -2,7 +2,8 @@
 //!
 //! Every rank owns a *mailbox*: one anonymous shared-memory file (memfd)
 //! created by the launcher and inherited by every rank of the host. A
-//! mailbox holds a control page (the rank's doorbell and pid) and one
+//! mailbox holds a control page (the rank's doorbell, whether it sleeps
+//! with membarrier, and its pid) and one
 //! single-producer/single-consumer ring per sender. Rank `s` writes frames
 //! into ring `s` of rank `d`'s mailbox; only `d` reads them.
 //!
