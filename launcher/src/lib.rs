@@ -3,8 +3,9 @@
 //! Starts the N rank processes of a job on this host and watches them:
 //!
 //! 1. creates one shared-memory mailbox (memfd) per rank, which every rank
-//!    inherits — nothing is ever created under `/dev/shm`, so nothing can be
-//!    left behind, however the job ends;
+//!    inherits — nothing is created under `/dev/shm` for them, so nothing
+//!    can be left behind, however the job ends (the files of the C
+//!    library's shared windows, which are there, it removes at the end);
 //! 2. serves the bootstrap key/value exchange ([`vpml_pml::bootstrap`]) on
 //!    loopback, guarded by a random job token;
 //! 3. spawns the ranks with `PR_SET_PDEATHSIG`, so a killed launcher takes

@@ -94,8 +94,8 @@ pub(super) fn map_shared(
     let total = control
         .checked_add(super::direct::control_bytes(all.len()))
         .ok_or_else(too_big)?;
-    let rank = crate::state::intra_comm(func, h)?.rank();
-    let mut map = match map_segment(h, rank, total)? {
+    let c = crate::state::intra_comm(func, h)?;
+    let mut map = match map_segment(h, c.rank(), total, &c.job_id())? {
         Ok(m) => m,
         Err(why) => return Ok(Err(NotShared::Unmapped(why))),
     };
@@ -109,7 +109,7 @@ pub(super) fn map_shared(
         unsafe { super::direct::Direct::new(bases, (start + control) as *const _) }
     });
     Ok(Ok(Mapped {
-        base: start + parts[rank].0,
+        base: start + parts[c.rank()].0,
         segment: Segment { map, parts },
         direct,
     }))
@@ -139,38 +139,30 @@ fn exchange(func: &str, h: Comm, len: usize, unit: usize) -> Result<Vec<[u64; 3]
     Ok(all)
 }
 
-/// The segment of the members of `h`: made by member 0 (its `total`
-/// bytes reserved in `/dev/shm`, so that a full one is an error here
-/// rather than a bus error at the first store), opened by the others once
-/// it told them its name. Collective: every member gets the mapping, or
+/// The segment of the members of `h`, in job `job`: made by member 0
+/// (its `total` bytes reserved in `/dev/shm`, so that a full one is an
+/// error here rather than a bus error at the first store), opened by the
+/// others once it told them its name. Collective: every member gets the mapping, or
 /// every member gets why it failed somewhere.
 fn map_segment(
     h: Comm,
     rank: usize,
     total: usize,
+    job: &str,
 ) -> Result<Result<memmap2::MmapMut, String>, c_int> {
     let mut name = [0u8; 64];
     let mut made = Err(String::new());
     if rank == 0 {
-        let path = format!(
-            "/dev/shm/vpml-win-{}-{}",
-            std::process::id(),
-            MADE.fetch_add(1, Ordering::Relaxed)
-        );
-        made = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| format!("{path}: {e}"))
-            .and_then(|f| match reserve(&f, total.max(1)) {
-                Ok(()) => Ok(f),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&path);
-                    Err(format!("{path}: reserving {total} bytes: {e}"))
-                }
-            });
+        let (path, file) = make_file(job);
+        made = file.and_then(|f| match reserve(&f, total.max(1)) {
+            Ok(()) => Ok(f),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(format!("{}: reserving {total} bytes: {e}", path.display()))
+            }
+        });
         if made.is_ok() {
+            let path = path.to_string_lossy();
             let n = path.len().min(name.len());
             name[..n].copy_from_slice(&path.as_bytes()[..n]);
         }
@@ -229,6 +221,35 @@ fn map_segment(
         Ok(_) => Err("another member could not map the shared memory file".into()),
         Err(why) => Err(why),
     })
+}
+
+/// Make a new window file of job `job`, under the first name that no
+/// file has: one a killed process of this job left may hold the name a
+/// new process with its pid would take (the launcher removes them when
+/// the job ends). Its path, and the file or why there is none.
+fn make_file(job: &str) -> (std::path::PathBuf, Result<std::fs::File, String>) {
+    const TRIES: usize = 64;
+    let mut last = None;
+    for _ in 0..TRIES {
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let path = vpml::shm::window_files::window_file_path(job, std::process::id(), n);
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => return (path, Ok(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
+            Err(e) => {
+                let why = format!("{}: {e}", path.display());
+                return (path, Err(why));
+            }
+        }
+    }
+    let path = last.unwrap_or_default();
+    let why = format!("{}: {TRIES} names in a row taken", path.display());
+    (path, Err(why))
 }
 
 /// Give file `f` `len` bytes of storage now (tmpfs pages), not at the
@@ -329,5 +350,38 @@ export! {
             Some(Err((code, why))) => win_error(h, func, code, &why),
             None => win_error(h, func, MPI_ERR_WIN, "invalid window"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name a killed process of the same job left taken (its pid came
+    /// back) is skipped, not an error.
+    #[test]
+    fn a_window_file_name_left_taken_is_skipped() {
+        let job = format!("test-{}", std::process::id());
+        let next = MADE.load(Ordering::Relaxed);
+        let taken: Vec<_> = (next..next + 3)
+            .map(|n| vpml::shm::window_files::window_file_path(&job, std::process::id(), n))
+            .collect();
+        for p in &taken {
+            std::fs::write(p, b"left behind").expect("make a stale window file");
+        }
+        let (path, file) = make_file(&job);
+        let made = file.is_ok();
+        let _ = std::fs::remove_file(&path);
+        let removed = vpml::shm::window_files::remove_window_files(
+            std::path::Path::new(vpml::shm::window_files::WINDOW_FILE_DIR),
+            &job,
+        );
+        assert!(made, "no window file made past the taken names");
+        assert!(
+            !taken.contains(&path),
+            "took a name in use: {}",
+            path.display()
+        );
+        assert_eq!(removed, 3, "the stale files");
     }
 }

@@ -22,5 +22,6 @@ pub(crate) mod doorbell_fence;
 pub(crate) mod futex;
 pub(crate) mod mailbox;
 pub(crate) mod ring;
+pub mod window_files;
 
 pub use mailbox::{Doorbells, create_mailbox, mailbox_len};
