@@ -4,8 +4,9 @@
 //!
 //! 1. creates one shared-memory mailbox (memfd) per rank, which every rank
 //!    inherits — nothing is created under `/dev/shm` for them, so nothing
-//!    can be left behind, however the job ends (the files of the C
-//!    library's shared windows, which are there, it removes at the end);
+//!    can be left behind, however the job ends (the C library's shared
+//!    windows do make files there: the launcher and its agents remove what
+//!    killed ranks left when the job ends, unless they are killed too);
 //! 2. serves the bootstrap key/value exchange ([`vpml_pml::bootstrap`]) on
 //!    loopback, guarded by a random job token;
 //! 3. spawns the ranks with `PR_SET_PDEATHSIG`, so a killed launcher takes

@@ -198,10 +198,24 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
         Ok(())
     })();
     // The launcher is gone (or told nonsense): nothing may outlive it.
-    for &pid in lock(&state).pids.values() {
+    let st = lock(&state);
+    for &pid in st.pids.values() {
         // Our own children, not yet reaped.
         crate::process::signal(pid, Signal::KILL);
     }
+    // Shared windows' files that this host's killed ranks left.
+    if let Some(jid) = st.setup.as_ref().and_then(|job| {
+        job.envs
+            .iter()
+            .find(|(k, _)| k == env::JOB_ID)
+            .map(|(_, v)| v.clone())
+    }) {
+        vpml_pml::shm::window_files::remove_window_files(
+            std::path::Path::new(vpml_pml::shm::window_files::WINDOW_FILE_DIR),
+            &jid,
+        );
+    }
+    drop(st);
     result
 }
 

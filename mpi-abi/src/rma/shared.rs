@@ -142,18 +142,20 @@ fn exchange(func: &str, h: Comm, len: usize, unit: usize) -> Result<Vec<[u64; 3]
 /// The segment of the members of `h`, in job `job`: made by member 0
 /// (its `total` bytes reserved in `/dev/shm`, so that a full one is an
 /// error here rather than a bus error at the first store), opened by the
-/// others once it told them its name. Collective: every member gets the mapping, or
-/// every member gets why it failed somewhere.
+/// others once it told them which file it made (its pid and number: each
+/// member builds the path). Collective: every member gets the mapping,
+/// or every member gets why it failed somewhere.
 fn map_segment(
     h: Comm,
     rank: usize,
     total: usize,
     job: &str,
 ) -> Result<Result<memmap2::MmapMut, String>, c_int> {
-    let mut name = [0u8; 64];
+    // Member 0's file: [made, pid, number].
+    let mut which = [0u64; 3];
     let mut made = Err(String::new());
     if rank == 0 {
-        let (path, file) = make_file(job);
+        let (n, path, file) = make_file(job);
         made = file.and_then(|f| match reserve(&f, total.max(1)) {
             Ok(()) => Ok(f),
             Err(e) => {
@@ -162,25 +164,22 @@ fn map_segment(
             }
         });
         if made.is_ok() {
-            let path = path.to_string_lossy();
-            let n = path.len().min(name.len());
-            name[..n].copy_from_slice(&path.as_bytes()[..n]);
+            which = [1, u64::from(std::process::id()), n];
         }
     }
-    // SAFETY: `name` holds 64 bytes at every member.
-    let rc = unsafe { crate::coll::MPI_Bcast(name.as_mut_ptr().cast(), 64, MPI_BYTE, 0, h) };
+    // SAFETY: `which` holds 3 words at every member.
+    let rc = unsafe { crate::coll::MPI_Bcast(which.as_mut_ptr().cast(), 3, MPI_UINT64_T, 0, h) };
     if rc != MPI_SUCCESS {
         return Err(rc);
     }
-    let path = String::from_utf8_lossy(&name)
-        .trim_end_matches('\0')
-        .to_string();
-    if path.is_empty() {
+    if which[0] == 0 {
         return Ok(Err(match made {
             Err(why) if rank == 0 => why,
             _ => "the first member could not make the shared memory file".into(),
         }));
     }
+    let pid = u32::try_from(which[1]).unwrap_or(u32::MAX);
+    let path = vpml::shm::window_files::window_file_path(job, pid, which[2]);
     let file = match made {
         Ok(f) => Ok(f),
         Err(_) => std::fs::OpenOptions::new()
@@ -195,7 +194,7 @@ fn map_segment(
     // program's, as MPI defines shared windows.
     let map = file
         .and_then(|f| unsafe { memmap2::MmapMut::map_mut(&f) })
-        .map_err(|e| format!("{path}: {e}"));
+        .map_err(|e| format!("{}: {e}", path.display()));
     // Every member mapped it, or some failed: all learn which, and the
     // name can go.
     let mut failed = c_int::from(map.is_err());
@@ -223,33 +222,33 @@ fn map_segment(
     })
 }
 
-/// Make a new window file of job `job`, under the first name that no
-/// file has: one a killed process of this job left may hold the name a
-/// new process with its pid would take (the launcher removes them when
-/// the job ends). Its path, and the file or why there is none.
-fn make_file(job: &str) -> (std::path::PathBuf, Result<std::fs::File, String>) {
+/// Make a new window file of job `job`, under the first number whose
+/// name no file has: a killed process of this job may have left the name
+/// a new process with its pid would take (the launcher removes them when
+/// the job ends). Its number, its path, and the file or why there is none.
+fn make_file(job: &str) -> (u64, std::path::PathBuf, Result<std::fs::File, String>) {
     const TRIES: usize = 64;
-    let mut last = None;
+    let pid = std::process::id();
+    let mut last = (0, std::path::PathBuf::new());
     for _ in 0..TRIES {
         let n = MADE.fetch_add(1, Ordering::Relaxed);
-        let path = vpml::shm::window_files::window_file_path(job, std::process::id(), n);
+        let path = vpml::shm::window_files::window_file_path(job, pid, n);
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&path)
         {
-            Ok(f) => return (path, Ok(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
+            Ok(f) => return (n, path, Ok(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = (n, path),
             Err(e) => {
                 let why = format!("{}: {e}", path.display());
-                return (path, Err(why));
+                return (n, path, Err(why));
             }
         }
     }
-    let path = last.unwrap_or_default();
-    let why = format!("{}: {TRIES} names in a row taken", path.display());
-    (path, Err(why))
+    let why = format!("{}: {TRIES} names in a row taken", last.1.display());
+    (last.0, last.1, Err(why))
 }
 
 /// Give file `f` `len` bytes of storage now (tmpfs pages), not at the
@@ -366,10 +365,21 @@ mod tests {
         let taken: Vec<_> = (next..next + 3)
             .map(|n| vpml::shm::window_files::window_file_path(&job, std::process::id(), n))
             .collect();
+        // Removes this test's files however it ends.
+        struct Sweep(String);
+        impl Drop for Sweep {
+            fn drop(&mut self) {
+                vpml::shm::window_files::remove_window_files(
+                    std::path::Path::new(vpml::shm::window_files::WINDOW_FILE_DIR),
+                    &self.0,
+                );
+            }
+        }
+        let _sweep = Sweep(job.clone());
         for p in &taken {
             std::fs::write(p, b"left behind").expect("make a stale window file");
         }
-        let (path, file) = make_file(&job);
+        let (_, path, file) = make_file(&job);
         let made = file.is_ok();
         let _ = std::fs::remove_file(&path);
         let removed = vpml::shm::window_files::remove_window_files(
