@@ -291,10 +291,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         let _ = std::fs::remove_dir_all(dir);
     }
     // Shared windows' files that ranks killed before unlinking them left.
-    vpml_pml::shm::window_files::remove_window_files(
-        std::path::Path::new(vpml_pml::shm::window_files::WINDOW_FILE_DIR),
-        &job_id_for_manifest,
-    );
+    vpml_pml::shm::window_files::remove_window_files(&job_id_for_manifest);
     if args.stats {
         print_stats(&kv, args.ranks);
     }

@@ -204,16 +204,8 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
         crate::process::signal(pid, Signal::KILL);
     }
     // Shared windows' files that this host's killed ranks left.
-    if let Some(jid) = st.setup.as_ref().and_then(|job| {
-        job.envs
-            .iter()
-            .find(|(k, _)| k == env::JOB_ID)
-            .map(|(_, v)| v.clone())
-    }) {
-        vpml_pml::shm::window_files::remove_window_files(
-            std::path::Path::new(vpml_pml::shm::window_files::WINDOW_FILE_DIR),
-            &jid,
-        );
+    if let Some(job) = &st.setup {
+        vpml_pml::shm::window_files::remove_window_files(&job_id_of(job));
     }
     drop(st);
     result
@@ -237,13 +229,17 @@ fn connect_with_retry(addr: &str, within: Duration) -> Result<TcpStream, AgentEr
     }
 }
 
-fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), AgentError> {
-    let mut st = lock(state);
-    let jid = job
-        .envs
+/// The id of the job `job` sets up ("job" if the launcher sent none).
+fn job_id_of(job: &JobSetup) -> String {
+    job.envs
         .iter()
         .find(|(k, _)| k == env::JOB_ID)
-        .map_or("job".to_string(), |(_, v)| v.clone());
+        .map_or("job".to_string(), |(_, v)| v.clone())
+}
+
+fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), AgentError> {
+    let mut st = lock(state);
+    let jid = job_id_of(&job);
     st.mailboxes = (0..job.size)
         .map(|r| vpml_pml::shm::create_mailbox(&format!("vpml-{jid}-{r}"), job.size))
         .collect::<Result<_, _>>()

@@ -369,10 +369,7 @@ mod tests {
         struct Sweep(String);
         impl Drop for Sweep {
             fn drop(&mut self) {
-                vpml::shm::window_files::remove_window_files(
-                    std::path::Path::new(vpml::shm::window_files::WINDOW_FILE_DIR),
-                    &self.0,
-                );
+                vpml::shm::window_files::remove_window_files(&self.0);
             }
         }
         let _sweep = Sweep(job.clone());
@@ -382,10 +379,7 @@ mod tests {
         let (_, path, file) = make_file(&job);
         let made = file.is_ok();
         let _ = std::fs::remove_file(&path);
-        let removed = vpml::shm::window_files::remove_window_files(
-            std::path::Path::new(vpml::shm::window_files::WINDOW_FILE_DIR),
-            &job,
-        );
+        let removed = vpml::shm::window_files::remove_window_files(&job);
         assert!(made, "no window file made past the taken names");
         assert!(
             !taken.contains(&path),

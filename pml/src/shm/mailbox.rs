@@ -119,8 +119,8 @@ pub(crate) struct Mailbox {
 
 // SAFETY: a `Mailbox` is the address of a shared mapping that lives until
 // it drops. Through `&Mailbox` safe code only reaches atomics (`doorbell`,
-// `sleeps_with_membarrier`, `pid`); the rings are raw pointers, which only unsafe code following the
-// ring protocol dereferences. Sharing or moving it between threads
+// `sleeps_with_membarrier`, `pid`); the rings are raw pointers, which only
+// unsafe code following the ring protocol dereferences. Sharing or moving it between threads
 // therefore allows no data race (the engine's outside sleepers wait on its
 // doorbell from other threads).
 unsafe impl Send for Mailbox {}

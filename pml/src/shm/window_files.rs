@@ -30,9 +30,13 @@ fn prefix(job_id: &str) -> String {
     format!("vpml-win-{id}-")
 }
 
-/// Remove the window files job `job_id` left in `dir` (normally
-/// [`WINDOW_FILE_DIR`]); the number removed.
-pub fn remove_window_files(dir: &Path, job_id: &str) -> usize {
+/// Remove the window files job `job_id` left; the number removed.
+pub fn remove_window_files(job_id: &str) -> usize {
+    remove_in(Path::new(WINDOW_FILE_DIR), job_id)
+}
+
+/// [`remove_window_files`] in `dir`.
+fn remove_in(dir: &Path, job_id: &str) -> usize {
     let prefix = prefix(job_id);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -62,7 +66,7 @@ mod tests {
         for p in mine.iter().chain([&other]) {
             std::fs::write(p, b"x").expect("write");
         }
-        assert_eq!(remove_window_files(dir.path(), "ab12"), 2);
+        assert_eq!(remove_in(dir.path(), "ab12"), 2);
         assert!(mine.iter().all(|p| !p.exists()));
         assert!(other.exists(), "another job's file was removed");
     }
