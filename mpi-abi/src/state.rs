@@ -574,18 +574,21 @@ impl Requests {
             .filter_map(|(i, e)| Some((request_handle(i), e.as_ref()?)))
     }
 
-    /// Store `e`; its slot.
+    /// Store `e`; its slot. Inlined, so that the caller builds the entry
+    /// in place: copying it in from the caller's stack read back fields
+    /// just written at other widths, and such a load waits for every
+    /// store before it, a send's ring writes included.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, e: ReqEntry) -> usize {
-        match self.free.pop() {
-            Some(i) => {
-                self.entries[i] = Some(e);
-                i
-            }
-            None => {
-                self.entries.push(Some(e));
-                self.entries.len() - 1
-            }
+        // A free slot is empty: nothing to drop before writing it.
+        if let Some(i) = self.free.pop()
+            && let Some(slot @ None) = self.entries.get_mut(i)
+        {
+            *slot = Some(e);
+            return i;
         }
+        self.entries.push(Some(e));
+        self.entries.len() - 1
     }
 
     /// The entry in slot `i`.

@@ -583,6 +583,10 @@ impl Comm {
         Ok(self.peer_world_rank(dest))
     }
 
+    /// Inlined: the receive calls read the spec back at once, and through
+    /// memory a load wider than the stores that wrote it would wait for
+    /// every store before it (a send's ring writes included).
+    #[inline]
     pub(crate) fn spec(&self, source: Source, tag: i32) -> Result<RecvSpec> {
         if tag < 0 && tag != ANY_TAG {
             return Err(Error::InvalidTag(tag));

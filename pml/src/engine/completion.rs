@@ -345,11 +345,14 @@ impl Engine {
     /// Take the status of a completed request and free its slot.
     #[inline]
     pub(crate) fn take_status(&mut self, id: ReqId) -> Result<Status> {
-        let st = self.core.take_done(id);
+        // The common case returns `take_done`'s result as it is, not
+        // read back from a copy on the stack (see `ReqId`).
         if let Some(why) = &self.failed {
-            return Err(Error::EngineFailed(why.clone()));
+            let why = why.clone();
+            let _ = self.core.take_done(id);
+            return Err(Error::EngineFailed(why));
         }
-        st
+        self.core.take_done(id)
     }
 
     /// The user dropped an active request: keep `keepalive` (the buffer)

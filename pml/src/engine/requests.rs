@@ -16,87 +16,104 @@ use crate::status::Status;
 /// [`Engine::irecv_now`]). Language bindings hold it as a
 /// [`crate::raw::RawRequest`].
 ///
+/// Two whole words, so that a caller reading one back right after the
+/// engine wrote it gets it forwarded from the store buffer: a send's
+/// ring writes may still sit there, waiting for cache lines the
+/// receiving core holds, and a load that cannot be forwarded (a wide
+/// load over narrower stores, as an enum of mixed-width fields made)
+/// waits for all of them.
+///
 /// [`Engine::start_send_lean`]: super::Engine::start_send_lean
 /// [`Engine::irecv_now`]: super::Engine::irecv_now
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReqId(Id);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Id {
-    Slot {
-        idx: u32,
-        generation: u32,
-    },
-    /// Complete when call `call` started it, nothing left in the engine: a
-    /// standard send within the eager limit written whole into the ring
-    /// (`send`), or a receive whose message it copied straight off its
-    /// source's ring.
-    AtStart {
-        call: CallId,
-        send: bool,
-    },
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ReqId {
+    /// 0 for a table entry; for an operation complete at start, its
+    /// call's lane and [`SENT`] or [`RECEIVED`].
+    head: u64,
+    /// The entry's generation and index (its token), or the number of
+    /// the call that completed at start.
+    body: u64,
 }
+
+/// [`ReqId::head`]'s mark of a standard send written whole at start.
+const SENT: u64 = 1 << 32;
+/// [`ReqId::head`]'s mark of a receive whose message its call copied
+/// straight off its source's ring.
+const RECEIVED: u64 = 2 << 32;
 
 impl ReqId {
     pub(super) fn slot(idx: u32, generation: u32) -> ReqId {
-        ReqId(Id::Slot { idx, generation })
+        ReqId {
+            head: 0,
+            body: (u64::from(generation) << 32) | u64::from(idx),
+        }
     }
     pub(super) fn sent(call: CallId) -> ReqId {
-        ReqId(Id::AtStart { call, send: true })
+        ReqId {
+            head: SENT | u64::from(call.lane),
+            body: call.n,
+        }
     }
     pub(super) fn received(call: CallId) -> ReqId {
-        ReqId(Id::AtStart { call, send: false })
+        ReqId {
+            head: RECEIVED | u64::from(call.lane),
+            body: call.n,
+        }
     }
     /// The table entry's index and generation (`None` for an operation
     /// complete at start).
     #[inline]
     fn key(self) -> Option<(usize, u32)> {
-        match self.0 {
-            Id::Slot { idx, generation } => Some((idx as usize, generation)),
-            Id::AtStart { .. } => None,
-        }
+        (self.head == 0).then_some((self.body as u32 as usize, (self.body >> 32) as u32))
     }
     /// The call of a send that completed when it started and took no
     /// table entry.
     #[inline]
     pub(super) fn sent_call(self) -> Option<CallId> {
-        match self.0 {
-            Id::AtStart { call, send: true } => Some(call),
-            _ => None,
-        }
+        (self.head & SENT != 0).then(|| self.call())
     }
     /// The call of an operation that completed when it started, and
     /// whether it is a send.
     #[inline]
     pub(super) fn at_start(self) -> Option<(CallId, bool)> {
-        match self.0 {
-            Id::AtStart { call, send } => Some((call, send)),
-            Id::Slot { .. } => None,
-        }
+        (self.head != 0).then(|| (self.call(), self.head & SENT != 0))
+    }
+    /// The call of an operation complete at start (from its two words).
+    #[inline]
+    fn call(self) -> CallId {
+        CallId::new(self.head as u32, self.body)
     }
     /// A standard send that completed when it started and left nothing in
     /// the engine: its status is the caller's to make (see
     /// [`crate::Status::of_send`]).
     pub fn is_complete_send(self) -> bool {
-        self.sent_call().is_some()
+        self.head & SENT != 0
     }
     /// A send or a receive that completed when it started and left
     /// nothing in the engine (every completion call finds it done; it has
     /// no status to take).
     #[inline]
     pub fn is_complete_at_start(self) -> bool {
-        self.at_start().is_some()
+        self.head != 0
     }
     /// The id a peer echoes back in control frames (0, "no token", for an
     /// operation complete at start, which never waits for one).
     pub(super) fn token(self) -> u64 {
-        match self.0 {
-            Id::Slot { idx, generation } => (u64::from(generation) << 32) | u64::from(idx),
-            Id::AtStart { .. } => 0,
-        }
+        if self.head == 0 { self.body } else { 0 }
     }
     pub(super) fn from_token(t: u64) -> ReqId {
         ReqId::slot(t as u32, (t >> 32) as u32)
+    }
+}
+
+/// `slot IDX gen G`, `sent LANE:N` or `received LANE:N`.
+impl std::fmt::Debug for ReqId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.key(), self.at_start()) {
+            (Some((idx, generation)), _) => write!(f, "slot {idx} gen {generation}"),
+            (None, Some((call, true))) => write!(f, "sent {call}"),
+            (None, _) => write!(f, "received {}", self.call()),
+        }
     }
 }
 
@@ -727,5 +744,29 @@ mod tests {
             0,
             "token 0 means a logged send with nothing to complete"
         );
+    }
+
+    #[test]
+    fn request_ids_keep_what_they_were_made_from() {
+        let call = CallId::new(CallId::PROCESS_LANE, u64::MAX);
+        let sent = ReqId::sent(call);
+        assert_eq!(sent.sent_call(), Some(call));
+        assert_eq!(sent.at_start(), Some((call, true)));
+        assert!(sent.is_complete_send() && sent.is_complete_at_start());
+        assert_eq!((sent.key(), sent.token()), (None, 0));
+        assert_eq!(format!("{sent:?}"), format!("sent {call}"));
+
+        let first = CallId::new(0, 1);
+        let received = ReqId::received(first);
+        assert_eq!(received.sent_call(), None);
+        assert_eq!(received.at_start(), Some((first, false)));
+        assert!(!received.is_complete_send() && received.is_complete_at_start());
+        assert_ne!(ReqId::received(call), sent);
+
+        let slot = ReqId::slot(u32::MAX, 7);
+        assert_eq!(slot.key(), Some((u32::MAX as usize, 7)));
+        assert_eq!((slot.at_start(), slot.sent_call()), (None, None));
+        assert!(!slot.is_complete_at_start());
+        assert_eq!(ReqId::from_token(slot.token()), slot);
     }
 }

@@ -40,7 +40,12 @@ impl Engine {
     fn send_now(&mut self, msg: &mut OutgoingMessage<'_>) -> Result<()> {
         self.protocol_send(msg)?;
         self.write_now(msg)?;
-        self.protocol_keep(msg)?;
+        // Only a protocol that keeps payloads is asked: building and
+        // reading back `Ok(SendPlan::Transmit)` through the stack would
+        // wait for the ring writes just made (see `ReqId`).
+        if self.caps.keeps_payloads {
+            self.protocol_keep(msg)?;
+        }
         Ok(())
     }
 
