@@ -115,6 +115,9 @@ pub(super) struct Peer {
     /// How many of our messages on each context the peer had received,
     /// being received (`SYNC_RECEIVED` frames before `SYNC_STATE_END`).
     pub(super) sync_received_incoming: LaneMap<u64>,
+    /// Nonblocking receives from this peer still to post without a look
+    /// at its ring, after one found it empty (`Engine::skips_look`).
+    pub(super) looks_to_skip: u32,
 }
 
 impl Peer {
@@ -130,6 +133,7 @@ impl Peer {
             sync_unmatched: None,
             sync_unmatched_incoming: BTreeSet::new(),
             sync_received_incoming: LaneMap::new(),
+            looks_to_skip: 0,
         }
     }
 }

@@ -9,6 +9,13 @@ use crate::protocol::{CallId, RecvPlan, Replay};
 use crate::shm::ring::{RingReader, kind};
 use crate::status::Status;
 
+/// Nonblocking receives from a peer posted without a look at its ring
+/// after one found it empty (see `Engine::skips_look`). On 2 ranks of
+/// one host, 16 B messages: 4 gave bidirectional bandwidth +12% with the
+/// one-way message rate unchanged; never looking again until the next
+/// progress pass gave +40% and -25%.
+const LOOKS_SKIPPED_AFTER_EMPTY: u32 = 4;
+
 impl Engine {
     // -------------------------------------------------------------- receives
 
@@ -283,7 +290,10 @@ impl Engine {
         let Some(source) = spec.source else {
             return Ok(None);
         };
-        if !self.bypass_allowed() || self.core.matching.unexpected_len() != 0 {
+        if !self.bypass_allowed()
+            || self.core.matching.unexpected_len() != 0
+            || self.skips_look(source)
+        {
             return Ok(None);
         }
         if self.core.matching.posted_len() != 0 && !self.deliver_to_oldest(source)? {
@@ -298,8 +308,40 @@ impl Engine {
                 self.core.stats.received_at_start += 1;
                 Some((ReqId::received(call), st))
             }
-            Taken::Nothing | Taken::NotThis => None,
+            Taken::Nothing => {
+                self.mark_looked_empty(source);
+                None
+            }
+            Taken::NotThis => None,
         })
+    }
+
+    /// Is this receive one of the few posted without a look at `source`'s
+    /// ring because a receive just found it empty?
+    ///
+    /// Looking costs a cache miss when the peer is writing that very line,
+    /// and takes the line from under the writer, which must fetch it back
+    /// while its other stores wait. In an exchange (each side posts its
+    /// receives and sends, then waits) every receive would look just
+    /// before its message comes. Skipping a few looks leaves the writer
+    /// alone, and a window of receives still completes at start once its
+    /// messages are there.
+    #[inline]
+    fn skips_look(&mut self, source: usize) -> bool {
+        match self.peers.get_mut(source).and_then(Option::as_mut) {
+            Some(p) if p.looks_to_skip > 0 => {
+                p.looks_to_skip -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Note that `source`'s ring was empty (see [`Engine::skips_look`]).
+    fn mark_looked_empty(&mut self, source: usize) {
+        if let Some(p) = self.peers.get_mut(source).and_then(Option::as_mut) {
+            p.looks_to_skip = LOOKS_SKIPPED_AFTER_EMPTY;
+        }
     }
 
     /// Hand `source`'s waiting frames to the posted receives while each is
@@ -315,8 +357,12 @@ impl Engine {
             let hdr = match &mut peer.link {
                 Link::Shm { reader, .. } => match reader.peek() {
                     Ok(Some(hdr)) => hdr,
-                    // Nothing, or a bad frame the general path reports.
-                    Ok(None) | Err(_) => break,
+                    Ok(None) => {
+                        peer.looks_to_skip = LOOKS_SKIPPED_AFTER_EMPTY;
+                        break;
+                    }
+                    // A bad frame the general path reports.
+                    Err(_) => break,
                 },
                 _ => break,
             };
