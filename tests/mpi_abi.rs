@@ -174,9 +174,10 @@ fn nonblocking_collectives_pass_their_checks_built_with_mpich() {
 /// (taken at once, complete at start): contents, statuses and order, with
 /// receives posted earlier ahead of them, truncation, a synchronous
 /// message, `Request_get_status`, `Cancel`, `Test`, `Waitany`, `Testsome`
-/// and `Request_free` on them. Without a protocol, 75 receives of each
-/// receiving rank are complete at start (its phases decide which); under
-/// `pessimist`, which hears every receive, none is.
+/// and `Request_free` on them. Without a protocol, 68 receives of each
+/// receiving rank are complete at start (its phases decide which: where a
+/// receive posted early found the ring empty, the next four do not look);
+/// under `pessimist`, which hears every receive, none is.
 fn waiting_receives_pass(compiler: Compiler) {
     // (`VPML_CHAOS` skips reading peers now and then: fewer, then.)
     let chaos = std::env::var_os("VPML_CHAOS").is_some_and(|v| v != "0");
@@ -188,7 +189,7 @@ fn waiting_receives_pass(compiler: Compiler) {
             if chaos && protocol == "none" {
                 return;
             }
-            let expected = if protocol == "none" { 150 } else { 0 };
+            let expected = if protocol == "none" { 136 } else { 0 };
             assert!(
                 stdout.contains(&format!("receives complete at start: {expected}\n")),
                 "{protocol}: {stdout}"

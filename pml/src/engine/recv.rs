@@ -274,7 +274,9 @@ impl Engine {
     /// posted receives are first given the frames of that ring that the
     /// oldest of them takes, as a progress pass would: a window of
     /// receives posted before its messages came then goes this way from
-    /// the second receive on.
+    /// the first receive that looks again. After a look that found the
+    /// ring empty, the next [`LOOKS_SKIPPED_AFTER_EMPTY`] receives from
+    /// that source do not look (see [`Engine::skips_look`]).
     ///
     /// `None`: nothing was consumed for this receive and no call id taken;
     /// the caller posts it as usual.
