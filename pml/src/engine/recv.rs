@@ -400,6 +400,7 @@ impl Engine {
     ///
     /// # Safety
     /// `ptr..ptr+len` is valid for writes during the call.
+    #[inline(always)]
     unsafe fn take_frame(
         &mut self,
         spec: &RecvSpec,

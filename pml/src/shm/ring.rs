@@ -116,7 +116,46 @@ impl FrameHeader {
             ..Default::default()
         }
     }
+
+    /// The header after its stamp, as the six words that lie in memory
+    /// at bytes 8..56 of a frame, built in registers.
+    ///
+    /// Writing these rather than copying the header's bytes off the stack
+    /// matters: the copy read the fields back with loads wider than the
+    /// stores that made them, which the store buffer cannot forward, so
+    /// every send waited there for the previous send's ring writes to
+    /// reach cache lines the reader holds.
+    #[inline(always)]
+    fn words_after_stamp(&self) -> [u64; 6] {
+        let [a, b, c, d] = self.frame_len.to_ne_bytes();
+        let [e, f] = self._pad.to_ne_bytes();
+        let [g, h, i, j] = self.context.to_ne_bytes();
+        let [k, l, m, n] = self.tag.to_ne_bytes();
+        [
+            u64::from_ne_bytes([a, b, c, d, self.kind, self.flags, e, f]),
+            u64::from_ne_bytes([g, h, i, j, k, l, m, n]),
+            self.seq,
+            self.msg_len,
+            self.aux0,
+            self.aux1,
+        ]
+    }
 }
+
+// `words_after_stamp` follows this layout.
+const _: () = {
+    assert!(std::mem::offset_of!(FrameHeader, frame_len) == 8);
+    assert!(std::mem::offset_of!(FrameHeader, kind) == 12);
+    assert!(std::mem::offset_of!(FrameHeader, flags) == 13);
+    assert!(std::mem::offset_of!(FrameHeader, _pad) == 14);
+    assert!(std::mem::offset_of!(FrameHeader, context) == 16);
+    assert!(std::mem::offset_of!(FrameHeader, tag) == 20);
+    assert!(std::mem::offset_of!(FrameHeader, seq) == 24);
+    assert!(std::mem::offset_of!(FrameHeader, msg_len) == 32);
+    assert!(std::mem::offset_of!(FrameHeader, aux0) == 40);
+    assert!(std::mem::offset_of!(FrameHeader, aux1) == 48);
+    assert!(std::mem::size_of::<FrameHeader>() == 56);
+};
 
 /// Offset of the payload in a frame of kind `k`.
 fn payload_offset(k: u8) -> usize {
@@ -309,6 +348,7 @@ impl RingWriter {
     ///
     /// Caller guarantees that `frame` bytes are free and that the frame does
     /// not cross the end of the data area.
+    #[inline(always)]
     fn put(&mut self, hdr: &FrameHeader, payload: &[u8], frame: u64) {
         let off = offset(self.tail, self.cap) as usize;
         let mut h = *hdr;
@@ -324,14 +364,12 @@ impl RingWriter {
         // an aligned u64.
         unsafe {
             let dst = self.data.add(off);
-            let src = (&h as *const FrameHeader as *const u8).add(8);
-            // The header after the stamp, as far as the payload (a length
-            // known at compile time on each branch: plain moves, no call).
-            if start == EAGER_PAYLOAD {
-                std::ptr::copy_nonoverlapping(src, dst.add(8), EAGER_PAYLOAD - 8);
-            } else {
-                const WHOLE: usize = std::mem::size_of::<FrameHeader>();
-                std::ptr::copy_nonoverlapping(src, dst.add(8), WHOLE - 8);
+            // The header after the stamp, as far as the payload (an EAGER
+            // frame's payload starts where `aux1` would be).
+            let words = h.words_after_stamp();
+            let n = if start == EAGER_PAYLOAD { 5 } else { 6 };
+            for (i, w) in words.iter().take(n).enumerate() {
+                (dst.add(8 + 8 * i) as *mut u64).write(*w);
             }
             if !payload.is_empty() {
                 std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(start), payload.len());
@@ -351,6 +389,11 @@ impl RingWriter {
 
     /// Append one frame. Returns false, writing nothing, if the ring is full.
     /// `payload.len()` must not exceed a quarter of the ring minus one header.
+    ///
+    /// Inlined with `put`, so that the header's fields go from the
+    /// sender's registers into the ring (see
+    /// `FrameHeader::words_after_stamp`).
+    #[inline(always)]
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
         let frame = frame_size(hdr.kind, payload.len());
         self.wrap_if_drained(frame);
@@ -430,6 +473,7 @@ impl RingReader {
     }
 
     /// True if a frame (possibly a SKIP) is ready.
+    #[inline(always)]
     pub(crate) fn has_frame(&self) -> bool {
         let off = offset(self.head, self.cap) as usize;
         // SAFETY: `off` is a 64-aligned offset inside the data area.
@@ -438,7 +482,38 @@ impl RingReader {
     }
 
     /// The next frame's header, skipping padding; `Ok(None)` if none is ready.
+    ///
+    /// Inlined, the common case (a frame in bounds, not the first, not a
+    /// SKIP) hands the header over in registers: returned through memory,
+    /// the caller read it back with loads the store buffer cannot forward,
+    /// which wait for this reader's earlier stores to reach lines the
+    /// writer holds (the zeroed stamps of consumed frames).
+    #[inline(always)]
     pub(crate) fn peek(&mut self) -> Result<Option<FrameHeader>, FrameError> {
+        if !self.has_frame() {
+            return Ok(None);
+        }
+        let off = offset(self.head, self.cap);
+        // SAFETY: as in `peek_past_padding`.
+        let hdr: FrameHeader =
+            unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
+        let len = u64::from(hdr.frame_len);
+        if self.head != 0
+            && hdr.kind != kind::SKIP
+            && len >= FRAME_ALIGN as u64
+            && len.is_multiple_of(FRAME_ALIGN as u64)
+            && len <= self.cap - off
+        {
+            return Ok(Some(hdr));
+        }
+        self.peek_past_padding()
+    }
+
+    /// [`RingReader::peek`] for the rest: the first frame, SKIP frames, and
+    /// frames out of bounds.
+    #[cold]
+    #[inline(never)]
+    fn peek_past_padding(&mut self) -> Result<Option<FrameHeader>, FrameError> {
         loop {
             if !self.has_frame() {
                 return Ok(None);
@@ -589,6 +664,42 @@ mod tests {
             next_read += 1;
         }
         assert_eq!(next_read, 2000);
+    }
+
+    #[test]
+    fn every_header_field_reaches_the_reader() {
+        let cap = 1024;
+        let mut mem = Mem::new(cap);
+        let base = mem.base();
+        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
+        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        // Every byte of every field distinct, for each frame shape (an
+        // EAGER frame has no `aux1`: its payload starts there).
+        for k in [kind::EAGER, kind::RTS, kind::EAGER] {
+            let mut h = FrameHeader::new(k);
+            h.flags = 0xa5;
+            h.context = 0x1122_3344;
+            h.tag = -0x5566_7788;
+            h.seq = 0x0102_0304_0506_0708;
+            h.msg_len = 0x1112_1314_1516_1718;
+            h.aux0 = 0x2122_2324_2526_2728;
+            h.aux1 = if k == kind::EAGER {
+                0
+            } else {
+                0x3132_3334_3536_3738
+            };
+            assert!(w.try_write(&h, b"payload"));
+            let got = r.peek().unwrap().unwrap();
+            let fields =
+                |h: &FrameHeader| (h.kind, h.flags, h.context, h.tag, h.seq, h.msg_len, h.aux0);
+            assert_eq!(fields(&got), fields(&h));
+            assert_eq!(got.frame_len, 64 + if k == kind::EAGER { 0 } else { 64 });
+            if k != kind::EAGER {
+                assert_eq!(got.aux1, h.aux1);
+            }
+            assert_eq!(r.payload(&got, 7).unwrap(), b"payload");
+            r.consume(&got);
+        }
     }
 
     #[test]
