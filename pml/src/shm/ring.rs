@@ -360,8 +360,9 @@ impl RingWriter {
         }
         // SAFETY: [off, off+frame) lies in the data area (caller contract)
         // and in free space, which the reader does not touch until the stamp
-        // below is published. Offsets are multiples of 64, so the stamp is
-        // an aligned u64.
+        // below is published. The data area and frame offsets are
+        // multiples of 64 (see `RingWriter::new`), so the stamp and the
+        // header words after it are aligned u64s.
         unsafe {
             let dst = self.data.add(off);
             // The header after the stamp, as far as the payload (an EAGER
@@ -457,6 +458,7 @@ impl RingReader {
             cap.is_power_of_two() && cap >= FRAME_ALIGN,
             "ring capacity {cap}"
         );
+        debug_assert!((base as usize).is_multiple_of(64));
         RingReader {
             ctrl: base as *const RingControl,
             // SAFETY: the data area follows the control block inside the mapping.
@@ -923,5 +925,30 @@ mod tests {
         // SAFETY: overwrite frame_len (offset 8 of the first frame) in place.
         unsafe { *(base.add(RING_CONTROL + 8) as *mut u32) = 4096 };
         assert!(r.peek().is_err());
+    }
+
+    #[test]
+    fn corrupt_frame_length_past_the_first_frame_is_an_error() {
+        let cap = 512;
+        let mut mem = Mem::new(cap);
+        let base = mem.base();
+        // SAFETY: as above.
+        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        for seq in 0..2 {
+            assert!(w.try_write(&eager(seq), &[1, 2, 3]));
+        }
+        let first = r.peek().unwrap().unwrap();
+        r.consume(&first);
+        // Lengths the inlined check must refuse, in the second frame
+        // (it starts at 64).
+        for bad in [0u32, 100, 4096] {
+            // SAFETY: frame_len (offset 8 of that frame) lies inside `mem`.
+            unsafe { *(base.add(RING_CONTROL + 64 + 8) as *mut u32) = bad };
+            let e = r.peek().unwrap_err();
+            assert!(
+                e.contains(&format!("frame length {bad} at ring offset 64")),
+                "{e}"
+            );
+        }
     }
 }
