@@ -136,6 +136,12 @@ impl Peer {
             looks_to_skip: 0,
         }
     }
+
+    /// A receive found this peer's ring empty: the next few do not look
+    /// (`Engine::skips_look`).
+    pub(super) fn looked_empty(&mut self) {
+        self.looks_to_skip = super::recv::LOOKS_SKIPPED_AFTER_EMPTY;
+    }
 }
 
 /// How a peer is reached: a pair of shared-memory rings, or a TCP connection.

@@ -499,16 +499,18 @@ impl RingReader {
         // SAFETY: as in `peek_past_padding`.
         let hdr: FrameHeader =
             unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
-        let len = u64::from(hdr.frame_len);
-        if self.head != 0
-            && hdr.kind != kind::SKIP
-            && len >= FRAME_ALIGN as u64
-            && len.is_multiple_of(FRAME_ALIGN as u64)
-            && len <= self.cap - off
-        {
+        if self.head != 0 && hdr.kind != kind::SKIP && self.fits(&hdr, off) {
             return Ok(Some(hdr));
         }
         self.peek_past_padding()
+    }
+
+    /// Does the frame at data offset `off` end inside the data area, on a
+    /// line boundary, after at least one line?
+    #[inline(always)]
+    fn fits(&self, hdr: &FrameHeader, off: u64) -> bool {
+        let len = u64::from(hdr.frame_len);
+        len >= FRAME_ALIGN as u64 && len.is_multiple_of(FRAME_ALIGN as u64) && len <= self.cap - off
     }
 
     /// [`RingReader::peek`] for the rest: the first frame, SKIP frames, and
@@ -531,10 +533,7 @@ impl RingReader {
             let hdr: FrameHeader =
                 unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
             let len = u64::from(hdr.frame_len);
-            if len < FRAME_ALIGN as u64
-                || !len.is_multiple_of(FRAME_ALIGN as u64)
-                || len > self.cap - off
-            {
+            if !self.fits(&hdr, off) {
                 return Err(format!(
                     "frame length {len} at ring offset {off} is out of bounds"
                 ));
@@ -632,6 +631,14 @@ mod tests {
             // SAFETY: offset < 64 stays inside the allocation's slack.
             unsafe { p.add(p.align_offset(64)) }
         }
+        /// The writer and the reader of a ring of `cap` bytes in this
+        /// memory (the test keeps `self` alive while it uses them).
+        fn ends(&mut self, cap: usize) -> (RingWriter, RingReader) {
+            let base = self.base();
+            // SAFETY: the memory is aligned, zeroed and large enough for
+            // `cap`, and outlives both ends (the caller's contract above).
+            unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) }
+        }
     }
 
     fn eager(seq: u64) -> FrameHeader {
@@ -644,9 +651,7 @@ mod tests {
     fn frames_come_out_in_order_across_many_laps() {
         let cap = 1024;
         let mut mem = Mem::new(cap);
-        let base = mem.base();
-        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let (mut w, mut r) = mem.ends(cap);
         let mut next_read = 0u64;
         for seq in 0..2000u64 {
             let payload = vec![seq as u8; (seq as usize * 7) % 150];
@@ -672,9 +677,7 @@ mod tests {
     fn every_header_field_reaches_the_reader() {
         let cap = 1024;
         let mut mem = Mem::new(cap);
-        let base = mem.base();
-        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let (mut w, mut r) = mem.ends(cap);
         // Every byte of every field distinct, for each frame shape (an
         // EAGER frame has no `aux1`: its payload starts there).
         for k in [kind::EAGER, kind::RTS, kind::EAGER] {
@@ -710,9 +713,7 @@ mod tests {
         // then check the reader stops exactly where the writer stopped.
         let cap = 512;
         let mut mem = Mem::new(cap);
-        let base = mem.base();
-        // SAFETY: as above.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let (mut w, mut r) = mem.ends(cap);
         let poison: Vec<u8> = (0..40u64)
             .flat_map(|i| (i * 64 + 1).to_le_bytes())
             .collect();
@@ -741,14 +742,7 @@ mod tests {
         // line starts the reader zeroes are what keeps these apart).
         let cap = 1024u64;
         let mut mem = Mem::new(cap as usize);
-        let base = mem.base();
-        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) = unsafe {
-            (
-                RingWriter::new(base, cap as usize),
-                RingReader::new(base, cap as usize),
-            )
-        };
+        let (mut w, mut r) = mem.ends(cap as usize);
         let (mut written, mut read) = (0u64, 0u64);
         for round in 0..400u64 {
             for _ in 0..(round % 5) {
@@ -781,9 +775,7 @@ mod tests {
     fn a_drained_ring_takes_the_largest_frame_without_a_publish() {
         let cap = 4096;
         let mut mem = Mem::new(cap);
-        let base = mem.base();
-        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let (mut w, mut r) = mem.ends(cap);
         let largest = vec![7u8; cap / 4 - HEADER_LEN];
         for round in 0..50u64 {
             // Fill with frames of varied sizes, then read them all; the
@@ -814,9 +806,7 @@ mod tests {
     fn answered_messages_cycle_through_a_short_lap_and_bursts_go_past_it() {
         let cap = 64 * 1024;
         let mut mem = Mem::new(cap);
-        let base = mem.base();
-        // SAFETY: `mem` outlives both ends and is aligned and zeroed.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
+        let (mut w, mut r) = mem.ends(cap);
         let mut furthest = 0;
         for seq in 0..2000u64 {
             // One message, read before the next (a ping-pong); every 7th
@@ -918,9 +908,8 @@ mod tests {
     fn corrupt_frame_length_is_an_error() {
         let cap = 512;
         let mut mem = Mem::new(cap);
+        let (mut w, mut r) = mem.ends(cap);
         let base = mem.base();
-        // SAFETY: as above.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
         assert!(w.try_write(&eager(0), &[1, 2, 3]));
         // SAFETY: overwrite frame_len (offset 8 of the first frame) in place.
         unsafe { *(base.add(RING_CONTROL + 8) as *mut u32) = 4096 };
@@ -931,9 +920,8 @@ mod tests {
     fn corrupt_frame_length_past_the_first_frame_is_an_error() {
         let cap = 512;
         let mut mem = Mem::new(cap);
+        let (mut w, mut r) = mem.ends(cap);
         let base = mem.base();
-        // SAFETY: as above.
-        let (mut w, mut r) = unsafe { (RingWriter::new(base, cap), RingReader::new(base, cap)) };
         for seq in 0..2 {
             assert!(w.try_write(&eager(seq), &[1, 2, 3]));
         }
