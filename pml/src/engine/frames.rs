@@ -27,7 +27,7 @@ impl Core {
                 self.accept_seq(p, hdr.context, hdr.seq)?;
                 let data = peer.link.payload(hdr, env.len).map_err(corrupt)?;
                 let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.aux0);
-                self.deliver_eager(env, data, sync)?;
+                self.deliver_eager(&env, data, sync)?;
             }
             kind::RTS => {
                 self.check_seq(p, hdr.context, hdr.seq)?;

@@ -24,32 +24,61 @@ impl Engine {
     /// # Safety
     /// `ptr..ptr+len` stays valid, writable and otherwise untouched until the
     /// returned request completes.
+    #[inline(always)]
     pub(crate) unsafe fn start_recv(
         &mut self,
         spec: RecvSpec,
         ptr: *mut u8,
         len: usize,
     ) -> Result<ReqId> {
+        // SAFETY: the caller's contract.
+        unsafe { self.post_recv(spec.source, spec.tag, spec.context, ptr, len) }
+    }
+
+    /// [`Engine::start_recv`], the spec's fields passed one by one: a spec
+    /// passed whole is a copy in memory the callee reads back with wider
+    /// loads than the caller's stores, which wait for every store before
+    /// them (a send's ring writes among them).
+    ///
+    /// # Safety
+    /// As [`Engine::start_recv`].
+    unsafe fn post_recv(
+        &mut self,
+        source: Option<usize>,
+        tag: Option<i32>,
+        context: u32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<ReqId> {
         self.check_alive()?;
-        let mut spec = spec;
-        let any_source = spec.source.is_none();
-        let call = self.next_call(spec.context)?;
-        let plan = if self.caps.hears_posted_receives {
-            self.hook(|p| p.post_recv(call, &mut spec))?
+        let any_source = source.is_none();
+        let call = self.next_call(context)?;
+        let (source, tag, plan) = if self.caps.hears_posted_receives {
+            self.plan_recv(call, source, tag, context)?
         } else {
-            RecvPlan::Post
+            (source, tag, RecvPlan::Post)
         };
         let (id, s) = self.core.alloc_slot(SlotKind::Recv, RawBytes { ptr, len });
         s.call = call;
         // The log fixed its source.
-        s.pinned = any_source && spec.source.is_some();
+        s.pinned = any_source && source.is_some();
         // Its match is reported to the protocol.
-        s.any_source = spec.source.is_none();
+        s.any_source = source.is_none();
         s.held_for_cancel = plan == RecvPlan::HoldForCancel;
         if plan == RecvPlan::HoldForCancel {
             return Ok(id);
         }
-        if let Some((env, u)) = self.core.matching.take_unexpected(&spec) {
+        // (The spec is built twice, each time from registers: one copy in
+        // memory, read back whole by `post`, would wait on earlier stores.)
+        let unexpected = match self.core.matching.unexpected_len() {
+            0 => None,
+            _ => self.core.matching.take_unexpected(&RecvSpec {
+                source,
+                tag,
+                context,
+            }),
+        };
+        if let Some((env, u)) = unexpected {
             if let Err(e) = self.core.finish_unexpected(id, env, u) {
                 // Like a failure inside progress: nothing may keep pointing
                 // at user buffers afterwards.
@@ -58,10 +87,34 @@ impl Engine {
             }
             self.flush_control();
         } else {
+            let spec = RecvSpec {
+                source,
+                tag,
+                context,
+            };
             self.core.matching.post(spec, id);
         }
         self.report_matches()?;
         Ok(id)
+    }
+
+    /// What the protocol makes of a receive it hears about (it may fix the
+    /// source of an ANY_SOURCE receive): the spec's source and tag, and the
+    /// plan.
+    fn plan_recv(
+        &mut self,
+        call: CallId,
+        source: Option<usize>,
+        tag: Option<i32>,
+        context: u32,
+    ) -> Result<(Option<usize>, Option<i32>, RecvPlan)> {
+        let mut spec = RecvSpec {
+            source,
+            tag,
+            context,
+        };
+        let plan = self.hook(|p| p.post_recv(call, &mut spec))?;
+        Ok((spec.source, spec.tag, plan))
     }
 
     /// The application's `cancel`: withdraw a receive that has not matched

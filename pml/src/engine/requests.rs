@@ -584,20 +584,24 @@ impl Core {
     }
 
     /// A complete small message arrived (or was sent to self).
+    ///
+    /// (`env` by reference: a copy of an envelope just built field by field
+    /// would be read back with wider loads that wait for earlier stores.)
+    #[inline]
     pub(super) fn deliver_eager(
         &mut self,
-        env: Envelope,
+        env: &Envelope,
         data: &[u8],
         sync: Option<u64>,
     ) -> Result<()> {
-        if let Some(id) = self.matching.match_arrival(&env) {
-            self.fill(id, &env, data);
+        if let Some(id) = self.matching.match_arrival(env) {
+            self.fill(id, env, data);
             if let Some(token) = sync {
                 self.ack(env.source, kind::SYNC_ACK, token, env.context, env.seq);
             }
         } else {
             self.matching.push_unexpected(
-                env,
+                *env,
                 Unexpected::Eager {
                     data: data.to_vec(),
                     sync,
@@ -700,17 +704,29 @@ impl Core {
 
 /// The status of a receive into `buf_len` bytes of the message `env`
 /// (truncated if it is longer).
+///
+/// Inlined: built in registers and stored once into its slot (a status
+/// written by a call and copied back with wider loads would wait for the
+/// stores before it, a send's ring writes among them).
+#[inline(always)]
 fn recv_status(env: &Envelope, buf_len: usize) -> Status {
     let mut st = Status::new(env.source, env.tag, env.len.min(buf_len), env.seq);
     if env.len > buf_len {
-        st.error = Some(Box::new(Error::Truncated {
-            source_rank: env.source,
-            tag: env.tag,
-            message_len: env.len,
-            buffer_len: buf_len,
-        }));
+        st.error = Some(truncated(env, buf_len));
     }
     st
+}
+
+/// The error of a receive into `buf_len` bytes of the longer message `env`.
+#[cold]
+#[inline(never)]
+fn truncated(env: &Envelope, buf_len: usize) -> Box<Error> {
+    Box::new(Error::Truncated {
+        source_rank: env.source,
+        tag: env.tag,
+        message_len: env.len,
+        buffer_len: buf_len,
+    })
 }
 
 /// A message of `source` on `ctx` numbered `seq` where `expected` was due.

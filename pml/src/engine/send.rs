@@ -212,7 +212,7 @@ impl Engine {
             } else {
                 // SAFETY: caller contract; the bytes are copied right away.
                 let bytes = unsafe { data.as_slice() };
-                self.core.deliver_eager(env, bytes, None)?;
+                self.core.deliver_eager(&env, bytes, None)?;
                 self.core.complete(id);
             }
             self.core.mark_completed_at_start(id, sync);

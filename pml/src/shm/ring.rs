@@ -198,6 +198,14 @@ fn offset(pos: u64, cap: u64) -> u64 {
     pos & (cap - 1)
 }
 
+/// Does a frame of `frame_len` bytes at data offset `off` end inside a data
+/// area of `cap` bytes, on a line boundary, after at least one line?
+#[inline(always)]
+fn fits(frame_len: u32, off: u64, cap: u64) -> bool {
+    let len = u64::from(frame_len);
+    len >= FRAME_ALIGN as u64 && len.is_multiple_of(FRAME_ALIGN as u64) && len <= cap - off
+}
+
 /// Map the pages of `len` bytes at `p` into this process now, contents
 /// unchanged (best effort: older kernels refuse, and nothing changes).
 ///
@@ -444,6 +452,8 @@ pub(crate) struct RingReader {
     cap: u64,
     head: u64,
     published: u64,
+    /// Whether the ring was mapped in (before the first frame is read).
+    prefaulted: bool,
 }
 
 /// Why a frame in a ring cannot be trusted.
@@ -466,6 +476,7 @@ impl RingReader {
             cap: cap as u64,
             head: 0,
             published: 0,
+            prefaulted: false,
         }
     }
 
@@ -489,63 +500,51 @@ impl RingReader {
     /// SKIP) hands the header over in registers: returned through memory,
     /// the caller read it back with loads the store buffer cannot forward,
     /// which wait for this reader's earlier stores to reach lines the
-    /// writer holds (the zeroed stamps of consumed frames).
+    /// writer holds (the zeroed stamps of consumed frames). The rare cases
+    /// go out of line and come back here to read the header again, so that
+    /// every header returned comes from the same loads.
     #[inline(always)]
     pub(crate) fn peek(&mut self) -> Result<Option<FrameHeader>, FrameError> {
-        if !self.has_frame() {
-            return Ok(None);
-        }
-        let off = offset(self.head, self.cap);
-        // SAFETY: as in `peek_past_padding`.
-        let hdr: FrameHeader =
-            unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
-        if self.head != 0 && hdr.kind != kind::SKIP && self.fits(&hdr, off) {
-            return Ok(Some(hdr));
-        }
-        self.peek_past_padding()
-    }
-
-    /// Does the frame at data offset `off` end inside the data area, on a
-    /// line boundary, after at least one line?
-    #[inline(always)]
-    fn fits(&self, hdr: &FrameHeader, off: u64) -> bool {
-        let len = u64::from(hdr.frame_len);
-        len >= FRAME_ALIGN as u64 && len.is_multiple_of(FRAME_ALIGN as u64) && len <= self.cap - off
-    }
-
-    /// [`RingReader::peek`] for the rest: the first frame, SKIP frames, and
-    /// frames out of bounds.
-    #[cold]
-    #[inline(never)]
-    fn peek_past_padding(&mut self) -> Result<Option<FrameHeader>, FrameError> {
         loop {
             if !self.has_frame() {
                 return Ok(None);
             }
-            if self.head == 0 {
-                // The first frame from this writer (see `prefault`).
-                prefault(self.data, self.cap as usize, false);
-            }
             let off = offset(self.head, self.cap);
             // SAFETY: the acquire load in has_frame saw the writer's release
-            // of this stamp, so the header bytes are complete; the writer does
-            // not touch them until we move `head` past them.
+            // of this stamp, so the header bytes are complete; the writer
+            // does not touch them until we move `head` past them.
             let hdr: FrameHeader =
                 unsafe { std::ptr::read(self.data.add(off as usize) as *const FrameHeader) };
-            let len = u64::from(hdr.frame_len);
-            if !self.fits(&hdr, off) {
-                return Err(format!(
-                    "frame length {len} at ring offset {off} is out of bounds"
-                ));
+            if self.prefaulted && hdr.kind != kind::SKIP && fits(hdr.frame_len, off, self.cap) {
+                return Ok(Some(hdr));
             }
-            if hdr.kind == kind::SKIP {
-                // The rest of a skipped lap holds only zeroed line starts.
-                self.zero_line_starts(self.head, FRAME_ALIGN as u64);
-                self.head += len;
-                continue;
-            }
-            return Ok(Some(hdr));
+            self.pass_padding(hdr.kind, hdr.frame_len, off)?;
         }
+    }
+
+    /// [`RingReader::peek`] for the rest, given the ready frame's kind and
+    /// length at data offset `off`: map the ring before the first frame
+    /// (see `prefault`), step over a SKIP frame, or report a frame out of
+    /// bounds. Each call either makes progress or fails.
+    #[cold]
+    #[inline(never)]
+    fn pass_padding(&mut self, kind: u8, frame_len: u32, off: u64) -> Result<(), FrameError> {
+        if !self.prefaulted {
+            prefault(self.data, self.cap as usize, false);
+            self.prefaulted = true;
+            return Ok(());
+        }
+        if !fits(frame_len, off, self.cap) {
+            return Err(format!(
+                "frame length {frame_len} at ring offset {off} is out of bounds"
+            ));
+        }
+        if kind == kind::SKIP {
+            // The rest of a skipped lap holds only zeroed line starts.
+            self.zero_line_starts(self.head, FRAME_ALIGN as u64);
+            self.head += u64::from(frame_len);
+        }
+        Ok(())
     }
 
     /// The first `len` payload bytes of the current frame (validated by the
