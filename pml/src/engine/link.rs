@@ -116,7 +116,8 @@ pub(super) struct Peer {
     /// being received (`SYNC_RECEIVED` frames before `SYNC_STATE_END`).
     pub(super) sync_received_incoming: LaneMap<u64>,
     /// Nonblocking receives from this peer still to post without a look
-    /// at its ring, after one found it empty (`Engine::skips_look`).
+    /// at its ring, after one found it empty, or in an exchange
+    /// (`Engine::skips_look`); zero once a progress pass read the ring.
     pub(super) looks_to_skip: u32,
 }
 
@@ -141,6 +142,17 @@ impl Peer {
     /// (`Engine::skips_look`).
     pub(super) fn looked_empty(&mut self) {
         self.looks_to_skip = super::recv::LOOKS_SKIPPED_AFTER_EMPTY;
+    }
+
+    /// A message went to this peer while receives from it skip their look
+    /// at its ring: an exchange (each side posts receives and sends to the
+    /// other, then waits), whose receives are better left to the wait
+    /// (see `Engine::skips_look`).
+    #[inline(always)]
+    pub(super) fn sent_while_skipping_looks(&mut self) {
+        if self.looks_to_skip > 0 {
+            self.looks_to_skip = super::recv::LOOKS_SKIPPED_WHILE_EXCHANGING;
+        }
     }
 }
 

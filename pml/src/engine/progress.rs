@@ -231,6 +231,8 @@ impl Engine {
                         break;
                     }
                     peer.link.consume(&hdr);
+                    // Its ring was read: receives may look at it again.
+                    peer.looks_to_skip = 0;
                     frames += 1;
                     if frames >= 64 {
                         break;
