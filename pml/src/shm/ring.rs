@@ -589,18 +589,18 @@ impl RingReader {
     /// report whether the writer asked to be woken for space.
     ///
     /// Lazily: only once a quarter of the ring was consumed since the last
-    /// time, or when the writer waits. Storing the head (and the fence
+    /// time, even when the writer waits. Storing the head (and the fence
     /// after it) on every receive costs a cache-line transfer each, and
     /// the writer needs it only when the ring looks full: a frame with the
     /// padding before it takes less than half the ring, so then more than
     /// half is unpublished, and since less than a quarter is consumed but
     /// unpublished, more than a quarter is still unread: the reader has
-    /// frames to read, and reading them publishes.
+    /// frames to read, and reading them publishes. (Publishing at every
+    /// frame while the writer waited made a sender that runs ahead, as in
+    /// a loop of 2-rank `MPI_Reduce`s, and its reader trade two lines per
+    /// message: the loop took 0.114 µs per call instead of 0.079.)
     pub(crate) fn publish(&mut self) -> bool {
-        if self.published == self.head
-            || (self.head - self.published < self.cap / 4
-                && self.ctrl().writer_waiting.load(Ordering::Relaxed) == 0)
-        {
+        if self.head - self.published < self.cap / 4 {
             return false;
         }
         self.published = self.head;
