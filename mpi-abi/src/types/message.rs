@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::datatype::{info, layout, pack, span_of, unpack};
+use super::datatype::{info, layout, pack, predefined_size, span_of, unpack};
 use crate::consts::*;
 use crate::state::DerivedType;
 
@@ -55,6 +55,24 @@ impl Message {
             return Ok(Message::Direct {
                 ptr: buf as *mut u8,
                 len: 0,
+            });
+        }
+        // A predefined type first, on its own: its size stays in a
+        // register (merged with the derived types' path, the type's
+        // description went through the stack and was read back with a
+        // wider load than the store that wrote it, which waits for every
+        // older store, a send's ring writes among them).
+        if let Some(size) = predefined_size(dt) {
+            let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count"))?;
+            let len = n
+                .checked_mul(size)
+                .ok_or((MPI_ERR_COUNT, "count too large"))?;
+            if len > 0 && buf.is_null() {
+                return Err((MPI_ERR_BUFFER, "null buffer"));
+            }
+            return Ok(Message::Direct {
+                ptr: buf as *mut u8,
+                len,
             });
         }
         let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;

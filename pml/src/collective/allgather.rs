@@ -133,10 +133,8 @@ impl Comm {
     /// other rank's block into its slot of `slots`.
     fn flat_allgather(&self, send: &[u8], slots: &mut [(usize, &mut [u8])]) -> Result<()> {
         let r = self.rank();
-        let sends: PerRank<(usize, &[u8])> = (0..self.size())
-            .filter(|&i| i != r)
-            .map(|i| (i, send))
-            .collect();
+        let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+        sends.extend((0..self.size()).filter(|&i| i != r).map(|i| (i, send)));
         self.c_exchange(tag::ALLGATHER, &sends, slots)
     }
 

@@ -32,10 +32,12 @@ impl Comm {
         let bb = b * std::mem::size_of::<T>();
         let (out, inp) = (bytes(send), bytes_mut(recv));
         if std::mem::size_of_val(send) <= LARGE || flat(n, bb) {
-            let sends: PerRank<(usize, &[u8])> = (0..n)
-                .filter(|&i| i != r)
-                .map(|i| (i, &out[i * bb..(i + 1) * bb]))
-                .collect();
+            let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+            sends.extend(
+                (0..n)
+                    .filter(|&i| i != r)
+                    .map(|i| (i, &out[i * bb..(i + 1) * bb])),
+            );
             let mut slots = equal_blocks(&mut inp[..n * bb], n, r);
             return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
         }
@@ -101,10 +103,12 @@ impl Comm {
         recv[rr[r].clone()].copy_from_slice(&send[sr[r].clone()]);
         let total = std::mem::size_of_val(send);
         if total <= LARGE || flat(n, total / n) {
-            let sends: PerRank<(usize, &[u8])> = (0..n)
-                .filter(|&i| i != r)
-                .map(|i| (i, bytes(&send[sr[i].clone()])))
-                .collect();
+            let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+            sends.extend(
+                (0..n)
+                    .filter(|&i| i != r)
+                    .map(|i| (i, bytes(&send[sr[i].clone()]))),
+            );
             let mut slots = carve(bytes_mut(recv), &rr, std::mem::size_of::<T>(), r)?;
             return self.c_exchange(tag::ALLTOALL, &sends, &mut slots);
         }

@@ -39,7 +39,8 @@ impl Comm {
             if vr != 0 {
                 return self.c_recv(root, tag::BCAST, buf);
             }
-            let sends: PerRank<(usize, &[u8])> = (1..n).map(|v| (real(v), &buf[..])).collect();
+            let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+            sends.extend((1..n).map(|v| (real(v), &buf[..])));
             return self.c_exchange(tag::BCAST, &sends, &mut []);
         }
         if buf.len() <= LARGE || n == 2 {

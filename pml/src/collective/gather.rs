@@ -75,10 +75,12 @@ impl Comm {
         recv.copy_from_slice(&send[r * b..(r + 1) * b]);
         let bb = std::mem::size_of_val(recv);
         let data = bytes(send);
-        let sends: PerRank<(usize, &[u8])> = (0..n)
-            .filter(|&i| i != r)
-            .map(|i| (i, &data[i * bb..(i + 1) * bb]))
-            .collect();
+        let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+        sends.extend(
+            (0..n)
+                .filter(|&i| i != r)
+                .map(|i| (i, &data[i * bb..(i + 1) * bb])),
+        );
         self.c_exchange(tag::SCATTER, &sends, &mut [])
     }
 
@@ -107,10 +109,12 @@ impl Comm {
             )));
         }
         recv.copy_from_slice(&send[ranges[r].clone()]);
-        let sends: PerRank<(usize, &[u8])> = (0..n)
-            .filter(|&i| i != r)
-            .map(|i| (i, bytes(&send[ranges[i].clone()])))
-            .collect();
+        let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
+        sends.extend(
+            (0..n)
+                .filter(|&i| i != r)
+                .map(|i| (i, bytes(&send[ranges[i].clone()]))),
+        );
         self.c_exchange(tag::SCATTER, &sends, &mut [])
     }
 }
