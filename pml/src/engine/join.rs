@@ -234,8 +234,20 @@ impl Engine {
             // Yield after a few empty polls: a rank that spins keeps the
             // core from the rank it waits for (8 ranks on 2 cores: barrier
             // 26-33 -> 16-18 us, scatter 7-13 -> 5-6 us against 50 polls).
+            // With four ranks or more per core, after one: the rank waited
+            // for is seldom running (8 ranks on 2 cores, 6 alternated
+            // rounds: allgather, allreduce, gather, scatter 4-64 B 3-12%
+            // faster). With two per core it often is, and answers within
+            // the polls (4 ranks on 2 cores: ping-pong 0.12 -> 0.35 us with
+            // one poll). Sleeping instead of yielding made 8 ranks' small
+            // collectives 3-4x slower: a wake-up costs more than the turns
+            // it saves.
             IdlePolicy {
-                spin: 8,
+                spin: if env.local_size >= 4 * env.host_cores.max(1) {
+                    1
+                } else {
+                    8
+                },
                 yield_for: Duration::from_millis(2),
             }
         } else {
