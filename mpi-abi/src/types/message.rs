@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::datatype::{info, layout, pack, predefined_size, span_of, unpack};
+use super::datatype::{bytes_of, info, layout, pack, predefined_size, span_of, unpack};
 use crate::consts::*;
 use crate::state::DerivedType;
 
@@ -62,29 +62,22 @@ impl Message {
         // description went through the stack and was read back with a
         // wider load than the store that wrote it, which waits for every
         // older store, a send's ring writes among them).
-        if let Some(size) = predefined_size(dt) {
-            let n = usize::try_from(count).map_err(|_| (MPI_ERR_COUNT, "negative count"))?;
-            let len = n
-                .checked_mul(size)
-                .ok_or((MPI_ERR_COUNT, "count too large"))?;
+        let direct = |len: usize| {
             if len > 0 && buf.is_null() {
                 return Err((MPI_ERR_BUFFER, "null buffer"));
             }
-            return Ok(Message::Direct {
+            Ok(Message::Direct {
                 ptr: buf as *mut u8,
                 len,
-            });
+            })
+        };
+        if let Some(size) = predefined_size(dt) {
+            return direct(bytes_of(count, size)?);
         }
         let t = info(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
         let len = span_of(count, &t)?;
         if t.contiguous || len == 0 {
-            if len > 0 && buf.is_null() {
-                return Err((MPI_ERR_BUFFER, "null buffer"));
-            }
-            return Ok(Message::Direct {
-                ptr: buf as *mut u8,
-                len,
-            });
+            return direct(len);
         }
         let layout = layout(dt).ok_or((MPI_ERR_TYPE, "invalid datatype"))?;
         let n = usize::try_from(count).unwrap_or(0);

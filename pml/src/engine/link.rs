@@ -350,3 +350,22 @@ pub(super) fn message_header(k: u8, tag: i32, ctx: u32, seq: u64, len: usize) ->
     hdr.msg_len = len as u64;
     hdr
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::recv::{LOOKS_SKIPPED_AFTER_EMPTY, LOOKS_SKIPPED_WHILE_EXCHANGING};
+    use super::*;
+
+    #[test]
+    fn a_send_extends_the_skipped_looks_only_while_they_are_skipped() {
+        let mut p = Peer::new(Link::Dead, false);
+        // Not skipping: a send is no exchange.
+        p.sent_while_skipping_looks();
+        assert_eq!(p.looks_to_skip, 0);
+        p.looked_empty();
+        assert_eq!(p.looks_to_skip, LOOKS_SKIPPED_AFTER_EMPTY);
+        p.sent_while_skipping_looks();
+        assert_eq!(p.looks_to_skip, LOOKS_SKIPPED_WHILE_EXCHANGING);
+        const { assert!(LOOKS_SKIPPED_WHILE_EXCHANGING > LOOKS_SKIPPED_AFTER_EMPTY) };
+    }
+}

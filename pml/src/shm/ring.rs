@@ -405,6 +405,9 @@ impl RingWriter {
     #[inline(always)]
     pub(crate) fn try_write(&mut self, hdr: &FrameHeader, payload: &[u8]) -> bool {
         let frame = frame_size(hdr.kind, payload.len());
+        // `RingReader::publish`'s liveness rests on it (the engine's
+        // limits are checked at compile time, `engine/mod.rs`).
+        debug_assert!(frame <= self.cap / 4, "frame of {frame} bytes");
         self.wrap_if_drained(frame);
         let to_end = self.cap - offset(self.tail, self.cap);
         // As `needed`, from what is known here.
@@ -528,7 +531,7 @@ impl RingReader {
     /// bounds. Each call either makes progress or fails.
     #[cold]
     #[inline(never)]
-    fn pass_padding(&mut self, kind: u8, frame_len: u32, off: u64) -> Result<(), FrameError> {
+    fn pass_padding(&mut self, k: u8, frame_len: u32, off: u64) -> Result<(), FrameError> {
         if !self.prefaulted {
             prefault(self.data, self.cap as usize, false);
             self.prefaulted = true;
@@ -539,7 +542,7 @@ impl RingReader {
                 "frame length {frame_len} at ring offset {off} is out of bounds"
             ));
         }
-        if kind == kind::SKIP {
+        if k == kind::SKIP {
             // The rest of a skipped lap holds only zeroed line starts.
             self.zero_line_starts(self.head, FRAME_ALIGN as u64);
             self.head += u64::from(frame_len);
@@ -709,8 +712,9 @@ mod tests {
     #[test]
     fn stale_payload_bytes_are_never_taken_for_a_stamp() {
         // Fill the ring with payloads made of every plausible stamp value,
-        // then check the reader stops exactly where the writer stopped.
-        let cap = 512;
+        // then check the reader stops exactly where the writer stopped
+        // (a ring of 1 KiB: the 192-byte frames may take up to a quarter).
+        let cap = 1024;
         let mut mem = Mem::new(cap);
         let (mut w, mut r) = mem.ends(cap);
         let poison: Vec<u8> = (0..40u64)
@@ -798,6 +802,61 @@ mod tests {
             assert_eq!(r.payload(&h, largest.len()).unwrap(), &largest[..]);
             r.consume(&h);
             r.publish();
+        }
+    }
+
+    #[test]
+    fn a_waiting_writer_is_told_and_fits_before_the_reader_runs_dry() {
+        // The reader publishes only once a quarter of the ring is read
+        // (`publish`); a writer waiting for room must still get it while
+        // frames remain to read, at any frame size and ring position.
+        let cap = 4096;
+        let mut mem = Mem::new(cap);
+        let (mut w, mut r) = mem.ends(cap);
+        let frame = |seq: u64, len: usize| {
+            let mut h = eager(seq);
+            h.msg_len = len as u64;
+            h
+        };
+        let mut seq = 0u64;
+        for round in 0..200u64 {
+            let want = vec![3u8; (round as usize * 97) % (cap / 4 - HEADER_LEN + 1)];
+            // Fill with small frames until the wanted one does not fit.
+            loop {
+                let filler = vec![1u8; ((round + seq) % 5 * 40) as usize];
+                if !w.try_write(&frame(seq, filler.len()), &filler) {
+                    break;
+                }
+                seq += 1;
+            }
+            if w.announce_waiting(kind::EAGER, want.len()) {
+                assert!(w.try_write(&frame(seq, want.len()), &want));
+            } else {
+                let mut told = false;
+                loop {
+                    let Some(h) = r.peek().unwrap() else {
+                        panic!("round {round}: the reader ran dry while the writer waited");
+                    };
+                    r.consume(&h);
+                    told |= r.publish();
+                    if w.try_write(&frame(seq, want.len()), &want) {
+                        break;
+                    }
+                }
+                assert!(
+                    told,
+                    "round {round}: room came without a word to the writer"
+                );
+            }
+            seq += 1;
+            // Drain; the wanted frame comes out whole, last.
+            let mut last = None;
+            while let Some(h) = r.peek().unwrap() {
+                last = Some((h.seq, r.payload(&h, h.msg_len as usize).unwrap().to_vec()));
+                r.consume(&h);
+            }
+            r.publish();
+            assert_eq!(last, Some((seq - 1, want)), "round {round}");
         }
     }
 
