@@ -144,13 +144,14 @@ impl Peer {
         self.looks_to_skip = super::recv::LOOKS_SKIPPED_AFTER_EMPTY;
     }
 
-    /// A message went to this peer while receives from it skip their look
-    /// at its ring: an exchange (each side posts receives and sends to the
-    /// other, then waits), whose receives are better left to the wait
-    /// (see `Engine::skips_look`).
+    /// A message of `len` bytes went to this peer. If it is small and
+    /// receives from the peer skip their look at its ring, this is an
+    /// exchange (each side posts receives and sends to the other, then
+    /// waits), whose receives are better left to the wait (see
+    /// `Engine::skips_look`).
     #[inline(always)]
-    pub(super) fn sent_while_skipping_looks(&mut self) {
-        if self.looks_to_skip > 0 {
+    pub(super) fn sent_while_skipping_looks(&mut self, len: usize) {
+        if self.looks_to_skip > 0 && len <= super::recv::EXCHANGED_MESSAGE_MAX {
             self.looks_to_skip = super::recv::LOOKS_SKIPPED_WHILE_EXCHANGING;
         }
     }
@@ -353,18 +354,23 @@ pub(super) fn message_header(k: u8, tag: i32, ctx: u32, seq: u64, len: usize) ->
 
 #[cfg(test)]
 mod tests {
-    use super::super::recv::{LOOKS_SKIPPED_AFTER_EMPTY, LOOKS_SKIPPED_WHILE_EXCHANGING};
+    use super::super::recv::{
+        EXCHANGED_MESSAGE_MAX, LOOKS_SKIPPED_AFTER_EMPTY, LOOKS_SKIPPED_WHILE_EXCHANGING,
+    };
     use super::*;
 
     #[test]
-    fn a_send_extends_the_skipped_looks_only_while_they_are_skipped() {
+    fn a_small_send_extends_the_skipped_looks_only_while_they_are_skipped() {
         let mut p = Peer::new(Link::Dead, false);
         // Not skipping: a send is no exchange.
-        p.sent_while_skipping_looks();
+        p.sent_while_skipping_looks(1);
         assert_eq!(p.looks_to_skip, 0);
         p.looked_empty();
         assert_eq!(p.looks_to_skip, LOOKS_SKIPPED_AFTER_EMPTY);
-        p.sent_while_skipping_looks();
+        // A large message is no exchange either.
+        p.sent_while_skipping_looks(EXCHANGED_MESSAGE_MAX + 1);
+        assert_eq!(p.looks_to_skip, LOOKS_SKIPPED_AFTER_EMPTY);
+        p.sent_while_skipping_looks(EXCHANGED_MESSAGE_MAX);
         assert_eq!(p.looks_to_skip, LOOKS_SKIPPED_WHILE_EXCHANGING);
         const { assert!(LOOKS_SKIPPED_WHILE_EXCHANGING > LOOKS_SKIPPED_AFTER_EMPTY) };
     }

@@ -85,9 +85,7 @@ impl Engine {
         if !peer.link.try_write(&hdr, msg.payload) {
             return Err(Error::RequestState("ring space vanished"));
         }
-        if msg.payload.len() <= super::recv::EXCHANGED_MESSAGE_MAX {
-            peer.sent_while_skipping_looks();
-        }
+        peer.sent_while_skipping_looks(msg.payload.len());
         vpml_fault_points::fault_point!("send.after_frame");
         *self.send_seq[msg.dest].entry(msg.context) = msg.seq;
         self.core.stats.messages_sent += 1;

@@ -963,38 +963,32 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_frame_length_is_an_error() {
-        let cap = 512;
-        let mut mem = Mem::new(cap);
-        let (mut w, mut r) = mem.ends(cap);
-        let base = mem.base();
-        assert!(w.try_write(&eager(0), &[1, 2, 3]));
-        // SAFETY: overwrite frame_len (offset 8 of the first frame) in place.
-        unsafe { *(base.add(RING_CONTROL + 8) as *mut u32) = 4096 };
-        assert!(r.peek().is_err());
-    }
-
-    #[test]
-    fn corrupt_frame_length_past_the_first_frame_is_an_error() {
-        let cap = 512;
-        let mut mem = Mem::new(cap);
-        let (mut w, mut r) = mem.ends(cap);
-        let base = mem.base();
-        for seq in 0..2 {
-            assert!(w.try_write(&eager(seq), &[1, 2, 3]));
-        }
-        let first = r.peek().unwrap().unwrap();
-        r.consume(&first);
-        // Lengths the inlined check must refuse, in the second frame
-        // (it starts at 64).
-        for bad in [0u32, 100, 4096] {
-            // SAFETY: frame_len (offset 8 of that frame) lies inside `mem`.
-            unsafe { *(base.add(RING_CONTROL + 64 + 8) as *mut u32) = bad };
-            let e = r.peek().unwrap_err();
-            assert!(
-                e.contains(&format!("frame length {bad} at ring offset 64")),
-                "{e}"
-            );
+    fn corrupt_frame_length_is_an_error_in_the_first_frame_and_later() {
+        // The first frame goes through the out-of-line path (`prefault`),
+        // later ones through the inlined check: both must refuse.
+        for frame in [0usize, 1] {
+            let cap = 512;
+            let mut mem = Mem::new(cap);
+            let (mut w, mut r) = mem.ends(cap);
+            let base = mem.base();
+            for seq in 0..2 {
+                assert!(w.try_write(&eager(seq), &[1, 2, 3]));
+            }
+            if frame == 1 {
+                let first = r.peek().unwrap().unwrap();
+                r.consume(&first);
+            }
+            let at = 64 * frame;
+            for bad in [0u32, 100, 4096] {
+                // SAFETY: frame_len (offset 8 of that frame, which starts
+                // at `at`) lies inside `mem`.
+                unsafe { *(base.add(RING_CONTROL + at + 8) as *mut u32) = bad };
+                let e = r.peek().unwrap_err();
+                assert!(
+                    e.contains(&format!("frame length {bad} at ring offset {at}")),
+                    "{e}"
+                );
+            }
         }
     }
 }
