@@ -127,6 +127,32 @@ static void everyone(void) {
     MPI_Ireduce_scatter(vec, rs, rc, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
     wait1(&r);
     CHECK(rc[rank] == 0 ? rs[0] == -1 : rs[0] == 48 + 4 * start[rank], "Ireduce_scatter %d", rs[0]);
+    /* In place: the input is the result buffer, the result its first block. */
+    for (int i = 0; i < 8; i++) vec[i] = rank * 8 + i;
+    MPI_Ireduce_scatter_block(MPI_IN_PLACE, vec, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(vec[0] == 48 + 4 * 2 * rank && vec[1] == 48 + 4 * (2 * rank + 1), "Ireduce_scatter_block in place %d %d", vec[0], vec[1]);
+
+    /* Iscatter from a root whose blocks are sent from its own buffer:
+       in place, then with a type with holes (packed first); the root's
+       buffer comes back as it was. */
+    int from[12], got[2] = {-1, -1};
+    for (int i = 0; i < 12; i++) from[i] = 100 + i;
+    MPI_Iscatter(from, 2, MPI_INT, rank == 1 ? MPI_IN_PLACE : got, 2, MPI_INT, 1, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    if (rank == 1) CHECK(got[0] == -1, "Iscatter in place wrote the root's block elsewhere");
+    else CHECK(got[0] == 100 + 2 * rank && got[1] == 101 + 2 * rank, "Iscatter in place %d %d", got[0], got[1]);
+    MPI_Datatype holes;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &holes);
+    MPI_Type_create_resized(holes, 0, 3 * sizeof(int), &holes);
+    MPI_Type_commit(&holes);
+    MPI_Iscatter(from, 1, holes, got, 2, MPI_INT, 2, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(got[0] == 100 + 3 * rank && got[1] == 102 + 3 * rank, "Iscatter with holes %d %d", got[0], got[1]);
+    MPI_Type_free(&holes);
+    int intact = 1;
+    for (int i = 0; i < 12; i++) intact &= from[i] == 100 + i;
+    CHECK(intact, "Iscatter left the root's buffer as it was");
 
     /* Iallgather in place, Iallgatherv. */
     int ag[4] = {-1, -1, -1, -1};

@@ -258,17 +258,22 @@ pub(in crate::coll) unsafe fn scatter(
         Role::Root => {
             let vb = vb()?;
             let (_, me) = peers(c);
-            let (lens, offs) = match vb.in_buffer() {
-                Some((lens, offs, _)) => (lens, offs),
-                None => (vb.lens(), vb.offs()),
-            };
-            // The blocks, packed (a copy: the caller's buffer may be the
-            // result too, and the sends read it until they complete).
-            let data: Vec<u8> = match vb.in_buffer() {
-                // SAFETY: caller contract (read only).
-                Some((_, _, span)) => unsafe { user_bytes_ref(send, span) }?.to_vec(),
-                // SAFETY: caller contract.
-                None => unsafe { vb.pack(send) },
+            // Blocks that lie in the caller's buffer go from there (MPI
+            // keeps the program from touching it until the request
+            // completes); others are packed into bytes of our own, held
+            // until then. (Copying the whole buffer made a 2-rank
+            // `MPI_Iscatter` of 4 MiB blocks 3.3x Open MPI's time.)
+            let (lens, offs, data, packed) = match vb.in_buffer() {
+                Some((lens, offs, span)) => {
+                    // SAFETY: caller contract (read only).
+                    let bytes = unsafe { user_bytes_ref(send, span) }?;
+                    (lens, offs, bytes.as_ptr(), Vec::new())
+                }
+                None => {
+                    // SAFETY: caller contract.
+                    let packed = unsafe { vb.pack(send) };
+                    (vb.lens(), vb.offs(), packed.as_ptr(), packed)
+                }
             };
             let mut mismatch = None;
             if let Some(me) = me
@@ -276,17 +281,20 @@ pub(in crate::coll) unsafe fn scatter(
             {
                 // SAFETY: caller contract.
                 let mut out = checked(unsafe { Message::new(recv, rcount, rtype, false) })?;
-                mismatch = copy_block(&data[offs[me]..offs[me] + lens[me]], out.bytes()).err();
+                // SAFETY: block `me` lies in `data` (the caller's span, or
+                // the packed bytes, which `packed` holds).
+                let mine = unsafe { std::slice::from_raw_parts(data.add(offs[me]), lens[me]) };
+                mismatch = copy_block(mine, out.bytes()).err();
                 out.finish(None);
             }
             let sends = others(c)
-                .map(|i| transfer(i, data.as_ptr().wrapping_add(offs[i]), lens[i]))
+                .map(|i| transfer(i, data.wrapping_add(offs[i]), lens[i]))
                 .collect();
             Ok(Laid {
                 sends,
                 recvs: Transfers::new(),
                 after: Box::new(move || {
-                    drop(data);
+                    drop(packed);
                     Ok(())
                 }),
             }

@@ -259,13 +259,16 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     };
     let total_c =
         c_int::try_from(total).map_err(|_| (MPI_ERR_COUNT, "counts too large".to_string()))?;
-    let from = if in_place(send) {
-        recv as *const c_void
+    // In place, the input is the result buffer, which the fold overwrites
+    // while it reads the input: a copy. Otherwise the sends read the
+    // program's buffer itself, which MPI keeps untouched until the end.
+    let input = if in_place(send) {
+        // SAFETY: caller contract.
+        Outgoing::copy(unsafe { owned(recv, total_c, dt) }?)
     } else {
-        send
+        // SAFETY: caller contract.
+        unsafe { Outgoing::of(send, total_c, dt) }?
     };
-    // SAFETY: caller contract.
-    let input = unsafe { owned(from, total_c, dt) }?;
     let n = counts[r];
     // SAFETY: caller contract.
     let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
@@ -297,7 +300,7 @@ pub(in crate::coll) unsafe fn reduce_scatter(
         after: Box::new(move || {
             let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
             if let (Some(me), Some(own)) = (me, own) {
-                parts.insert(me, &input[own]);
+                parts.insert(me, &input.as_slice()[own]);
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
         }),
