@@ -181,6 +181,9 @@ static void allocated_windows(int n) {
     MPI_Fetch_and_op(&one, &before, MPI_LONG, right, 0, MPI_SUM, win);
     MPI_Compare_and_swap(&swap, &expect, &old, MPI_LONG, right, 1, win);
     MPI_Fetch_and_op(NULL, &now, MPI_LONG, right, 0, MPI_NO_OP, win);
+    /* Zero elements from and to a null address: nothing moves. */
+    MPI_Put(NULL, 0, MPI_LONG, right, 1, 0, MPI_LONG, win);
+    MPI_Get(NULL, 0, MPI_LONG, right, 1, 0, MPI_LONG, win);
     MPI_Rget(&seen, 1, MPI_LONG, right, 1, 1, MPI_LONG, win, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     MPI_Win_unlock(right, win);

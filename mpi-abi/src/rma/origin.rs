@@ -456,14 +456,15 @@ fn finish(h: Win, r: Result<Option<Request>, c_int>, out: Option<*mut Request>) 
 /// lands in a direct window: the address in the target's part and its
 /// locks. `None` unless the window is direct, both sides are predefined
 /// types of as many bytes, and every argument is valid — the general path
-/// takes the rest, and reports the errors.
+/// takes the rest, and reports the errors. (`bytes` may be 0: the address
+/// is then not to be touched, and the program's may be null.)
 #[inline]
 fn direct_span(h: Win, count: c_int, dt: Datatype, t: Target) -> Option<(*mut u8, usize, Locks)> {
     let size = crate::types::predefined_size(dt)?;
     let tsize = crate::types::predefined_size(t.dt)?;
     let bytes = usize::try_from(count).ok()?.checked_mul(size)?;
     let tbytes = usize::try_from(t.count).ok()?.checked_mul(tsize)?;
-    if bytes != tbytes || bytes == 0 || bytes as u64 > MAX_BYTES {
+    if bytes != tbytes || bytes as u64 > MAX_BYTES {
         return None;
     }
     let rank = usize::try_from(t.rank).ok()?;
@@ -495,7 +496,7 @@ fn direct_accumulate(
     op: Op,
 ) -> Option<c_int> {
     let (at, bytes, locks) = direct_span(h, count, dt, t)?;
-    if dt != t.dt || slot_of_user_op(op) {
+    if dt != t.dt || slot_of_user_op(op) || bytes == 0 {
         return None;
     }
     if let Some((_, rcount, rdt)) = result {
@@ -543,6 +544,38 @@ fn direct_accumulate(
     })
 }
 
+/// A compare-and-swap of one element on a direct window: the target's
+/// element read, replaced if it equals `compare`'s bytes, and handed to
+/// `f.result`, under the target's accumulate lock. `None` unless
+/// [`direct_span`] applies to one element of a predefined type (of at most
+/// 32 bytes) on both sides — the general path takes the rest. (That path
+/// builds its lists of runs and copies for one element: twice Open MPI's
+/// time for `MPI_Compare_and_swap` of an `MPI_INT64_T`.)
+#[inline]
+fn direct_compare_and_swap(h: Win, f: &Fetch, compare: *const c_void, t: Target) -> Option<c_int> {
+    if f.count != 1 || f.result_count != 1 || f.result_dt != f.dt || t.dt != f.dt {
+        return None;
+    }
+    crate::types::info(f.dt).and_then(|i| i.base)?;
+    let (at, bytes, locks) = direct_span(h, 1, f.dt, t)?;
+    let mut old = [0u8; 32];
+    let old = old.get_mut(..bytes)?;
+    let held = locks.accumulating();
+    // SAFETY: `direct_span` found the element inside the target's part;
+    // `f.addr`, `compare` and `f.result` each hold one element of the type
+    // (caller contract). `old` is ours, so any of them may overlap the
+    // target's bytes: the old value is taken before anything is written.
+    unsafe {
+        std::ptr::copy(at, old.as_mut_ptr(), bytes);
+        if std::slice::from_raw_parts(compare.cast::<u8>(), bytes) == old {
+            std::ptr::copy(f.addr.cast::<u8>(), at, bytes);
+        }
+        std::ptr::copy(old.as_ptr(), f.result.cast::<u8>(), bytes);
+    }
+    drop(held);
+    Some(MPI_SUCCESS)
+}
+
 /// `MPI_Put` and `MPI_Rput`.
 #[allow(clippy::too_many_arguments)] // MPI's own argument list
 fn put(
@@ -555,10 +588,12 @@ fn put(
     out: Option<*mut Request>,
 ) -> c_int {
     if let Some((at, bytes, _)) = direct_span(h, count, dt, t) {
-        // SAFETY: `direct_span` found the bytes inside the target's part;
-        // `addr` holds them (caller contract; they may overlap if a rank
-        // puts from its own window into itself).
-        unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) };
+        if bytes > 0 {
+            // SAFETY: `direct_span` found the bytes inside the target's
+            // part; `addr` holds them (caller contract; they may overlap if
+            // a rank puts from its own window into itself).
+            unsafe { std::ptr::copy(addr.cast::<u8>(), at, bytes) };
+        }
         return completed(h, out);
     }
     let r = (|| {
@@ -590,8 +625,10 @@ fn get(
     out: Option<*mut Request>,
 ) -> c_int {
     if let Some((at, bytes, _)) = direct_span(h, count, dt, t) {
-        // SAFETY: as for a put, the other way.
-        unsafe { std::ptr::copy(at, addr.cast::<u8>(), bytes) };
+        if bytes > 0 {
+            // SAFETY: as for a put, the other way.
+            unsafe { std::ptr::copy(at, addr.cast::<u8>(), bytes) };
+        }
         return completed(h, out);
     }
     let r = (|| {
@@ -671,15 +708,19 @@ fn fetch(
     h: Win,
     out: Option<*mut Request>,
 ) -> c_int {
-    if compare.is_none() {
-        let result = Some((f.result, f.result_count, f.result_dt));
-        if let Some(rc) = direct_accumulate(h, func, (f.addr, f.count, f.dt), result, t, op) {
-            return if rc == MPI_SUCCESS {
-                completed(h, out)
-            } else {
-                rc
-            };
+    let direct = match compare {
+        None => {
+            let result = Some((f.result, f.result_count, f.result_dt));
+            direct_accumulate(h, func, (f.addr, f.count, f.dt), result, t, op)
         }
+        Some(compare) => direct_compare_and_swap(h, &f, compare, t),
+    };
+    if let Some(rc) = direct {
+        return if rc == MPI_SUCCESS {
+            completed(h, out)
+        } else {
+            rc
+        };
     }
     let r = (|| {
         let Some(mut p) = prepare(h, func, t)? else {
