@@ -94,14 +94,132 @@ impl<T, F: Fn(T, T) -> T> Op<T> for FnOp<F> {
 
 /// `acc[i] = acc[i] ⊕ right[i]`.
 pub(crate) fn fold_right<T: Copy, O: Op<T> + ?Sized>(op: &O, acc: &mut [T], right: &[T]) {
-    for (a, &b) in acc.iter_mut().zip(right) {
-        *a = op.apply(*a, b);
-    }
+    wide_vectors(std::mem::size_of_val(acc), || {
+        for (a, &b) in acc.iter_mut().zip(right) {
+            *a = op.apply(*a, b);
+        }
+    })
 }
 
 /// `acc[i] = left[i] ⊕ acc[i]`.
 pub(crate) fn fold_left<T: Copy, O: Op<T> + ?Sized>(op: &O, left: &[T], acc: &mut [T]) {
-    for (a, &l) in acc.iter_mut().zip(left) {
-        *a = op.apply(l, *a);
+    wide_vectors(std::mem::size_of_val(acc), || {
+        for (a, &l) in acc.iter_mut().zip(left) {
+            *a = op.apply(l, *a);
+        }
+    })
+}
+
+/// Run `f`, an element loop over `bytes` bytes, compiled for the CPU's
+/// widest vectors (AVX-512, else AVX2) when it has them and the loop is
+/// long enough to gain.
+///
+/// The crate is built for the x86-64 baseline, whose vectors hold two
+/// doubles; Open MPI picks AVX-512 reductions at run time, and a 16 KiB
+/// `MPI_Accumulate` took vpml 1.7x its time. Each element is combined by
+/// the same IEEE operation at any width, so results stay bit-identical.
+#[inline(always)]
+pub fn wide_vectors<R>(bytes: usize, f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if bytes >= WIDE_FROM {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { with_avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { with_avx2(f) };
+        }
+    }
+    let _ = bytes;
+    f()
+}
+
+/// Loops shorter than this stay on the baseline code (no gain to win).
+#[cfg(target_arch = "x86_64")]
+const WIDE_FROM: usize = 256;
+
+/// `f` inlined into a function compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f` inlined into a function compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values that tell IEEE operations apart: signed zeros, infinities,
+    /// NaNs, subnormals, and sums that round.
+    fn awkward(n: usize, seed: u64) -> Vec<f64> {
+        let special = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE / 3.0,
+            1e308,
+            0.1,
+        ];
+        (0..n as u64)
+            .map(|i| {
+                let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
+                if x.is_multiple_of(5) {
+                    special[(x >> 8) as usize % special.len()]
+                } else {
+                    (x >> 11) as f64 * 1e-3 - 1e12
+                }
+            })
+            .collect()
+    }
+
+    /// Both folds of `a` and `b` by `op`, element against element (`op`
+    /// known at compile time, so the folds' loops are vector code).
+    fn folds_match_elements<O: Op<f64>>(name: &str, op: &O, a: &[f64], b: &[f64]) {
+        let mut right = a.to_vec();
+        fold_right(op, &mut right, b);
+        let mut left = a.to_vec();
+        fold_left(op, b, &mut left);
+        for i in 0..a.len() {
+            let n = a.len();
+            assert_eq!(
+                right[i].to_bits(),
+                op.apply(a[i], b[i]).to_bits(),
+                "{name} {n} {i}"
+            );
+            assert_eq!(
+                left[i].to_bits(),
+                op.apply(b[i], a[i]).to_bits(),
+                "{name} {n} {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn wide_folds_give_every_element_the_bits_of_a_scalar_fold() {
+        // Lengths around the threshold and the vector widths, so that
+        // both code paths and every loop tail run.
+        for n in [1, 31, 32, 33, 255, 256, 257, 1000] {
+            let (a, b) = (awkward(n, 1), awkward(n, 2));
+            folds_match_elements("sum", &Sum, &a, &b);
+            folds_match_elements("prod", &Prod, &a, &b);
+            folds_match_elements("min", &Min, &a, &b);
+            folds_match_elements("max", &Max, &a, &b);
+        }
     }
 }

@@ -571,13 +571,15 @@ fn fold_structs_into(
 ) -> Result<(), (c_int, String)> {
     fn fold<T: Element, O: vpml::Op<T>>(op: &O, acc: &mut [u8], data: &[u8]) {
         let size = std::mem::size_of::<T>();
-        for (a, b) in acc.chunks_exact_mut(size).zip(data.chunks_exact(size)) {
-            let r = op.apply(
-                bytemuck::pod_read_unaligned::<T>(a),
-                bytemuck::pod_read_unaligned::<T>(b),
-            );
-            a.copy_from_slice(bytemuck::bytes_of(&r));
-        }
+        vpml::op::wide_vectors(acc.len(), || {
+            for (a, b) in acc.chunks_exact_mut(size).zip(data.chunks_exact(size)) {
+                let r = op.apply(
+                    bytemuck::pod_read_unaligned::<T>(a),
+                    bytemuck::pod_read_unaligned::<T>(b),
+                );
+                a.copy_from_slice(bytemuck::bytes_of(&r));
+            }
+        })
     }
     // The common operations fixed at compile time, as in `typed`: their
     // element loops compile to vector code.
