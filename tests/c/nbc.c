@@ -142,9 +142,10 @@ static void everyone(void) {
     wait1(&r);
     if (rank == 1) CHECK(got[0] == -1, "Iscatter in place wrote the root's block elsewhere");
     else CHECK(got[0] == 100 + 2 * rank && got[1] == 101 + 2 * rank, "Iscatter in place %d %d", got[0], got[1]);
-    MPI_Datatype holes;
-    MPI_Type_vector(2, 1, 2, MPI_INT, &holes);
-    MPI_Type_create_resized(holes, 0, 3 * sizeof(int), &holes);
+    MPI_Datatype strided, holes;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &strided);
+    MPI_Type_create_resized(strided, 0, 3 * sizeof(int), &holes);
+    MPI_Type_free(&strided);
     MPI_Type_commit(&holes);
     MPI_Iscatter(from, 1, holes, got, 2, MPI_INT, 2, MPI_COMM_WORLD, &r);
     wait1(&r);

@@ -39,8 +39,9 @@ fn memory_fence() {
 ///
 /// A lock's release (`Locks::unlock`) already orders this process's
 /// accesses to the window before it; only an unchecked epoch, which has
-/// no lock word, needs the fence. (Both took a quarter of a 2-rank
-/// lock/`MPI_Fetch_and_op`/unlock epoch.)
+/// no lock word, needs the fence. (A fence before the release took half
+/// of `MPI_Win_unlock`'s time in a 2-rank lock/`MPI_Fetch_and_op`/unlock
+/// loop.)
 fn release_direct(locks: Locks, held: Held) {
     match held {
         Held::Exclusive => locks.unlock(true),

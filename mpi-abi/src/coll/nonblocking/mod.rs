@@ -200,8 +200,9 @@ fn no_in_place_on_inter(c: &vpml::Comm, send: *const c_void) -> Res {
 
 /// What a collective sends from: the program's send buffer itself for a
 /// contiguous datatype (MPI leaves it untouched until the request
-/// completes), else a packed copy — or a copy of the result buffer's own
-/// block in place. The request's last step keeps it until then.
+/// completes), else a packed copy — or, where the collective writes its
+/// result over the input (in place, or overlapping buffers), a copy of
+/// the input. The request's last step keeps it until then.
 pub(super) struct Outgoing {
     ptr: *const u8,
     len: usize,

@@ -259,19 +259,20 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     };
     let total_c =
         c_int::try_from(total).map_err(|_| (MPI_ERR_COUNT, "counts too large".to_string()))?;
-    // In place, the input is the result buffer, which the fold overwrites
-    // while it reads the input: a copy. Otherwise the sends read the
-    // program's buffer itself, which MPI keeps untouched until the end.
-    let input = if in_place(send) {
-        // SAFETY: caller contract.
-        Outgoing::copy(unsafe { owned(recv, total_c, dt) }?)
-    } else {
-        // SAFETY: caller contract.
-        unsafe { Outgoing::of(send, total_c, dt) }?
-    };
     let n = counts[r];
     // SAFETY: caller contract.
     let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
+    // In place, the input is the result buffer, which the fold overwrites
+    // while it reads the input: a copy; so it is when the two overlap (an
+    // erroneous program, which must not make the fold read what it
+    // writes). Otherwise the sends read the program's buffer itself,
+    // which MPI keeps untouched until the end.
+    // SAFETY: caller contract.
+    let mut input = unsafe { Outgoing::of(if in_place(send) { recv } else { send }, total_c, dt) }?;
+    let (at, len) = out.target();
+    if in_place(send) || crate::rma::overlap(at, len, input.as_ptr(), input.len()) {
+        input = Outgoing::copy(input.as_slice().to_vec());
+    }
     let bounds: Vec<usize> = std::iter::once(0)
         .chain(cut.iter().scan(0, |at, &k| {
             *at += k * esize;
