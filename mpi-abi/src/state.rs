@@ -225,22 +225,6 @@ impl ReqEntry {
         }
     }
 
-    /// A nonblocking collective's request: [`ReqEntry::new`] with its last
-    /// step `after`.
-    ///
-    /// The boxed part is made in place rather than built aside and moved
-    /// in (as [`ReqEntry::with`] does): that move copied it with wide
-    /// loads of fields just stored one by one, which wait for every older
-    /// store — 17% of a 2-rank `MPI_Iallgather`/`MPI_Wait` loop.
-    pub(crate) fn with_after(comm: Comm, active: Active, after: AfterCollective) -> ReqEntry {
-        let mut more = Box::<More>::default();
-        more.after = Some(after);
-        ReqEntry {
-            more: Some(more),
-            ..ReqEntry::new(comm, Some(active))
-        }
-    }
-
     /// A persistent request doing `op` on communicator `comm`, inactive.
     pub(crate) fn persistent_op(comm: Comm, op: Persistent) -> ReqEntry {
         ReqEntry {

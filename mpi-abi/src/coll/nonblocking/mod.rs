@@ -34,7 +34,7 @@ use super::checked;
 use crate::coll::Res;
 use crate::consts::*;
 use crate::state::{
-    Active, AfterCollective, ReqEntry, STATE, error, put, request_handle, vpml_error,
+    Active, AfterCollective, More, ReqEntry, STATE, error, put, request_handle, vpml_error,
 };
 use crate::types::{Message, info};
 
@@ -107,7 +107,11 @@ pub(super) fn launch(
     }
     match start_laid(c, laid, 0) {
         Ok((active, after)) => {
-            let entry = ReqEntry::with_after(h, active, after);
+            let after = More {
+                after: Some(after),
+                ..More::default()
+            };
+            let entry = ReqEntry::with(h, Some(active), after);
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).
             unsafe { put(req, request_handle(i)) };
