@@ -51,8 +51,8 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::consts::*;
-
 use crate::state::{STATE, slot_of};
+
 pub(crate) use direct::overlap;
 
 mod direct;

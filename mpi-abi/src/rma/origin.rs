@@ -556,6 +556,7 @@ fn direct_compare_and_swap(h: Win, f: &Fetch, compare: *const c_void, t: Target)
     if f.count != 1 || f.result_count != 1 || f.result_dt != f.dt || t.dt != f.dt {
         return None;
     }
+    // A predefined type, as the general path requires (it names the error).
     crate::types::info(f.dt).and_then(|i| i.base)?;
     let (at, bytes, locks) = direct_span(h, 1, f.dt, t)?;
     let mut old = [0u8; 32];
