@@ -300,6 +300,51 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
 }
 
 #[test]
+fn a_damaged_sender_log_stops_the_job_naming_the_record() {
+    // Rank 2 dies mid-run; before its restart the newest message each
+    // neighbour keeps for it is damaged. With no checkpoint, the restarted
+    // rank needs every message, that one too: the neighbour that finds
+    // the bad record stops the job with one line naming file and offset
+    // (status 70), instead of re-sending what it has or hanging.
+    let _guard = serial();
+    let no_checkpoints: Vec<&str> = HEAT
+        .iter()
+        .copied()
+        .chain(["--checkpoint-every", "0"])
+        .collect();
+    let kill = "2@point:send.after_frame#30:corrupt-sender-log";
+    let (out, _) = run(
+        4,
+        &["--inject-failure".into(), kill.into()],
+        "heat3d",
+        &no_checkpoints,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    let damaged: Vec<(&str, &str)> = stderr
+        .lines()
+        .filter_map(|l| l.split_once("keeps for rank 2: the record at offset "))
+        .filter_map(|(who, at)| Some((who.rsplit_once("rank ")?.1.split(' ').next()?, at)))
+        .collect();
+    assert!(!damaged.is_empty(), "no record damaged:\n{stderr}");
+    // "OFFSET of FILE" in the notice, "FILE: … at offset OFFSET" in the
+    // line that stops the job.
+    let stop = stderr
+        .lines()
+        .find(|l| l.contains("aborted the job (code 70)"))
+        .unwrap_or_else(|| panic!("no line stopping the job:\n{stderr}"));
+    assert!(
+        damaged.iter().any(|(from, at)| {
+            let (offset, file) = at.split_once(" of ").unwrap_or_default();
+            stop.contains(&format!(
+                "rank {from} cannot re-send the messages restarted rank 2 needs: sender log {file}: payload checksum mismatch in the record at offset {offset}"
+            ))
+        }),
+        "the line stopping the job must name a damaged record:\n{stderr}"
+    );
+}
+
+#[test]
 fn recovery_works_over_tcp_and_across_hosts() {
     // After its fourth checkpoint: the restarted rank replays from it,
     // its peers re-send over TCP.

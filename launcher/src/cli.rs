@@ -117,6 +117,8 @@ pub struct RunArgs {
     /// i.e. while it recovers; `agent:HOST@SECONDS` kills the agent of
     /// host number HOST; `…@SECONDS:lose-files` also removes the files of
     /// the rank (or of the host's ranks) as the loss of the machine would;
+    /// `RANK@…:corrupt-sender-log` damages the newest message each other
+    /// rank's sender log keeps for RANK before its restart;
     /// `logger:I@SECONDS`
     /// kills event logger I), or
     /// `random:K` / `random:K@SECONDS`
@@ -127,7 +129,8 @@ pub struct RunArgs {
     /// dies the N-th time it reaches fault point NAME;
     /// `RANK@restart+point:NAME[#N]` arms it in the rank's next restarted
     /// process; `logger:I@point:NAME[#N]` in event logger I;
-    /// `:corrupt-checkpoint` and `:lose-files` apply to rank points too. A
+    /// `:corrupt-checkpoint`, `:corrupt-sender-log` and `:lose-files` apply
+    /// to rank points too. A
     /// wrong name lists the known points.
     #[arg(long, value_name = "SPEC")]
     pub inject_failure: Vec<String>,

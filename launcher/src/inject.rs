@@ -33,6 +33,10 @@ pub(crate) struct Injection {
     /// before its restart, as the loss of a machine would (testing
     /// off-host checkpoint copies).
     pub lose_files: bool,
+    /// Damage, in every other rank's sender log, the newest message kept
+    /// for the rank before restarting it (testing that a job whose lost
+    /// messages cannot all be re-sent stops, and says where).
+    pub corrupt_sender_logs: bool,
 }
 
 /// What a timed injection's delay counts from.
@@ -60,6 +64,9 @@ pub(crate) struct ArmedPoint {
     /// (at the point, or before it if something else kills it first):
     /// `…:corrupt-checkpoint`.
     pub corrupt_checkpoint: bool,
+    /// The other ranks' sender logs are damaged before the rank restarts
+    /// (`…:corrupt-sender-log`; see [`Injection::corrupt_sender_logs`]).
+    pub corrupt_sender_logs: bool,
 }
 
 /// What is wrong with an `--inject-failure` spec.
@@ -113,8 +120,9 @@ pub enum SpecError {
     /// A fault point in a release build.
     #[error("fault points exist only in debug builds (cargo build, not --release)")]
     ReleaseBuild,
-    /// `:corrupt-checkpoint` on a logger or an agent.
-    #[error("corrupt-checkpoint goes with rank kills")]
+    /// `:corrupt-checkpoint` or `:corrupt-sender-log` on a logger or an
+    /// agent.
+    #[error("corrupt-checkpoint and corrupt-sender-log go with rank kills")]
     CorruptTarget,
     /// `:lose-files` on a logger.
     #[error("lose-files goes with rank and agent kills")]
@@ -185,21 +193,28 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                     after: Duration::from_secs_f64(window * frac),
                     corrupt_checkpoint: false,
                     lose_files: false,
+                    corrupt_sender_logs: false,
                 });
             }
             continue;
         }
-        let (spec, corrupt_checkpoint) = match spec.strip_suffix(":corrupt-checkpoint") {
-            Some(s) => (s, true),
-            None => (spec.as_str(), false),
-        };
-        let (spec, lose_files) = match spec.strip_suffix(":lose-files") {
-            Some(s) => (s, true),
-            None => (spec, false),
-        };
+        // What else the kill does, in any order after it.
+        let (mut spec, mut corrupt_checkpoint, mut lose_files, mut corrupt_sender_logs) =
+            (spec.as_str(), false, false, false);
+        loop {
+            if let Some(s) = spec.strip_suffix(":corrupt-checkpoint") {
+                (spec, corrupt_checkpoint) = (s, true);
+            } else if let Some(s) = spec.strip_suffix(":lose-files") {
+                (spec, lose_files) = (s, true);
+            } else if let Some(s) = spec.strip_suffix(":corrupt-sender-log") {
+                (spec, corrupt_sender_logs) = (s, true);
+            } else {
+                break;
+            }
+        }
         let (who, when) = spec.split_once('@').ok_or_else(|| bad(SpecError::Shape))?;
         let target = target(args, who).map_err(bad)?;
-        if corrupt_checkpoint && !matches!(target, Target::Rank(_)) {
+        if (corrupt_checkpoint || corrupt_sender_logs) && !matches!(target, Target::Rank(_)) {
             return Err(bad(SpecError::CorruptTarget));
         }
         let (when, after_restart) = match when.strip_prefix("restart+") {
@@ -240,6 +255,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 spec: point.to_string(),
                 lose_files,
                 corrupt_checkpoint,
+                corrupt_sender_logs,
             });
             continue;
         }
@@ -263,6 +279,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
             after: Duration::from_secs_f64(secs),
             corrupt_checkpoint,
             lose_files,
+            corrupt_sender_logs,
         });
     }
     if let Some(s) = seed {
@@ -342,6 +359,47 @@ pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<P
     Ok(newest)
 }
 
+/// Flip the first payload byte of the newest message with a payload that
+/// rank `from`'s sender log keeps for rank `to` (testing aid; `from` must
+/// be stopped meanwhile): the file and the offset of the record, or
+/// `None` if it keeps no such message.
+pub(crate) fn corrupt_newest_record_to(
+    log_dir: &Path,
+    from: usize,
+    to: usize,
+) -> Result<Option<(PathBuf, u64)>, String> {
+    use std::os::unix::fs::FileExt;
+    let dir = log_dir.join(format!("rank-{from}"));
+    let log = vpml_sender_log::SenderLog::open_read_only(&dir).map_err(|e| e.to_string())?;
+    let to = u32::try_from(to).map_err(|_| format!("rank {to} out of range"))?;
+    let mut newest = None;
+    for ctx in log.contexts_to(to) {
+        for r in log.iter_from(to, ctx, 0) {
+            let r = r.map_err(|e| e.to_string())?;
+            if !r.payload.is_empty() {
+                newest = newest.max(Some((r.location.segment, r.location.offset)));
+            }
+        }
+    }
+    let Some((segment, offset)) = newest else {
+        return Ok(None);
+    };
+    let path = log
+        .segment_file(segment)
+        .ok_or_else(|| format!("segment {segment} of {} has no file", dir.display()))?
+        .to_path_buf();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset)
+        .and_then(|()| file.write_all_at(&[byte[0] ^ 0xff], offset))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some((path, offset - vpml_sender_log::RECORD_HEADER as u64)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,6 +454,22 @@ mod tests {
             Some("checkpoint.mid_write#5")
         );
         assert!(damaged.points[0].corrupt_checkpoint && !damaged.points[0].lose_files);
+        // What a kill also does, in either order.
+        let both = plan_of(&[
+            "--protocol",
+            "pessimist",
+            "--inject-failure",
+            "2@point:send.after_frame#30:corrupt-sender-log:lose-files",
+            "--inject-failure",
+            "1@3.5:lose-files:corrupt-sender-log",
+        ])
+        .unwrap();
+        let p = &both.points[0];
+        assert_eq!(p.spec, "send.after_frame#30");
+        assert!(p.corrupt_sender_logs && p.lose_files && !p.corrupt_checkpoint);
+        let k = &both.kills[0];
+        assert_eq!(k.after, Duration::from_secs_f64(3.5));
+        assert!(k.corrupt_sender_logs && k.lose_files && !k.corrupt_checkpoint);
     }
 
     #[test]
@@ -422,7 +496,16 @@ mod tests {
                 "--inject-failure",
                 "logger:0@point:logger.received:corrupt-checkpoint",
             ])
-            .contains("goes with rank kills")
+            .contains("go with rank kills")
+        );
+        assert!(
+            err(&[
+                "--protocol",
+                "pessimist",
+                "--inject-failure",
+                "logger:0@2:corrupt-sender-log",
+            ])
+            .contains("go with rank kills")
         );
         let timed = plan_of(&[
             "--protocol",

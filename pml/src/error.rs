@@ -97,6 +97,12 @@ pub enum Error {
     /// message, expected and found.
     #[error("{0}")]
     Diverged(String),
+    /// A restarted rank needs messages this rank can no longer give it
+    /// (its sender log is damaged, or lacks one): the job's answer could
+    /// no longer be the failure-free one, so the job stops. The text names
+    /// both ranks and what is wrong (a damaged record's file and offset).
+    #[error("{0}")]
+    Unrecoverable(String),
     /// A call made on the wrong kind of communicator: one MPI defines for
     /// intracommunicators only, on an intercommunicator, or the reverse.
     #[error("{0}")]

@@ -168,10 +168,10 @@ impl Drop for World {
             return;
         }
         let result = match self.comm.engine.try_borrow_mut() {
-            Ok(mut e) => e.finalize(),
+            Ok(mut e) => e.finalize().map_err(|err| (err, e.stopped_job())),
             Err(_) => return,
         };
-        if let Err(e) = result {
+        if let Err((e, false)) = result {
             eprintln!("vpml: finalize failed on rank {}: {e}", self.comm.rank());
         }
     }

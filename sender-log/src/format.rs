@@ -11,7 +11,9 @@ const SEGMENT_MAGIC: &[u8; 8] = b"VPMLSLOG";
 const RECORD_MAGIC: u32 = 0x564C_5243;
 const VERSION: u32 = 1;
 pub(crate) const SEGMENT_HEADER: usize = 64;
-pub(crate) const RECORD_HEADER: usize = 48;
+/// Bytes of a record's header, which its payload follows (see the crate
+/// documentation's on-disk format).
+pub const RECORD_HEADER: usize = 48;
 pub(crate) const ALIGN: usize = 64;
 
 /// The envelope of a logged message.

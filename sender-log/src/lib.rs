@@ -85,7 +85,7 @@ mod tests;
 
 pub use checksum::crc32c;
 pub use error::{Error, Result};
-pub use format::{Location, Record, RecordHeader, segment_path};
+pub use format::{Location, RECORD_HEADER, Record, RecordHeader, segment_path};
 pub use index::MAX_DESTINATIONS;
 pub use log::SenderLog;
 pub use memory::POPULATE_AHEAD;

@@ -367,6 +367,14 @@ impl SenderLog {
         Ok(seg)
     }
 
+    /// The file of segment `index` (where a record's [`Location`] is),
+    /// if the log has that segment.
+    ///
+    /// [`Location`]: crate::Location
+    pub fn segment_file(&self, index: u64) -> Option<&Path> {
+        self.segments.get(&index).map(|s| s.path.as_path())
+    }
+
     /// The directory of the log.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -86,6 +86,11 @@ pub struct Supervisor<J: SupervisedJob> {
     /// Processes (rank, incarnation) whose death at their fault point
     /// damages the rank's newest checkpoint (`…:corrupt-checkpoint`).
     corrupt_at: Vec<(usize, u32)>,
+    /// The other ranks' sender logs are damaged before the rank restarts
+    /// (`…:corrupt-sender-log`): after a timed kill, or the death of a
+    /// process (rank, incarnation) at its fault point.
+    corrupt_logs_before_restart: Vec<bool>,
+    corrupt_logs_at: Vec<(usize, u32)>,
     /// Hosts whose files go with them (`agent:H@T:lose-files`).
     files_lost_with: Vec<usize>,
     restarts_done: u32,
@@ -183,6 +188,7 @@ impl<J: SupervisedJob> Supervisor<J> {
         };
         let lose_files_at = points_where(|p| p.lose_files);
         let corrupt_at = points_where(|p| p.corrupt_checkpoint);
+        let corrupt_logs_at = points_where(|p| p.corrupt_sender_logs);
         Supervisor {
             job,
             restartable: policy.restartable,
@@ -206,6 +212,8 @@ impl<J: SupervisedJob> Supervisor<J> {
             lose_files_before_restart: vec![false; n],
             lose_files_at,
             corrupt_at,
+            corrupt_logs_before_restart: vec![false; n],
+            corrupt_logs_at,
             files_lost_with: Vec::new(),
             restarts_done: 0,
             failure: None,
@@ -402,6 +410,7 @@ impl<J: SupervisedJob> Supervisor<J> {
                 self.killed_at[rank] = Some(now);
                 self.corrupt_before_restart[rank] |= inj.corrupt_checkpoint;
                 self.lose_files_before_restart[rank] |= inj.lose_files;
+                self.corrupt_logs_before_restart[rank] |= inj.corrupt_sender_logs;
                 self.job.signal(rank, Signal::KILL);
             }
             Target::Rank(_) => {}
@@ -635,6 +644,15 @@ impl<J: SupervisedJob> Supervisor<J> {
                 Err(e) => notice!(self, "could not damage a checkpoint: {e}"),
             }
         }
+        if self
+            .corrupt_logs_at
+            .contains(&(rank, self.incarnation[rank]))
+        {
+            self.corrupt_logs_before_restart[rank] = true;
+        }
+        if std::mem::take(&mut self.corrupt_logs_before_restart[rank]) {
+            self.corrupt_sender_logs_for(rank);
+        }
         if std::mem::take(&mut self.lose_files_before_restart[rank])
             && let Some(dir) = &self.log_dir
         {
@@ -671,6 +689,29 @@ impl<J: SupervisedJob> Supervisor<J> {
                 );
             }
             Err(e) => self.fail(code, format!("{why}; cannot restart it: {e}")),
+        }
+    }
+
+    /// Damage the newest message every other live rank's sender log keeps
+    /// for `rank` (`…:corrupt-sender-log`), each rank stopped meanwhile.
+    fn corrupt_sender_logs_for(&mut self, rank: usize) {
+        let Some(dir) = self.log_dir.clone() else {
+            notice!(self, "no sender logs to damage: they are in memory");
+            return;
+        };
+        for from in (0..self.alive.len()).filter(|&r| r != rank && self.alive[r]) {
+            self.job.signal(from, Signal::STOP);
+            let damaged = inject::corrupt_newest_record_to(&dir, from, rank);
+            self.job.signal(from, Signal::CONT);
+            match damaged {
+                Ok(Some((file, offset))) => notice!(
+                    self,
+                    "damaged the newest message rank {from} keeps for rank {rank}: the record at offset {offset} of {}",
+                    file.display()
+                ),
+                Ok(None) => notice!(self, "rank {from} keeps no message for rank {rank}"),
+                Err(e) => notice!(self, "could not damage rank {from}'s sender log: {e}"),
+            }
         }
     }
 

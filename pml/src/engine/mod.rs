@@ -47,7 +47,8 @@ use requests::{Core, RawBytes, Unexpected};
 pub(crate) const EAGER_LIMIT: usize = 16 * 1024;
 
 /// Exit status of a job stopped because a restarted rank's re-execution
-/// diverged from its logged execution (`EX_SOFTWARE`).
+/// diverged from its logged execution, or could not be given the messages
+/// it needs (`EX_SOFTWARE`): [`Error::Diverged`], [`Error::Unrecoverable`].
 pub(crate) const DIVERGED_EXIT_CODE: i32 = 70;
 /// Fragment size of the pipelined path used when single-copy reads are not allowed.
 const FRAGMENT: usize = 32 * 1024;
@@ -178,6 +179,8 @@ pub(crate) struct Engine {
     idle: IdlePolicy,
     kv: Option<KvClient>,
     finalized: bool,
+    /// This rank asked the launcher to stop the job (which then says why).
+    stopped_job: bool,
     job_id: String,
     /// Next communicator context id this process may hand out (0 and 1
     /// belong to the world).

@@ -149,12 +149,17 @@ impl Engine {
 
     pub(crate) fn fail(&mut self, e: &Error) {
         tracing::error!(rank = self.core.rank, "fatal: {e}");
-        if let Error::Diverged(why) = e {
+        if let Error::Diverged(why) | Error::Unrecoverable(why) = e {
             // Exact or loud: whatever the application does with the
             // error, the job stops here, with this line.
             self.abort(DIVERGED_EXIT_CODE, why);
         }
-        self.failed = Some(e.to_string());
+        // (Said once: a failure reported from a failed engine keeps its
+        // words.)
+        self.failed = Some(match e {
+            Error::EngineFailed(why) => why.clone(),
+            e => e.to_string(),
+        });
         for peer in self.peers.iter_mut().flatten() {
             peer.pending.clear();
             peer.partial = None;
@@ -332,6 +337,9 @@ impl Engine {
         if self.finalized {
             return Ok(());
         }
+        // A failed rank never tells the launcher it finished cleanly: the
+        // launcher would wait for the others, which may wait for it.
+        self.check_alive()?;
         self.wait_until(|e| {
             e.peers
                 .iter()
@@ -360,6 +368,7 @@ impl Engine {
             }
             kv.put(&format!("stats.{}", self.core.rank), &pairs.join(","))?;
         }
+        self.check_alive()?;
         if let Some(kv) = self.kv.as_mut() {
             kv.finalize()?;
         }
@@ -371,8 +380,15 @@ impl Engine {
         Ok(())
     }
 
+    /// This rank asked the launcher to stop the job: the launcher's line
+    /// says why, the rank need not say it again.
+    pub(crate) fn stopped_job(&self) -> bool {
+        self.stopped_job
+    }
+
     /// Ask the launcher to stop the job.
     pub(crate) fn abort(&mut self, code: i32, message: &str) {
+        self.stopped_job = true;
         if let Some(kv) = self.kv.as_mut()
             && let Err(e) = kv.abort(code, message)
         {

@@ -375,6 +375,23 @@ impl Engine {
             self.protocol.peer_holds(q, &received);
         }
         let logged = self.hook(|p| p.logged_messages(q, &received))?;
+        // Every message q has not received must be there, in order.
+        let mut next = received.clone();
+        for m in &logged {
+            let last = next.entry(m.context);
+            if m.seq != *last + 1 {
+                let e = Error::Unrecoverable(format!(
+                    "rank {} cannot re-send the messages restarted rank {q} needs: the sender log lacks message {} on context {} (next kept: {})",
+                    self.core.rank,
+                    *last + 1,
+                    m.context,
+                    m.seq
+                ));
+                self.fail(&e);
+                return Err(e);
+            }
+            *last = m.seq;
+        }
         // Which of q's synchronous messages wait here unmatched: a newer
         // process of q completes its re-executed synchronous sends by it.
         let unmatched: Vec<(u32, u64)> = self
@@ -394,18 +411,7 @@ impl Engine {
         peer.link = link;
         peer.single_copy = single_copy;
         peer.broken = false;
-        let mut resent = received;
         for m in &logged {
-            let last = resent.entry(m.context);
-            if m.seq != *last + 1 {
-                return Err(Error::EngineFailed(format!(
-                    "the sender log lacks message {} to rank {q} on context {} (next kept: {})",
-                    *last + 1,
-                    m.context,
-                    m.seq
-                )));
-            }
-            *last = m.seq;
             let data = RawBytes {
                 ptr: m.bytes.as_ptr() as *mut u8,
                 len: m.bytes.len(),

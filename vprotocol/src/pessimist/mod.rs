@@ -594,11 +594,14 @@ impl Protocol for Pessimist {
             .into_iter()
             .flat_map(|ctx| log.iter_from(dest as u32, ctx, after.get(ctx) + 1))
             .map(|r| {
+                // The job can no longer end with the failure-free answer:
+                // it stops, with the file and offset (never a hang, nor a
+                // message silently missing).
                 let r = r.map_err(|e| {
-                    fail(
-                        &format!("reading the messages to re-send to rank {dest}"),
-                        e,
-                    )
+                    Error::Unrecoverable(format!(
+                        "rank {} cannot re-send the messages restarted rank {dest} needs: {e}",
+                        self.rank
+                    ))
                 })?;
                 let loan = log.lend(r.location.segment);
                 // SAFETY: the record stays in the log, unchanged, until
