@@ -16,14 +16,13 @@ use std::time::Duration;
 use common::{example, serial, vpml};
 use vpml_event_logger::{Client, ClientConfig, Event};
 
-const TOKEN: &str = "pessimist-test-token-0123456789abcdef";
-
-/// A `vpml event-logger` process of the test's own, with a token file the
-/// jobs share (`* TOKEN`).
+/// A `vpml event-logger` process of the test's own; the jobs use the
+/// token file it made itself (a comment line, then `* TOKEN`).
 struct Logger {
     child: Child,
     addr: String,
     dir: PathBuf,
+    token: String,
     /// Holds `dir` (removed when the logger is dropped).
     _tmp: tempfile::TempDir,
 }
@@ -35,12 +34,9 @@ impl Logger {
             .tempdir()
             .unwrap();
         let dir = tmp.path().to_path_buf();
-        std::fs::write(dir.join("tokens"), format!("* {TOKEN}\n")).unwrap();
         let mut child = Command::new(vpml())
             .args(["event-logger", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.join("data"))
-            .arg("--token-file")
-            .arg(dir.join("tokens"))
             .stdout(Stdio::piped())
             .spawn()
             .expect("start the event logger");
@@ -48,10 +44,17 @@ impl Logger {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
+        // (The address is printed once the token file is written.)
+        let token = vpml_event_logger::Tokens::load(&dir.join("data/tokens"))
+            .expect("the logger's token file")
+            .any_job_token()
+            .expect("a token for any job")
+            .to_string();
         Logger {
             child,
             addr: line.trim().to_string(),
             dir,
+            token,
             _tmp: tmp,
         }
     }
@@ -63,14 +66,20 @@ impl Logger {
             "--event-logger-addrs".into(),
             self.addr.clone(),
             "--token-file".into(),
-            self.dir.join("tokens").display().to_string(),
+            self.dir.join("data/tokens").display().to_string(),
         ]
     }
 
     /// Every stored event of `rank` in `job`, formatted like the rank
     /// program's `event` lines.
     fn events(&self, job: &str, rank: usize) -> Vec<String> {
-        let cfg = ClientConfig::new(vec![self.addr.parse().unwrap()], job, rank as u32, 0, TOKEN);
+        let cfg = ClientConfig::new(
+            vec![self.addr.parse().unwrap()],
+            job,
+            rank as u32,
+            0,
+            &self.token,
+        );
         let client = Client::connect(cfg).expect("connect to the logger");
         let events = client.get_events(1).expect("get events");
         let _ = client.close();

@@ -167,6 +167,15 @@ impl Tokens {
         }
     }
 
+    /// The token of the first `* TOKEN` line (any job), if there is one:
+    /// what a client whose job names are not known in advance presents.
+    pub fn any_job_token(&self) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(job, _)| job.is_none())
+            .map(|(_, t)| t.as_str())
+    }
+
     /// Checks a `Hello`'s job and token; `Err` says why (for the log only).
     pub fn check(&self, job: &str, token: &str) -> Result<(), &'static str> {
         if !valid_job_name(job) {
@@ -211,8 +220,10 @@ mod tests {
         assert!(t.check("other", "fedcba9876543210zz").is_ok());
         assert_eq!(t.check("job1", "0123456789abcdeX"), Err("wrong token"));
         assert_eq!(t.check("../x", "0123456789abcdef"), Err("invalid job name"));
+        assert_eq!(t.any_job_token(), Some("fedcba9876543210zz"));
         let only = Tokens::parse("job1 0123456789abcdef", p).unwrap();
         assert_eq!(only.check("job2", "0123456789abcdef"), Err("unknown job"));
+        assert_eq!(only.any_job_token(), None);
         assert!(
             Tokens::parse("job1 short", p)
                 .unwrap_err()

@@ -114,17 +114,14 @@ pub enum Error {
     /// The operating system gave no random bytes.
     #[error("no randomness for the job token: {0}")]
     NoRandomness(getrandom::Error),
-    /// `--token-file` cannot be read.
-    #[error("cannot read --token-file {path}: {source}")]
-    ReadTokenFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// `--token-file` holds no token.
-    #[error("--token-file {0}: no `JOB TOKEN` line")]
-    NoTokenLine(PathBuf),
+    /// `--token-file` cannot be read, or is not a token file.
+    #[error("--token-file: {0}")]
+    TokenFile(String),
+    /// `--token-file` has no token for any job.
+    #[error(
+        "--token-file {0}: no `* TOKEN` line (job ids are random: vpml run needs a token for any job)"
+    )]
+    NoAnyJobToken(PathBuf),
     /// The host file cannot be read.
     #[error("cannot read the host file {path}: {source}")]
     ReadHostfile {

@@ -78,23 +78,19 @@ pub enum LoggerStartError {
     },
 }
 
-/// The job token to use: from `--token-file` (the event logger's format,
-/// `JOB TOKEN` or `* TOKEN` lines; the first line's token) or fresh.
+/// The job token to use: from `--token-file` (the event logger's token
+/// file, read by the logger's own code: comments allowed; the first
+/// `* TOKEN` line, since job ids are random) or fresh.
 pub(crate) fn job_token(args: &RunArgs, fresh: String) -> Result<String, Error> {
     let Some(path) = &args.token_file else {
         return Ok(fresh);
     };
-    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadTokenFile {
-        path: path.clone(),
-        source,
-    })?;
-    text.lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            let (_, tok) = (w.next()?, w.next()?);
-            Some(tok.to_string())
-        })
-        .ok_or_else(|| Error::NoTokenLine(path.clone()))
+    let tokens =
+        vpml_event_logger::Tokens::load(path).map_err(|e| Error::TokenFile(e.to_string()))?;
+    tokens
+        .any_job_token()
+        .map(str::to_owned)
+        .ok_or_else(|| Error::NoAnyJobToken(path.clone()))
 }
 
 impl ProtocolSetup {
