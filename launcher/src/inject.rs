@@ -76,8 +76,8 @@ pub enum SpecError {
     /// Not `RANK@…`, `agent:…`, `logger:…` nor `random:K`.
     #[error("expected RANK@SECONDS, RANK@point:NAME or random:K")]
     Shape,
-    /// `random:` without a number.
-    #[error("expected random:K")]
+    /// `random:` without a positive number.
+    #[error("expected random:K with K ≥ 1")]
     RandomCount,
     /// A time that is not a number.
     #[error("bad number of seconds")]
@@ -173,7 +173,11 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 Some((k, w)) => (k, w.parse::<f64>().map_err(|_| bad(SpecError::Seconds))?),
                 None => (rest, 2.0),
             };
-            let k: usize = k.parse().map_err(|_| bad(SpecError::RandomCount))?;
+            let k: usize = k
+                .parse()
+                .ok()
+                .filter(|&k| k > 0)
+                .ok_or_else(|| bad(SpecError::RandomCount))?;
             if !(window.is_finite() && window > 0.0) {
                 return Err(bad(SpecError::Window));
             }
@@ -478,6 +482,8 @@ mod tests {
         assert!(err(&["--inject-failure", "1@point:nowhere"]).contains("known:"));
         assert!(err(&["--inject-failure", "9@point:send.after_frame"]).contains("outside"));
         assert!(err(&["--inject-failure", "logger:0@1.0"]).contains("--protocol pessimist"));
+        assert!(err(&["--inject-failure", "random:0"]).contains("K ≥ 1"));
+        assert!(err(&["--inject-failure", "random:x@2"]).contains("K ≥ 1"));
         assert!(
             err(&[
                 "--protocol",

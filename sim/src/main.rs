@@ -78,6 +78,7 @@ fn main() -> ExitCode {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .without_time()
             .init();
     }

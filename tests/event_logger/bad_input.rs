@@ -76,7 +76,9 @@ fn hostile_input_closes_only_that_connection() {
     // Garbage instead of a frame.
     let msgs = raw_exchange(logger.addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false);
     assert_error(&msgs, ErrorCode::Malformed);
-    logger.wait_stderr("bad frame magic");
+    let log = logger.wait_stderr("bad frame magic");
+    // The log is a file, not a terminal: no colour escape codes in it.
+    assert!(!log.contains('\u{1b}'), "escape codes in the log:\n{log:?}");
     check_good();
 
     // A header announcing 32 MiB: refused before anything is read.

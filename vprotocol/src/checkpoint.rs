@@ -74,8 +74,9 @@ pub struct Loaded {
     pub index: u64,
     /// What was saved.
     pub payload: Vec<u8>,
-    /// True if a newer checkpoint was found damaged and skipped.
-    pub fell_back: bool,
+    /// Why the newer checkpoints were skipped (each damaged file and what
+    /// is wrong with it), if any were.
+    pub skipped: Option<String>,
 }
 
 /// A checkpoint file's header after its magic.
@@ -231,16 +232,14 @@ impl CheckpointStore {
         for &index in indices.iter().rev() {
             match self.read(index) {
                 Ok(payload) => {
-                    if !reasons.is_empty() {
-                        tracing::warn!(
-                            "falling back to checkpoint {index}: {}",
-                            reasons.join("; ")
-                        );
+                    let skipped = (!reasons.is_empty()).then(|| reasons.join("; "));
+                    if let Some(why) = &skipped {
+                        tracing::warn!("falling back to checkpoint {index}: {why}");
                     }
                     return Ok(Some(Loaded {
                         index,
                         payload,
-                        fell_back: !reasons.is_empty(),
+                        skipped,
                     }));
                 }
                 Err(why) => reasons.push(why),
@@ -276,7 +275,7 @@ mod tests {
         }
         assert_eq!(s.indices().unwrap(), vec![4, 5]);
         let l = s.load_latest().unwrap().unwrap();
-        assert_eq!((l.index, l.payload.len(), l.fell_back), (5, 5000, false));
+        assert_eq!((l.index, l.payload.len(), l.skipped), (5, 5000, None));
         let _ = std::fs::remove_dir_all(&s.dir);
     }
 
@@ -291,9 +290,10 @@ mod tests {
         b[last] ^= 0x40;
         std::fs::write(&p, &b).unwrap();
         let l = s.load_latest().unwrap().unwrap();
+        assert_eq!((l.index, l.payload.as_slice()), (1, &b"first state"[..]));
         assert_eq!(
-            (l.index, l.payload.as_slice(), l.fell_back),
-            (1, &b"first state"[..], true)
+            l.skipped,
+            Some(format!("{}: payload checksum mismatch", p.display()))
         );
         // Both damaged: an error naming the files.
         std::fs::write(s.path(1), b"garbage").unwrap();

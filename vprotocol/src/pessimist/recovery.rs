@@ -206,12 +206,14 @@ fn load_checkpoint(cfg: &Config, store: &CheckpointStore) -> Result<Option<Resum
     tracing::info!(
         rank = cfg.rank,
         checkpoint = l.index,
-        fell_back = l.fell_back,
+        fell_back = l.skipped.is_some(),
         "restarting from a checkpoint"
     );
-    if l.fell_back && cfg.notices {
+    if let Some(why) = &l.skipped
+        && cfg.notices
+    {
         eprintln!(
-            "vpml: rank {}: falling back to checkpoint {}: a newer one is damaged",
+            "vpml: rank {}: falling back to checkpoint {}: {why}",
             cfg.rank, l.index
         );
     }
