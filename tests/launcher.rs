@@ -269,7 +269,7 @@ fn killing_the_launcher_takes_the_ranks_along_and_leaves_nothing() {
     let alive = wait_gone(&pids, Duration::from_secs(30));
     assert!(alive.is_empty(), "ranks {alive:?} outlived their launcher");
     // A launcher killed with SIGKILL cannot clean up: the next one does,
-    // and says so when asked to (-v).
+    // and says so.
     let left: Vec<String> = shm_leftovers()
         .into_iter()
         .filter(|e| e.starts_with(&format!("vpml-logs-{launcher}-")))
@@ -280,7 +280,7 @@ fn killing_the_launcher_takes_the_ranks_along_and_leaves_nothing() {
     // job running meanwhile may be first.)
     let still_there = dir.exists();
     let next = Command::new(vpml())
-        .args(["run", "-v", "-n", "2", "--protocol", "pessimist"])
+        .args(["run", "-n", "2", "--protocol", "pessimist"])
         .arg(example("scenarios"))
         .arg("hello")
         .output()

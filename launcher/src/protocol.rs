@@ -138,7 +138,7 @@ impl ProtocolSetup {
         let (root, mut remove_dirs) = match &args.log_dir {
             Some(d) => (absolute(d), Vec::new()),
             None => {
-                let d = default_log_root(job_id, args.verbose);
+                let d = default_log_root(job_id);
                 (d.clone(), vec![d])
             }
         };
@@ -149,7 +149,7 @@ impl ProtocolSetup {
             (Some(d), _) => Some(absolute(d)),
             (None, Some(_)) => None,
             (None, None) => {
-                let d = default_spill_root(job_id, args.verbose);
+                let d = default_spill_root(job_id);
                 remove_dirs.push(d.clone());
                 Some(d)
             }
@@ -400,15 +400,15 @@ const TEMP_SPILL_PREFIX: &str = "vpml-spill-";
 /// (the log only has to survive a process crash, and page-cache writeback
 /// to a disk would throttle every large send), else the temporary
 /// directory. Directories left by launchers that were killed are removed
-/// first.
-fn default_log_root(job_id: &str, verbose: bool) -> PathBuf {
+/// first, with a line each (they may hold much memory).
+fn default_log_root(job_id: &str) -> PathBuf {
     let base = Path::new("/dev/shm");
     let base = if base.is_dir() {
         base.to_path_buf()
     } else {
         std::env::temp_dir()
     };
-    remove_stale_dirs(&base, TEMP_LOG_PREFIX, verbose);
+    remove_stale_dirs(&base, TEMP_LOG_PREFIX, true);
     base.join(format!("{TEMP_LOG_PREFIX}{}-{job_id}", std::process::id()))
 }
 
@@ -417,7 +417,7 @@ fn default_log_root(job_id: &str, verbose: bool) -> PathBuf {
 /// disk), else /var/tmp (a disk by convention, where /tmp may be memory).
 /// Named after this host too: `$TMPDIR` may be shared by hosts, and only
 /// this host's launcher processes can be told dead or alive.
-fn default_spill_root(job_id: &str, verbose: bool) -> PathBuf {
+fn default_spill_root(job_id: &str) -> PathBuf {
     let base = match std::env::var_os("TMPDIR") {
         Some(t) if !t.is_empty() => PathBuf::from(t),
         _ if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
@@ -426,7 +426,7 @@ fn default_spill_root(job_id: &str, verbose: bool) -> PathBuf {
     let host = rustix::system::uname();
     let host = host.nodename().to_string_lossy();
     let prefix = format!("{TEMP_SPILL_PREFIX}{host}-");
-    remove_stale_dirs(&base, &prefix, verbose);
+    remove_stale_dirs(&base, &prefix, true);
     base.join(format!("{prefix}{}-{job_id}", std::process::id()))
 }
 
@@ -444,8 +444,8 @@ fn warn_if_memory(dir: &Path) {
 }
 
 /// Remove the `<prefix><pid>-*` directories in `base` whose launcher no
-/// longer runs (it was killed with SIGKILL), and say so if `verbose`.
-pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str, verbose: bool) {
+/// longer runs (it was killed with SIGKILL), and say so if `say`.
+pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str, say: bool) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
@@ -468,7 +468,7 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str, verbose: bool) {
         );
         if !alive {
             match std::fs::remove_dir_all(e.path()) {
-                Ok(()) if verbose => eprintln!(
+                Ok(()) if say => eprintln!(
                     "vpml: removed {}, left by a launcher that was killed",
                     e.path().display()
                 ),
