@@ -40,6 +40,11 @@ pub struct EventLoggerArgs {
     /// Size in bytes at which a segment file is closed and a new one started.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SEGMENT_BYTES)]
     pub segment_bytes: u64,
+    /// Connections served at once; beyond, new ones are refused. At most
+    /// 64 of them may be waiting for their `Hello` (a new one beyond
+    /// closes the oldest), so strangers never fill the slots.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
 }
 
 /// Runs the logger; errors are printed as one line on stderr.
@@ -88,6 +93,7 @@ fn serve(args: EventLoggerArgs) -> Result<(), String> {
     cfg.durability = args.durability;
     cfg.repair = args.repair;
     cfg.segment_bytes = args.segment_bytes;
+    cfg.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     let server = match args.listen_fd {
         Some(fd) => Server::serve_on(cfg, inherited_listener(fd)?),
         None => Server::bind(cfg),

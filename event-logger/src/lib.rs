@@ -183,5 +183,5 @@ pub mod wire;
 pub use auth::{MIN_TOKEN_LEN, TokenError, Tokens, random_token, valid_job_name};
 pub use client::{Client, ClientConfig, ClientError};
 pub use event::{CallId, Event, EventBatch, EventId};
-pub use server::{MAX_PUT_EVENT_BYTES, Server, ServerConfig, ServerError};
+pub use server::{HELLO_MAX_FRAME, MAX_PUT_EVENT_BYTES, Server, ServerConfig, ServerError};
 pub use storage::{DEFAULT_SEGMENT_BYTES, Durability, StorageError, read_stored_events};

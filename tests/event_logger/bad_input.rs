@@ -165,6 +165,77 @@ fn hostile_input_closes_only_that_connection() {
     assert_events(&good.get_events(1).expect("get"), 1, next - 1);
 }
 
+/// The logger's resident memory, in KiB.
+fn resident_kib(logger: &Logger) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", logger.child.id()))
+        .expect("the logger's /proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn idle_strangers_cannot_lock_out_ranks() {
+    // More silent connections than the logger serves (100 here), and
+    // than may wait for a Hello (64): each new one closes the oldest, so a
+    // rank connecting after them still gets a slot and a session.
+    let dir = TempDir::new("idle");
+    let logger = Logger::start(
+        &dir,
+        &Opts {
+            extra: &["--max-connections", "100"],
+            ..Opts::default()
+        },
+    );
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(logger.addr).expect("connect"))
+        .collect();
+    logger.wait_stderr("too many unauthenticated connections");
+    let good = connect(vec![logger.addr], 0, 0);
+    let last = good.put_batch(&events_for(1, 10)).expect("put");
+    good.wait_durable(last)
+        .expect("a rank is served beside them");
+    drop(idle);
+}
+
+#[test]
+fn a_stranger_costs_the_logger_a_few_kib() {
+    // 40 connections announce a 16 MiB frame and send 2 MiB of it without
+    // a Hello first: refused at the header (frames before Hello are tiny),
+    // never buffered (before: ~2 MiB of memory each, 16 MiB if sent whole).
+    let dir = TempDir::new("big-hello");
+    let logger = Logger::start(&dir, &Opts::default());
+    let before = resident_kib(&logger);
+    let mut header = frame(&Message::Bye);
+    header.truncate(wire::HEADER_LEN);
+    header[8..12].copy_from_slice(&(16u32 << 20).to_le_bytes());
+    let chunk = vec![0x5au8; 64 << 10];
+    let strangers: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = TcpStream::connect(logger.addr).expect("connect");
+            s.set_write_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            // (The logger may close the connection under the writes.)
+            let _ = s.write_all(&header);
+            for _ in 0..32 {
+                if s.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            s
+        })
+        .collect();
+    logger.wait_stderr("exceeds the limit");
+    let grown = resident_kib(&logger).saturating_sub(before);
+    assert!(
+        grown < 16 << 10,
+        "40 strangers grew the logger by {grown} KiB"
+    );
+    drop(strangers);
+}
+
 #[test]
 fn command_line_errors_are_one_line() {
     let dir = TempDir::new("cli");

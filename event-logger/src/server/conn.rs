@@ -11,7 +11,7 @@ use crossbeam_channel::Sender;
 use vpml_fault_points::fault_point;
 
 use super::flusher::FlushReq;
-use super::{MAX_PUT_EVENT_BYTES, Shared, lock};
+use super::{HELLO_MAX_FRAME, MAX_PUT_EVENT_BYTES, Shared, lock};
 use crate::copies;
 use crate::event::{EventBatch, EventId};
 use crate::storage::{Durability, RankLog, StorageError, read_events};
@@ -119,9 +119,11 @@ struct Conn<'a> {
     session: Option<Session>,
     /// Highest id to acknowledge once the read buffer is drained (write mode).
     pending_ack: Option<EventId>,
+    /// The connection's number (in the server's tables).
+    id: u64,
 }
 
-pub(super) fn serve_connection(shared: &Shared, mut stream: TcpStream, peer: &str) {
+pub(super) fn serve_connection(shared: &Shared, mut stream: TcpStream, peer: &str, id: u64) {
     shared.metrics.open.fetch_add(1, Ordering::Relaxed);
     shared.metrics.total.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
@@ -141,6 +143,7 @@ pub(super) fn serve_connection(shared: &Shared, mut stream: TcpStream, peer: &st
         flush_tx: lock(&shared.flush_tx).clone(),
         session: None,
         pending_ack: None,
+        id,
     };
     let outcome = conn.run(&mut stream);
     if let Some(id) = conn.pending_ack.take() {
@@ -184,14 +187,22 @@ impl Conn<'_> {
     fn run(&mut self, stream: &mut TcpStream) -> Result<(), Close> {
         let hello_timeout = self.shared.cfg.hello_timeout;
         let _ = stream.set_read_timeout(Some(hello_timeout));
-        let max = self.shared.cfg.max_frame.min(MAX_FRAME);
-        let mut buf = vec![0u8; 64 << 10];
+        let max_authenticated = self.shared.cfg.max_frame.min(MAX_FRAME);
+        // Before the Hello, a small buffer and small frames only: a
+        // stranger costs a few KiB (the buffer grows with what an
+        // authenticated peer actually sends).
+        let mut buf = vec![0u8; 4 << 10];
         let (mut start, mut end) = (0usize, 0usize);
         let opened = std::time::Instant::now();
         let mut timeout_cleared = false;
         loop {
             // Handle every complete frame already received.
             loop {
+                let max = if self.session.is_some() {
+                    max_authenticated
+                } else {
+                    HELLO_MAX_FRAME
+                };
                 match decode_frame(&buf[start..end], max)? {
                     Decoded::Frame(msg, used) => {
                         start += used;
@@ -445,6 +456,8 @@ impl Conn<'_> {
             highest,
             first_kept,
         })?;
+        // No longer a stranger: it leaves the bounded pool of those.
+        lock(&self.shared.unauthenticated).remove(&self.id);
         self.session = Some(Session {
             job: h.job,
             rank: h.rank,

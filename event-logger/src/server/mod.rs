@@ -9,7 +9,7 @@
 mod conn;
 mod flusher;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -29,6 +29,11 @@ use flusher::{FlushReq, flusher};
 /// Largest encoded size of the events of one `Put` (so that any stored
 /// record can be sent back in one `Events` frame).
 pub const MAX_PUT_EVENT_BYTES: usize = MAX_FRAME as usize - 64;
+
+/// Largest frame payload accepted before a connection's `Hello` (which
+/// fits: a job name of at most 64 bytes, a token of at most 256), so a
+/// stranger costs the logger a few KiB of buffer at most.
+pub const HELLO_MAX_FRAME: u32 = 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking thread cannot leave these structures half-updated in a way
@@ -57,11 +62,17 @@ pub struct ServerConfig {
     pub hello_timeout: Duration,
     /// Connections beyond this number are refused.
     pub max_connections: usize,
+    /// At most this many connections wait for their `Hello` at once: a
+    /// new one beyond closes the oldest, so idle strangers can never fill
+    /// the slots authenticated ranks need (a rank says hello as soon as
+    /// it connects).
+    pub max_unauthenticated: usize,
 }
 
 impl ServerConfig {
     /// Defaults: loopback, `write` durability, 64 MiB segments, 16 MiB
-    /// frames, 10 s to say hello, 1024 connections.
+    /// frames ([`HELLO_MAX_FRAME`] before `Hello`), 3 s to say hello, 1024
+    /// connections of which 64 unauthenticated.
     pub fn new(data_dir: impl Into<PathBuf>, tokens: Tokens) -> Self {
         ServerConfig {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
@@ -71,8 +82,9 @@ impl ServerConfig {
             repair: false,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             max_frame: MAX_FRAME,
-            hello_timeout: Duration::from_secs(10),
+            hello_timeout: Duration::from_secs(3),
             max_connections: 1024,
+            max_unauthenticated: 64,
         }
     }
 }
@@ -116,6 +128,9 @@ struct Shared {
     metrics: Metrics,
     stopping: AtomicBool,
     conns: Mutex<HashMap<u64, ConnEntry>>,
+    /// The connections still waiting for their `Hello`, oldest first (ids
+    /// grow with time), each with a handle to close it.
+    unauthenticated: Mutex<BTreeMap<u64, TcpStream>>,
     flush_tx: Mutex<Option<Sender<FlushReq>>>,
 }
 
@@ -166,6 +181,7 @@ impl Server {
             metrics: Metrics::default(),
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
+            unauthenticated: Mutex::new(BTreeMap::new()),
             flush_tx: Mutex::new(fsync.then_some(flush_tx)),
         });
         let flusher = if fsync {
@@ -274,17 +290,19 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             );
             continue;
         }
-        let Ok(registry_copy) = stream.try_clone() else {
+        let (Ok(registry_copy), Ok(closer)) = (stream.try_clone(), stream.try_clone()) else {
             continue;
         };
         next_id += 1;
         let id = next_id;
+        admit_unauthenticated(shared, id, closer);
         let s = Arc::clone(shared);
         conns.insert(id, (registry_copy, None));
         let spawned = std::thread::Builder::new()
             .name(format!("el-conn-{id}"))
             .spawn(move || {
-                serve_connection(&s, stream, &peer);
+                serve_connection(&s, stream, &peer, id);
+                lock(&s.unauthenticated).remove(&id);
                 lock(&s.conns).remove(&id);
             });
         match spawned {
@@ -295,10 +313,30 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             }
             Err(e) => {
                 conns.remove(&id);
+                lock(&shared.unauthenticated).remove(&id);
                 tracing::warn!(error = %e, "cannot start a connection thread");
             }
         }
     }
+}
+
+/// Count connection `id` among those waiting for their `Hello`, closing
+/// the oldest of them if there are already as many as allowed.
+fn admit_unauthenticated(shared: &Shared, id: u64, closer: TcpStream) {
+    let mut waiting = lock(&shared.unauthenticated);
+    while waiting.len() >= shared.cfg.max_unauthenticated.max(1) {
+        let Some((_, oldest)) = waiting.pop_first() else {
+            break;
+        };
+        let peer = oldest
+            .peer_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+        tracing::warn!(%peer, "closing a connection still without Hello: too many unauthenticated connections");
+        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        // Its thread's read ends; the thread then forgets it.
+        let _ = oldest.shutdown(Shutdown::Both);
+    }
+    waiting.insert(id, closer);
 }
 
 fn send_on(stream: &TcpStream, msg: &Message) -> std::io::Result<()> {
