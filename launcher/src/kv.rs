@@ -1,9 +1,10 @@
 //! The launcher's key/value service (protocol in `vpml_pml::bootstrap`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use vpml_pml::bootstrap::{KV_PROTOCOL_VERSION, MAX_LINE};
@@ -24,6 +25,8 @@ enum KvError {
     LongLine,
     #[error("expected HELLO")]
     NoHello,
+    #[error("no HELLO within {} s", HELLO_DEADLINE.as_secs())]
+    HelloDeadline,
     #[error("unsupported protocol version {0:?}")]
     Version(String),
     #[error("wrong job token")]
@@ -53,12 +56,24 @@ struct State {
     fence_generation: u64,
 }
 
+/// A connection must say HELLO within this time: a rank does at once.
+const HELLO_DEADLINE: Duration = Duration::from_secs(3);
+/// Longest HELLO line (`HELLO VERSION TOKEN RANK`): a stranger costs a
+/// thread and its buffer until then, no more.
+const MAX_HELLO_LINE: usize = 512;
+/// At most this many connections wait for their HELLO at once; a new one
+/// beyond closes the oldest, so strangers never keep a rank out.
+const MAX_UNAUTHENTICATED: usize = 64;
+
 struct Shared {
     size: usize,
     token: String,
     state: Mutex<State>,
     fence_done: Condvar,
     events: Sender<Event>,
+    /// The connections still without HELLO, oldest first (ids grow with
+    /// time), each with a handle to close it.
+    unauthenticated: Mutex<BTreeMap<u64, TcpStream>>,
 }
 
 /// Read access to the values ranks published.
@@ -92,22 +107,30 @@ pub(crate) fn start(
         }),
         fence_done: Condvar::new(),
         events,
+        unauthenticated: Mutex::new(BTreeMap::new()),
     });
     let handle = KvHandle(shared.clone());
     std::thread::Builder::new()
         .name("vpml-kv".into())
         .spawn(move || {
-            for conn in listener.incoming() {
+            for (id, conn) in (0u64..).zip(listener.incoming()) {
                 let Ok(conn) = conn else { continue };
-                let shared = shared.clone();
-                let _ = std::thread::Builder::new()
+                let Ok(closer) = conn.try_clone() else {
+                    continue;
+                };
+                admit_unauthenticated(&shared, id, closer);
+                let conn_shared = shared.clone();
+                let spawned = std::thread::Builder::new()
                     .name("vpml-kv-conn".into())
                     .spawn(move || {
                         let peer = conn
                             .peer_addr()
                             .map(|a| a.to_string())
                             .unwrap_or_else(|_| "unknown peer".into());
-                        if let Err(reason) = serve(&shared, conn) {
+                        let shared = conn_shared;
+                        let served = serve(&shared, conn, id);
+                        lock_waiting(&shared).remove(&id);
+                        if let Err(reason) = served {
                             // A rank that dies (killed, aborted) resets its
                             // connection: expected, and reported elsewhere.
                             if reason.is_reset() {
@@ -119,17 +142,58 @@ pub(crate) fn start(
                             }
                         }
                     });
+                if spawned.is_err() {
+                    lock_waiting(&shared).remove(&id);
+                }
             }
         })?;
     Ok((addr, handle))
 }
 
+/// Count connection `id` among those waiting for their HELLO, closing the
+/// oldest of them if there are already [`MAX_UNAUTHENTICATED`].
+fn admit_unauthenticated(shared: &Shared, id: u64, closer: TcpStream) {
+    let mut waiting = lock_waiting(shared);
+    while waiting.len() >= MAX_UNAUTHENTICATED {
+        let Some((_, oldest)) = waiting.pop_first() else {
+            break;
+        };
+        let peer = oldest
+            .peer_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+        tracing::warn!(
+            "closing the key/value connection from {peer}: still no HELLO, and too many such connections"
+        );
+        // Its thread's read ends; the thread then forgets it.
+        let _ = oldest.shutdown(Shutdown::Both);
+    }
+    waiting.insert(id, closer);
+}
+
+fn lock_waiting(shared: &Shared) -> std::sync::MutexGuard<'_, BTreeMap<u64, TcpStream>> {
+    shared
+        .unauthenticated
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
 fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, KvError> {
+    read_line_within(reader, MAX_LINE)
+}
+
+/// A line of at most `max` bytes.
+fn read_line_within(
+    reader: &mut BufReader<TcpStream>,
+    max: usize,
+) -> Result<Option<String>, KvError> {
     let mut line = String::new();
     let n = reader
-        .take(MAX_LINE as u64 + 1)
+        .take(max as u64 + 1)
         .read_line(&mut line)
-        .map_err(KvError::Read)?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => KvError::HelloDeadline,
+            _ => KvError::Read(e),
+        })?;
     if n == 0 {
         return Ok(None);
     }
@@ -139,15 +203,19 @@ fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, KvErro
     Ok(Some(line.trim_end().to_string()))
 }
 
-fn serve(shared: &Shared, conn: TcpStream) -> Result<(), KvError> {
+fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
     let _ = conn.set_nodelay(true);
+    conn.set_read_timeout(Some(HELLO_DEADLINE))
+        .map_err(KvError::Socket)?;
     let mut out = conn.try_clone().map_err(KvError::Socket)?;
     let mut reader = BufReader::new(conn);
     let reply = |out: &mut TcpStream, s: &str| {
         out.write_all(format!("{s}\n").as_bytes())
             .map_err(KvError::Write)
     };
-    let Some(hello) = read_line(&mut reader)? else {
+    // A short line within a short time, or the connection goes (a peer
+    // trickling bytes is closed once 64 newer strangers came).
+    let Some(hello) = read_line_within(&mut reader, MAX_HELLO_LINE)? else {
         return Ok(());
     };
     let rank = match parse_hello(shared, &hello) {
@@ -157,6 +225,12 @@ fn serve(shared: &Shared, conn: TcpStream) -> Result<(), KvError> {
             return Err(reason);
         }
     };
+    // A rank now: it may stay quiet as long as it likes.
+    lock_waiting(shared).remove(&id);
+    reader
+        .get_ref()
+        .set_read_timeout(None)
+        .map_err(KvError::Socket)?;
     reply(&mut out, "OK")?;
     while let Some(line) = read_line(&mut reader)? {
         let (cmd, rest) = line.split_once(' ').unwrap_or((&line, ""));
@@ -251,5 +325,53 @@ fn fence(shared: &Shared) {
             .fence_done
             .wait(st)
             .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vpml_pml::bootstrap::KvClient;
+
+    const TOKEN: &str = "kv-test-token-0123456789";
+
+    /// The peer closed `s` (or reset it) within 20 s.
+    fn closed_by_peer(s: &TcpStream) -> bool {
+        let mut s = s.try_clone().expect("clone");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        match s.read(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    #[test]
+    fn strangers_never_keep_a_rank_out() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (addr, kv) = start("127.0.0.1", 1, TOKEN.into(), tx).expect("start");
+        // More silent connections than may wait for a HELLO: the oldest
+        // are closed to make room.
+        let idle: Vec<TcpStream> = (0..3 * MAX_UNAUTHENTICATED)
+            .map(|_| TcpStream::connect(&addr).expect("connect"))
+            .collect();
+        assert!(closed_by_peer(&idle[0]));
+        let mut rank = KvClient::connect(&addr, TOKEN, 0).expect("a rank connects");
+        rank.put("key", "value").expect("put");
+        assert_eq!(kv.get("key").as_deref(), Some("value"));
+    }
+
+    #[test]
+    fn a_silent_connection_is_closed_at_the_hello_deadline() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (addr, _kv) = start("127.0.0.1", 1, TOKEN.into(), tx).expect("start");
+        let silent = TcpStream::connect(&addr).expect("connect");
+        assert!(closed_by_peer(&silent));
+        // A HELLO line longer than any real one is refused too.
+        let mut long = TcpStream::connect(&addr).expect("connect");
+        long.write_all(format!("HELLO {}\n", "x".repeat(MAX_HELLO_LINE)).as_bytes())
+            .expect("send");
+        assert!(closed_by_peer(&long));
     }
 }
