@@ -125,6 +125,7 @@ impl Engine {
             incarnation: page.incarnation(rank),
             known_inc: (0..size).map(|q| page.incarnation(q)).collect(),
             rendezvous: Rendezvous::Sim(net.clone()),
+            handshakes: Vec::new(),
             expecting: vec![false; size],
             expected: 0,
             suppress: vec![LaneMap::new(); size],

@@ -118,6 +118,8 @@ struct Recovery {
     known_inc: Vec<u32>,
     /// Where restarted processes connect.
     rendezvous: Rendezvous,
+    /// Connections to the listener whose handshake is still coming.
+    handshakes: Vec<tcp_rendezvous::Handshake>,
     /// A connection from this peer's newer process is expected (change
     /// it with `Recovery::expect`, which keeps `expected` in step).
     expecting: Vec<bool>,

@@ -99,7 +99,7 @@ impl Engine {
             return None;
         };
         // Sockets do not ring the doorbell: with any, sleep in slices.
-        let sockets = self.idle_fds().is_some()
+        let sockets = !self.idle_fds().is_empty()
             || self
                 .peers
                 .iter()

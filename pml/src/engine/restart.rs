@@ -67,6 +67,7 @@ impl Recovery {
             incarnation: env.incarnation,
             known_inc,
             rendezvous: Rendezvous::Tcp(listener),
+            handshakes: Vec::new(),
             expecting: vec![false; env.size],
             expected: 0,
             suppress: vec![LaneMap::new(); env.size],
@@ -496,13 +497,25 @@ impl Engine {
     }
 
     /// Extra descriptors to poll while idle: the listener, while a
-    /// restarted process is expected.
-    pub(super) fn idle_fds(&self) -> Option<PollFd<'_>> {
-        let rc = self.recovery.as_ref()?;
-        let Rendezvous::Tcp(listener) = &rc.rendezvous else {
-            return None;
+    /// restarted process is expected, and the connections whose
+    /// handshake is still coming.
+    pub(super) fn idle_fds(&self) -> Vec<PollFd<'_>> {
+        let Some(rc) = self.recovery.as_ref() else {
+            return Vec::new();
         };
-        (rc.expected > 0).then(|| PollFd::new(listener, PollFlags::IN))
+        let Rendezvous::Tcp(listener) = &rc.rendezvous else {
+            return Vec::new();
+        };
+        if rc.expected == 0 {
+            return Vec::new();
+        }
+        std::iter::once(PollFd::new(listener, PollFlags::IN))
+            .chain(
+                rc.handshakes
+                    .iter()
+                    .map(|h| PollFd::new(h.stream(), PollFlags::IN)),
+            )
+            .collect()
     }
 
     /// Re-executed sends on `ctx` up to this sequence number were already

@@ -8,7 +8,7 @@
 //! simulator's form of the same handshake is `sim_rendezvous.rs`.
 
 use std::io::ErrorKind;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::{Connection, Engine, Link, Rendezvous};
@@ -22,6 +22,94 @@ use crate::tcp::TcpConn;
 /// How long a restarted process waits for an earlier process to publish
 /// its address.
 const ADDRESS_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a connection to the recovery listener may take to send its
+/// handshake (a restarted process sends it at once).
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
+/// At most this many handshakes are read at once; a new connection beyond
+/// drops the oldest (strangers cannot hold a restarted rank out).
+const MAX_HANDSHAKES: usize = 16;
+
+/// A connection to the recovery listener whose two handshake lines (hello,
+/// then counts) have not all come: read as bytes arrive.
+pub(super) struct Handshake {
+    stream: TcpStream,
+    from: SocketAddr,
+    bytes: Vec<u8>,
+    since: Instant,
+    /// The hello line, checked (token included).
+    hello: Option<recovery::Hello>,
+}
+
+/// Where a [`Handshake`] stands.
+enum Step {
+    Waiting,
+    Done(recovery::Hello, LaneMap<u64>),
+    Refused(String),
+}
+
+impl Handshake {
+    fn new(stream: TcpStream, from: SocketAddr) -> Handshake {
+        Handshake {
+            stream,
+            from,
+            bytes: Vec::new(),
+            since: Instant::now(),
+            hello: None,
+        }
+    }
+
+    /// Its descriptor, to wait for its bytes.
+    pub(super) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Read what came and act on each complete line. Before its hello
+    /// (and token) checked out, a connection may send [`recovery::MAX_HELLO`]
+    /// bytes only; the counts may be long.
+    fn advance(&mut self, token: &str, size: usize) -> Step {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let limit = match self.hello {
+                None => recovery::MAX_HELLO + 1,
+                Some(_) => recovery::MAX_COUNTS + 1,
+            };
+            if let Some(end) = self.bytes.iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&self.bytes[..end]).into_owned();
+                self.bytes.drain(..=end);
+                match self.hello.take() {
+                    None => match recovery::parse_hello(&line, token, size) {
+                        Ok(h) => {
+                            self.hello = Some(h);
+                            continue;
+                        }
+                        Err(why) => return Step::Refused(why),
+                    },
+                    Some(h) => {
+                        if let Err(e) = self.stream.set_nonblocking(false) {
+                            return Step::Refused(format!("handshake: {e}"));
+                        }
+                        return match recovery::parse_counts(&line) {
+                            Ok(counts) => Step::Done(h, counts),
+                            Err(why) => Step::Refused(why),
+                        };
+                    }
+                }
+            }
+            if self.bytes.len() >= limit {
+                return Step::Refused("handshake line too long".into());
+            }
+            let room = (limit - self.bytes.len()).min(chunk.len());
+            match std::io::Read::read(&mut self.stream, &mut chunk[..room]) {
+                Ok(0) => return Step::Refused("closed during the handshake".into()),
+                Ok(n) => self.bytes.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Waiting,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Step::Refused(format!("handshake: {e}")),
+            }
+        }
+    }
+}
 
 /// A link a restarted process set up with an earlier process.
 pub(super) struct Linked {
@@ -108,82 +196,118 @@ impl Engine {
         }))
     }
 
-    /// Accept connections of restarted processes (only while one is expected).
+    /// Accept connections of restarted processes (only while one is
+    /// expected) and advance their handshakes with the bytes that came,
+    /// never waiting for more: a silent or slow connection delays no one,
+    /// and is dropped after [`HANDSHAKE_DEADLINE`] or when
+    /// [`MAX_HANDSHAKES`] newer ones wait.
     pub(super) fn accept_restarted(&mut self) -> Result<()> {
         loop {
-            let Some(rc) = self.recovery.as_ref() else {
+            let Some(rc) = self.recovery.as_mut() else {
                 return Ok(());
             };
             if rc.expected == 0 {
+                rc.handshakes.clear();
                 return Ok(());
             }
             let listener = match &rc.rendezvous {
                 Rendezvous::Tcp(l) => l,
                 Rendezvous::Sim(_) => return self.sim_accept_restarted(),
             };
-            let (mut s, from) = match listener.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            match listener.accept() {
+                Ok((s, from)) => {
+                    if let Err(e) = s.set_nonblocking(true) {
+                        tracing::warn!("refused a connection from {from}: {e}");
+                        continue;
+                    }
+                    if rc.handshakes.len() >= MAX_HANDSHAKES {
+                        let oldest = rc.handshakes.remove(0);
+                        tracing::warn!(
+                            "refused a connection from {}: {MAX_HANDSHAKES} newer handshakes wait",
+                            oldest.from
+                        );
+                    }
+                    rc.handshakes.push(Handshake::new(s, from));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::warn!("recovery listener: {e}");
-                    return Ok(());
+                    break;
                 }
-            };
-            let mut tries = 0;
-            let mut alive = || {
-                tries += 1;
-                tries < 50
-            };
-            let line = recovery::read_line(&mut s, recovery::MAX_HELLO, &mut alive);
-            let hello = line.and_then(|l| recovery::parse_hello(&l, &rc.token, self.size));
-            // The job's token was shown: the counts may be long.
-            let counts = hello.and_then(|h| {
-                let line = recovery::read_line(&mut s, recovery::MAX_COUNTS, &mut alive)?;
-                Ok((h, recovery::parse_counts(&line)?))
-            });
-            let (
-                recovery::Hello {
-                    rank: q,
-                    incarnation: inc,
-                    single_copy,
-                    host,
-                },
-                received,
-            ) = match counts {
-                Ok(h) => h,
-                Err(why) => {
-                    tracing::warn!("refused a connection from {from}: {why}");
-                    continue;
-                }
-            };
-            // The page may announce the restart only now.
-            self.notice_restarts();
-            let Some(rc) = self.recovery.as_ref() else {
+            }
+        }
+        let mut i = 0;
+        loop {
+            let size = self.size;
+            let Some(rc) = self.recovery.as_mut() else {
                 return Ok(());
             };
-            if inc != rc.page.incarnation(q) || rc.page.start_epoch(q) <= rc.my_start {
-                tracing::warn!(
-                    "refused a connection from {from}: rank {q} incarnation {inc} is not a newer process"
-                );
-                continue;
+            let Some(h) = rc.handshakes.get_mut(i) else {
+                return Ok(());
+            };
+            match h.advance(&rc.token, size) {
+                Step::Waiting if h.since.elapsed() < HANDSHAKE_DEADLINE => i += 1,
+                Step::Waiting => {
+                    let h = rc.handshakes.remove(i);
+                    tracing::warn!(
+                        "refused a connection from {}: no handshake within {} s",
+                        h.from,
+                        HANDSHAKE_DEADLINE.as_secs()
+                    );
+                }
+                Step::Refused(why) => {
+                    let h = rc.handshakes.remove(i);
+                    tracing::warn!("refused a connection from {}: {why}", h.from);
+                }
+                Step::Done(hello, received) => {
+                    let h = rc.handshakes.remove(i);
+                    self.answer_restarted(h.stream, h.from, hello, received)?;
+                }
             }
-            let reply = format!(
-                "OK {} {} {} {}\n{}\n",
-                rc.incarnation,
-                u8::from(self.single_copy),
-                rc.my_host,
-                u8::from(self.settled_for(q)),
-                recovery::format_counts(&self.core.recv_seq[q]),
-            );
-            self.clear_rings(q, host);
-            if let Err(why) = recovery::write_line(&mut s, &reply) {
-                tracing::warn!("connection of rank {q} lost during the handshake: {why}");
-                continue;
-            }
-            // (A newer process is itself re-executing: not settled.)
-            self.install_link(q, Connection::Tcp(s), received, single_copy, host, false)?;
         }
+    }
+
+    /// Answer the handshake of a restarted process and link to it.
+    fn answer_restarted(
+        &mut self,
+        mut s: TcpStream,
+        from: SocketAddr,
+        hello: recovery::Hello,
+        received: LaneMap<u64>,
+    ) -> Result<()> {
+        let recovery::Hello {
+            rank: q,
+            incarnation: inc,
+            single_copy,
+            host,
+        } = hello;
+        // The page may announce the restart only now.
+        self.notice_restarts();
+        let Some(rc) = self.recovery.as_ref() else {
+            return Ok(());
+        };
+        if inc != rc.page.incarnation(q) || rc.page.start_epoch(q) <= rc.my_start {
+            tracing::warn!(
+                "refused a connection from {from}: rank {q} incarnation {inc} is not a newer process"
+            );
+            return Ok(());
+        }
+        let reply = format!(
+            "OK {} {} {} {}\n{}\n",
+            rc.incarnation,
+            u8::from(self.single_copy),
+            rc.my_host,
+            u8::from(self.settled_for(q)),
+            recovery::format_counts(&self.core.recv_seq[q]),
+        );
+        self.clear_rings(q, host);
+        if let Err(why) = recovery::write_line(&mut s, &reply) {
+            tracing::warn!("connection of rank {q} lost during the handshake: {why}");
+            return Ok(());
+        }
+        // (A newer process is itself re-executing: not settled.)
+        self.install_link(q, Connection::Tcp(s), received, single_copy, host, false)
     }
 
     /// Does a process on `host` share this host's memory (and our
@@ -250,5 +374,86 @@ impl Engine {
         let conn = TcpConn::new(stream)
             .map_err(|e| Error::Bootstrap(format!("connection to rank {q}: {e}")))?;
         Ok((Link::Tcp(conn), false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    const TOKEN: &str = "handshake-test-token";
+
+    /// A handshake on a real connection, and the connecting side.
+    fn pair() -> (Handshake, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+        let client = TcpStream::connect(l.local_addr().expect("address")).expect("connect");
+        let (s, from) = l.accept().expect("accept");
+        s.set_nonblocking(true).expect("nonblocking");
+        (Handshake::new(s, from), client)
+    }
+
+    /// Look until the handshake is decided (the bytes are on their way
+    /// over loopback; 20 s bounds a bug).
+    fn decided(h: &mut Handshake) -> Step {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            match h.advance(TOKEN, 4) {
+                Step::Waiting if Instant::now() < end => std::thread::yield_now(),
+                Step::Waiting => panic!("no decision in 20 s"),
+                other => return other,
+            }
+        }
+    }
+
+    #[test]
+    fn a_silent_or_slow_peer_is_never_waited_for() {
+        let (mut h, mut client) = pair();
+        // Nothing sent: the rank goes on at once.
+        assert!(matches!(h.advance(TOKEN, 4), Step::Waiting));
+        // Byte by byte, each look takes what came and returns.
+        let hello = recovery::hello_line(TOKEN, 2, 1, false, 0);
+        let (first, rest) = hello.split_at(7);
+        client.write_all(first.as_bytes()).expect("send");
+        client.flush().expect("flush");
+        let end = Instant::now() + Duration::from_secs(20);
+        while h.bytes.len() < first.len() {
+            assert!(matches!(h.advance(TOKEN, 4), Step::Waiting));
+            assert!(Instant::now() < end, "the first bytes never came");
+        }
+        client.write_all(rest.as_bytes()).expect("send");
+        client.write_all(b"5:12,7:3\n").expect("send");
+        match decided(&mut h) {
+            Step::Done(hello, counts) => {
+                assert_eq!((hello.rank, hello.incarnation), (2, 1));
+                assert_eq!((counts.get(5), counts.get(7), counts.get(6)), (12, 3, 0));
+            }
+            Step::Waiting => unreachable!(),
+            Step::Refused(why) => panic!("refused: {why}"),
+        }
+    }
+
+    #[test]
+    fn strangers_are_refused_before_they_may_send_much() {
+        let refused = |bytes: &[u8]| {
+            let (mut h, mut client) = pair();
+            client.write_all(bytes).expect("send");
+            match decided(&mut h) {
+                Step::Refused(why) => why,
+                _ => panic!("accepted {bytes:?}"),
+            }
+        };
+        assert_eq!(
+            refused(&[b'x'; recovery::MAX_HELLO + 1]),
+            "handshake line too long"
+        );
+        let wrong = recovery::hello_line("another-token-entirely", 2, 1, false, 0);
+        assert_eq!(refused(wrong.as_bytes()), "wrong job token");
+        assert_eq!(
+            refused(b"GET / HTTP/1.1\r\n"),
+            "not a vpml recovery connection"
+        );
     }
 }
