@@ -2,6 +2,7 @@
 //! meeting it, sending it commands, and turning what it says into
 //! launcher events.
 
+use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::hosts::{HostSpec, agent_command};
-use super::wire::{JobSetup, WireError, lock, read_msg, send};
+use super::wire::{JobSetup, WireError, lock, read_msg, read_msg_within, send};
 use crate::Error;
 use crate::event::Event;
 
@@ -83,14 +84,49 @@ impl Agents {
             .set_nonblocking(true)
             .map_err(Error::ControlSocket)?;
         let deadline = Instant::now() + timeout;
+        // Each connection's hello is read by a thread of its own, so a
+        // silent one delays no agent; at most MAX_WAITING_HELLOS wait, a
+        // new one beyond closing the oldest.
+        let (hello_tx, hellos) = crossbeam_channel::unbounded();
+        let mut waiting: BTreeMap<u64, TcpStream> = BTreeMap::new();
+        let mut next_id = 0u64;
         while agents.writers.iter().any(Option::is_none) {
             if let Some(i) = agents.exited_agent() {
                 return Err(Error::AgentExited {
                     host: agents.hosts[i].name.clone(),
                 });
             }
-            match listener.accept() {
-                Ok((s, from)) => match agent_hello(s, token, agents.hosts.len()) {
+            loop {
+                match listener.accept() {
+                    Ok((s, from)) => {
+                        let Ok(closer) = s.try_clone() else {
+                            continue;
+                        };
+                        while waiting.len() >= MAX_WAITING_HELLOS {
+                            if let Some((_, oldest)) = waiting.pop_first() {
+                                tracing::warn!(
+                                    "closed a connection still without hello: too many such connections"
+                                );
+                                let _ = oldest.shutdown(std::net::Shutdown::Both);
+                            }
+                        }
+                        next_id += 1;
+                        let id = next_id;
+                        waiting.insert(id, closer);
+                        let (tx, token, hosts) =
+                            (hello_tx.clone(), token.to_string(), agents.hosts.len());
+                        std::thread::spawn(move || {
+                            let _ = tx.send((id, from, agent_hello(s, &token, hosts)));
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::AcceptAgents(e)),
+                }
+            }
+            while let Ok((id, from, hello)) = hellos.try_recv() {
+                waiting.remove(&id);
+                match hello {
                     Ok((i, s, reader)) if agents.writers[i].is_none() => {
                         let w = Arc::new(Mutex::new(s));
                         send(&w, "SETUP", &setup_for(i).encode()).map_err(|source| {
@@ -112,31 +148,36 @@ impl Agents {
                         tracing::warn!("refused a second agent for host {i} from {from}")
                     }
                     Err(why) => tracing::warn!("refused an agent connection from {from}: {why}"),
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        let missing: Vec<&str> = agents
-                            .writers
-                            .iter()
-                            .zip(&agents.hosts)
-                            .filter(|(w, _)| w.is_none())
-                            .map(|(_, h)| h.name.as_str())
-                            .collect();
-                        return Err(Error::AgentsUnreachable {
-                            hosts: missing.join(", "),
-                            secs: timeout.as_secs_f64(),
-                        });
-                    }
-                    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-                    let slice = Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 100_000_000,
-                    };
-                    // Woken, timed out or interrupted: accept again either way.
-                    let _ = poll(&mut [PollFd::new(&listener, PollFlags::IN)], Some(&slice));
                 }
-                Err(e) => return Err(Error::AcceptAgents(e)),
             }
+            if agents.writers.iter().all(Option::is_some) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let missing: Vec<&str> = agents
+                    .writers
+                    .iter()
+                    .zip(&agents.hosts)
+                    .filter(|(w, _)| w.is_none())
+                    .map(|(_, h)| h.name.as_str())
+                    .collect();
+                return Err(Error::AgentsUnreachable {
+                    hosts: missing.join(", "),
+                    secs: timeout.as_secs_f64(),
+                });
+            }
+            // A new connection, or a hello read: look again either way
+            // (a hello thread's result is seen within the slice).
+            use rustix::event::{PollFd, PollFlags, Timespec, poll};
+            let slice = Timespec {
+                tv_sec: 0,
+                tv_nsec: 5_000_000,
+            };
+            let _ = poll(&mut [PollFd::new(&listener, PollFlags::IN)], Some(&slice));
+        }
+        // Hellos still being read end with their connections.
+        for (_, s) in waiting {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
         Ok(agents)
     }
@@ -213,6 +254,13 @@ enum HelloError {
     BadHost,
 }
 
+/// How long a connection has to send its hello (an agent does at once).
+const HELLO_DEADLINE: Duration = Duration::from_secs(3);
+/// At most this many connections wait for their hello at once.
+const MAX_WAITING_HELLOS: usize = 64;
+/// Largest hello header (`HELLO <token> <host>`); it has no payload.
+const MAX_HELLO_HEADER: usize = 512;
+
 /// Read and check an agent's `HELLO <token> <host>`.
 fn agent_hello(
     s: TcpStream,
@@ -220,11 +268,12 @@ fn agent_hello(
     hosts: usize,
 ) -> Result<(usize, TcpStream, BufReader<TcpStream>), HelloError> {
     s.set_nonblocking(false).map_err(HelloError::Socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
+    s.set_read_timeout(Some(HELLO_DEADLINE))
         .map_err(HelloError::Socket)?;
     let _ = s.set_nodelay(true);
     let mut reader = BufReader::new(s.try_clone().map_err(HelloError::Socket)?);
-    let (header, _) = read_msg(&mut reader)?.ok_or(HelloError::Closed)?;
+    let (header, _) =
+        read_msg_within(&mut reader, MAX_HELLO_HEADER, 0)?.ok_or(HelloError::Closed)?;
     let mut p = header.split(' ');
     if p.next() != Some("HELLO") {
         return Err(HelloError::NotAgent);
@@ -306,5 +355,17 @@ mod tests {
         assert_eq!(hello("HELLO wrong 1").unwrap_err(), "wrong job token");
         assert_eq!(hello("HELLO right 7").unwrap_err(), "bad host index");
         assert_eq!(hello("GET / HTTP/1.0").unwrap_err(), "not a vpml agent");
+        // Before its token is checked, a connection may send little.
+        let long = format!("HELLO right 1 {}", "x".repeat(MAX_HELLO_HEADER));
+        assert!(hello(&long).unwrap_err().contains("at most 512"));
+        let mut c = TcpStream::connect(addr).unwrap();
+        write_msg(&mut c, "HELLO right 1", &[0u8; 64]).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let err = agent_hello(s, "right", 2).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("payload of 64 bytes (at most 0)"));
+        // A silent one is given up at the deadline.
+        let _silent = TcpStream::connect(addr).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert!(agent_hello(s, "right", 2).is_err());
     }
 }

@@ -24,11 +24,21 @@ pub enum WireError {
     #[error("message cut short: {0}")]
     CutShort(#[source] std::io::Error),
     /// A header over the limit.
-    #[error("header of {0} bytes (at most {MAX_HEADER})")]
-    LongHeader(usize),
+    #[error("header of {len} bytes (at most {max})")]
+    LongHeader {
+        /// As announced.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A payload over the limit.
-    #[error("payload of {0} bytes (at most {MAX_PAYLOAD})")]
-    LongPayload(usize),
+    #[error("payload of {len} bytes (at most {max})")]
+    LongPayload {
+        /// As announced.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A header that is not text.
     #[error("header is not UTF-8")]
     HeaderNotUtf8,
@@ -50,6 +60,17 @@ pub(crate) fn write_msg(w: &mut impl Write, header: &str, payload: &[u8]) -> std
 
 /// Read one message; `Ok(None)` at a clean end of stream.
 pub(crate) fn read_msg(r: &mut impl Read) -> Result<Option<(String, Vec<u8>)>, WireError> {
+    read_msg_within(r, MAX_HEADER, MAX_PAYLOAD)
+}
+
+/// [`read_msg`] with a header of at most `max_header` bytes and a payload
+/// of at most `max_payload` (an agent's hello: small, before its token
+/// is checked).
+pub(crate) fn read_msg_within(
+    r: &mut impl Read,
+    max_header: usize,
+    max_payload: usize,
+) -> Result<Option<(String, Vec<u8>)>, WireError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -57,16 +78,22 @@ pub(crate) fn read_msg(r: &mut impl Read) -> Result<Option<(String, Vec<u8>)>, W
         Err(e) => return Err(WireError::Read(e)),
     }
     let n = u32::from_le_bytes(len) as usize;
-    if n > MAX_HEADER {
-        return Err(WireError::LongHeader(n));
+    if n > max_header {
+        return Err(WireError::LongHeader {
+            len: n,
+            max: max_header,
+        });
     }
     let mut header = vec![0u8; n];
     r.read_exact(&mut header).map_err(WireError::CutShort)?;
     let header = String::from_utf8(header).map_err(|_| WireError::HeaderNotUtf8)?;
     r.read_exact(&mut len).map_err(WireError::CutShort)?;
     let n = u32::from_le_bytes(len) as usize;
-    if n > MAX_PAYLOAD {
-        return Err(WireError::LongPayload(n));
+    if n > max_payload {
+        return Err(WireError::LongPayload {
+            len: n,
+            max: max_payload,
+        });
     }
     let mut payload = vec![0u8; n];
     r.read_exact(&mut payload).map_err(WireError::CutShort)?;
