@@ -363,6 +363,31 @@ pub(crate) fn corrupt_newest_checkpoint(log_dir: &Path, rank: usize) -> Result<P
     Ok(newest)
 }
 
+/// `--inject-failure`'s parser, for the fuzz targets (`fuzz/`).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: crate::RunArgs,
+    }
+
+    /// Parse `specs` as `--inject-failure` values of a 4-rank pessimist
+    /// job: a plan or an error, never a panic.
+    pub fn inject_specs(specs: &[&str]) {
+        let mut argv = vec!["vpml", "-n", "4", "--protocol", "pessimist"];
+        for s in specs {
+            argv.extend(["--inject-failure", s]);
+        }
+        argv.push("prog");
+        if let Ok(cli) = Cli::try_parse_from(argv) {
+            let _ = super::plan(&cli.run);
+        }
+    }
+}
+
 /// Flip the first payload byte of the newest message with a payload that
 /// rank `from`'s sender log keeps for rank `to` (testing aid; `from` must
 /// be stopped meanwhile): the file and the offset of the record, or

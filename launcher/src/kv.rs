@@ -42,6 +42,14 @@ enum KvError {
 }
 
 impl KvError {
+    /// What a rank is told of its bad request.
+    fn reply(&self) -> &'static str {
+        match self {
+            KvError::MalformedPut(_) => "PUT needs a key and a value",
+            _ => "unknown request",
+        }
+    }
+
     /// The rank's end of the connection was reset: a rank that died
     /// (killed, aborted), which is expected and reported elsewhere.
     fn is_reset(&self) -> bool {
@@ -84,6 +92,17 @@ impl KvHandle {
     /// The value under `key`, if a rank put one.
     pub(crate) fn get(&self, key: &str) -> Option<String> {
         lock(&self.0).values.get(key).cloned()
+    }
+}
+
+/// The service's parsers, for the fuzz targets (`fuzz/`): each must
+/// return an answer for any input, never panic.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    /// Parse `line` as a HELLO, then as a request.
+    pub fn kv_line(line: &str) {
+        let _ = super::parse_hello("token", 4, line);
+        let _ = super::parse_request(1, line);
     }
 }
 
@@ -218,7 +237,7 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
     let Some(hello) = read_line_within(&mut reader, MAX_HELLO_LINE)? else {
         return Ok(());
     };
-    let rank = match parse_hello(shared, &hello) {
+    let rank = match parse_hello(&shared.token, shared.size, &hello) {
         Ok(r) => r,
         Err(reason) => {
             let _ = reply(&mut out, &format!("ERR {reason}"));
@@ -233,58 +252,88 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
         .map_err(KvError::Socket)?;
     reply(&mut out, "OK")?;
     while let Some(line) = read_line(&mut reader)? {
-        let (cmd, rest) = line.split_once(' ').unwrap_or((&line, ""));
-        match cmd {
-            "PUT" => {
-                let Some((k, v)) = rest.split_once(' ') else {
-                    let _ = reply(&mut out, "ERR PUT needs a key and a value");
-                    return Err(KvError::MalformedPut(rank));
-                };
+        let request = match parse_request(rank, &line) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = reply(&mut out, &format!("ERR {}", e.reply()));
+                return Err(e);
+            }
+        };
+        match request {
+            Request::Put(k, v) => {
                 lock(shared).values.insert(k.to_string(), v.to_string());
                 reply(&mut out, "OK")?;
             }
-            "GET" => {
-                let v = lock(shared).values.get(rest).cloned();
+            Request::Get(k) => {
+                let v = lock(shared).values.get(k).cloned();
                 match v {
                     Some(v) => reply(&mut out, &format!("VAL {v}"))?,
                     None => reply(&mut out, "NONE")?,
                 }
             }
-            "FENCE" => {
+            Request::Fence => {
                 fence(shared);
                 reply(&mut out, "OK")?;
             }
-            "JOINED" => {
+            Request::Joined => {
                 let _ = shared.events.send(Event::Joined { rank });
                 reply(&mut out, "OK")?;
             }
-            "FINALIZE" => {
+            Request::Finalize => {
                 let _ = shared.events.send(Event::Finalized { rank });
                 reply(&mut out, "OK")?;
             }
-            "ABORT" => {
-                let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-                let code = code.parse().unwrap_or(1);
+            Request::Abort(code, message) => {
                 let _ = shared.events.send(Event::Abort {
                     rank,
                     code,
-                    message: msg.to_string(),
+                    message: message.to_string(),
                 });
                 reply(&mut out, "OK")?;
-            }
-            other => {
-                let _ = reply(&mut out, "ERR unknown request");
-                return Err(KvError::UnknownRequest {
-                    rank,
-                    request: other.to_string(),
-                });
             }
         }
     }
     Ok(())
 }
 
-fn parse_hello(shared: &Shared, line: &str) -> Result<usize, KvError> {
+/// A request of an introduced rank.
+#[derive(Debug, PartialEq)]
+enum Request<'a> {
+    Put(&'a str, &'a str),
+    Get(&'a str),
+    Fence,
+    Joined,
+    Finalize,
+    Abort(i32, &'a str),
+}
+
+/// Read one request line of `rank`.
+fn parse_request(rank: usize, line: &str) -> Result<Request<'_>, KvError> {
+    let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+    Ok(match cmd {
+        "PUT" => {
+            let (k, v) = rest.split_once(' ').ok_or(KvError::MalformedPut(rank))?;
+            Request::Put(k, v)
+        }
+        "GET" => Request::Get(rest),
+        "FENCE" => Request::Fence,
+        "JOINED" => Request::Joined,
+        "FINALIZE" => Request::Finalize,
+        "ABORT" => {
+            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            Request::Abort(code.parse().unwrap_or(1), msg)
+        }
+        other => {
+            return Err(KvError::UnknownRequest {
+                rank,
+                request: other.to_string(),
+            });
+        }
+    })
+}
+
+/// Check a rank's `HELLO VERSION TOKEN RANK` line: its rank.
+fn parse_hello(token: &str, size: usize, line: &str) -> Result<usize, KvError> {
     let mut parts = line.split(' ');
     if parts.next() != Some("HELLO") {
         return Err(KvError::NoHello);
@@ -293,14 +342,14 @@ fn parse_hello(shared: &Shared, line: &str) -> Result<usize, KvError> {
     if version != KV_PROTOCOL_VERSION.to_string() {
         return Err(KvError::Version(version.to_string()));
     }
-    if parts.next() != Some(shared.token.as_str()) {
+    if parts.next() != Some(token) {
         return Err(KvError::WrongToken);
     }
     let rank: usize = parts
         .next()
         .and_then(|r| r.parse().ok())
         .ok_or(KvError::NoRank)?;
-    if rank >= shared.size {
+    if rank >= size {
         return Err(KvError::RankOutside(rank));
     }
     Ok(rank)

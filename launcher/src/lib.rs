@@ -61,6 +61,12 @@ mod protocol;
 pub mod supervise;
 
 pub use cli::{BindPolicy, RunArgs, SenderLogKind, Transport};
+/// The parsers of untrusted input, for the fuzz targets (`fuzz/`).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    pub use crate::inject::fuzzing::inject_specs;
+    pub use crate::kv::fuzzing::kv_line;
+}
 pub use error::Error;
 pub use inject::SpecError;
 pub use job::run;

@@ -94,6 +94,15 @@ use crate::replay_log::ReplayLog;
 
 mod checkpointing;
 mod config;
+/// The checkpoint payload decoder, for the fuzz targets (`fuzz/`).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    /// Decode `bytes` as a checkpoint's payload: a state or an error,
+    /// never a panic.
+    pub fn checkpoint_payload(bytes: &[u8]) {
+        let _ = super::checkpointing::decode_checkpoint(bytes);
+    }
+}
 mod recovery;
 mod start;
 
