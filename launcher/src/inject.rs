@@ -69,6 +69,10 @@ pub(crate) struct ArmedPoint {
     pub corrupt_sender_logs: bool,
 }
 
+/// Most kills one `random:K` may plan (each is kept in memory; a job
+/// never gets that many restarts anyway).
+pub(crate) const MAX_RANDOM_KILLS: usize = 10_000;
+
 /// What is wrong with an `--inject-failure` spec.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -76,8 +80,8 @@ pub enum SpecError {
     /// Not `RANK@…`, `agent:…`, `logger:…` nor `random:K`.
     #[error("expected RANK@SECONDS, RANK@point:NAME or random:K")]
     Shape,
-    /// `random:` without a positive number.
-    #[error("expected random:K with K ≥ 1")]
+    /// `random:` without a number of kills from 1 to 10 000.
+    #[error("expected random:K with 1 ≤ K ≤ {MAX_RANDOM_KILLS}")]
     RandomCount,
     /// A time that is not a number.
     #[error("bad number of seconds")]
@@ -176,7 +180,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
             let k: usize = k
                 .parse()
                 .ok()
-                .filter(|&k| k > 0)
+                .filter(|&k| (1..=MAX_RANDOM_KILLS).contains(&k))
                 .ok_or_else(|| bad(SpecError::RandomCount))?;
             if !(window.is_finite() && window > 0.0) {
                 return Err(bad(SpecError::Window));
@@ -507,8 +511,10 @@ mod tests {
         assert!(err(&["--inject-failure", "1@point:nowhere"]).contains("known:"));
         assert!(err(&["--inject-failure", "9@point:send.after_frame"]).contains("outside"));
         assert!(err(&["--inject-failure", "logger:0@1.0"]).contains("--protocol pessimist"));
-        assert!(err(&["--inject-failure", "random:0"]).contains("K ≥ 1"));
-        assert!(err(&["--inject-failure", "random:x@2"]).contains("K ≥ 1"));
+        assert!(err(&["--inject-failure", "random:0"]).contains("1 ≤ K"));
+        assert!(err(&["--inject-failure", "random:x@2"]).contains("1 ≤ K"));
+        // Found by the fuzz target inject_spec: planned billions of kills.
+        assert!(err(&["--inject-failure", "random:99999999999"]).contains("K ≤ 10000"));
         assert!(
             err(&[
                 "--protocol",
