@@ -178,6 +178,7 @@ pub mod copies;
 mod event;
 mod server;
 mod storage;
+pub mod strangers;
 pub mod wire;
 
 pub use auth::{MIN_TOKEN_LEN, TokenError, Tokens, random_token, valid_job_name};
@@ -185,3 +186,4 @@ pub use client::{Client, ClientConfig, ClientError};
 pub use event::{CallId, Event, EventBatch, EventId};
 pub use server::{HELLO_MAX_FRAME, MAX_PUT_EVENT_BYTES, Server, ServerConfig, ServerError};
 pub use storage::{DEFAULT_SEGMENT_BYTES, Durability, StorageError, read_stored_events};
+pub use strangers::Strangers;

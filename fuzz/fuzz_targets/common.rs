@@ -1,11 +1,12 @@
 //! What the file-reading targets share: a scratch directory of their own
-//! (in memory when /dev/shm exists), emptied before each input.
+//! (in memory when /dev/shm exists), emptied before each input, and named
+//! after the target only, so that runs reuse it instead of leaving one
+//! each behind (one process per target at a time).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// A directory for this process and `target`, emptied: the input's files
-/// go in it.
+/// The directory of `target`, emptied: the input's files go in it.
 pub fn scratch(target: &str) -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
@@ -14,7 +15,7 @@ pub fn scratch(target: &str) -> &'static Path {
         } else {
             std::env::temp_dir()
         };
-        base.join(format!("vpml-fuzz-{target}-{}", std::process::id()))
+        base.join(format!("vpml-fuzz-{target}"))
     });
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("scratch directory");

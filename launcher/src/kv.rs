@@ -1,12 +1,13 @@
 //! The launcher's key/value service (protocol in `vpml_pml::bootstrap`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
+use vpml_event_logger::Strangers;
 use vpml_pml::bootstrap::{KV_PROTOCOL_VERSION, MAX_LINE};
 
 use crate::event::Event;
@@ -25,7 +26,7 @@ enum KvError {
     LongLine,
     #[error("expected HELLO")]
     NoHello,
-    #[error("no HELLO within {} s", HELLO_DEADLINE.as_secs())]
+    #[error("no HELLO in time")]
     HelloDeadline,
     #[error("unsupported protocol version {0:?}")]
     Version(String),
@@ -64,13 +65,14 @@ struct State {
     fence_generation: u64,
 }
 
-/// A connection must say HELLO within this time: a rank does at once.
+/// A connection must say HELLO within this time (each read, and in all
+/// once another connection comes): a rank does at once.
 const HELLO_DEADLINE: Duration = Duration::from_secs(3);
 /// Longest HELLO line (`HELLO VERSION TOKEN RANK`): a stranger costs a
 /// thread and its buffer until then, no more.
 const MAX_HELLO_LINE: usize = 512;
-/// At most this many connections wait for their HELLO at once; a new one
-/// beyond closes the oldest, so strangers never keep a rank out.
+/// At most this many silent connections wait for their HELLO at once (see
+/// [`Strangers`]), so strangers never keep a rank out.
 const MAX_UNAUTHENTICATED: usize = 64;
 
 struct Shared {
@@ -79,9 +81,10 @@ struct Shared {
     state: Mutex<State>,
     fence_done: Condvar,
     events: Sender<Event>,
-    /// The connections still without HELLO, oldest first (ids grow with
-    /// time), each with a handle to close it.
-    unauthenticated: Mutex<BTreeMap<u64, TcpStream>>,
+    /// The connections still without HELLO.
+    strangers: Strangers,
+    /// How long one may take to say it.
+    hello_deadline: Duration,
 }
 
 /// Read access to the values ranks published.
@@ -114,6 +117,17 @@ pub(crate) fn start(
     token: String,
     events: Sender<Event>,
 ) -> std::io::Result<(String, KvHandle)> {
+    start_with(bind, size, token, events, HELLO_DEADLINE)
+}
+
+/// [`start`] giving connections `hello_deadline` to say HELLO.
+fn start_with(
+    bind: &str,
+    size: usize,
+    token: String,
+    events: Sender<Event>,
+    hello_deadline: Duration,
+) -> std::io::Result<(String, KvHandle)> {
     let listener = TcpListener::bind((bind, 0))?;
     let addr = listener.local_addr()?.to_string();
     let shared = Arc::new(Shared {
@@ -126,7 +140,8 @@ pub(crate) fn start(
         }),
         fence_done: Condvar::new(),
         events,
-        unauthenticated: Mutex::new(BTreeMap::new()),
+        strangers: Strangers::new(MAX_UNAUTHENTICATED, hello_deadline),
+        hello_deadline,
     });
     let handle = KvHandle(shared.clone());
     std::thread::Builder::new()
@@ -137,7 +152,7 @@ pub(crate) fn start(
                 let Ok(closer) = conn.try_clone() else {
                     continue;
                 };
-                admit_unauthenticated(&shared, id, closer);
+                shared.strangers.admit(id, closer);
                 let conn_shared = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("vpml-kv-conn".into())
@@ -148,7 +163,7 @@ pub(crate) fn start(
                             .unwrap_or_else(|_| "unknown peer".into());
                         let shared = conn_shared;
                         let served = serve(&shared, conn, id);
-                        lock_waiting(&shared).remove(&id);
+                        shared.strangers.forget(id);
                         if let Err(reason) = served {
                             // A rank that dies (killed, aborted) resets its
                             // connection: expected, and reported elsewhere.
@@ -162,38 +177,11 @@ pub(crate) fn start(
                         }
                     });
                 if spawned.is_err() {
-                    lock_waiting(&shared).remove(&id);
+                    shared.strangers.forget(id);
                 }
             }
         })?;
     Ok((addr, handle))
-}
-
-/// Count connection `id` among those waiting for their HELLO, closing the
-/// oldest of them if there are already [`MAX_UNAUTHENTICATED`].
-fn admit_unauthenticated(shared: &Shared, id: u64, closer: TcpStream) {
-    let mut waiting = lock_waiting(shared);
-    while waiting.len() >= MAX_UNAUTHENTICATED {
-        let Some((_, oldest)) = waiting.pop_first() else {
-            break;
-        };
-        let peer = oldest
-            .peer_addr()
-            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
-        tracing::warn!(
-            "closing the key/value connection from {peer}: still no HELLO, and too many such connections"
-        );
-        // Its thread's read ends; the thread then forgets it.
-        let _ = oldest.shutdown(Shutdown::Both);
-    }
-    waiting.insert(id, closer);
-}
-
-fn lock_waiting(shared: &Shared) -> std::sync::MutexGuard<'_, BTreeMap<u64, TcpStream>> {
-    shared
-        .unauthenticated
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
 }
 
 fn read_line(reader: &mut BufReader<TcpStream>) -> Result<Option<String>, KvError> {
@@ -224,7 +212,7 @@ fn read_line_within(
 
 fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
     let _ = conn.set_nodelay(true);
-    conn.set_read_timeout(Some(HELLO_DEADLINE))
+    conn.set_read_timeout(Some(shared.hello_deadline))
         .map_err(KvError::Socket)?;
     let mut out = conn.try_clone().map_err(KvError::Socket)?;
     let mut reader = BufReader::new(conn);
@@ -245,7 +233,7 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
         }
     };
     // A rank now: it may stay quiet as long as it likes.
-    lock_waiting(shared).remove(&id);
+    shared.strangers.forget(id);
     reader
         .get_ref()
         .set_read_timeout(None)
@@ -399,7 +387,9 @@ mod tests {
     #[test]
     fn strangers_never_keep_a_rank_out() {
         let (tx, _rx) = crossbeam_channel::unbounded();
-        let (addr, kv) = start("127.0.0.1", 1, TOKEN.into(), tx).expect("start");
+        // A deadline no test waits for: only the pool can close them.
+        let (addr, kv) =
+            start_with("127.0.0.1", 1, TOKEN.into(), tx, Duration::from_secs(3600)).expect("start");
         // More silent connections than may wait for a HELLO: the oldest
         // are closed to make room.
         let idle: Vec<TcpStream> = (0..3 * MAX_UNAUTHENTICATED)

@@ -473,6 +473,8 @@ pub(crate) fn remove_stale_dirs(base: &Path, prefix: &str, say: bool) {
                     e.path().display()
                 ),
                 Ok(()) => {}
+                // (Another launcher swept it first.)
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
                 Err(err) => tracing::warn!("cannot remove stale {}: {err}", e.path().display()),
             }
         }

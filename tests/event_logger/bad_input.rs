@@ -192,7 +192,7 @@ fn idle_strangers_cannot_lock_out_ranks() {
     let idle: Vec<TcpStream> = (0..200)
         .map(|_| TcpStream::connect(logger.addr).expect("connect"))
         .collect();
-    logger.wait_stderr("too many unauthenticated connections");
+    logger.wait_stderr("closing a connection that has not authenticated");
     let good = connect(vec![logger.addr], 0, 0);
     let last = good.put_batch(&events_for(1, 10)).expect("put");
     good.wait_durable(last)

@@ -430,6 +430,8 @@ impl Conn<'_> {
                 format!("job {:?}: {why}", h.job),
             ));
         }
+        // No longer a stranger: it leaves the bounded pool of those.
+        self.shared.strangers.forget(self.id);
         let log = self
             .shared
             .storage
@@ -456,8 +458,6 @@ impl Conn<'_> {
             highest,
             first_kept,
         })?;
-        // No longer a stranger: it leaves the bounded pool of those.
-        lock(&self.shared.unauthenticated).remove(&self.id);
         self.session = Some(Session {
             job: h.job,
             rank: h.rank,

@@ -9,7 +9,7 @@
 mod conn;
 mod flusher;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -22,6 +22,7 @@ use crossbeam_channel::Sender;
 
 use crate::auth::Tokens;
 use crate::storage::{DEFAULT_SEGMENT_BYTES, Durability, Storage, StorageConfig, StorageError};
+use crate::strangers::Strangers;
 use crate::wire::{ErrorCode, MAX_FRAME, Message, encode_frame};
 use conn::serve_connection;
 use flusher::{FlushReq, flusher};
@@ -128,9 +129,8 @@ struct Shared {
     metrics: Metrics,
     stopping: AtomicBool,
     conns: Mutex<HashMap<u64, ConnEntry>>,
-    /// The connections still waiting for their `Hello`, oldest first (ids
-    /// grow with time), each with a handle to close it.
-    unauthenticated: Mutex<BTreeMap<u64, TcpStream>>,
+    /// The connections still waiting for their `Hello`.
+    strangers: Strangers,
     flush_tx: Mutex<Option<Sender<FlushReq>>>,
 }
 
@@ -175,13 +175,15 @@ impl Server {
         })?;
         let (flush_tx, flush_rx) = crossbeam_channel::unbounded();
         let fsync = cfg.durability == Durability::Fsync;
+        let (cfg_max_unauthenticated, cfg_hello_timeout) =
+            (cfg.max_unauthenticated, cfg.hello_timeout);
         let shared = Arc::new(Shared {
             cfg,
             storage,
             metrics: Metrics::default(),
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
-            unauthenticated: Mutex::new(BTreeMap::new()),
+            strangers: Strangers::new(cfg_max_unauthenticated, cfg_hello_timeout),
             flush_tx: Mutex::new(fsync.then_some(flush_tx)),
         });
         let flusher = if fsync {
@@ -276,7 +278,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             .peer_addr()
             .map_or_else(|_| "?".to_owned(), |a| a.to_string());
         let mut conns = lock(&shared.conns);
-        if conns.len() >= shared.cfg.max_connections {
+        if conns.len() >= shared.cfg.max_connections && shared.strangers.close_oldest() {
+            // A stranger's slot (its thread frees it as it ends).
+            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        } else if conns.len() >= shared.cfg.max_connections {
             drop(conns);
             tracing::warn!(%peer, "refusing connection: too many connections");
             shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -295,14 +300,18 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
         };
         next_id += 1;
         let id = next_id;
-        admit_unauthenticated(shared, id, closer);
+        let closed = shared.strangers.admit(id, closer);
+        shared
+            .metrics
+            .refused
+            .fetch_add(closed as u64, Ordering::Relaxed);
         let s = Arc::clone(shared);
         conns.insert(id, (registry_copy, None));
         let spawned = std::thread::Builder::new()
             .name(format!("el-conn-{id}"))
             .spawn(move || {
                 serve_connection(&s, stream, &peer, id);
-                lock(&s.unauthenticated).remove(&id);
+                s.strangers.forget(id);
                 lock(&s.conns).remove(&id);
             });
         match spawned {
@@ -313,30 +322,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             }
             Err(e) => {
                 conns.remove(&id);
-                lock(&shared.unauthenticated).remove(&id);
+                shared.strangers.forget(id);
                 tracing::warn!(error = %e, "cannot start a connection thread");
             }
         }
     }
-}
-
-/// Count connection `id` among those waiting for their `Hello`, closing
-/// the oldest of them if there are already as many as allowed.
-fn admit_unauthenticated(shared: &Shared, id: u64, closer: TcpStream) {
-    let mut waiting = lock(&shared.unauthenticated);
-    while waiting.len() >= shared.cfg.max_unauthenticated.max(1) {
-        let Some((_, oldest)) = waiting.pop_first() else {
-            break;
-        };
-        let peer = oldest
-            .peer_addr()
-            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
-        tracing::warn!(%peer, "closing a connection still without Hello: too many unauthenticated connections");
-        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-        // Its thread's read ends; the thread then forgets it.
-        let _ = oldest.shutdown(Shutdown::Both);
-    }
-    waiting.insert(id, closer);
 }
 
 fn send_on(stream: &TcpStream, msg: &Message) -> std::io::Result<()> {

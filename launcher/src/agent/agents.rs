@@ -2,7 +2,6 @@
 //! meeting it, sending it commands, and turning what it says into
 //! launcher events.
 
-use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -11,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
+use vpml_event_logger::Strangers;
 
 use super::hosts::{HostSpec, agent_command};
 use super::wire::{JobSetup, WireError, lock, read_msg, read_msg_within, send};
@@ -85,10 +85,11 @@ impl Agents {
             .map_err(Error::ControlSocket)?;
         let deadline = Instant::now() + timeout;
         // Each connection's hello is read by a thread of its own, so a
-        // silent one delays no agent; at most MAX_WAITING_HELLOS wait, a
-        // new one beyond closing the oldest.
-        let (hello_tx, hellos) = crossbeam_channel::unbounded();
-        let mut waiting: BTreeMap<u64, TcpStream> = BTreeMap::new();
+        // silent one delays no agent; at most MAX_WAITING_HELLOS silent
+        // ones wait (see `Strangers`).
+        type Hello = Result<(usize, TcpStream, BufReader<TcpStream>), HelloError>;
+        let (hello_tx, hellos) = crossbeam_channel::unbounded::<(std::net::SocketAddr, Hello)>();
+        let strangers = Arc::new(Strangers::new(MAX_WAITING_HELLOS, HELLO_DEADLINE));
         let mut next_id = 0u64;
         while agents.writers.iter().any(Option::is_none) {
             if let Some(i) = agents.exited_agent() {
@@ -96,36 +97,9 @@ impl Agents {
                     host: agents.hosts[i].name.clone(),
                 });
             }
-            loop {
-                match listener.accept() {
-                    Ok((s, from)) => {
-                        let Ok(closer) = s.try_clone() else {
-                            continue;
-                        };
-                        while waiting.len() >= MAX_WAITING_HELLOS {
-                            if let Some((_, oldest)) = waiting.pop_first() {
-                                tracing::warn!(
-                                    "closed a connection still without hello: too many such connections"
-                                );
-                                let _ = oldest.shutdown(std::net::Shutdown::Both);
-                            }
-                        }
-                        next_id += 1;
-                        let id = next_id;
-                        waiting.insert(id, closer);
-                        let (tx, token, hosts) =
-                            (hello_tx.clone(), token.to_string(), agents.hosts.len());
-                        std::thread::spawn(move || {
-                            let _ = tx.send((id, from, agent_hello(s, &token, hosts)));
-                        });
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::AcceptAgents(e)),
-                }
-            }
-            while let Ok((id, from, hello)) = hellos.try_recv() {
-                waiting.remove(&id);
+            // Hellos read first: an agent that said hello is never the
+            // one a newcomer pushes out.
+            while let Ok((from, hello)) = hellos.try_recv() {
                 match hello {
                     Ok((i, s, reader)) if agents.writers[i].is_none() => {
                         let w = Arc::new(Mutex::new(s));
@@ -148,6 +122,38 @@ impl Agents {
                         tracing::warn!("refused a second agent for host {i} from {from}")
                     }
                     Err(why) => tracing::warn!("refused an agent connection from {from}: {why}"),
+                }
+            }
+            loop {
+                match listener.accept() {
+                    Ok((s, from)) => {
+                        let Ok(closer) = s.try_clone() else {
+                            continue;
+                        };
+                        next_id += 1;
+                        let id = next_id;
+                        strangers.admit(id, closer);
+                        let (tx, token, hosts, pool) = (
+                            hello_tx.clone(),
+                            token.to_string(),
+                            agents.hosts.len(),
+                            Arc::clone(&strangers),
+                        );
+                        let spawned = std::thread::Builder::new()
+                            .name("vpml-agent-hello".into())
+                            .spawn(move || {
+                                let hello = agent_hello(s, &token, hosts);
+                                pool.forget(id);
+                                let _ = tx.send((from, hello));
+                            });
+                        if let Err(e) = spawned {
+                            strangers.forget(id);
+                            tracing::warn!("refused an agent connection from {from}: {e}");
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::AcceptAgents(e)),
                 }
             }
             if agents.writers.iter().all(Option::is_some) {
@@ -176,9 +182,7 @@ impl Agents {
             let _ = poll(&mut [PollFd::new(&listener, PollFlags::IN)], Some(&slice));
         }
         // Hellos still being read end with their connections.
-        for (_, s) in waiting {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
+        while strangers.close_oldest() {}
         Ok(agents)
     }
 
@@ -256,7 +260,7 @@ enum HelloError {
 
 /// How long a connection has to send its hello (an agent does at once).
 const HELLO_DEADLINE: Duration = Duration::from_secs(3);
-/// At most this many connections wait for their hello at once.
+/// At most this many silent connections wait for their hello at once.
 const MAX_WAITING_HELLOS: usize = 64;
 /// Largest hello header (`HELLO <token> <host>`); it has no payload.
 const MAX_HELLO_HEADER: usize = 512;

@@ -148,6 +148,10 @@ impl Engine {
     }
 
     pub(crate) fn fail(&mut self, e: &Error) {
+        if self.failed.is_some() {
+            // Failed already (the first failure stopped what it had to).
+            return;
+        }
         tracing::error!(rank = self.core.rank, "fatal: {e}");
         if let Error::Diverged(why) | Error::Unrecoverable(why) = e {
             // Exact or loud: whatever the application does with the
@@ -388,11 +392,11 @@ impl Engine {
 
     /// Ask the launcher to stop the job.
     pub(crate) fn abort(&mut self, code: i32, message: &str) {
-        self.stopped_job = true;
-        if let Some(kv) = self.kv.as_mut()
-            && let Err(e) = kv.abort(code, message)
-        {
-            tracing::warn!("abort could not reach the launcher: {e}");
+        // (Said by the launcher only if it heard: else the rank says it.)
+        match self.kv.as_mut().map(|kv| kv.abort(code, message)) {
+            Some(Ok(())) => self.stopped_job = true,
+            Some(Err(e)) => tracing::warn!("abort could not reach the launcher: {e}"),
+            None => {}
         }
     }
 }

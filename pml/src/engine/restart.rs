@@ -22,6 +22,9 @@ use crate::protocol::CallId;
 use crate::recovery::{EngineSnapshot, JobPage};
 use crate::shm::ring::{FrameHeader, flags, kind};
 
+/// How many times a restarted process opens a handshake a peer closed.
+const HANDSHAKE_TRIES: u32 = 5;
+
 impl Recovery {
     /// Map the job page and open the listener restarted processes connect to.
     pub(super) fn start(
@@ -271,16 +274,34 @@ impl Engine {
                 rc.expect(q, true);
                 continue;
             }
-            match self.connect_to(q, inc) {
-                Ok(Some(l)) => {
-                    // The job agreed on single copy before we started.
-                    self.single_copy |= l.single_copy;
-                    self.install_link(q, l.conn, l.received, l.single_copy, l.host, l.settled)?
+            // A peer may close a handshake it could not take then (too
+            // many at once): try again while it is the same process.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match self.connect_to(q, inc) {
+                    Ok(Some(l)) => {
+                        // The job agreed on single copy before we started.
+                        self.single_copy |= l.single_copy;
+                        self.install_link(q, l.conn, l.received, l.single_copy, l.host, l.settled)?
+                    }
+                    Ok(None) => {}
+                    Err(why)
+                        if tries < HANDSHAKE_TRIES
+                            && why.contains("closed during the handshake")
+                            && self
+                                .recovery
+                                .as_ref()
+                                .is_some_and(|rc| rc.page.incarnation(q) == inc) =>
+                    {
+                        tracing::info!(rank = me, peer = q, "handshake closed ({why}); again");
+                        continue;
+                    }
+                    Err(why) => {
+                        tracing::info!(rank = me, peer = q, "not connected ({why}); waiting for it")
+                    }
                 }
-                Ok(None) => {}
-                Err(why) => {
-                    tracing::info!(rank = me, peer = q, "not connected ({why}); waiting for it")
-                }
+                break;
             }
         }
         Ok(())

@@ -23,11 +23,12 @@ use crate::tcp::TcpConn;
 /// its address.
 const ADDRESS_WAIT: Duration = Duration::from_secs(60);
 
-/// How long a connection to the recovery listener may take to send its
+/// How long a connection to the recovery listener may stay silent in its
 /// handshake (a restarted process sends it at once).
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
-/// At most this many handshakes are read at once; a new connection beyond
-/// drops the oldest (strangers cannot hold a restarted rank out).
+/// At most this many handshakes beyond the job's size are read at once
+/// (every other rank may restart together); a new connection beyond drops
+/// the oldest that sent nothing, else the oldest.
 const MAX_HANDSHAKES: usize = 16;
 
 /// A connection to the recovery listener whose two handshake lines (hello,
@@ -36,7 +37,10 @@ pub(super) struct Handshake {
     stream: TcpStream,
     from: SocketAddr,
     bytes: Vec<u8>,
-    since: Instant,
+    /// When it was accepted or last sent bytes.
+    heard: Instant,
+    /// How far `bytes` was searched for a line's end.
+    scanned: usize,
     /// The hello line, checked (token included).
     hello: Option<recovery::Hello>,
 }
@@ -54,7 +58,8 @@ impl Handshake {
             stream,
             from,
             bytes: Vec::new(),
-            since: Instant::now(),
+            heard: Instant::now(),
+            scanned: 0,
             hello: None,
         }
     }
@@ -74,9 +79,17 @@ impl Handshake {
                 None => recovery::MAX_HELLO + 1,
                 Some(_) => recovery::MAX_COUNTS + 1,
             };
-            if let Some(end) = self.bytes.iter().position(|&b| b == b'\n') {
+            // (Only the bytes not searched yet: a counts line may be long.)
+            let from = self.scanned;
+            let newline = self.bytes[from..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|n| from + n);
+            self.scanned = self.bytes.len();
+            if let Some(end) = newline {
                 let line = String::from_utf8_lossy(&self.bytes[..end]).into_owned();
                 self.bytes.drain(..=end);
+                self.scanned = 0;
                 match self.hello.take() {
                     None => match recovery::parse_hello(&line, token, size) {
                         Ok(h) => {
@@ -102,7 +115,10 @@ impl Handshake {
             let room = (limit - self.bytes.len()).min(chunk.len());
             match std::io::Read::read(&mut self.stream, &mut chunk[..room]) {
                 Ok(0) => return Step::Refused("closed during the handshake".into()),
-                Ok(n) => self.bytes.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    self.bytes.extend_from_slice(&chunk[..n]);
+                    self.heard = Instant::now();
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Waiting,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Step::Refused(format!("handshake: {e}")),
@@ -203,16 +219,51 @@ impl Engine {
     /// [`MAX_HANDSHAKES`] newer ones wait.
     pub(super) fn accept_restarted(&mut self) -> Result<()> {
         loop {
+            // One new connection at a time, then a look at every
+            // handshake: what came is read before any is dropped.
+            let accepted = self.accept_one()?;
+            self.advance_handshakes()?;
+            let size = self.size;
             let Some(rc) = self.recovery.as_mut() else {
                 return Ok(());
             };
+            if rc.handshakes.len() > MAX_HANDSHAKES + size {
+                // The oldest that sent nothing, else the oldest.
+                let i = rc
+                    .handshakes
+                    .iter()
+                    .position(|h| h.bytes.is_empty() && h.hello.is_none())
+                    .unwrap_or(0);
+                let h = rc.handshakes.remove(i);
+                tracing::warn!(
+                    "refused a connection from {}: too many handshakes at once",
+                    h.from
+                );
+            }
+            if !accepted {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Accept one waiting connection of the recovery listener as a
+    /// handshake (while a restarted process is expected): whether there
+    /// was one.
+    fn accept_one(&mut self) -> Result<bool> {
+        loop {
+            let Some(rc) = self.recovery.as_mut() else {
+                return Ok(false);
+            };
             if rc.expected == 0 {
                 rc.handshakes.clear();
-                return Ok(());
+                return Ok(false);
             }
             let listener = match &rc.rendezvous {
                 Rendezvous::Tcp(l) => l,
-                Rendezvous::Sim(_) => return self.sim_accept_restarted(),
+                Rendezvous::Sim(_) => {
+                    self.sim_accept_restarted()?;
+                    return Ok(false);
+                }
             };
             match listener.accept() {
                 Ok((s, from)) => {
@@ -220,23 +271,22 @@ impl Engine {
                         tracing::warn!("refused a connection from {from}: {e}");
                         continue;
                     }
-                    if rc.handshakes.len() >= MAX_HANDSHAKES {
-                        let oldest = rc.handshakes.remove(0);
-                        tracing::warn!(
-                            "refused a connection from {}: {MAX_HANDSHAKES} newer handshakes wait",
-                            oldest.from
-                        );
-                    }
                     rc.handshakes.push(Handshake::new(s, from));
+                    return Ok(true);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::warn!("recovery listener: {e}");
-                    break;
+                    return Ok(false);
                 }
             }
         }
+    }
+
+    /// Read what came on every handshake; answer the complete ones, drop
+    /// the refused ones and those silent for [`HANDSHAKE_DEADLINE`].
+    fn advance_handshakes(&mut self) -> Result<()> {
         let mut i = 0;
         loop {
             let size = self.size;
@@ -247,11 +297,11 @@ impl Engine {
                 return Ok(());
             };
             match h.advance(&rc.token, size) {
-                Step::Waiting if h.since.elapsed() < HANDSHAKE_DEADLINE => i += 1,
+                Step::Waiting if h.heard.elapsed() < HANDSHAKE_DEADLINE => i += 1,
                 Step::Waiting => {
                     let h = rc.handshakes.remove(i);
                     tracing::warn!(
-                        "refused a connection from {}: no handshake within {} s",
+                        "refused a connection from {}: silent for {} s in its handshake",
                         h.from,
                         HANDSHAKE_DEADLINE.as_secs()
                     );
