@@ -114,8 +114,10 @@ fn parse_options() -> Result<Options, String> {
                 let v: f64 = value(i)?
                     .parse()
                     .map_err(|_| "bad --checkpoint-interval".to_string())?;
-                if !(v.is_finite() && v > 0.0) {
-                    return Err("--checkpoint-interval wants a positive number".into());
+                if !(v.is_finite() && v > 0.0 && v < 1e9) {
+                    return Err(
+                        "--checkpoint-interval wants a positive number of seconds below 1e9".into(),
+                    );
                 }
                 o.checkpoint_interval = Some(v);
                 i += 1;

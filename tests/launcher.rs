@@ -238,12 +238,17 @@ fn timeout_stops_a_hung_job() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
-    let bad = vpml_run(&["-n", "2", "--timeout", "-4", "true"]);
-    assert!(
-        stderr(&bad).contains("--timeout must be a positive number"),
-        "{}",
-        stderr(&bad)
-    );
+    // Negative, and too long to wait for (it used to panic): one line.
+    for t in ["-4", "1e300"] {
+        let bad = vpml_run(&["-n", "2", "--timeout", t, "true"]);
+        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+        assert!(
+            stderr(&bad).contains("--timeout must be a positive number"),
+            "{}",
+            stderr(&bad)
+        );
+    }
 }
 
 #[test]

@@ -17,9 +17,12 @@ pub enum Error {
     /// `-n 0`.
     #[error("-n must be at least 1")]
     NoRanks,
-    /// `--timeout` is not a positive number.
-    #[error("--timeout must be a positive number of seconds, not {0}")]
+    /// `--timeout` is not a positive number of seconds vpml can wait.
+    #[error("--timeout must be a positive number of seconds up to {max}, not {0:?}", max = crate::MAX_SECONDS)]
     BadTimeout(f64),
+    /// `--agent-timeout` is not a number of seconds vpml can wait.
+    #[error("--agent-timeout must be a number of seconds up to {max}, not {0:?}", max = crate::MAX_SECONDS)]
+    BadAgentTimeout(f64),
     /// No program after the options.
     #[error("no program given")]
     NoProgram,

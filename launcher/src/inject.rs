@@ -92,6 +92,9 @@ pub enum SpecError {
     /// A negative time.
     #[error("the time must be a non-negative number of seconds")]
     NegativeTime,
+    /// A time too long to wait for.
+    #[error("the time must be at most {} seconds", crate::MAX_SECONDS)]
+    TooLong,
     /// A rank, host or logger that is not a number.
     #[error("bad {what} number {value:?}")]
     Number {
@@ -185,6 +188,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
             if !(window.is_finite() && window > 0.0) {
                 return Err(bad(SpecError::Window));
             }
+            let window = crate::seconds(window).ok_or_else(|| bad(SpecError::TooLong))?;
             let s = *seed.get_or_insert(match args.inject_seed {
                 Some(s) => s,
                 None => u64::from_le_bytes(random_bytes::<8>()?),
@@ -198,7 +202,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
                 out.kills.push(Injection {
                     target: Target::Rank(rank),
                     clock: Clock::Join,
-                    after: Duration::from_secs_f64(window * frac),
+                    after: window.mul_f64(frac),
                     corrupt_checkpoint: false,
                     lose_files: false,
                     corrupt_sender_logs: false,
@@ -271,6 +275,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
         if !(secs.is_finite() && secs >= 0.0) {
             return Err(bad(SpecError::NegativeTime));
         }
+        let after = crate::seconds(secs).ok_or_else(|| bad(SpecError::TooLong))?;
         if after_restart && !matches!(target, Target::Rank(_)) {
             return Err(bad(SpecError::RestartNotRank));
         }
@@ -284,7 +289,7 @@ pub(crate) fn plan(args: &RunArgs) -> Result<Plan, Error> {
             } else {
                 Clock::Start
             },
-            after: Duration::from_secs_f64(secs),
+            after,
             corrupt_checkpoint,
             lose_files,
             corrupt_sender_logs,
@@ -513,8 +518,11 @@ mod tests {
         assert!(err(&["--inject-failure", "logger:0@1.0"]).contains("--protocol pessimist"));
         assert!(err(&["--inject-failure", "random:0"]).contains("1 ≤ K"));
         assert!(err(&["--inject-failure", "random:x@2"]).contains("1 ≤ K"));
-        // Found by the fuzz target inject_spec: planned billions of kills.
+        // Found by the fuzz target inject_spec: planned billions of kills;
+        // a time too long for a Duration (a panic).
         assert!(err(&["--inject-failure", "random:99999999999"]).contains("K ≤ 10000"));
+        assert!(err(&["--inject-failure", &format!("0@{}", "4".repeat(105))]).contains("at most"));
+        assert!(err(&["--inject-failure", "random:2@1e300"]).contains("at most"));
         assert!(
             err(&[
                 "--protocol",

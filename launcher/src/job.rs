@@ -7,7 +7,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crossbeam_channel::{Sender, unbounded};
 use vpml_pml::config::{EngineSettings, var as env};
@@ -28,8 +27,8 @@ fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy
         ranks: args.ranks,
         restartable,
         max_restarts: args.max_restarts,
-        // (Checked finite and positive in `run_job`.)
-        timeout: args.timeout.map(Duration::from_secs_f64),
+        // (Checked in `run_job`.)
+        timeout: args.timeout.and_then(crate::seconds),
         log_dir,
     }
 }
@@ -70,7 +69,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         return Err(Error::NoRanks);
     }
     if let Some(t) = args.timeout
-        && !(t.is_finite() && t > 0.0)
+        && !(t > 0.0 && crate::seconds(t).is_some())
     {
         return Err(Error::BadTimeout(t));
     }
@@ -156,7 +155,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         let sink = Arc::clone(&outputs);
         let output: agent::OutputFn =
             Arc::new(move |rank, is_err, line| sink.emit(rank, is_err, line));
-        let agent_timeout = Duration::from_secs_f64(args.agent_timeout.max(0.1));
+        let agent_timeout = crate::seconds(args.agent_timeout.max(0.1))
+            .ok_or(Error::BadAgentTimeout(args.agent_timeout))?;
         let how = agent::Rendezvous {
             bind: &args.bind,
             token: &token,

@@ -60,6 +60,18 @@ mod process;
 mod protocol;
 pub mod supervise;
 
+/// Longest time, in seconds, a command line may ask vpml run to wait
+/// (about 136 years: any instant that far ahead is representable).
+pub const MAX_SECONDS: u64 = 1 << 32;
+
+/// `secs` seconds, if it is a time vpml run can wait (finite, not
+/// negative, at most [`MAX_SECONDS`]).
+pub(crate) fn seconds(secs: f64) -> Option<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| d.as_secs() <= MAX_SECONDS)
+}
+
 pub use cli::{BindPolicy, RunArgs, SenderLogKind, Transport};
 /// The parsers of untrusted input, for the fuzz targets (`fuzz/`).
 #[cfg(fuzzing)]
