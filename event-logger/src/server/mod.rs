@@ -63,10 +63,10 @@ pub struct ServerConfig {
     pub hello_timeout: Duration,
     /// Connections beyond this number are refused.
     pub max_connections: usize,
-    /// At most this many connections wait for their `Hello` at once: a
-    /// new one beyond closes the oldest, so idle strangers can never fill
-    /// the slots authenticated ranks need (a rank says hello as soon as
-    /// it connects).
+    /// At most this many silent connections wait for their `Hello` at
+    /// once: a new one beyond closes the oldest silent one (see
+    /// [`Strangers`]), so idle strangers can never fill the slots
+    /// authenticated ranks need (a rank says hello as soon as it connects).
     pub max_unauthenticated: usize,
 }
 
@@ -175,15 +175,14 @@ impl Server {
         })?;
         let (flush_tx, flush_rx) = crossbeam_channel::unbounded();
         let fsync = cfg.durability == Durability::Fsync;
-        let (cfg_max_unauthenticated, cfg_hello_timeout) =
-            (cfg.max_unauthenticated, cfg.hello_timeout);
+        let strangers = Strangers::new(cfg.max_unauthenticated, cfg.hello_timeout);
         let shared = Arc::new(Shared {
             cfg,
             storage,
             metrics: Metrics::default(),
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
-            strangers: Strangers::new(cfg_max_unauthenticated, cfg_hello_timeout),
+            strangers,
             flush_tx: Mutex::new(fsync.then_some(flush_tx)),
         });
         let flusher = if fsync {
