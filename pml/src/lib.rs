@@ -59,6 +59,7 @@ pub mod error;
 mod idup;
 mod intercomm;
 pub mod lanes;
+mod log;
 pub mod matching;
 pub mod op;
 pub mod protocol;
@@ -116,6 +117,9 @@ pub fn init_with(
         return Err(Error::RequestState("vpml::init called twice"));
     }
     let cfg = JobConfig::get()?;
+    if let Some(env) = &cfg.job {
+        log::to_stderr(env.rank, env.incarnation);
+    }
     let mut engine = match (&cfg.job, &cfg.replay) {
         (Some(env), Some(_)) => engine::Engine::replaying_alone(env.rank, env.size, &env.job_id),
         (Some(env), None) => engine::Engine::join(env, &cfg.engine)?,
