@@ -14,7 +14,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{HEAT, example, seed, serial, vpml};
@@ -350,6 +352,135 @@ fn a_damaged_sender_log_stops_the_job_naming_the_record() {
         }),
         "the line stopping the job must name a damaged record:\n{stderr}"
     );
+}
+
+#[test]
+fn idle_connections_to_the_survivors_listeners_delay_no_recovery() {
+    // An attacker on the machine holds 40 silent connections to every
+    // listening socket of every survivor, then rank 2 dies. A survivor
+    // that read handshakes one at a time waited up to 5 s on each silent
+    // one (40 × 5 s, past the job's --timeout); now it reads them side by
+    // side, refuses silent ones beyond a few, and the job ends with the
+    // failure-free answer.
+    let _guard = serial();
+    let job = |stdin: Stdio| {
+        Command::new(vpml())
+            .args([
+                "run",
+                "-n",
+                "4",
+                "--timeout",
+                "120",
+                "--protocol",
+                "pessimist",
+            ])
+            .arg(example("scenarios"))
+            .arg("gate")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run vpml")
+    };
+    let answer = |stdout: &[u8]| -> String {
+        String::from_utf8_lossy(stdout)
+            .lines()
+            .filter(|l| !l.starts_with("ready ") && !l.starts_with("events_logged"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let mut clean = job(Stdio::piped());
+    writeln!(clean.stdin.take().expect("stdin"), "go").expect("cue the job");
+    let clean = clean.wait_with_output().expect("wait for vpml");
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    assert!(answer(&clean.stdout).contains("gate checksum"));
+
+    let mut child = job(Stdio::piped());
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut pids = std::collections::BTreeMap::new();
+    let mut before = Vec::new();
+    while pids.len() < 4 {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).expect("read stdout") == 0 {
+            let out = child.wait_with_output().expect("wait for vpml");
+            panic!(
+                "job ended before its gate:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if let Some(rest) = line.trim_end().strip_prefix("ready ") {
+            let (rank, pid) = rest.split_once(' ').expect("ready RANK PID");
+            pids.insert(
+                rank.parse::<usize>().expect("rank"),
+                pid.parse::<i32>().expect("pid"),
+            );
+        } else {
+            before.extend_from_slice(line.as_bytes());
+        }
+    }
+    let mut idle = Vec::new();
+    for (&rank, &pid) in pids.iter().filter(|&(&r, _)| r != 2) {
+        let addrs = listening_addresses(pid);
+        assert!(!addrs.is_empty(), "rank {rank} (pid {pid}) listens nowhere");
+        for addr in addrs {
+            for _ in 0..40 {
+                idle.push(TcpStream::connect(addr).expect("connect to a rank's listener"));
+            }
+        }
+    }
+    // SAFETY: kill(2) on a rank process of our own job.
+    let killed = unsafe { libc::kill(pids[&2], libc::SIGKILL) };
+    assert_eq!(killed, 0, "SIGKILL rank 2");
+    writeln!(child.stdin.take().expect("stdin"), "go").expect("cue the job");
+    stdout.read_to_end(&mut before).expect("read stdout");
+    let out = child.wait_with_output().expect("wait for vpml");
+    drop(idle);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rank 2 was killed by signal 9"),
+        "rank 2 was not restarted:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("too many handshakes at once"),
+        "no survivor refused a silent connection:\n{stderr}"
+    );
+    assert_eq!(answer(&before), answer(&clean.stdout), "{stderr}");
+}
+
+/// The IPv4 addresses process `pid` listens on for TCP (its sockets'
+/// inodes looked up in /proc/net/tcp).
+fn listening_addresses(pid: i32) -> Vec<SocketAddr> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the rank's descriptors")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            // local_address, state (0A: listening), inode.
+            if f.get(3) != Some(&"0A") || !inodes.iter().any(|i| Some(&i.as_str()) == f.get(9)) {
+                return None;
+            }
+            let (ip, port) = f.get(1)?.split_once(':')?;
+            let ip = u32::from_str_radix(ip, 16).ok()?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            // The kernel prints the address (network order in memory) as
+            // a native-endian word.
+            Some(SocketAddr::from((Ipv4Addr::from(ip.to_ne_bytes()), port)))
+        })
+        .collect()
 }
 
 #[test]

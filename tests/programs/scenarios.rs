@@ -20,7 +20,7 @@ mod transfers;
 
 use matching::{any_source, order, probe, truncate};
 use requests::{cancel, persistent, ssend, wait_test_family};
-use runtime::{clock, idle_cpu, invalid};
+use runtime::{clock, gate, idle_cpu, invalid};
 use transfers::{alltoall, big_ring, huge, large, self_messages, sendrecv};
 use vpml::{ANY_SOURCE, Comm};
 
@@ -50,6 +50,7 @@ fn main() {
         "idle-cpu" => idle_cpu(&world),
         "invalid" => invalid(&world),
         "sendrecv" => sendrecv(&world),
+        "gate" => gate(&world),
         "finalized-exit" => Ok(()),
         "hello" => {
             println!("hello from rank {} of {}", world.rank(), world.size());

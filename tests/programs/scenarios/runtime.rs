@@ -1,6 +1,6 @@
 //! The runtime around the messages: a deliberately non-deterministic run
-//! for replay (`clock`), the CPU a blocked rank uses, and error values for
-//! bad arguments.
+//! for replay (`clock`), the CPU a blocked rank uses, error values for
+//! bad arguments, and a job that waits at a gate for the test (`gate`).
 
 use std::time::Duration;
 
@@ -99,4 +99,61 @@ pub(crate) fn invalid(w: &Comm) -> R {
         "second init".into()
     })?;
     Ok(())
+}
+
+/// For the test of hostile connections during a recovery: rounds of
+/// ANY_SOURCE exchanges, whose later sends depend on what came, around a
+/// gate. At the gate every rank prints `ready RANK PID`; rank 0 then waits
+/// for a line on its stdin (the test's cue) before it lets the others on.
+/// Rank 0 prints the job's checksum at the end.
+pub(crate) fn gate(w: &Comm) -> R {
+    let (me, n) = (w.rank(), w.size());
+    let mut value = me as u64 + 1;
+    let mut round = |r: i32| -> R {
+        // A tag per round: an early peer's next round waits its turn.
+        let tag = 100 + r;
+        for q in (0..n).filter(|&q| q != me) {
+            w.send(q, tag, &[value ^ r as u64])?;
+        }
+        let mut mixed = 0u64;
+        for _ in 1..n {
+            let mut got = [0u64];
+            let st = w.recv(ANY_SOURCE, tag, &mut got)?;
+            // Order-free, so that every run has one answer; the next
+            // round's sends depend on every value received.
+            mixed = mixed.wrapping_add(splitmix(got[0] ^ st.source() as u64));
+        }
+        value = splitmix(value ^ mixed);
+        Ok(())
+    };
+    for r in 0..20 {
+        round(r)?;
+    }
+    println!("ready {me} {}", std::process::id());
+    if me == 0 {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        for q in 1..n {
+            w.send(q, 6, &[0u8])?;
+        }
+    } else {
+        w.recv(0, 6, &mut [0u8])?;
+    }
+    for r in 20..40 {
+        round(r)?;
+    }
+    let mut all = vec![0u64; n];
+    w.gather(&[value], &mut all, 0)?;
+    if me == 0 {
+        let sum = all.iter().fold(0u64, |a, &v| splitmix(a ^ v));
+        println!("gate checksum {sum:016x}");
+    }
+    Ok(())
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
