@@ -23,6 +23,8 @@ pub fn init() -> Result<World> {
     use vpml_vprotocol::ProtocolName;
     vpml_pml::init_with(|cfg| match cfg.protocol.name {
         ProtocolName::Replay => vpml_replay::build(cfg),
-        ProtocolName::None | ProtocolName::Pessimist => vpml_vprotocol::build(cfg),
+        ProtocolName::None | ProtocolName::Pessimist | ProtocolName::Coordinated => {
+            vpml_vprotocol::build(cfg)
+        }
     })
 }

@@ -91,6 +91,18 @@ pub const ALL: &[(&str, &str)] = &[
         "a checkpoint is saved; events and peers' log records are not yet freed",
     ),
     (
+        "coordinated.bookmarks_sent",
+        "a rank sent its bookmarks for a global checkpoint; the channels are not drained",
+    ),
+    (
+        "coordinated.written",
+        "a rank wrote its part of a global checkpoint; the others may not have",
+    ),
+    (
+        "coordinated.committed",
+        "every rank wrote its part of a global checkpoint; this one has not returned",
+    ),
+    (
         "recovery.loaded_checkpoint",
         "a restarted process read its checkpoint; its log and events are not loaded",
     ),

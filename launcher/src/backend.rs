@@ -38,6 +38,9 @@ pub(crate) struct Spawner {
     pub(crate) outputs: Arc<Outputs>,
     /// Fault points to arm (`--inject-failure RANK@point:…`).
     pub(crate) fault_points: inject::Plan,
+    /// The global checkpoint restarted processes resume from
+    /// (`VPML_RESTART_FROM`: coordinated checkpointing).
+    pub(crate) restart_from: std::sync::atomic::AtomicU64,
 }
 
 impl Spawner {
@@ -62,6 +65,12 @@ impl Spawner {
             .env(env::TRANSPORT, &self.transport)
             .env(env::HOST_OF, &self.host_of)
             .env(env::INCARNATION, incarnation.to_string())
+            .env(
+                env::RESTART_FROM,
+                self.restart_from
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string(),
+            )
             .env(env::SPAWNED_AT_NS, spawned_at_ns())
             .env_remove(vpml_fault_points::ENV)
             .stdin(if rank == 0 && incarnation == 0 {
@@ -166,6 +175,16 @@ impl Backend<'_> {
                 agents.broadcast(&format!("RESTART {rank}"));
                 incarnations[rank]
             }
+        }
+    }
+
+    /// Processes started from now on resume from global checkpoint
+    /// `index` (coordinated checkpointing, one host).
+    pub(crate) fn set_restart_from(&self, index: u64) {
+        if let Backend::Local { spawner, .. } = self {
+            spawner
+                .restart_from
+                .store(index, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -34,8 +34,11 @@ pub struct RunArgs {
     /// between real hosts while pairs within one use shared memory.
     #[arg(long, value_name = "K", hide = true)]
     pub simulate_hosts: Option<usize>,
-    /// Fault-tolerance protocol: `none` or `pessimist` (default: the
-    /// `VPML_PROTOCOL` environment variable, else none).
+    /// Fault-tolerance protocol: `none`, `pessimist` (message logging: a
+    /// crashed rank restarts alone) or `coordinated` (global checkpoints
+    /// at the program's checkpoint calls: every rank restarts from the
+    /// last one) (default: the `VPML_PROTOCOL` environment variable, else
+    /// none).
     #[arg(
         long,
         value_name = "NAME",

@@ -30,8 +30,11 @@ pub enum Error {
     #[error("--record uses the pessimist protocol and its own log directory")]
     RecordConflict,
     /// `--protocol` names no known protocol.
-    #[error("unknown protocol {0:?} (known: none, pessimist)")]
+    #[error("unknown protocol {0:?} (known: none, pessimist, coordinated)")]
     UnknownProtocol(String),
+    /// `--protocol coordinated` with `--hosts` or `--hostfile`.
+    #[error("--protocol coordinated runs on one host for now (no --hosts or --hostfile)")]
+    CoordinatedOneHost,
     /// An address in `--event-logger-addrs` is not `host:port` with a
     /// numeric host.
     #[error("--event-logger-addrs: {0:?} is not an address (ip:port)")]

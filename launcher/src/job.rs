@@ -26,6 +26,7 @@ fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy
     Policy {
         ranks: args.ranks,
         restartable,
+        rollback: args.protocol == "coordinated",
         max_restarts: args.max_restarts,
         // (Checked in `run_job`.)
         timeout: args.timeout.and_then(crate::seconds),
@@ -245,6 +246,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 kills: Vec::new(),
                 points: plan.points.clone(),
             },
+            restart_from: Default::default(),
         };
         let mut pids = Vec::with_capacity(args.ranks);
         for rank in 0..args.ranks {

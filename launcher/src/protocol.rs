@@ -126,8 +126,41 @@ impl ProtocolSetup {
                 setup.pessimist(args, job_id, token)?;
                 Ok(setup)
             }
+            "coordinated" => {
+                setup.coordinated(args, job_id)?;
+                Ok(setup)
+            }
             other => Err(Error::UnknownProtocol(other.to_string())),
         }
+    }
+
+    /// The job's log directory: `--log-dir`, else a private one in
+    /// memory removed at the end; created (mode 0700).
+    fn log_root(&mut self, args: &RunArgs, job_id: &str) -> Result<PathBuf, Error> {
+        let root = match &args.log_dir {
+            Some(d) => std::path::absolute(d).unwrap_or_else(|_| d.clone()),
+            None => {
+                let d = default_log_root(job_id);
+                self.remove_dirs.push(d.clone());
+                d
+            }
+        };
+        create_private_dir(&root)?;
+        Ok(root)
+    }
+
+    fn coordinated(&mut self, args: &RunArgs, job_id: &str) -> Result<(), Error> {
+        if args.hosts.is_some() || args.hostfile.is_some() {
+            return Err(Error::CoordinatedOneHost);
+        }
+        let root = self.log_root(args, job_id)?;
+        self.info = format!("protocol coordinated: checkpoints in {}", root.display());
+        self.settings = ProtocolSettings {
+            name: ProtocolName::Coordinated,
+            log_dir: Some(root),
+            ..ProtocolSettings::default()
+        };
+        Ok(())
     }
 
     fn pessimist(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), Error> {
@@ -135,13 +168,7 @@ impl ProtocolSetup {
             return Err(Error::NoReplicas);
         }
         let absolute = |d: &PathBuf| std::path::absolute(d).unwrap_or_else(|_| d.clone());
-        let (root, mut remove_dirs) = match &args.log_dir {
-            Some(d) => (absolute(d), Vec::new()),
-            None => {
-                let d = default_log_root(job_id);
-                (d.clone(), vec![d])
-            }
-        };
+        let root = self.log_root(args, job_id)?;
         // Segments moved out of memory: where the user says, else with the
         // logs when the user placed them, else on a disk (the default log
         // directory is memory).
@@ -150,22 +177,13 @@ impl ProtocolSetup {
             (None, Some(_)) => None,
             (None, None) => {
                 let d = default_spill_root(job_id);
-                remove_dirs.push(d.clone());
+                self.remove_dirs.push(d.clone());
                 Some(d)
             }
         };
-        for dir in std::iter::once(&root).chain(&spill_root) {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|source| Error::CreateLogDir {
-                    path: dir.clone(),
-                    source,
-                })?;
+        if let Some(dir) = &spill_root {
+            create_private_dir(dir)?;
         }
-        self.remove_dirs = remove_dirs;
         warn_if_memory(spill_root.as_ref().unwrap_or(&root));
         let addrs: Vec<String> = if let Some(list) = &args.event_logger_addrs {
             list.split(',')
@@ -547,4 +565,17 @@ impl Drop for ProtocolSetup {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Create `dir` and its parents, the last one private (mode 0700).
+fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| Error::CreateLogDir {
+            path: dir.to_path_buf(),
+            source,
+        })
 }

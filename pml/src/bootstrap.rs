@@ -97,6 +97,9 @@ pub struct JobEnv {
     pub job_page_fd: Option<i32>,
     /// This process's incarnation.
     pub incarnation: u32,
+    /// The global checkpoint a process restarted by coordinated
+    /// checkpointing resumes from (0: the beginning).
+    pub restart_from: u64,
 }
 
 impl JobEnv {
@@ -151,6 +154,7 @@ impl JobEnv {
             host_of: vec![0; size],
             job_page_fd: None,
             incarnation: 0,
+            restart_from: 0,
         })
     }
 
@@ -186,6 +190,7 @@ impl JobEnv {
             host_cores: number(env::HOST_CORES, &required(get, env::HOST_CORES)?)?,
             job_page_fd,
             incarnation: optional(get, env::INCARNATION)?.unwrap_or(0),
+            restart_from: optional(get, env::RESTART_FROM)?.unwrap_or(0),
             host_of: match get(env::HOST_OF) {
                 None => vec![0; size],
                 Some(list) => list_of(env::HOST_OF, &list, size)?,

@@ -518,11 +518,12 @@ impl Comm {
         interval: std::time::Duration,
         state: impl FnOnce() -> Vec<u8>,
     ) -> Result<bool> {
-        if !self.engine.borrow().checkpoint_due(interval) {
+        let Some(at) = self.engine.borrow_mut().checkpoint_if_due(interval)? else {
             return Ok(false);
-        }
+        };
+        // Made outside the engine: `state` may call this communicator.
         let bytes = state();
-        self.checkpoint(&bytes)
+        self.engine.borrow_mut().checkpoint_at(at, &bytes)
     }
 
     /// The application state saved by the checkpoint this process restarts

@@ -56,6 +56,10 @@ pub mod var {
     pub const JOB_PAGE_FD: &str = "VPML_JOB_PAGE_FD";
     /// This process's incarnation (0 at first start).
     pub const INCARNATION: &str = "VPML_INCARNATION";
+    /// Coordinated checkpointing: the global checkpoint a restarted
+    /// process resumes from (every rank restarts from the same one; 0 or
+    /// unset: from the beginning).
+    pub const RESTART_FROM: &str = "VPML_RESTART_FROM";
     /// Non-empty: publish this rank's counters at finalize (`--stats`).
     pub const STATS: &str = "VPML_STATS";
     /// `vpml run --chaos SEED`: perturb delivery timing from this seed.
@@ -73,7 +77,8 @@ pub mod var {
     pub const REPLAY_DIR: &str = "VPML_REPLAY_DIR";
     /// `vpml replay --until N`: stop at the N-th logged event.
     pub const REPLAY_UNTIL: &str = "VPML_REPLAY_UNTIL";
-    /// `none` (default), `pessimist` or `replay` ([`super::ProtocolName`]).
+    /// `none` (default), `pessimist`, `coordinated` or `replay`
+    /// ([`super::ProtocolName`]).
     pub const PROTOCOL: &str = "VPML_PROTOCOL";
     /// Comma-separated addresses of the job's event loggers.
     pub const EVENT_LOGGERS: &str = "VPML_EVENT_LOGGERS";
@@ -111,15 +116,19 @@ pub enum ProtocolName {
     None,
     /// `pessimist`: pessimistic sender-based message logging.
     Pessimist,
+    /// `coordinated`: coordinated checkpoints at the program's checkpoint
+    /// calls; every rank restarts from the last one after any failure.
+    Coordinated,
     /// `replay`: `vpml replay`'s protocol (built by `vpml-replay`).
     Replay,
 }
 
 impl ProtocolName {
     /// Every protocol, in the order error messages list them.
-    pub const ALL: [ProtocolName; 3] = [
+    pub const ALL: [ProtocolName; 4] = [
         ProtocolName::None,
         ProtocolName::Pessimist,
+        ProtocolName::Coordinated,
         ProtocolName::Replay,
     ];
 
@@ -128,6 +137,7 @@ impl ProtocolName {
         match self {
             ProtocolName::None => "none",
             ProtocolName::Pessimist => "pessimist",
+            ProtocolName::Coordinated => "coordinated",
             ProtocolName::Replay => "replay",
         }
     }
@@ -665,7 +675,7 @@ mod tests {
             (
                 var::PROTOCOL,
                 "optimist",
-                "unknown protocol \"optimist\" in VPML_PROTOCOL (known: none, pessimist, replay)",
+                "unknown protocol \"optimist\" in VPML_PROTOCOL (known: none, pessimist, coordinated, replay)",
             ),
             (
                 var::SENDER_LOG,

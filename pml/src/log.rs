@@ -23,6 +23,8 @@ pub(crate) fn to_stderr(rank: usize, incarnation: u32) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours on a terminal only: not as escape codes in a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .event_format(RankLine { rank, incarnation })
         .try_init();
 }

@@ -163,6 +163,13 @@ pub struct EngineSnapshot {
     pub recv_seq: Vec<LaneMap<u64>>,
     /// Messages received but not yet matched, in arrival order.
     pub unexpected: Vec<SavedMessage>,
+    /// Checkpoint calls the program made before the one this checkpoint
+    /// was taken at (coordinated checkpointing: a restarted process's
+    /// next call is this plus one).
+    pub checkpoint_call: u64,
+    /// The job-wide number of this checkpoint under coordinated
+    /// checkpointing (1 for the first); 0 otherwise.
+    pub global_index: u64,
 }
 
 /// An unmatched message kept in a checkpoint.
@@ -208,6 +215,8 @@ impl EngineSnapshot {
             put_u64(&mut b, m.sync_token);
             put_bytes(&mut b, &m.data);
         }
+        put_u64(&mut b, self.checkpoint_call);
+        put_u64(&mut b, self.global_index);
         b
     }
 
@@ -256,6 +265,8 @@ impl EngineSnapshot {
                 data,
             });
         }
+        let checkpoint_call = r.u64()?;
+        let global_index = r.u64()?;
         Ok((
             EngineSnapshot {
                 last_calls,
@@ -264,6 +275,8 @@ impl EngineSnapshot {
                 send_seq,
                 recv_seq,
                 unexpected,
+                checkpoint_call,
+                global_index,
             },
             r.rest(),
         ))
@@ -466,6 +479,8 @@ mod tests {
                 sync_token: 9,
                 data: vec![1, 2, 3],
             }],
+            checkpoint_call: 12,
+            global_index: 4,
         };
         let mut b = s.encode();
         b.extend_from_slice(b"app");

@@ -545,6 +545,7 @@ mod tests {
             host_of: vec![0; 4],
             job_page_fd: None,
             incarnation: 0,
+            restart_from: 0,
         }
     }
 

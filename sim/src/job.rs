@@ -173,6 +173,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
         Policy {
             ranks: opts.ranks,
             restartable,
+            rollback: false,
             max_restarts: opts.max_restarts,
             timeout: None,
             log_dir: None,

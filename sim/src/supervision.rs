@@ -56,6 +56,8 @@ impl SupervisedJob for SimJob {
         self.respawned[rank] = Some(incarnation);
         Ok(())
     }
+    /// The simulator runs `none` and `pessimist` only: never a rollback.
+    fn set_restart_from(&mut self, _: u64) {}
     /// Simulated ranks have no doorbells: they look at the page whenever
     /// they run.
     fn wake_all(&self) {}

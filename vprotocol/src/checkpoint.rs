@@ -196,6 +196,22 @@ impl CheckpointStore {
         std::fs::rename(&tmp, &final_path).map_err(io(&final_path, "renaming into place"))
     }
 
+    /// Checkpoint `index`'s payload, checked; why not (naming the file)
+    /// if it is missing or damaged.
+    pub fn load(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
+        self.read(index)
+    }
+
+    /// Remove the checkpoints numbered above `index` (newer than the one
+    /// every rank restarts from: a later run must not mix them in).
+    pub fn remove_newer_than(&self, index: u64) -> Result<()> {
+        for i in self.indices()?.into_iter().filter(|&i| i > index) {
+            let p = self.path(i);
+            std::fs::remove_file(&p).map_err(io(&p, "removing"))?;
+        }
+        Ok(())
+    }
+
     fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
         let p = self.path(index);
         let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;

@@ -10,15 +10,19 @@
 //!   sender-based message logging ([`pessimist`]): non-deterministic events
 //!   go to the event loggers and are durable before the next send leaves;
 //!   every sent payload stays in the sender's memory-mapped log.
+//! * `coordinated` — coordinated checkpoint/restart ([`coordinated`]):
+//!   the ranks checkpoint together at the program's checkpoint calls,
+//!   channels drained, and all restart from the last global checkpoint.
 //! * `replay` — re-running one rank of a recording (`vpml replay`); that
 //!   protocol lives in the `vpml-replay` crate, which answers from this
 //!   crate's [`replay_log`].
 //!
 //! The choice is the [`ProtocolName`] of the process's
-//! [`JobConfig`]; [`build`] builds `none` and `pessimist`. The `vpml` facade's `init` picks between it and
+//! [`JobConfig`]; [`build`] builds `none`, `pessimist` and `coordinated`. The `vpml` facade's `init` picks between it and
 //! `vpml-replay` and passes the result to [`vpml_pml::init_with`].
 
 pub mod checkpoint;
+pub mod coordinated;
 pub mod event_log;
 mod histogram;
 mod offhost;
@@ -64,6 +68,17 @@ pub fn build(cfg: &JobConfig) -> Result<Option<Box<dyn Protocol>>> {
             })?;
             let config = pessimist::Config::new(job, &cfg.protocol)?;
             Ok(Some(Box::new(pessimist::Pessimist::start(config)?)))
+        }
+        ProtocolName::Coordinated => {
+            let job = cfg.job.as_ref().ok_or_else(|| {
+                Error::Bootstrap(
+                    "the coordinated protocol needs a job started by `vpml run`".into(),
+                )
+            })?;
+            Ok(Some(Box::new(coordinated::Coordinated::start(
+                job,
+                &cfg.protocol,
+            )?)))
         }
         ProtocolName::Replay => Err(Error::Bootstrap(
             "the replay protocol is built by vpml-replay: start the rank with vpml::init".into(),

@@ -23,6 +23,9 @@ pub trait SupervisedJob {
     fn announce_restart(&mut self, rank: usize) -> u32;
     /// Start process `incarnation` of `rank`.
     fn respawn(&mut self, rank: usize, incarnation: u32) -> Result<(), String>;
+    /// Processes started from now on resume from global checkpoint
+    /// `index` (coordinated checkpointing; 0: from the beginning).
+    fn set_restart_from(&mut self, index: u64);
     /// Wake every rank sleeping on its doorbell (they look at the job page).
     fn wake_all(&self);
     /// Tell the ranks that every rank finalized (they may exit).
@@ -68,6 +71,9 @@ impl SupervisedJob for LaunchedJob<'_, '_> {
         self.backend
             .respawn(rank, incarnation, self.forwarders)
             .map_err(|e| e.to_string())
+    }
+    fn set_restart_from(&mut self, index: u64) {
+        self.backend.set_restart_from(index);
     }
     fn wake_all(&self) {
         self.backend.wake_all();

@@ -28,6 +28,9 @@ macro_rules! notice {
     };
 }
 
+// After the macro, which it uses.
+mod rollback;
+
 /// Exit code when `--timeout` ends the job (as `timeout(1)`).
 pub const TIMEOUT_EXIT: u8 = 124;
 /// How long ranks get between SIGTERM and SIGKILL when the job is stopped.
@@ -56,6 +59,11 @@ pub struct Supervisor<J: SupervisedJob> {
     job: J,
     /// Crashed ranks are restarted (a protocol is on).
     restartable: bool,
+    /// A failure restarts every rank from the last global checkpoint
+    /// (`coordinated`), not the crashed rank alone.
+    rollback: bool,
+    /// The rollback under way: every rank is being stopped.
+    rolling_back: Option<rollback::Rollback>,
     log_dir: Option<PathBuf>,
     /// `--timeout`, for the message.
     timeout: Option<Duration>,
@@ -111,6 +119,9 @@ pub struct Policy {
     pub ranks: usize,
     /// Crashed ranks are restarted (a protocol is on).
     pub restartable: bool,
+    /// A failure restarts every rank from the last global checkpoint
+    /// (`coordinated`).
+    pub rollback: bool,
     /// Restarts allowed, of ranks and loggers together (`--max-restarts`).
     pub max_restarts: u32,
     /// `--timeout`.
@@ -192,6 +203,8 @@ impl<J: SupervisedJob> Supervisor<J> {
         Supervisor {
             job,
             restartable: policy.restartable,
+            rollback: policy.rollback,
+            rolling_back: None,
             log_dir: policy.log_dir,
             timeout: policy.timeout,
             max_restarts: policy.max_restarts,
@@ -474,6 +487,11 @@ impl<J: SupervisedJob> Supervisor<J> {
             (_, Some(sig)) => format!("signal {sig}"),
             _ => "unknown".into(),
         };
+        if self.rolling_back.is_some() {
+            // Stopped for the rollback (or it ended on its own meanwhile).
+            self.rollback_if_stopped();
+            return;
+        }
         if let Some(sig) = status.signal() {
             self.on_death(rank, Death::Signal(sig));
         } else if let Some(code) = status.code().filter(|c| *c != 0) {
@@ -619,7 +637,11 @@ impl<J: SupervisedJob> Supervisor<J> {
             );
             return;
         }
-        self.restart(rank, &why, code);
+        if self.rollback {
+            self.start_rollback(rank, why, code);
+        } else {
+            self.restart(rank, &why, code);
+        }
     }
 
     /// Restart `rank` (its death described by `why`), damaging or removing

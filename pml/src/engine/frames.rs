@@ -100,6 +100,11 @@ impl Core {
                 }
             }
             kind::GC => self.gc_notices.push((p, hdr.context, hdr.seq)),
+            kind::COORD_PROPOSE
+            | kind::COORD_BOOKMARK
+            | kind::COORD_BOOKMARKS_END
+            | kind::COORD_WRITTEN
+            | kind::COORD_DONE => self.coordination_in.push((p, *hdr)),
             kind::SYNC_UNMATCHED => {
                 peer.sync_unmatched_incoming.insert((hdr.context, hdr.seq));
             }

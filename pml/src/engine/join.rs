@@ -57,6 +57,7 @@ impl Engine {
             replay_ends: LaneMap::new(),
             recovery: None,
             last_checkpoint: Instant::now(),
+            coordination: None,
             replay_alone: false,
             chaos: 0,
             publish_stats: false,
@@ -299,6 +300,7 @@ impl Engine {
             replay_ends: LaneMap::new(),
             recovery,
             last_checkpoint: Instant::now(),
+            coordination: None,
             replay_alone: false,
             chaos: settings.chaos.map_or(0, |seed| {
                 (seed ^ (env.rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1

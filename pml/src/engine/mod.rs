@@ -24,6 +24,7 @@ use lane_threads::LaneThreads;
 
 mod checkpoint;
 mod completion;
+mod coordinated;
 mod frames;
 mod join;
 mod lane_threads;
@@ -218,6 +219,9 @@ pub(crate) struct Engine {
     recovery: Option<Recovery>,
     /// When `checkpoint_if_due` last saved (or the engine started).
     last_checkpoint: Instant,
+    /// Where this rank stands in agreeing on global checkpoints, with a
+    /// protocol that coordinates them ([`Protocol::coordinated`]).
+    coordination: Option<coordinated::Coordination>,
     /// This rank is replayed alone from a recording (`vpml replay`).
     replay_alone: bool,
     /// `--chaos`: state of the generator that decides which peers a
@@ -277,6 +281,9 @@ impl Engine {
     /// the running job.
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.caps = ProtocolCaps::of(p.as_ref());
+        self.coordination = p
+            .coordinated()
+            .then(|| coordinated::Coordination::new(self.size));
         self.replay_ends = LaneMap::from_pairs(p.replay_ends());
         self.protocol = p;
         self.after_protocol_installed()

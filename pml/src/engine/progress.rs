@@ -288,6 +288,10 @@ impl Engine {
             any = true;
         }
         self.apply_gc_notices()?;
+        if !self.core.coordination_in.is_empty() {
+            self.apply_coordination()?;
+            any = true;
+        }
         Ok(any)
     }
 
@@ -318,6 +322,7 @@ impl Engine {
         if self.chaos != 0
             || !self.core.control_out.is_empty()
             || !self.core.gc_notices.is_empty()
+            || !self.core.coordination_in.is_empty()
             || self.recovery_due()
         {
             return false;
@@ -355,6 +360,7 @@ impl Engine {
                     .all(|s| !s.in_use || s.done || s.kind != SlotKind::Send)
         })?;
         self.hook(|p| p.finalize())?;
+        self.announce_coordination_done();
         if self.publish_stats
             && let Some(kv) = self.kv.as_mut()
         {

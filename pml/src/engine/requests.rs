@@ -233,6 +233,9 @@ pub(super) struct Core {
     pub(super) gone: Option<usize>,
     /// Peers that checkpointed: (peer, free log records to it up to).
     pub(super) gc_notices: Vec<(usize, u32, u64)>,
+    /// Frames of coordinated checkpointing that came, for the engine:
+    /// (peer, header).
+    pub(super) coordination_in: Vec<(usize, FrameHeader)>,
 }
 
 /// Copy `dst.len()` bytes from address `addr` of process `pid`.
@@ -284,6 +287,7 @@ impl Core {
             restartable: false,
             gone: None,
             gc_notices: Vec::new(),
+            coordination_in: Vec::new(),
         }
     }
 

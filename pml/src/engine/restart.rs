@@ -120,6 +120,18 @@ impl Engine {
         }
         if self.recovery.as_ref().is_some_and(|r| r.incarnation > 0) {
             self.connect_to_job()?;
+            if self.coordination.is_some() {
+                // Every rank restarted together and nothing is logged: a
+                // message sent over a link not yet up would be lost, so
+                // none is sent before every link is up.
+                self.wait_until(|e| {
+                    e.recovery.as_ref().is_none_or(|r| r.expected == 0)
+                        && e.peers
+                            .iter()
+                            .flatten()
+                            .all(|p| !matches!(p.link, Link::Dead))
+                })?;
+            }
             vpml_fault_points::fault_point!("recovery.connected");
         }
         if let Some(c) = self.catch_up_mut() {
@@ -195,6 +207,21 @@ impl Engine {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let ready = c.protocol_ready.unwrap_or(c.joined);
         let connected = c.connected.unwrap_or(ready);
+        if self.coordination.is_some() {
+            // Every rank restarted: no events, no re-execution to wait for.
+            eprintln!(
+                "vpml: rank {} (incarnation {}) resumed {:.1} ms after entering vpml: process start {}, join {:.1} ms, checkpoint {:.1} ms, connect to every rank {:.1} ms",
+                self.core.rank,
+                self.incarnation(),
+                ms(now - c.join_started),
+                c.exec
+                    .map_or("unknown".into(), |d| format!("{:.1} ms", ms(d))),
+                ms(c.joined - c.join_started),
+                ms(ready - c.joined),
+                ms(connected - ready),
+            );
+            return;
+        }
         let events = self
             .protocol_stats()
             .into_iter()
@@ -232,6 +259,9 @@ impl Engine {
         self.world_idups = self.world_idups.max(snap.world_idups);
         self.send_seq = snap.send_seq;
         self.core.recv_seq = snap.recv_seq;
+        if let Some(co) = self.coordination.as_mut() {
+            co.resume_after(snap.global_index, snap.checkpoint_call);
+        }
         for m in snap.unexpected {
             let env = Envelope {
                 source: m.source,

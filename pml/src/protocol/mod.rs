@@ -316,6 +316,16 @@ pub trait Protocol {
     /// false, and periodic checkpoints are never due.
     fn takes_checkpoints(&self) -> bool;
 
+    /// Are checkpoints global (`coordinated`)? Then every checkpoint call
+    /// of the program reaches the engine, the ranks agree at which call
+    /// the next one is taken, drain the channels between them there, and
+    /// return only once every rank has written its part (see
+    /// `engine/coordinated.rs`); [`Protocol::checkpoint`] writes this
+    /// rank's part.
+    fn coordinated(&self) -> bool {
+        false
+    }
+
     /// A message is about to leave the process (any send, including those
     /// of collectives). Called before anything is transmitted; may block
     /// (e.g. until earlier events are durable). Once it returned `Ok`,

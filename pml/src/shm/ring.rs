@@ -67,6 +67,19 @@ pub(crate) mod kind {
     /// `SYNC_STATE_END`: we received the peer's messages on `context` up
     /// to `seq`.
     pub const SYNC_RECEIVED: u8 = 10;
+    /// Coordinated checkpointing: the sender proposes to take global
+    /// checkpoint `aux0` at its checkpoint call number `seq`.
+    pub const COORD_PROPOSE: u8 = 11;
+    /// Coordinated checkpointing: the sender had sent `seq` messages on
+    /// `context` when it reached the checkpoint (a bookmark).
+    pub const COORD_BOOKMARK: u8 = 12;
+    /// Ends the sender's bookmarks for global checkpoint `aux0`: every
+    /// message it sent before the checkpoint is ahead of this frame.
+    pub const COORD_BOOKMARKS_END: u8 = 13;
+    /// The sender has written its part of global checkpoint `aux0`.
+    pub const COORD_WRITTEN: u8 = 14;
+    /// The sender finalizes after `seq` checkpoint calls: it makes no more.
+    pub const COORD_DONE: u8 = 15;
 }
 
 /// Header flags.

@@ -1,0 +1,160 @@
+//! Coordinated checkpointing's restart: after any failure every rank
+//! stops, and all restart together from the newest global checkpoint
+//! that every rank wrote (see `vpml-pml`'s `engine/coordinated.rs`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use rustix::process::Signal;
+use vpml_vprotocol::checkpoint::CheckpointStore;
+use vpml_vprotocol::coordinated::checkpoint_dir;
+
+use super::{SupervisedJob, Supervisor};
+
+/// A rollback under way: the failure that caused it, until every rank
+/// has stopped.
+pub(super) struct Rollback {
+    why: String,
+    code: u8,
+    /// The rank whose death caused it.
+    rank: usize,
+    started: Instant,
+}
+
+/// The newest global checkpoint every one of `ranks` ranks has, intact,
+/// under the job's log directory `root` (0: none, start over), and a note
+/// for each newer one that is not usable everywhere.
+pub(crate) fn newest_complete(root: &Path, ranks: usize) -> Result<(u64, Vec<String>), String> {
+    let mut stores = Vec::with_capacity(ranks);
+    let mut candidates: Option<Vec<u64>> = None;
+    for r in 0..ranks {
+        let store = CheckpointStore::open(&checkpoint_dir(root, r)).map_err(|e| e.to_string())?;
+        let have = store.indices().map_err(|e| e.to_string())?;
+        candidates = Some(match candidates {
+            None => have,
+            Some(c) => c.into_iter().filter(|i| have.contains(i)).collect(),
+        });
+        stores.push(store);
+    }
+    let mut notes = Vec::new();
+    for &k in candidates.unwrap_or_default().iter().rev() {
+        let damaged: Vec<String> = stores.iter().filter_map(|s| s.load(k).err()).collect();
+        if damaged.is_empty() {
+            return Ok((k, notes));
+        }
+        notes.push(format!(
+            "global checkpoint {k} is damaged: {}",
+            damaged.join("; ")
+        ));
+    }
+    Ok((0, notes))
+}
+
+impl<J: SupervisedJob> Supervisor<J> {
+    /// `--inject-failure RANK…:corrupt-checkpoint`: damage the newest
+    /// checkpoint of `rank`, whose death started the rollback.
+    fn damage_checkpoint_if_asked(&mut self, rank: usize) {
+        let asked = self.corrupt_at.contains(&(rank, self.incarnation[rank]));
+        if !(std::mem::take(&mut self.corrupt_before_restart[rank]) || asked) {
+            return;
+        }
+        if let Some(dir) = &self.log_dir {
+            match crate::inject::corrupt_newest_checkpoint(dir, rank) {
+                Ok(p) => notice!(self, "damaged {} before the restart", p.display()),
+                Err(e) => notice!(self, "could not damage a checkpoint: {e}"),
+            }
+        }
+    }
+
+    /// `rank` died (`why`): stop every rank, then restart them all (in
+    /// [`Supervisor::rollback_if_stopped`], once the last has exited).
+    pub(super) fn start_rollback(&mut self, rank: usize, why: String, code: u8) {
+        if self.rolling_back.is_some() {
+            return;
+        }
+        self.rolling_back = Some(Rollback {
+            why,
+            code,
+            rank,
+            started: Instant::now(),
+        });
+        let live = self.live();
+        self.signal_all(&live, Signal::KILL);
+        self.rollback_if_stopped();
+    }
+
+    /// Once every rank of a rollback has exited: restart them all from
+    /// the newest complete global checkpoint.
+    pub(super) fn rollback_if_stopped(&mut self) {
+        if self.alive.iter().any(|&a| a) {
+            return;
+        }
+        let Some(rb) = self.rolling_back.take() else {
+            return;
+        };
+        let ranks = self.alive.len();
+        self.restarts_done += 1;
+        self.damage_checkpoint_if_asked(rb.rank);
+        let from = match &self.log_dir {
+            Some(dir) => match newest_complete(dir, ranks) {
+                Ok((k, notes)) => {
+                    for n in notes {
+                        notice!(self, "{n}");
+                    }
+                    for r in 0..ranks {
+                        let store = CheckpointStore::open(&checkpoint_dir(dir, r));
+                        if let Err(e) = store.and_then(|s| s.remove_newer_than(k)) {
+                            self.fail(rb.code, format!("{}; cannot restart: {e}", rb.why));
+                            return;
+                        }
+                    }
+                    k
+                }
+                Err(e) => {
+                    self.fail(rb.code, format!("{}; cannot restart: {e}", rb.why));
+                    return;
+                }
+            },
+            None => 0,
+        };
+        self.job.set_restart_from(from);
+        let t0 = Instant::now();
+        let incarnations: Vec<u32> = (0..ranks).map(|r| self.job.announce_restart(r)).collect();
+        for (r, &inc) in incarnations.iter().enumerate() {
+            self.incarnation[r] = inc;
+            self.finalized[r] = false;
+            if let Err(e) = self.job.respawn(r, inc) {
+                self.fail(rb.code, format!("{}; cannot restart rank {r}: {e}", rb.why));
+                return;
+            }
+            self.alive[r] = true;
+        }
+        self.job.wake_all();
+        if let Some(after) = self.on_restart[rb.rank].pop_front() {
+            self.armed.push((Instant::now() + after, rb.rank));
+        }
+        let detected = self.killed_at[rb.rank]
+            .take()
+            .map(|k| {
+                format!(
+                    ", detected {:.1} ms after the kill",
+                    rb.started.duration_since(k).as_secs_f64() * 1e3
+                )
+            })
+            .unwrap_or_default();
+        let point = if from == 0 {
+            "the beginning (no global checkpoint yet)".to_string()
+        } else {
+            format!("global checkpoint {from}")
+        };
+        notice!(
+            self,
+            "{}; restarted all {ranks} ranks from {point} (restart {} of at most {}{detected}, all stopped in {:.1} ms, spawned in {:.1} ms)",
+            rb.why,
+            self.restarts_done,
+            self.max_restarts,
+            t0.duration_since(rb.started).as_secs_f64() * 1e3,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
