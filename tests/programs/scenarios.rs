@@ -20,7 +20,7 @@ mod transfers;
 
 use matching::{any_source, order, probe, truncate};
 use requests::{cancel, persistent, ssend, wait_test_family};
-use runtime::{clock, gate, idle_cpu, invalid};
+use runtime::{checkpoint_crossing, checkpoint_ring, clock, gate, idle_cpu, invalid};
 use transfers::{alltoall, big_ring, huge, large, self_messages, sendrecv};
 use vpml::{ANY_SOURCE, Comm};
 
@@ -51,6 +51,8 @@ fn main() {
         "invalid" => invalid(&world),
         "sendrecv" => sendrecv(&world),
         "gate" => gate(&world),
+        "checkpoint-ring" => checkpoint_ring(&world),
+        "checkpoint-crossing" => checkpoint_crossing(&world),
         "finalized-exit" => Ok(()),
         "hello" => {
             println!("hello from rank {} of {}", world.rank(), world.size());

@@ -157,3 +157,93 @@ fn splitmix(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+/// For coordinated checkpointing: every rank sends its right neighbour a
+/// value, takes a checkpoint (every third step), then receives from its
+/// left one — so each checkpoint has a message in flight on every
+/// channel, saved with it and delivered after a restart. Each step also takes an ANY_SOURCE turn
+/// whose later sends depend on what came. Rank 0 prints a checksum.
+pub(crate) fn checkpoint_ring(w: &Comm) -> R {
+    let (me, n) = (w.rank(), w.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    // A restarted process resumes right after the checkpoint call, at
+    // the top of the loop.
+    let (mut step, mut acc) = match w.restart_state() {
+        Some(b) if b.len() == 16 => (
+            u64::from_le_bytes(b[..8].try_into()?),
+            u64::from_le_bytes(b[8..].try_into()?),
+        ),
+        Some(b) => return Err(format!("a restart state of {} bytes", b.len()).into()),
+        None => {
+            let acc = me as u64 + 1;
+            w.send(right, 7, &[splitmix(acc)])?;
+            (0, acc)
+        }
+    };
+    while step < 60 {
+        let mut got = [0u64];
+        w.recv(left, 7, &mut got)?;
+        acc = splitmix(acc ^ got[0]);
+        // Everyone reports to rank 0 in whatever order they come; rank 0
+        // answers each in that order, saying its place in it (the answer
+        // of the job does not depend on the order: every run has one).
+        // A tag per step: a report of the next step (sent after a
+        // checkpoint call) never matches a receive of this one (before
+        // it), as coordinated checkpointing requires.
+        let tag = 1000 + step as i32;
+        if me == 0 {
+            for k in 1..n {
+                let st = w.recv(ANY_SOURCE, tag, &mut got)?;
+                let reply = splitmix(got[0]);
+                w.send(st.source(), tag, &[reply, k as u64])?;
+                acc = acc.wrapping_add(reply);
+            }
+        } else {
+            w.send(0, tag, &[acc])?;
+            let mut reply = [0u64; 2];
+            w.recv(0, tag, &mut reply)?;
+            check(
+                reply[0] == splitmix(acc) && (1..n as u64).contains(&reply[1]),
+                || format!("rank 0 answered {reply:?} to {acc:#x}"),
+            )?;
+            acc = acc.wrapping_add(reply[0]);
+        }
+        step += 1;
+        if step < 60 {
+            w.send(right, 7, &[splitmix(acc ^ step)])?;
+        }
+        if step % 3 == 0 {
+            w.checkpoint(&[step.to_le_bytes(), acc.to_le_bytes()].concat())?;
+        }
+    }
+    let mut all = vec![0u64; n];
+    w.gather(&[acc], &mut all, 0)?;
+    if me == 0 {
+        println!(
+            "ring checksum {:016x}",
+            all.iter().fold(0, |a, &v| splitmix(a ^ v))
+        );
+    }
+    Ok(())
+}
+
+/// Breaks coordinated checkpointing's rule on purpose: rank 1 waits,
+/// before its checkpoint call, for a message rank 0 sends after its own.
+/// Under `coordinated` the job cannot checkpoint (nor go on): rank 0
+/// must say what it waits for.
+pub(crate) fn checkpoint_crossing(w: &Comm) -> R {
+    match w.rank() {
+        0 => {
+            w.checkpoint(b"rank 0")?;
+            w.send(1, 1, &[1u8])?;
+        }
+        1 => {
+            w.recv(0, 1, &mut [0u8])?;
+            w.checkpoint(b"rank 1")?;
+        }
+        _ => {
+            w.checkpoint(b"other")?;
+        }
+    }
+    Ok(())
+}

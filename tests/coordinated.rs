@@ -1,0 +1,197 @@
+//! Coordinated checkpoint/restart (`--protocol coordinated`), end to end:
+//! real jobs through the real launcher, a rank killed at each step of the
+//! protocol — during work, before the first global checkpoint, with its
+//! bookmarks sent (channels not yet drained), with its part written (the
+//! others' maybe not), after the commit — every rank restarted from the
+//! newest global checkpoint every rank wrote, and the job's output
+//! compared byte for byte with a run without any protocol.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{HEAT, example, serial, vpml};
+
+fn run(protocol: &str, extra: &[&str], program: &str, args: &[&str]) -> Output {
+    Command::new(vpml())
+        .args(["run", "-n", "4", "--timeout", "120", "--protocol", protocol])
+        .args(extra)
+        .arg(example(program))
+        .args(args)
+        .output()
+        .expect("run vpml")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Kill a rank at each of `specs` (one job each): every job ends with the
+/// output of a run without protocol, after restarting all four ranks
+/// from the global checkpoint `from` says (None: any).
+fn same_output_after_kills(program: &str, args: &[&str], specs: &[(&str, Option<&str>)]) {
+    let _guard = serial();
+    let clean = run("none", &[], program, args);
+    assert!(clean.status.success(), "{}", text(&clean.stderr));
+    let coordinated = run("coordinated", &[], program, args);
+    assert!(
+        coordinated.status.success(),
+        "{}",
+        text(&coordinated.stderr)
+    );
+    assert_eq!(
+        text(&coordinated.stdout),
+        text(&clean.stdout),
+        "without failures"
+    );
+    for &(spec, from) in specs {
+        let out = run("coordinated", &["--inject-failure", spec], program, args);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{spec}: {stderr}");
+        assert_eq!(
+            text(&out.stdout),
+            text(&clean.stdout),
+            "{spec}: output differs\n{stderr}"
+        );
+        let restarted = stderr
+            .lines()
+            .find_map(|l| l.split_once("restarted all 4 ranks from "))
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("{spec}: no rollback:\n{stderr}"));
+        if let Some(from) = from {
+            assert!(
+                restarted.starts_with(from),
+                "{spec}: restarted from {restarted:?}, expected {from:?}\n{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn heat3d_restarts_from_the_last_global_checkpoint_after_a_kill_at_each_step() {
+    let checkpoint_every_5: Vec<&str> = HEAT.to_vec();
+    same_output_after_kills(
+        "heat3d",
+        &checkpoint_every_5,
+        &[
+            // Before the first checkpoint: from the beginning.
+            ("2@point:send.after_frame#100", Some("the beginning")),
+            // During work, between checkpoints.
+            ("1@point:send.after_frame#2500", None),
+            // Bookmarks sent, channels not drained: nobody wrote 3.
+            (
+                "3@point:coordinated.bookmarks_sent#3",
+                Some("global checkpoint 2 "),
+            ),
+            // Its part written: the others' may be.
+            ("0@point:coordinated.written#4", None),
+            // After the commit: every rank wrote 5.
+            (
+                "2@point:coordinated.committed#5",
+                Some("global checkpoint 5 "),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn messages_in_flight_at_a_checkpoint_are_delivered_after_a_restart() {
+    // Every checkpoint of `checkpoint-ring` has a message in flight on
+    // every channel of the ring, and an ANY_SOURCE turn per step.
+    same_output_after_kills(
+        "scenarios",
+        &["checkpoint-ring"],
+        &[
+            (
+                "1@point:coordinated.bookmarks_sent#5",
+                Some("global checkpoint 4 "),
+            ),
+            ("3@point:coordinated.written#7", None),
+            (
+                "0@point:coordinated.committed#9",
+                Some("global checkpoint 9 "),
+            ),
+            ("2@point:send.after_frame#100", None),
+        ],
+    );
+}
+
+#[test]
+fn a_damaged_part_makes_the_restart_fall_back_to_the_previous_global_checkpoint() {
+    let _guard = serial();
+    let clean = run("none", &[], "scenarios", &["checkpoint-ring"]);
+    let out = run(
+        "coordinated",
+        &[
+            "--inject-failure",
+            "1@point:coordinated.committed#4:corrupt-checkpoint",
+        ],
+        "scenarios",
+        &["checkpoint-ring"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(text(&out.stdout), text(&clean.stdout), "{stderr}");
+    assert!(
+        stderr.contains("global checkpoint 4 is damaged: ")
+            && stderr.contains("rank-1/checkpoints/ckpt-0000000004.vck: payload checksum mismatch"),
+        "the launcher must name the damaged file:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("restarted all 4 ranks from global checkpoint 3 "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_program_whose_messages_cross_its_checkpoint_calls_is_told_why_it_waits() {
+    // Rank 1 waits, before its checkpoint call, for what rank 0 sends
+    // after its own: no global checkpoint can be taken, and rank 0 says
+    // whom it waits for, and why that may never come.
+    let _guard = serial();
+    let out = Command::new(vpml())
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--timeout",
+            "15",
+            "--protocol",
+            "coordinated",
+        ])
+        .arg(example("scenarios"))
+        .arg("checkpoint-crossing")
+        .output()
+        .expect("run vpml");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    assert!(
+        stderr.contains(
+            "vpml: rank 0: waiting 10 s for rank(s) [1] to reach global checkpoint 1 at checkpoint call 0; if they wait for a message sent after a checkpoint call, they never will"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn coordinated_is_refused_across_hosts_with_one_line() {
+    let out = Command::new(vpml())
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--protocol",
+            "coordinated",
+            "--hosts",
+            "a:1,b:1",
+        ])
+        .arg(example("scenarios"))
+        .arg("hello")
+        .output()
+        .expect("run vpml");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "vpml run: --protocol coordinated runs on one host for now (no --hosts or --hostfile)"
+    );
+}
