@@ -30,10 +30,21 @@ fn text(b: &[u8]) -> String {
 /// output of a run without protocol, after restarting all four ranks
 /// from the global checkpoint `from` says (None: any).
 fn same_output_after_kills(program: &str, args: &[&str], specs: &[(&str, Option<&str>)]) {
+    same_output_after_kills_with(&[], program, args, specs);
+}
+
+/// [`same_output_after_kills`] with `launcher` options for the
+/// coordinated runs.
+fn same_output_after_kills_with(
+    launcher: &[&str],
+    program: &str,
+    args: &[&str],
+    specs: &[(&str, Option<&str>)],
+) {
     let _guard = serial();
     let clean = run("none", &[], program, args);
     assert!(clean.status.success(), "{}", text(&clean.stderr));
-    let coordinated = run("coordinated", &[], program, args);
+    let coordinated = run("coordinated", launcher, program, args);
     assert!(
         coordinated.status.success(),
         "{}",
@@ -45,7 +56,9 @@ fn same_output_after_kills(program: &str, args: &[&str], specs: &[(&str, Option<
         "without failures"
     );
     for &(spec, from) in specs {
-        let out = run("coordinated", &["--inject-failure", spec], program, args);
+        let mut extra = launcher.to_vec();
+        extra.extend(["--inject-failure", spec]);
+        let out = run("coordinated", &extra, program, args);
         let stderr = text(&out.stderr);
         assert!(out.status.success(), "{spec}: {stderr}");
         assert_eq!(
@@ -194,4 +207,147 @@ fn coordinated_is_refused_across_hosts_with_one_line() {
         text(&out.stderr).trim(),
         "vpml run: --protocol coordinated runs on one host for now (no --hosts or --hostfile)"
     );
+}
+
+/// heat3d asking for no checkpoint of its own (its interval never comes):
+/// every global checkpoint is asked for from outside.
+const HEAT_ON_REQUEST: &[&str] = &[
+    "--points",
+    "6x6x24",
+    "--steps",
+    "400",
+    "--output-interval",
+    "50",
+    "--checkpoint-interval",
+    "1000000",
+];
+
+#[test]
+fn vpml_checkpoint_and_sigusr1_reach_a_running_job() {
+    let _guard = serial();
+    // A directory of job files of our own: this job is the only one.
+    let runtime = tempfile::tempdir().expect("temporary directory");
+    let clean = run("none", &[], "heat3d", HEAT_ON_REQUEST);
+    let job = Command::new(vpml())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .args([
+            "run",
+            "-n",
+            "4",
+            "--timeout",
+            "120",
+            "--protocol",
+            "coordinated",
+        ])
+        .arg(example("heat3d"))
+        .args(HEAT_ON_REQUEST)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run vpml");
+    let ask = || {
+        Command::new(vpml())
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .arg("checkpoint")
+            .output()
+            .expect("vpml checkpoint")
+    };
+    // The job file appears once the launcher is up.
+    let first = loop {
+        let out = ask();
+        if !text(&out.stderr).contains("no running job") {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let said = text(&first.stdout);
+    assert!(
+        said.starts_with("vpml checkpoint: job ")
+            && said.ends_with(": global checkpoint 1 is complete\n"),
+        "{said}"
+    );
+    // SAFETY: kill(2) on our own child, the launcher.
+    let signalled = unsafe { libc::kill(job.id() as i32, libc::SIGUSR1) };
+    assert_eq!(signalled, 0, "SIGUSR1 to the launcher");
+    let second = ask();
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let out = job.wait_with_output().expect("wait for vpml");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(text(&out.stdout), text(&clean.stdout), "{stderr}");
+    assert!(
+        stderr.contains("vpml run: SIGUSR1 asked for a global checkpoint")
+            && stderr.contains("vpml run: global checkpoint 2 is complete"),
+        "{stderr}"
+    );
+    // Once the job is gone, its file is too.
+    let after = ask();
+    assert_eq!(after.status.code(), Some(1));
+    assert_eq!(
+        text(&after.stderr),
+        "vpml checkpoint: no running job of this user\n"
+    );
+}
+
+#[test]
+fn checkpoint_interval_asks_for_global_checkpoints_and_a_restart_uses_them() {
+    same_output_after_kills_with(
+        &["--checkpoint-interval", "0.2"],
+        "heat3d",
+        HEAT_ON_REQUEST,
+        &[(
+            "2@point:coordinated.committed#2",
+            Some("global checkpoint 2 "),
+        )],
+    );
+}
+
+#[test]
+fn checkpoint_requests_need_the_coordinated_protocol() {
+    let out = Command::new(vpml())
+        .args(["run", "-n", "2", "--checkpoint-interval", "5"])
+        .arg(example("scenarios"))
+        .arg("hello")
+        .output()
+        .expect("run vpml");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "vpml run: --checkpoint-interval asks for global checkpoints: it needs --protocol coordinated\n"
+    );
+}
+
+#[test]
+fn a_reused_log_dir_never_restarts_from_an_earlier_jobs_checkpoints() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let log_dir = dir.path().to_str().expect("a UTF-8 path");
+    let clean = run("none", &[], "scenarios", &["checkpoint-ring"]);
+    // The first job leaves its last global checkpoints (19 and 20).
+    let first = run(
+        "coordinated",
+        &["--log-dir", log_dir],
+        "scenarios",
+        &["checkpoint-ring"],
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let out = run(
+        "coordinated",
+        &[
+            "--log-dir",
+            log_dir,
+            "--inject-failure",
+            "1@point:coordinated.committed#2",
+        ],
+        "scenarios",
+        &["checkpoint-ring"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("restarted all 4 ranks from global checkpoint 2 "),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), text(&clean.stdout), "{stderr}");
 }

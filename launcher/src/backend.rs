@@ -188,6 +188,28 @@ impl Backend<'_> {
         }
     }
 
+    /// Ask the ranks for a global checkpoint (one host: the job page).
+    pub(crate) fn request_checkpoint(&self) {
+        if let Backend::Local {
+            page: Some((page, _)),
+            ..
+        } = self
+        {
+            page.request_checkpoint();
+        }
+    }
+
+    /// The newest complete global checkpoint (0: none, or several hosts).
+    pub(crate) fn global_checkpoint(&self) -> u32 {
+        match self {
+            Backend::Local {
+                page: Some((page, _)),
+                ..
+            } => page.global_checkpoint(),
+            _ => 0,
+        }
+    }
+
     /// After `announce_restart`: wake the ranks waiting on it.
     pub(crate) fn wake_all(&self) {
         if let Backend::Local {

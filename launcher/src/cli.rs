@@ -12,6 +12,11 @@ pub struct RunArgs {
     /// Prefix every output line with the rank that printed it.
     #[arg(long)]
     pub tag_output: bool,
+    /// Coordinated checkpointing: ask for a global checkpoint this often
+    /// (the ranks take it at their next checkpoint call). Also: SIGUSR1
+    /// to the launcher, `vpml checkpoint`.
+    #[arg(long, value_name = "SECONDS")]
+    pub checkpoint_interval: Option<f64>,
     /// Stop the job after this many seconds (exit code 124); MPICH's
     /// and Open MPI's `MPIEXEC_TIMEOUT` sets it too.
     #[arg(long, value_name = "SECONDS", env = "MPIEXEC_TIMEOUT")]

@@ -20,6 +20,12 @@ pub enum Error {
     /// `--timeout` is not a positive number of seconds vpml can wait.
     #[error("--timeout must be a positive number of seconds up to {max}, not {0:?}", max = crate::MAX_SECONDS)]
     BadTimeout(f64),
+    /// `--checkpoint-interval` is not a positive number of seconds.
+    #[error("--checkpoint-interval must be a positive number of seconds up to {max}, not {0:?}", max = crate::MAX_SECONDS)]
+    BadCheckpointInterval(f64),
+    /// `--checkpoint-interval` without `--protocol coordinated`.
+    #[error("--checkpoint-interval asks for global checkpoints: it needs --protocol coordinated")]
+    CheckpointIntervalNeedsCoordinated,
     /// `--agent-timeout` is not a number of seconds vpml can wait.
     #[error("--agent-timeout must be a number of seconds up to {max}, not {0:?}", max = crate::MAX_SECONDS)]
     BadAgentTimeout(f64),

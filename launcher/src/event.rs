@@ -16,6 +16,7 @@ pub(crate) enum Event {
     },
     Finalized {
         rank: usize,
+        incarnation: u32,
     },
     /// The rank's first process is past start-up (see `KvClient::joined`).
     Joined {
@@ -23,10 +24,17 @@ pub(crate) enum Event {
     },
     Abort {
         rank: usize,
+        incarnation: u32,
         code: i32,
         message: String,
     },
     Signal(i32),
+    /// A global checkpoint is asked for (`by` says who); `reply` gets its
+    /// number once it is complete, or why it was not taken.
+    CheckpointRequest {
+        by: String,
+        reply: Option<crossbeam_channel::Sender<Result<u32, String>>>,
+    },
     /// Event logger `index` (its process `pid`) exited.
     LoggerExited {
         index: usize,

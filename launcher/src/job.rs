@@ -27,6 +27,8 @@ fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy
         ranks: args.ranks,
         restartable,
         rollback: args.protocol == "coordinated",
+        // (Checked in `run_job`.)
+        checkpoint_interval: args.checkpoint_interval.and_then(crate::seconds),
         max_restarts: args.max_restarts,
         // (Checked in `run_job`.)
         timeout: args.timeout.and_then(crate::seconds),
@@ -74,6 +76,14 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     {
         return Err(Error::BadTimeout(t));
     }
+    if let Some(t) = args.checkpoint_interval {
+        if !(t > 0.0 && crate::seconds(t).is_some()) {
+            return Err(Error::BadCheckpointInterval(t));
+        }
+        if args.protocol != "coordinated" {
+            return Err(Error::CheckpointIntervalNeedsCoordinated);
+        }
+    }
     let (program, rest) = args.command.split_first().ok_or(Error::NoProgram)?;
     let program = resolve_program(program)?;
     let hosts = host_plan(args)?;
@@ -92,6 +102,18 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 source,
             }
         })?;
+    // Where `vpml checkpoint` finds the job (removed when it ends).
+    let _job_file = if args.protocol == "coordinated" {
+        match crate::control::register(&job_id, &kv_addr, &token) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("vpml run: warning: `vpml checkpoint` cannot find this job: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let plan = inject::plan(args)?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token, &plan, tx.clone())?;
     if args.verbose || args.stats {
@@ -362,8 +384,9 @@ fn print_stats(kv: &kv::KvHandle, ranks: usize) {
 }
 
 fn watch_signals(tx: Sender<Event>) -> Result<signal_hook::iterator::Handle, Error> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    // SIGUSR1 asks for a global checkpoint (`sbatch --signal=USR1@…`).
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(Error::SignalHandlers)?;
     let handle = signals.handle();
     std::thread::spawn(move || {

@@ -225,8 +225,12 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
     let Some(hello) = read_line_within(&mut reader, MAX_HELLO_LINE)? else {
         return Ok(());
     };
-    let rank = match parse_hello(&shared.token, shared.size, &hello) {
-        Ok(r) => r,
+    let (rank, incarnation) = match parse_hello(&shared.token, shared.size, &hello) {
+        Ok(Caller::Rank { rank, incarnation }) => (rank, incarnation),
+        Ok(Caller::Control) => {
+            shared.strangers.forget(id);
+            return serve_control(shared, &mut reader, &mut out);
+        }
         Err(reason) => {
             let _ = reply(&mut out, &format!("ERR {reason}"));
             return Err(reason);
@@ -268,12 +272,13 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
                 reply(&mut out, "OK")?;
             }
             Request::Finalize => {
-                let _ = shared.events.send(Event::Finalized { rank });
+                let _ = shared.events.send(Event::Finalized { rank, incarnation });
                 reply(&mut out, "OK")?;
             }
             Request::Abort(code, message) => {
                 let _ = shared.events.send(Event::Abort {
                     rank,
+                    incarnation,
                     code,
                     message: message.to_string(),
                 });
@@ -282,6 +287,50 @@ fn serve(shared: &Shared, conn: TcpStream, id: u64) -> Result<(), KvError> {
         }
     }
     Ok(())
+}
+
+/// A control connection (`vpml checkpoint`, which read the job's token
+/// from the launcher's job file): one `CHECKPOINT` request, answered
+/// `OK <number>` once that global checkpoint is complete, or `ERR <why>`.
+fn serve_control(
+    shared: &Shared,
+    reader: &mut BufReader<TcpStream>,
+    out: &mut TcpStream,
+) -> Result<(), KvError> {
+    let mut reply = |s: &str| {
+        out.write_all(format!("{s}\n").as_bytes())
+            .map_err(KvError::Write)
+    };
+    reply("OK")?;
+    // The request follows the HELLO at once.
+    let line = read_line_within(reader, MAX_HELLO_LINE)?;
+    if line.as_deref() != Some("CHECKPOINT") {
+        let _ = reply("ERR expected CHECKPOINT");
+        return Err(KvError::UnknownRequest {
+            rank: shared.size,
+            request: line.unwrap_or_default(),
+        });
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let asked = shared.events.send(Event::CheckpointRequest {
+        by: "vpml checkpoint".into(),
+        reply: Some(tx),
+    });
+    let answer = match asked.ok().and_then(|()| rx.recv().ok()) {
+        Some(Ok(index)) => format!("OK {index}"),
+        Some(Err(why)) => format!("ERR {why}"),
+        None => "ERR the job ended".into(),
+    };
+    reply(&answer)
+}
+
+/// Who said HELLO.
+#[derive(Debug, PartialEq)]
+enum Caller {
+    /// A process of the job: its rank and incarnation.
+    Rank { rank: usize, incarnation: u32 },
+    /// `vpml checkpoint` (`HELLO VERSION TOKEN control`).
+    Control,
 }
 
 /// A request of an introduced rank.
@@ -320,8 +369,9 @@ fn parse_request(rank: usize, line: &str) -> Result<Request<'_>, KvError> {
     })
 }
 
-/// Check a rank's `HELLO VERSION TOKEN RANK` line: its rank.
-fn parse_hello(token: &str, size: usize, line: &str) -> Result<usize, KvError> {
+/// Check a `HELLO VERSION TOKEN RANK [INCARNATION]` line (`RANK` is
+/// `control` for `vpml checkpoint`): who says it.
+fn parse_hello(token: &str, size: usize, line: &str) -> Result<Caller, KvError> {
     let mut parts = line.split(' ');
     if parts.next() != Some("HELLO") {
         return Err(KvError::NoHello);
@@ -333,14 +383,19 @@ fn parse_hello(token: &str, size: usize, line: &str) -> Result<usize, KvError> {
     if parts.next() != Some(token) {
         return Err(KvError::WrongToken);
     }
-    let rank: usize = parts
-        .next()
-        .and_then(|r| r.parse().ok())
-        .ok_or(KvError::NoRank)?;
+    let who = parts.next();
+    if who == Some("control") {
+        return Ok(Caller::Control);
+    }
+    let rank: usize = who.and_then(|r| r.parse().ok()).ok_or(KvError::NoRank)?;
     if rank >= size {
         return Err(KvError::RankOutside(rank));
     }
-    Ok(rank)
+    let incarnation = match parts.next() {
+        None => 0,
+        Some(i) => i.parse().map_err(|_| KvError::NoRank)?,
+    };
+    Ok(Caller::Rank { rank, incarnation })
 }
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
@@ -396,7 +451,7 @@ mod tests {
             .map(|_| TcpStream::connect(&addr).expect("connect"))
             .collect();
         assert!(closed_by_peer(&idle[0]));
-        let mut rank = KvClient::connect(&addr, TOKEN, 0).expect("a rank connects");
+        let mut rank = KvClient::connect(&addr, TOKEN, 0, 0).expect("a rank connects");
         rank.put("key", "value").expect("put");
         assert_eq!(kv.get("key").as_deref(), Some("value"));
     }

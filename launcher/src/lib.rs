@@ -47,6 +47,7 @@
 pub mod agent;
 mod backend;
 mod cli;
+pub mod control;
 mod error;
 mod event;
 mod ids;

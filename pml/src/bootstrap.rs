@@ -9,7 +9,7 @@
 //!
 //! | request | reply | meaning |
 //! |---|---|---|
-//! | `HELLO 1 <token> <rank>` | `OK` / `ERR <reason>` | first line; wrong token or rank closes the connection |
+//! | `HELLO 1 <token> <rank> <incarnation>` | `OK` / `ERR <reason>` | first line; wrong token or rank closes the connection (the launcher ignores what a process it has replaced says) |
 //! | `PUT <key> <value>` | `OK` | publish a value |
 //! | `GET <key>` | `VAL <value>` / `NONE` | read a value |
 //! | `FENCE` | `OK` | returns once every rank has sent `FENCE` (values put before are visible) |
@@ -217,7 +217,7 @@ pub struct KvClient {
 
 impl KvClient {
     /// Connect and introduce this rank.
-    pub fn connect(addr: &str, token: &str, rank: usize) -> Result<KvClient> {
+    pub fn connect(addr: &str, token: &str, rank: usize, incarnation: u32) -> Result<KvClient> {
         let stream = TcpStream::connect(addr)
             .map_err(|e| Error::LauncherLost(format!("connecting to {addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
@@ -228,7 +228,9 @@ impl KvClient {
             reader: BufReader::new(stream),
             writer,
         };
-        c.expect_ok(&format!("HELLO {KV_PROTOCOL_VERSION} {token} {rank}"))?;
+        c.expect_ok(&format!(
+            "HELLO {KV_PROTOCOL_VERSION} {token} {rank} {incarnation}"
+        ))?;
         Ok(c)
     }
 

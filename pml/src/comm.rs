@@ -477,14 +477,19 @@ impl Comm {
     /// vpml adds its own (channel counters, unmatched messages, position in
     /// the logs). If the rank crashes later, it restarts from here: the
     /// new process gets `state` back from [`Comm::restart_state`] and
-    /// continues, re-executing from this point. Each rank checkpoints on
-    /// its own (no coordination); call it where no request of this rank is
+    /// continues, re-executing from this point. With `pessimist` each
+    /// rank checkpoints on its own; with `coordinated` every call is a
+    /// checkpoint call that every rank must make, and the ranks take a
+    /// global checkpoint together (see the `coordinated` protocol for
+    /// what a program must do). Call it where no request of this rank is
     /// in flight (an error otherwise). Communicators other than the world
     /// that exist at the checkpoint are not saved: create them after it, or
     /// before the first checkpoint from the start of the program.
     ///
-    /// Returns false (and saves nothing) when no fault-tolerance protocol
-    /// is active: without one a crash ends the job anyway.
+    /// Returns whether a checkpoint was taken here: false (and nothing
+    /// saved) when no fault-tolerance protocol is active — without one a
+    /// crash ends the job anyway — or, with `coordinated`, when the ranks
+    /// agreed on a later call.
     ///
     /// ```no_run
     /// # fn main() -> vpml_pml::Result<()> {
@@ -511,8 +516,11 @@ impl Comm {
     }
 
     /// [`Comm::checkpoint`] with `state()`, if `interval` has passed since
-    /// this rank's last checkpoint (or its start). Returns whether one was
-    /// taken. `state` is not called when none is due.
+    /// this rank's last checkpoint (or its start) — with `coordinated`,
+    /// if the ranks agreed on this call for a global checkpoint (one rank's
+    /// interval due, or one asked for with `vpml checkpoint`, SIGUSR1 to
+    /// the launcher or `--checkpoint-interval`). Returns whether one was
+    /// taken. `state` is not called when none is.
     pub fn checkpoint_if_due(
         &self,
         interval: std::time::Duration,

@@ -6,7 +6,10 @@
 //! * **Job page.** A small shared-memory file (memfd) the launcher creates
 //!   and every rank maps: per rank its current incarnation and the *start
 //!   epoch* of that incarnation (a counter the launcher bumps at every
-//!   restart), plus the epoch itself and an "every rank finalized" flag.
+//!   restart), plus the epoch itself, an "every rank finalized" flag, and,
+//!   for coordinated checkpointing, the count of checkpoints asked for
+//!   from outside, how many of them were taken, and the newest complete
+//!   global checkpoint.
 //!   A rank notices a restart with one load of the epoch per progress pass.
 //! * **Who connects to whom.** Between two processes, the one started later
 //!   (larger start epoch) connects to the other; the earlier one accepts.
@@ -135,6 +138,39 @@ impl JobPage {
     /// The launcher saw every rank finalize.
     pub fn set_all_finalized(&self) {
         self.word(4).store(1, Ordering::Release);
+    }
+
+    /// Global checkpoints asked for from outside the program so far
+    /// (coordinated checkpointing: `vpml checkpoint`, SIGUSR1 to the
+    /// launcher, `--checkpoint-interval`).
+    pub fn checkpoint_requests(&self) -> u32 {
+        self.word(8).load(Ordering::Acquire)
+    }
+
+    /// The launcher asks for one more global checkpoint.
+    pub fn request_checkpoint(&self) {
+        self.word(8).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many of the [`JobPage::checkpoint_requests`] a complete
+    /// global checkpoint answered: more requests than this are waiting.
+    pub fn checkpoint_requests_taken(&self) -> u32 {
+        self.word(16).load(Ordering::Acquire)
+    }
+
+    /// A complete global checkpoint answered the first `n` requests.
+    pub fn set_checkpoint_requests_taken(&self, n: u32) {
+        self.word(16).fetch_max(n, Ordering::AcqRel);
+    }
+
+    /// The newest complete global checkpoint (0: none yet).
+    pub fn global_checkpoint(&self) -> u32 {
+        self.word(12).load(Ordering::Acquire)
+    }
+
+    /// Global checkpoint `index` is complete (every rank wrote its part).
+    pub fn set_global_checkpoint(&self, index: u32) {
+        self.word(12).fetch_max(index, Ordering::AcqRel);
     }
 }
 

@@ -174,6 +174,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
             ranks: opts.ranks,
             restartable,
             rollback: false,
+            checkpoint_interval: None,
             max_restarts: opts.max_restarts,
             timeout: None,
             log_dir: None,

@@ -56,8 +56,13 @@ impl SupervisedJob for SimJob {
         self.respawned[rank] = Some(incarnation);
         Ok(())
     }
-    /// The simulator runs `none` and `pessimist` only: never a rollback.
+    /// The simulator runs `none` and `pessimist` only: never a rollback,
+    /// nor a global checkpoint.
     fn set_restart_from(&mut self, _: u64) {}
+    fn request_checkpoint(&self) {}
+    fn global_checkpoint(&self) -> u32 {
+        0
+    }
     /// Simulated ranks have no doorbells: they look at the page whenever
     /// they run.
     fn wake_all(&self) {}

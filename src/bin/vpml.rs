@@ -24,6 +24,9 @@ enum Command {
     /// receptions come from the recorded logs, its sends are checked
     /// against the recorded ones, and the first divergence is reported.
     Replay(vpml_replay::recording::ReplayArgs),
+    /// Ask a running job (`--protocol coordinated`) for a global
+    /// checkpoint and wait until it is complete.
+    Checkpoint(vpml_launcher::control::CheckpointArgs),
     /// Look into recordings: ls, info, dump, stats, diff.
     Trace(vpml_replay::trace::TraceArgs),
     /// Record a program twice with different delivery timing (--chaos)
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Run(args) => vpml_launcher::run(*args),
         Command::EventLogger(args) => vpml_event_logger::cli::run(args),
         Command::Agent(args) => vpml_launcher::agent::agent_main(args),
+        Command::Checkpoint(args) => vpml_launcher::control::checkpoint_main(args),
         // An MPI C program replays on vpml's MPI library, which the
         // launcher finds and links as for `vpml run`.
         Command::Replay(args) => vpml_replay::recording::replay_main(args, |cmd, program, name| {

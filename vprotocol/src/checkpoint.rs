@@ -7,7 +7,7 @@
 //! previous one (with a warning), which is why log garbage collection may
 //! only free what precedes the *older* of the two.
 //!
-//! ## File format (version 1)
+//! ## File format (version 4)
 //!
 //! `ckpt-<index>.vck`: a 40-byte header — magic `VPMLCKPT`, version (u32),
 //! flags (u32, 0), checkpoint index (u64), payload length (u64), CRC-32C of
@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"VPMLCKPT";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const HEADER: usize = 40;
 /// How many checkpoints are kept.
 pub const KEPT: usize = 2;
@@ -196,12 +196,6 @@ impl CheckpointStore {
         std::fs::rename(&tmp, &final_path).map_err(io(&final_path, "renaming into place"))
     }
 
-    /// Checkpoint `index`'s payload, checked; why not (naming the file)
-    /// if it is missing or damaged.
-    pub fn load(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
-        self.read(index)
-    }
-
     /// Remove the checkpoints numbered above `index` (newer than the one
     /// every rank restarts from: a later run must not mix them in).
     pub fn remove_newer_than(&self, index: u64) -> Result<()> {
@@ -212,7 +206,9 @@ impl CheckpointStore {
         Ok(())
     }
 
-    fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
+    /// Checkpoint `index`'s payload, checked; why not (naming the file)
+    /// if it is missing or damaged.
+    pub fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
         let p = self.path(index);
         let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         if bytes.len() < HEADER || &bytes[0..8] != MAGIC {

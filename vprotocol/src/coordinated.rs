@@ -59,8 +59,15 @@ impl Coordinated {
             .log_dir
             .as_ref()
             .ok_or_else(|| Error::Bootstrap(format!("{} is not set", var::LOG_DIR)))?;
-        let store = CheckpointStore::open(&checkpoint_dir(root, job.rank))
-            .map_err(|e| fail("opening the checkpoint directory", e))?;
+        let dir = checkpoint_dir(root, job.rank);
+        if job.incarnation == 0 && dir.exists() {
+            // A first start never resumes anything an earlier job left
+            // (a reused --log-dir).
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| fail(&format!("clearing {}", dir.display()), e))?;
+        }
+        let store =
+            CheckpointStore::open(&dir).map_err(|e| fail("opening the checkpoint directory", e))?;
         let gate = SendGate::default();
         // Nothing to do for any send: the engine never calls `send`.
         gate.open_below(usize::MAX);
@@ -75,7 +82,7 @@ impl Coordinated {
         };
         if job.incarnation > 0 {
             if job.restart_from > 0 {
-                let payload = me.store.load(job.restart_from).map_err(|why| {
+                let payload = me.store.read(job.restart_from).map_err(|why| {
                     Error::Unrecoverable(format!(
                         "cannot restart from global checkpoint {}: {why}",
                         job.restart_from
@@ -87,6 +94,12 @@ impl Coordinated {
                         job.restart_from, job.rank
                     ))
                 })?;
+                if snap.global_index != job.restart_from {
+                    return Err(Error::Unrecoverable(format!(
+                        "global checkpoint {} of rank {} says it is number {}",
+                        job.restart_from, job.rank, snap.global_index
+                    )));
+                }
                 me.sent_at_restart = snap.send_seq.clone();
                 me.app_state = Some(app.to_vec());
                 me.restored = Some(snap);

@@ -26,6 +26,10 @@ pub trait SupervisedJob {
     /// Processes started from now on resume from global checkpoint
     /// `index` (coordinated checkpointing; 0: from the beginning).
     fn set_restart_from(&mut self, index: u64);
+    /// Ask the ranks for a global checkpoint (the job page).
+    fn request_checkpoint(&self);
+    /// The newest complete global checkpoint (the job page; 0: none).
+    fn global_checkpoint(&self) -> u32;
     /// Wake every rank sleeping on its doorbell (they look at the job page).
     fn wake_all(&self);
     /// Tell the ranks that every rank finalized (they may exit).
@@ -74,6 +78,12 @@ impl SupervisedJob for LaunchedJob<'_, '_> {
     }
     fn set_restart_from(&mut self, index: u64) {
         self.backend.set_restart_from(index);
+    }
+    fn request_checkpoint(&self) {
+        self.backend.request_checkpoint();
+    }
+    fn global_checkpoint(&self) -> u32 {
+        self.backend.global_checkpoint()
     }
     fn wake_all(&self) {
         self.backend.wake_all();

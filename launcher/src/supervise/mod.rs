@@ -64,6 +64,11 @@ pub struct Supervisor<J: SupervisedJob> {
     rollback: bool,
     /// The rollback under way: every rank is being stopped.
     rolling_back: Option<rollback::Rollback>,
+    /// Global checkpoints asked for and not yet complete.
+    requests: Vec<rollback::CheckpointRequest>,
+    /// `--checkpoint-interval`, and when it next asks.
+    checkpoint_interval: Option<Duration>,
+    next_interval_request: Option<Instant>,
     log_dir: Option<PathBuf>,
     /// `--timeout`, for the message.
     timeout: Option<Duration>,
@@ -122,6 +127,8 @@ pub struct Policy {
     /// A failure restarts every rank from the last global checkpoint
     /// (`coordinated`).
     pub rollback: bool,
+    /// Ask for a global checkpoint this often (`--checkpoint-interval`).
+    pub checkpoint_interval: Option<Duration>,
     /// Restarts allowed, of ranks and loggers together (`--max-restarts`).
     pub max_restarts: u32,
     /// `--timeout`.
@@ -205,6 +212,9 @@ impl<J: SupervisedJob> Supervisor<J> {
             restartable: policy.restartable,
             rollback: policy.rollback,
             rolling_back: None,
+            requests: Vec::new(),
+            checkpoint_interval: policy.checkpoint_interval,
+            next_interval_request: policy.checkpoint_interval.map(|i| start + i),
             log_dir: policy.log_dir,
             timeout: policy.timeout,
             max_restarts: policy.max_restarts,
@@ -261,7 +271,8 @@ impl<J: SupervisedJob> Supervisor<J> {
 
     /// The job's exit code (0 unless it was decided otherwise) and how
     /// each rank's last process ended.
-    pub fn finish(self) -> (u8, Vec<String>) {
+    pub fn finish(mut self) -> (u8, Vec<String>) {
+        self.refuse_pending_checkpoints();
         (self.failure.or(self.exit_status).unwrap_or(0), self.ended)
     }
 
@@ -315,6 +326,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             self.deadline,
             self.kill_at,
             injection_at.filter(|_| self.failure.is_none()),
+            self.checkpoint_wake(),
         ]
         .into_iter()
         .flatten()
@@ -325,7 +337,13 @@ impl<J: SupervisedJob> Supervisor<J> {
     pub(crate) fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Joined { rank } => self.on_joined(rank),
-            Event::Finalized { rank } => self.on_finalized(rank),
+            // What a process said before it was replaced (or while every
+            // rank is being stopped) is not its successor's.
+            Event::Finalized { rank, incarnation }
+            | Event::Abort {
+                rank, incarnation, ..
+            } if incarnation != self.incarnation[rank] || self.rolling_back.is_some() => {}
+            Event::Finalized { rank, .. } => self.on_finalized(rank),
             Event::AgentLost { host, name, why } => self.on_agent_lost(host, &name, &why),
             Event::Exited {
                 rank,
@@ -337,9 +355,14 @@ impl<J: SupervisedJob> Supervisor<J> {
                 rank,
                 code,
                 message,
+                ..
             } => self.on_abort(rank, code, &message),
             Event::LoggerExited { index, pid, status } => self.on_logger_exited(index, pid, status),
+            Event::Signal(sig) if sig == Signal::USR1.as_raw() => {
+                self.on_checkpoint_request("SIGUSR1", None)
+            }
             Event::Signal(sig) => self.on_signal(sig),
+            Event::CheckpointRequest { by, reply } => self.on_checkpoint_request(&by, reply),
         }
     }
 
@@ -373,6 +396,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             }
             self.inject(&inj, now);
         }
+        self.checkpoint_timers(now);
         if self.kill_at.is_some_and(|t| now >= t) {
             self.signal_all(&self.live(), Signal::KILL);
             self.kill_at = None;

@@ -1,9 +1,13 @@
-//! Coordinated checkpointing's restart: after any failure every rank
-//! stops, and all restart together from the newest global checkpoint
-//! that every rank wrote (see `vpml-pml`'s `engine/coordinated.rs`).
+//! The launcher's side of coordinated checkpointing (see `vpml-pml`'s
+//! `engine/coordinated.rs`): global checkpoints asked for from outside
+//! the program (`vpml checkpoint`, SIGUSR1, `--checkpoint-interval`), and
+//! the restart — after any failure every rank stops, and all restart
+//! together from the newest global checkpoint that every rank wrote.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
 
 use rustix::process::Signal;
 use vpml_vprotocol::checkpoint::CheckpointStore;
@@ -20,6 +24,20 @@ pub(super) struct Rollback {
     rank: usize,
     started: Instant,
 }
+
+/// A global checkpoint asked for and not yet complete.
+pub(super) struct CheckpointRequest {
+    /// Who asked (`SIGUSR1`, `vpml checkpoint`, `--checkpoint-interval`).
+    by: String,
+    /// The newest complete global checkpoint when it was asked for: a
+    /// newer one answers it.
+    after: u32,
+    at: Instant,
+    reply: Option<Sender<Result<u32, String>>>,
+}
+
+/// How often the launcher looks whether a checkpoint asked for is complete.
+const POLL: Duration = Duration::from_millis(50);
 
 /// The newest global checkpoint every one of `ranks` ranks has, intact,
 /// under the job's log directory `root` (0: none, start over), and a note
@@ -38,7 +56,7 @@ pub(crate) fn newest_complete(root: &Path, ranks: usize) -> Result<(u64, Vec<Str
     }
     let mut notes = Vec::new();
     for &k in candidates.unwrap_or_default().iter().rev() {
-        let damaged: Vec<String> = stores.iter().filter_map(|s| s.load(k).err()).collect();
+        let damaged: Vec<String> = stores.iter().filter_map(|s| s.read(k).err()).collect();
         if damaged.is_empty() {
             return Ok((k, notes));
         }
@@ -51,6 +69,98 @@ pub(crate) fn newest_complete(root: &Path, ranks: usize) -> Result<(u64, Vec<Str
 }
 
 impl<J: SupervisedJob> Supervisor<J> {
+    /// `by` asks for a global checkpoint; `reply` gets its number once it
+    /// is complete, or why it was not taken.
+    pub(crate) fn on_checkpoint_request(
+        &mut self,
+        by: &str,
+        reply: Option<Sender<Result<u32, String>>>,
+    ) {
+        let refuse = if !self.rollback {
+            Some("the job takes no global checkpoints (run it with --protocol coordinated)")
+        } else if self.failure.is_some() || self.all_finalized {
+            Some("the job is ending")
+        } else {
+            None
+        };
+        if let Some(why) = refuse {
+            notice!(self, "{by} asked for a global checkpoint: refused: {why}");
+            if let Some(r) = reply {
+                let _ = r.send(Err(why.to_string()));
+            }
+            return;
+        }
+        // Requests that wait together are answered by one checkpoint.
+        if self.requests.is_empty() {
+            self.job.request_checkpoint();
+            notice!(
+                self,
+                "{by} asked for a global checkpoint: the ranks take it at their next checkpoint call"
+            );
+        }
+        self.requests.push(CheckpointRequest {
+            by: by.to_string(),
+            after: self.job.global_checkpoint(),
+            at: Instant::now(),
+            reply,
+        });
+    }
+
+    /// When the checkpoint timers next need the supervisor.
+    pub(super) fn checkpoint_wake(&self) -> Option<Instant> {
+        let poll = (!self.requests.is_empty()).then(|| Instant::now() + POLL);
+        [poll, self.next_interval_request]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Answer the requests a complete global checkpoint satisfies, and
+    /// ask again when `--checkpoint-interval` is due.
+    pub(super) fn checkpoint_timers(&mut self, now: Instant) {
+        if !self.requests.is_empty() {
+            let done = self.job.global_checkpoint();
+            let (answered, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.requests)
+                .into_iter()
+                .partition(|r| done > r.after);
+            self.requests = waiting;
+            for r in answered {
+                notice!(
+                    self,
+                    "global checkpoint {done} is complete, {:.1} ms after {} asked for it",
+                    now.duration_since(r.at).as_secs_f64() * 1e3,
+                    r.by
+                );
+                if let Some(reply) = r.reply {
+                    let _ = reply.send(Ok(done));
+                }
+            }
+        }
+        if let (Some(at), Some(every)) = (self.next_interval_request, self.checkpoint_interval)
+            && now >= at
+        {
+            self.next_interval_request = Some(now + every);
+            if self.requests.is_empty() && self.failure.is_none() && !self.all_finalized {
+                self.on_checkpoint_request("--checkpoint-interval", None);
+            }
+        }
+    }
+
+    /// The job ends: requests still waiting were never taken.
+    pub(super) fn refuse_pending_checkpoints(&mut self) {
+        for r in std::mem::take(&mut self.requests) {
+            let why = "the job ended before the ranks reached a checkpoint call";
+            notice!(
+                self,
+                "the global checkpoint {} asked for was not taken: {why}",
+                r.by
+            );
+            if let Some(reply) = r.reply {
+                let _ = reply.send(Err(why.to_string()));
+            }
+        }
+    }
+
     /// `--inject-failure RANK…:corrupt-checkpoint`: damage the newest
     /// checkpoint of `rank`, whose death started the rollback.
     fn damage_checkpoint_if_asked(&mut self, rank: usize) {
@@ -92,12 +202,18 @@ impl<J: SupervisedJob> Supervisor<J> {
         let Some(rb) = self.rolling_back.take() else {
             return;
         };
+        if self.failure.is_some() {
+            // The job was ended meanwhile (--timeout, an abort, Ctrl-C).
+            return;
+        }
         let ranks = self.alive.len();
         self.restarts_done += 1;
         self.damage_checkpoint_if_asked(rb.rank);
+        let mut damaged = false;
         let from = match &self.log_dir {
             Some(dir) => match newest_complete(dir, ranks) {
                 Ok((k, notes)) => {
+                    damaged = !notes.is_empty();
                     for n in notes {
                         notice!(self, "{n}");
                     }
@@ -142,7 +258,9 @@ impl<J: SupervisedJob> Supervisor<J> {
                 )
             })
             .unwrap_or_default();
-        let point = if from == 0 {
+        let point = if from == 0 && damaged {
+            "the beginning (no usable global checkpoint)".to_string()
+        } else if from == 0 {
             "the beginning (no global checkpoint yet)".to_string()
         } else {
             format!("global checkpoint {from}")

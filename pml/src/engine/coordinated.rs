@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::Engine;
+use super::{Engine, Link};
 use crate::error::{Error, Result};
 use crate::lanes::LaneMap;
 use crate::shm::ring::{FrameHeader, kind};
@@ -78,9 +78,15 @@ impl Coordination {
 
     /// A process restarted from global checkpoint `index`, taken at its
     /// checkpoint call number `call`: it resumes after that call.
-    pub(super) fn resume_after(&mut self, index: u64, call: u64) {
-        self.round = index + 1;
-        self.calls = call + 1;
+    pub(super) fn resume_after(&mut self, index: u64, call: u64) -> Result<()> {
+        let (Some(round), Some(calls)) = (index.checked_add(1), call.checked_add(1)) else {
+            return Err(Error::Unrecoverable(format!(
+                "global checkpoint {index} was taken at checkpoint call {call}: out of range"
+            )));
+        };
+        self.round = round;
+        self.calls = calls;
+        Ok(())
     }
 
     /// The agreed call of the round, once every rank's proposal is known.
@@ -117,8 +123,19 @@ impl Engine {
             return Ok(None);
         };
         let call = co.calls;
-        let wanted = explicit || interval.is_some_and(|i| self.last_checkpoint.elapsed() >= i);
-        if wanted && co.proposals[me].is_none() {
+        // Asked for from outside, and not yet taken?
+        let asked = self
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.page.checkpoint_requests() > r.page.checkpoint_requests_taken());
+        let wanted =
+            explicit || asked || interval.is_some_and(|i| self.last_checkpoint.elapsed() >= i);
+        if wanted
+            && self
+                .coordination
+                .as_ref()
+                .is_some_and(|c| c.proposals[me].is_none())
+        {
             self.propose();
         }
         let proposed = self
@@ -130,11 +147,11 @@ impl Engine {
             self.wait_for_peers("propose a call for", round, call, |c, q| {
                 c.proposals[q].is_some()
             })?;
-            let target = self
-                .coordination
-                .as_ref()
-                .and_then(Coordination::target)
-                .unwrap_or(call);
+            let Some(target) = self.coordination.as_ref().and_then(Coordination::target) else {
+                return Err(Error::Unrecoverable(
+                    "the ranks' proposals for a global checkpoint went missing".into(),
+                ));
+            };
             if target < call {
                 return Err(Error::Unrecoverable(format!(
                     "global checkpoint agreed at checkpoint call {target}, which this rank passed (it is at call {call})"
@@ -172,6 +189,12 @@ impl Engine {
     pub(super) fn take_global_checkpoint(&mut self, call: u64, app: &[u8]) -> Result<()> {
         let me = self.core.rank;
         let round = self.coordination.as_ref().map_or(0, |c| c.round);
+        // The requests from outside this checkpoint answers (it completes
+        // after every one of them).
+        let requests = self
+            .recovery
+            .as_ref()
+            .map_or(0, |r| r.page.checkpoint_requests());
         // Everything this rank sent before the checkpoint leaves first.
         self.check_no_request_in_flight()?;
         self.wait_until(|e| {
@@ -208,6 +231,11 @@ impl Engine {
         self.wait_for_peers("write", round, call, |c, q| c.written[q])?;
         self.check_every_peer_reached(call)?;
         vpml_fault_points::fault_point!("coordinated.committed");
+        if let Some(rc) = self.recovery.as_ref() {
+            rc.page.set_checkpoint_requests_taken(requests);
+            rc.page
+                .set_global_checkpoint(u32::try_from(round).unwrap_or(u32::MAX));
+        }
         let mut next_proposed = false;
         if let Some(co) = self.coordination.as_mut() {
             co.round += 1;
@@ -254,6 +282,35 @@ impl Engine {
                 warned = true;
                 tracing::warn!(
                     "waiting {} s for rank(s) {missing:?} to {stage} global checkpoint {round} at checkpoint call {call}; if they wait for a message sent after a checkpoint call, they never will (see \"Coordinated checkpointing\" in DESIGN.md)",
+                    SLOW_PEERS.as_secs()
+                );
+            }
+            false
+        })
+    }
+
+    /// A process restarted with every rank (nothing is kept to send
+    /// again): wait until its link to every rank is up before it sends,
+    /// and say so if that takes long.
+    pub(super) fn wait_for_every_link(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let mut warned = false;
+        self.wait_until(|e| {
+            let missing: Vec<usize> = e
+                .peers
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.as_ref().is_some_and(|p| matches!(p.link, Link::Dead)))
+                .map(|(q, _)| q)
+                .collect();
+            let expected = e.recovery.as_ref().map_or(0, |r| r.expected);
+            if missing.is_empty() && expected == 0 {
+                return true;
+            }
+            if !warned && start.elapsed() >= SLOW_PEERS {
+                warned = true;
+                tracing::warn!(
+                    "restarted with every rank, still not linked to rank(s) {missing:?} after {} s",
                     SLOW_PEERS.as_secs()
                 );
             }
@@ -312,6 +369,11 @@ impl Engine {
         };
         match hdr.kind {
             kind::COORD_PROPOSE if hdr.aux0 == round => {
+                if co.proposals[q].is_some() {
+                    return Err(corrupt(format!(
+                        "a second proposal for global checkpoint {round}"
+                    )));
+                }
                 co.proposals[q] = Some(hdr.seq);
                 self.propose();
             }

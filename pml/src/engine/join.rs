@@ -147,7 +147,7 @@ impl Engine {
     pub(crate) fn join(env: &JobEnv, settings: &EngineSettings) -> Result<Engine> {
         let join_started = Instant::now();
         vpml_fault_points::arm_from_env(&format!("rank {}", env.rank)).map_err(Error::Bootstrap)?;
-        let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank)?;
+        let mut kv = KvClient::connect(&env.kv_addr, &env.token, env.rank, env.incarnation)?;
         let mut mailboxes = Vec::with_capacity(env.size);
         for &fd in &env.mailbox_fds {
             mailboxes.push(Some(Mailbox::map(fd, env.size)?));

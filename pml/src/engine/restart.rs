@@ -124,13 +124,7 @@ impl Engine {
                 // Every rank restarted together and nothing is logged: a
                 // message sent over a link not yet up would be lost, so
                 // none is sent before every link is up.
-                self.wait_until(|e| {
-                    e.recovery.as_ref().is_none_or(|r| r.expected == 0)
-                        && e.peers
-                            .iter()
-                            .flatten()
-                            .all(|p| !matches!(p.link, Link::Dead))
-                })?;
+                self.wait_for_every_link()?;
             }
             vpml_fault_points::fault_point!("recovery.connected");
         }
@@ -260,7 +254,7 @@ impl Engine {
         self.send_seq = snap.send_seq;
         self.core.recv_seq = snap.recv_seq;
         if let Some(co) = self.coordination.as_mut() {
-            co.resume_after(snap.global_index, snap.checkpoint_call);
+            co.resume_after(snap.global_index, snap.checkpoint_call)?;
         }
         for m in snap.unexpected {
             let env = Envelope {
