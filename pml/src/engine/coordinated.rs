@@ -59,6 +59,13 @@ pub(super) struct Coordination {
     bookmarks_ended: Vec<bool>,
     /// Peers that wrote their part of `round`.
     written: Vec<bool>,
+    /// Every link is up: false in a process restarted with every rank
+    /// until it is linked to all (a frame sent over a link not yet up is
+    /// lost, and nothing is kept to send again).
+    linked: bool,
+    /// Frames that came before then, acted on once linked (a proposal
+    /// is answered with one).
+    held: Vec<(usize, FrameHeader)>,
 }
 
 impl Coordination {
@@ -73,6 +80,8 @@ impl Coordination {
             bookmarks: vec![LaneMap::new(); size],
             bookmarks_ended: vec![false; size],
             written: vec![false; size],
+            linked: true,
+            held: Vec::new(),
         }
     }
 
@@ -177,6 +186,7 @@ impl Engine {
             return;
         }
         co.proposals[me] = Some(co.calls);
+        tracing::debug!(global = co.round, call = co.calls, "proposed");
         let hdr = frame(kind::COORD_PROPOSE, 0, co.calls, co.round);
         for q in (0..self.size).filter(|&q| q != me) {
             self.core.control_out.push((q, hdr));
@@ -293,6 +303,9 @@ impl Engine {
     /// again): wait until its link to every rank is up before it sends,
     /// and say so if that takes long.
     pub(super) fn wait_for_every_link(&mut self) -> Result<()> {
+        if let Some(co) = self.coordination.as_mut() {
+            co.linked = false;
+        }
         let start = Instant::now();
         let mut warned = false;
         self.wait_until(|e| {
@@ -315,7 +328,12 @@ impl Engine {
                 );
             }
             false
-        })
+        })?;
+        if let Some(co) = self.coordination.as_mut() {
+            co.linked = true;
+        }
+        // What came meanwhile (a proposal to answer).
+        self.apply_coordination()
     }
 
     /// A peer that finalized without its part of the checkpoint at
@@ -341,7 +359,16 @@ impl Engine {
 
     /// Act on the coordination frames that came (from progress).
     pub(super) fn apply_coordination(&mut self) -> Result<()> {
-        let frames = std::mem::take(&mut self.core.coordination_in);
+        let mut frames = std::mem::take(&mut self.core.coordination_in);
+        if let Some(co) = self.coordination.as_mut() {
+            if !co.linked {
+                co.held.append(&mut frames);
+                return Ok(());
+            }
+            if !co.held.is_empty() {
+                frames.splice(0..0, std::mem::take(&mut co.held));
+            }
+        }
         for (q, hdr) in frames {
             self.apply_coordination_frame(q, &hdr)?;
         }
@@ -349,6 +376,13 @@ impl Engine {
     }
 
     fn apply_coordination_frame(&mut self, q: usize, hdr: &FrameHeader) -> Result<()> {
+        tracing::debug!(
+            peer = q,
+            kind = hdr.kind,
+            global = hdr.aux0,
+            seq = hdr.seq,
+            "coordination frame"
+        );
         let corrupt = |reason: String| Error::CorruptFrame { peer: q, reason };
         let Some(co) = self.coordination.as_mut() else {
             return Err(corrupt(

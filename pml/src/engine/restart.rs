@@ -185,6 +185,15 @@ impl Engine {
         if rc.catching_up.is_none() {
             return;
         }
+        if self.coordination.is_some()
+            && rc
+                .catching_up
+                .as_ref()
+                .is_some_and(|c| c.connected.is_none())
+        {
+            // Restarted with every rank: caught up once linked to all.
+            return;
+        }
         if !self.past_logged_calls()
             || (0..self.size).any(|q| {
                 rc.suppress[q]
