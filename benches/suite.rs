@@ -43,7 +43,10 @@
 //! `patterns` (events logged per message for the NAS-like patterns,
 //! next to seed 002's Table I), and `recovery` (heat3d on 4 ranks with
 //! rank 2 killed halfway: the stages of its recovery and the job's extra
-//! time). Each runs a Rust example under `vpml run` and,
+//! time), and — only when named, it takes minutes per round — `tradeoff`
+//! (`suite/tradeoff.rs`: coordinated checkpointing against message
+//! logging on heat3d, failure-free and with failures at a mean time
+//! between failures of 10, 30 and 120 s). Each runs a Rust example under `vpml run` and,
 //! where a C program of ours with the same method exists (`benches/c/`),
 //! the same measurement under Open MPI and MPICH when their `mpicc`
 //! wrappers are installed (`apt-get install -y openmpi-bin libopenmpi-dev
@@ -72,6 +75,8 @@ mod plot;
 mod recovery;
 #[path = "suite/report.rs"]
 mod report;
+#[path = "suite/tradeoff.rs"]
+mod tradeoff;
 
 use std::collections::BTreeMap;
 
@@ -211,6 +216,10 @@ fn main() {
         };
     if words.is_empty() || words.iter().any(|w| w == "all" || w == "recovery") {
         pattern_rows.extend(recovery(rounds));
+    }
+    // Long (minutes per round): only when named.
+    if words.iter().any(|w| w == "tradeoff") {
+        pattern_rows.extend(tradeoff::tradeoff(rounds));
     }
     let rows: Vec<Value> = table
         .iter()

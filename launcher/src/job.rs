@@ -102,17 +102,16 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
                 source,
             }
         })?;
-    // Where `vpml checkpoint` finds the job (removed when it ends).
-    let _job_file = if args.protocol == "coordinated" {
-        match crate::control::register(&job_id, &kv_addr, &token) {
-            Ok(f) => Some(f),
-            Err(e) => {
+    // Where `vpml checkpoint` finds the job (removed when it ends); a job
+    // that takes no global checkpoints answers that it does not.
+    let _job_file = match crate::control::register(&job_id, &kv_addr, &token) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            if args.protocol == "coordinated" {
                 eprintln!("vpml run: warning: `vpml checkpoint` cannot find this job: {e}");
-                None
             }
+            None
         }
-    } else {
-        None
     };
     let plan = inject::plan(args)?;
     let mut protocol = protocol::ProtocolSetup::start(args, &job_id, &token, &plan, tx.clone())?;

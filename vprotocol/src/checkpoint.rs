@@ -236,18 +236,16 @@ impl CheckpointStore {
         Ok(payload)
     }
 
-    /// The newest intact checkpoint, falling back to older ones (with a
-    /// warning) when the newest is damaged; `None` if there is none.
+    /// The newest intact checkpoint, falling back to older ones when the
+    /// newest is damaged (`Loaded::skipped` says why); `None` if there is none.
     pub fn load_latest(&self) -> Result<Option<Loaded>> {
         let indices = self.indices()?;
         let mut reasons = Vec::new();
         for &index in indices.iter().rev() {
             match self.read(index) {
                 Ok(payload) => {
+                    // (The caller says it fell back, naming its rank.)
                     let skipped = (!reasons.is_empty()).then(|| reasons.join("; "));
-                    if let Some(why) = &skipped {
-                        tracing::warn!("falling back to checkpoint {index}: {why}");
-                    }
                     return Ok(Some(Loaded {
                         index,
                         payload,

@@ -152,7 +152,9 @@ impl Engine {
             // Failed already (the first failure stopped what it had to).
             return;
         }
-        tracing::error!(rank = self.core.rank, "fatal: {e}");
+        // (Debug only: the launcher says a divergence's line, and the
+        // program gets every other failure as its call's error.)
+        tracing::debug!(rank = self.core.rank, "fatal: {e}");
         if let Error::Diverged(why) | Error::Unrecoverable(why) = e {
             // Exact or loud: whatever the application does with the
             // error, the job stops here, with this line.
