@@ -215,9 +215,9 @@ const HEAT_ON_REQUEST: &[&str] = &[
     "--points",
     "6x6x24",
     "--steps",
-    "400",
+    "200",
     "--output-interval",
-    "50",
+    "25",
     "--checkpoint-interval",
     "1000000",
 ];

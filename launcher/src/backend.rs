@@ -188,25 +188,18 @@ impl Backend<'_> {
         }
     }
 
-    /// Ask the ranks for a global checkpoint (one host: the job page).
-    pub(crate) fn request_checkpoint(&self) {
-        if let Backend::Local {
-            page: Some((page, _)),
-            ..
-        } = self
-        {
-            page.request_checkpoint();
-        }
-    }
-
-    /// The newest complete global checkpoint (0: none, or several hosts).
-    pub(crate) fn global_checkpoint(&self) -> u32 {
+    /// `f` of the job page (one host, with a protocol), else 0: the
+    /// counters of coordinated checkpointing.
+    pub(crate) fn with_page<T: Default>(
+        &self,
+        f: impl FnOnce(&vpml_pml::recovery::JobPage) -> T,
+    ) -> T {
         match self {
             Backend::Local {
                 page: Some((page, _)),
                 ..
-            } => page.global_checkpoint(),
-            _ => 0,
+            } => f(page),
+            _ => T::default(),
         }
     }
 

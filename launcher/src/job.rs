@@ -104,7 +104,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         })?;
     // Where `vpml checkpoint` finds the job (removed when it ends); a job
     // that takes no global checkpoints answers that it does not.
-    let _job_file = match crate::control::register(&job_id, &kv_addr, &token) {
+    let job_file = match crate::control::register(&job_id, &kv_addr, &token, &args.protocol) {
         Ok(f) => Some(f),
         Err(e) => {
             if args.protocol == "coordinated" {
@@ -303,6 +303,8 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
         drop(mailboxes);
         (code, ended)
     };
+    // No more requests: the job is over.
+    drop(job_file);
     forwarders.extend(outputs.take_previous());
     drop(tx);
     for f in forwarders {

@@ -36,6 +36,10 @@ enum KvError {
     NoRank,
     #[error("rank {0} is outside the job")]
     RankOutside(usize),
+    #[error("missing or malformed incarnation")]
+    NoIncarnation,
+    #[error("control connection: expected CHECKPOINT, not {0:?}")]
+    ControlRequest(String),
     #[error("rank {0}: malformed PUT")]
     MalformedPut(usize),
     #[error("rank {rank}: unknown request {request:?}")]
@@ -306,10 +310,7 @@ fn serve_control(
     let line = read_line_within(reader, MAX_HELLO_LINE)?;
     if line.as_deref() != Some("CHECKPOINT") {
         let _ = reply("ERR expected CHECKPOINT");
-        return Err(KvError::UnknownRequest {
-            rank: shared.size,
-            request: line.unwrap_or_default(),
-        });
+        return Err(KvError::ControlRequest(line.unwrap_or_default()));
     }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let asked = shared.events.send(Event::CheckpointRequest {
@@ -369,8 +370,8 @@ fn parse_request(rank: usize, line: &str) -> Result<Request<'_>, KvError> {
     })
 }
 
-/// Check a `HELLO VERSION TOKEN RANK [INCARNATION]` line (`RANK` is
-/// `control` for `vpml checkpoint`): who says it.
+/// Check a `HELLO VERSION TOKEN RANK INCARNATION` line (or `HELLO
+/// VERSION TOKEN control` for `vpml checkpoint`): who says it.
 fn parse_hello(token: &str, size: usize, line: &str) -> Result<Caller, KvError> {
     let mut parts = line.split(' ');
     if parts.next() != Some("HELLO") {
@@ -391,10 +392,10 @@ fn parse_hello(token: &str, size: usize, line: &str) -> Result<Caller, KvError> 
     if rank >= size {
         return Err(KvError::RankOutside(rank));
     }
-    let incarnation = match parts.next() {
-        None => 0,
-        Some(i) => i.parse().map_err(|_| KvError::NoRank)?,
-    };
+    let incarnation = parts
+        .next()
+        .and_then(|i| i.parse().ok())
+        .ok_or(KvError::NoIncarnation)?;
     Ok(Caller::Rank { rank, incarnation })
 }
 

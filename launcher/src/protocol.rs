@@ -154,6 +154,17 @@ impl ProtocolSetup {
             return Err(Error::CoordinatedOneHost);
         }
         let root = self.log_root(args, job_id)?;
+        // A restart must never find an earlier job's checkpoints in a
+        // reused --log-dir: they go before any rank starts.
+        for r in 0..args.ranks {
+            let dir = vpml_vprotocol::coordinated::checkpoint_dir(&root, r);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|source| Error::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
+            }
+        }
         self.info = format!("protocol coordinated: checkpoints in {}", root.display());
         self.settings = ProtocolSettings {
             name: ProtocolName::Coordinated,

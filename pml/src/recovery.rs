@@ -147,9 +147,10 @@ impl JobPage {
         self.word(8).load(Ordering::Acquire)
     }
 
-    /// The launcher asks for one more global checkpoint.
-    pub fn request_checkpoint(&self) {
-        self.word(8).fetch_add(1, Ordering::AcqRel);
+    /// The launcher asks for one more global checkpoint: the count with
+    /// it.
+    pub fn request_checkpoint(&self) -> u32 {
+        self.word(8).fetch_add(1, Ordering::AcqRel).wrapping_add(1)
     }
 
     /// How many of the [`JobPage::checkpoint_requests`] a complete
@@ -171,6 +172,12 @@ impl JobPage {
     /// Global checkpoint `index` is complete (every rank wrote its part).
     pub fn set_global_checkpoint(&self, index: u32) {
         self.word(12).fetch_max(index, Ordering::AcqRel);
+    }
+
+    /// The launcher restarts every rank from global checkpoint `index`:
+    /// the newer ones are gone, and their numbers will be taken again.
+    pub fn reset_global_checkpoint(&self, index: u32) {
+        self.word(12).store(index, Ordering::Release);
     }
 }
 

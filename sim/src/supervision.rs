@@ -59,10 +59,16 @@ impl SupervisedJob for SimJob {
     /// The simulator runs `none` and `pessimist` only: never a rollback,
     /// nor a global checkpoint.
     fn set_restart_from(&mut self, _: u64) {}
-    fn request_checkpoint(&self) {}
+    fn request_checkpoint(&self) -> u32 {
+        0
+    }
+    fn requests_taken(&self) -> u32 {
+        0
+    }
     fn global_checkpoint(&self) -> u32 {
         0
     }
+    fn reset_global_checkpoint(&self, _: u32) {}
     /// Simulated ranks have no doorbells: they look at the page whenever
     /// they run.
     fn wake_all(&self) {}

@@ -26,10 +26,17 @@ pub trait SupervisedJob {
     /// Processes started from now on resume from global checkpoint
     /// `index` (coordinated checkpointing; 0: from the beginning).
     fn set_restart_from(&mut self, index: u64);
-    /// Ask the ranks for a global checkpoint (the job page).
-    fn request_checkpoint(&self);
+    /// Ask the ranks for a global checkpoint (the job page): the
+    /// request's ticket, answered once [`SupervisedJob::requests_taken`]
+    /// reaches it.
+    fn request_checkpoint(&self) -> u32;
+    /// How many requests complete global checkpoints answered.
+    fn requests_taken(&self) -> u32;
     /// The newest complete global checkpoint (the job page; 0: none).
     fn global_checkpoint(&self) -> u32;
+    /// Every rank restarts from global checkpoint `index`: the newer ones
+    /// are gone.
+    fn reset_global_checkpoint(&self, index: u32);
     /// Wake every rank sleeping on its doorbell (they look at the job page).
     fn wake_all(&self);
     /// Tell the ranks that every rank finalized (they may exit).
@@ -79,11 +86,17 @@ impl SupervisedJob for LaunchedJob<'_, '_> {
     fn set_restart_from(&mut self, index: u64) {
         self.backend.set_restart_from(index);
     }
-    fn request_checkpoint(&self) {
-        self.backend.request_checkpoint();
+    fn request_checkpoint(&self) -> u32 {
+        self.backend.with_page(|p| p.request_checkpoint())
+    }
+    fn requests_taken(&self) -> u32 {
+        self.backend.with_page(|p| p.checkpoint_requests_taken())
     }
     fn global_checkpoint(&self) -> u32 {
-        self.backend.global_checkpoint()
+        self.backend.with_page(|p| p.global_checkpoint())
+    }
+    fn reset_global_checkpoint(&self, index: u32) {
+        self.backend.with_page(|p| p.reset_global_checkpoint(index));
     }
     fn wake_all(&self) {
         self.backend.wake_all();

@@ -29,9 +29,9 @@ pub(super) struct Rollback {
 pub(super) struct CheckpointRequest {
     /// Who asked (`SIGUSR1`, `vpml checkpoint`, `--checkpoint-interval`).
     by: String,
-    /// The newest complete global checkpoint when it was asked for: a
-    /// newer one answers it.
-    after: u32,
+    /// The job page's request count with this one: a complete global
+    /// checkpoint that took this many requests answers it.
+    ticket: u32,
     at: Instant,
     reply: Option<Sender<Result<u32, String>>>,
 }
@@ -90,17 +90,14 @@ impl<J: SupervisedJob> Supervisor<J> {
             }
             return;
         }
-        // Requests that wait together are answered by one checkpoint.
-        if self.requests.is_empty() {
-            self.job.request_checkpoint();
-            notice!(
-                self,
-                "{by} asked for a global checkpoint: the ranks take it at their next checkpoint call"
-            );
-        }
+        let ticket = self.job.request_checkpoint();
+        notice!(
+            self,
+            "{by} asked for a global checkpoint: the ranks take it at their next checkpoint call"
+        );
         self.requests.push(CheckpointRequest {
             by: by.to_string(),
-            after: self.job.global_checkpoint(),
+            ticket,
             at: Instant::now(),
             reply,
         });
@@ -119,10 +116,11 @@ impl<J: SupervisedJob> Supervisor<J> {
     /// ask again when `--checkpoint-interval` is due.
     pub(super) fn checkpoint_timers(&mut self, now: Instant) {
         if !self.requests.is_empty() {
+            let taken = self.job.requests_taken();
             let done = self.job.global_checkpoint();
             let (answered, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.requests)
                 .into_iter()
-                .partition(|r| done > r.after);
+                .partition(|r| taken >= r.ticket);
             self.requests = waiting;
             for r in answered {
                 notice!(
@@ -234,6 +232,8 @@ impl<J: SupervisedJob> Supervisor<J> {
             None => 0,
         };
         self.job.set_restart_from(from);
+        self.job
+            .reset_global_checkpoint(u32::try_from(from).unwrap_or(u32::MAX));
         let t0 = Instant::now();
         let incarnations: Vec<u32> = (0..ranks).map(|r| self.job.announce_restart(r)).collect();
         for (r, &inc) in incarnations.iter().enumerate() {

@@ -69,8 +69,10 @@ pub(super) struct Coordination {
 }
 
 impl Coordination {
-    /// A rank of `size` starting at the beginning.
-    pub(super) fn new(size: usize) -> Coordination {
+    /// A rank of `size` starting at the beginning; `linked`: not a
+    /// process restarted with every rank (which holds what comes until it
+    /// is linked to all).
+    pub(super) fn new(size: usize, linked: bool) -> Coordination {
         Coordination {
             calls: 0,
             round: 1,
@@ -80,7 +82,7 @@ impl Coordination {
             bookmarks: vec![LaneMap::new(); size],
             bookmarks_ended: vec![false; size],
             written: vec![false; size],
-            linked: true,
+            linked,
             held: Vec::new(),
         }
     }
@@ -303,25 +305,19 @@ impl Engine {
     /// again): wait until its link to every rank is up before it sends,
     /// and say so if that takes long.
     pub(super) fn wait_for_every_link(&mut self) -> Result<()> {
-        if let Some(co) = self.coordination.as_mut() {
-            co.linked = false;
-        }
         let start = Instant::now();
         let mut warned = false;
         self.wait_until(|e| {
-            let missing: Vec<usize> = e
-                .peers
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.as_ref().is_some_and(|p| matches!(p.link, Link::Dead)))
-                .map(|(q, _)| q)
-                .collect();
+            let dead = |p: &Option<super::link::Peer>| {
+                p.as_ref().is_some_and(|p| matches!(p.link, Link::Dead))
+            };
             let expected = e.recovery.as_ref().map_or(0, |r| r.expected);
-            if missing.is_empty() && expected == 0 {
+            if expected == 0 && !e.peers.iter().any(dead) {
                 return true;
             }
             if !warned && start.elapsed() >= SLOW_PEERS {
                 warned = true;
+                let missing: Vec<usize> = (0..e.size).filter(|&q| dead(&e.peers[q])).collect();
                 tracing::warn!(
                     "restarted with every rank, still not linked to rank(s) {missing:?} after {} s",
                     SLOW_PEERS.as_secs()

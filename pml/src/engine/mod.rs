@@ -281,9 +281,10 @@ impl Engine {
     /// the running job.
     pub(crate) fn set_protocol(&mut self, p: Box<dyn Protocol>) -> Result<()> {
         self.caps = ProtocolCaps::of(p.as_ref());
+        let restarted = self.recovery.as_ref().is_some_and(|r| r.incarnation > 0);
         self.coordination = p
             .coordinated()
-            .then(|| coordinated::Coordination::new(self.size));
+            .then(|| coordinated::Coordination::new(self.size, !restarted));
         self.replay_ends = LaneMap::from_pairs(p.replay_ends());
         self.protocol = p;
         self.after_protocol_installed()

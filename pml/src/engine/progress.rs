@@ -152,9 +152,12 @@ impl Engine {
             // Failed already (the first failure stopped what it had to).
             return;
         }
-        // (Debug only: the launcher says a divergence's line, and the
-        // program gets every other failure as its call's error.)
-        tracing::debug!(rank = self.core.rank, "fatal: {e}");
+        if matches!(e, Error::Diverged(_) | Error::Unrecoverable(_)) {
+            // The launcher says this one's line.
+            tracing::debug!(rank = self.core.rank, "fatal: {e}");
+        } else {
+            tracing::error!(rank = self.core.rank, "fatal: {e}");
+        }
         if let Error::Diverged(why) | Error::Unrecoverable(why) = e {
             // Exact or loud: whatever the application does with the
             // error, the job stops here, with this line.
