@@ -9,7 +9,7 @@ use super::common::{example, median, vpml_run_with};
 
 /// The number after `prefix` in `text` (e.g. `"detected "` → 5.8 from
 /// "detected 5.8 ms").
-fn number_after(text: &str, prefix: &str) -> Option<f64> {
+pub(crate) fn number_after(text: &str, prefix: &str) -> Option<f64> {
     let at = text.find(prefix)? + prefix.len();
     let rest = &text[at..];
     let end = rest

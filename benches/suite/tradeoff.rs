@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::common::{example, median, vpml_run_with};
+use super::recovery::number_after;
 
 /// Mean times between failures, in seconds.
 const MTBF_S: [f64; 3] = [10.0, 30.0, 120.0];
@@ -30,17 +31,6 @@ struct Run {
     seconds: f64,
     stdout: String,
     stderr: String,
-}
-
-/// The number after `prefix` in `text` (e.g. `"resumed "` → 5.8 from
-/// "resumed 5.8 ms").
-fn number_after(text: &str, prefix: &str) -> Option<f64> {
-    let at = text.find(prefix)? + prefix.len();
-    let rest = &text[at..];
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
 }
 
 /// The largest number after `prefix` on any line of `text`.

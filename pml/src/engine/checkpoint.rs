@@ -37,12 +37,7 @@ impl Engine {
         self.check_no_request_in_flight()?;
         // Our frames to live peers leave first: an acknowledgement still
         // queued here would be lost with a crash after the checkpoint.
-        self.wait_until(|e| {
-            e.peers
-                .iter()
-                .flatten()
-                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
-        })?;
+        self.wait_own_frames_left()?;
         let snap = self.snapshot()?;
         let frees = self.hook(|p| p.checkpoint(&snap, app))?;
         let me = self.core.rank;
@@ -73,6 +68,16 @@ impl Engine {
             ));
         }
         Ok(())
+    }
+
+    /// Wait until every frame this rank queued for a live peer has left.
+    pub(super) fn wait_own_frames_left(&mut self) -> Result<()> {
+        self.wait_until(|e| {
+            e.peers
+                .iter()
+                .flatten()
+                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
+        })
     }
 
     /// The engine's state for a checkpoint (once every frame has left):

@@ -209,12 +209,7 @@ impl Engine {
             .map_or(0, |r| r.page.checkpoint_requests());
         // Everything this rank sent before the checkpoint leaves first.
         self.check_no_request_in_flight()?;
-        self.wait_until(|e| {
-            e.peers
-                .iter()
-                .flatten()
-                .all(|p| p.broken || (p.pending.is_empty() && p.link.unsent() == 0))
-        })?;
+        self.wait_own_frames_left()?;
         for q in (0..self.size).filter(|&q| q != me) {
             let counts: Vec<(u32, u64)> = self.send_seq[q].iter().collect();
             for (ctx, n) in counts {
