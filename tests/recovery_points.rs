@@ -149,8 +149,12 @@ fn sweep(program: &Path, args: &[&str], unreached: &[&str], sends: u64) {
     }
     let mut ran = 0;
     for (point, _) in vpml_fault_points::ALL {
-        // (A rank that dies in start-up ends the job: recovery_exact.rs.)
-        if unreached.contains(point) || point.starts_with("start.") {
+        // (A rank that dies in start-up ends the job: recovery_exact.rs.
+        // Coordinated checkpointing's points: coordinated.rs.)
+        if unreached.contains(point)
+            || point.starts_with("start.")
+            || point.starts_with("coordinated.")
+        {
             continue;
         }
         for crash in crashes_at(point, sends * 2 / 5) {
