@@ -45,8 +45,9 @@
 //! rank 2 killed halfway: the stages of its recovery and the job's extra
 //! time), and — only when named, it takes minutes per round — `tradeoff`
 //! (`suite/tradeoff.rs`: coordinated checkpointing against message
-//! logging on heat3d, failure-free and with failures at a mean time
-//! between failures of 10, 30 and 120 s). Each runs a Rust example under `vpml run` and,
+//! logging on heat3d and the LU and MG patterns, failure-free and with
+//! failures at a mean time between failures of 10, 30 and 120 s; its
+//! plot is `tradeoff.svg`). Each runs a Rust example under `vpml run` and,
 //! where a C program of ours with the same method exists (`benches/c/`),
 //! the same measurement under Open MPI and MPICH when their `mpicc`
 //! wrappers are installed (`apt-get install -y openmpi-bin libopenmpi-dev

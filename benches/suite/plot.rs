@@ -239,3 +239,104 @@ pub fn speed_ratios(ratios: &super::report::SpeedRatios) -> Result<(), Box<dyn s
     }
     Ok(())
 }
+
+/// The head-to-head (`tradeoff` rows): one panel per workload, the total
+/// time of coordinated and pessimist without failures and at each mean
+/// time between failures, `none`'s failure-free time as a dashed line.
+pub fn tradeoff(rows: &[serde_json::Value]) -> Result<(), Box<dyn std::error::Error>> {
+    const COLUMNS: [(&str, &str); 4] = [
+        ("failure_free_s", "no failures"),
+        ("mtbf_120s_total_s", "MTBF 120 s"),
+        ("mtbf_30s_total_s", "MTBF 30 s"),
+        ("mtbf_10s_total_s", "MTBF 10 s"),
+    ];
+    let median = |workload: &str, metric: &str, protocol: &str| {
+        rows.iter()
+            .find(|r| {
+                r["workload"] == workload && r["metric"] == metric && r["protocol"] == protocol
+            })
+            .and_then(|r| r["median"].as_f64())
+    };
+    let mut workloads: Vec<&str> = rows.iter().filter_map(|r| r["workload"].as_str()).collect();
+    workloads.dedup();
+    if workloads.is_empty() {
+        return Ok(());
+    }
+    let path = out("tradeoff.svg");
+    let root = SVGBackend::new(&path, (420 * workloads.len() as u32, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "total time, 4 ranks: coordinated checkpointing against message logging",
+        ("sans-serif", 20),
+    )?;
+    for (panel, workload) in root
+        .split_evenly((1, workloads.len()))
+        .iter()
+        .zip(&workloads)
+    {
+        let ymax = ["none", "coordinated", "pessimist"]
+            .iter()
+            .flat_map(|p| {
+                COLUMNS
+                    .iter()
+                    .filter_map(move |(m, _)| median(workload, m, p))
+            })
+            .fold(1f64, f64::max);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(*workload, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(-0.3f64..3.3f64, 0f64..ymax * 1.15)?;
+        chart
+            .configure_mesh()
+            .x_labels(4)
+            .x_label_formatter(&|x| {
+                COLUMNS
+                    .get(x.round().max(0.0) as usize)
+                    .map_or(String::new(), |c| c.1.to_string())
+            })
+            .y_desc("seconds")
+            .draw()?;
+        if let Some(free) = median(workload, "failure_free_s", "none") {
+            let colour = COLOURS[2];
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(-0.3, free), (3.3, free)],
+                    6,
+                    4,
+                    colour.stroke_width(1),
+                ))?
+                .label("none, no failures")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        }
+        for (i, protocol) in ["coordinated", "pessimist"].into_iter().enumerate() {
+            let colour = COLOURS[i];
+            let points: Vec<(f64, f64)> = COLUMNS
+                .iter()
+                .enumerate()
+                .filter_map(|(x, (m, _))| median(workload, m, protocol).map(|y| (x as f64, y)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+                .label(protocol)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+            chart.draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 4, colour.filled())),
+            )?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+    }
+    root.present()?;
+    println!("# plot {}", path.display());
+    Ok(())
+}

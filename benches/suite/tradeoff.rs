@@ -2,8 +2,9 @@
 //! checkpointing (`coordinated`: nothing logged, every rank goes back to
 //! the last global checkpoint) against message logging (`pessimist`:
 //! every message and event logged, the crashed rank alone re-executes),
-//! with `none` as the failure-free baseline — on heat3d, 4 ranks, one
-//! checkpoint every 20 steps.
+//! with `none` as the failure-free baseline — on 4 ranks of heat3d and
+//! of the LU and MG patterns, each about 15 s long without failures and
+//! checkpointing about every half second.
 //!
 //! Per protocol: the failure-free time (overhead against `none`), the
 //! time one checkpoint's write takes, a rank killed halfway (detection to caught up,
@@ -12,7 +13,10 @@
 //! between failures of 10, 30 and 120 s (the same seeded plan for both
 //! protocols in a round; a kill that comes after the end does not land).
 //!
-//! `cargo bench --bench suite -- tradeoff [--rounds 3] [--tradeoff-steps 4000]`
+//! `cargo bench --bench suite -- tradeoff [--rounds 3]
+//! [--tradeoff-percent 100] [--tradeoff-only=heat3d,lu,mg]`: the
+//! percent scales every job's length; the table goes to stdout, the rows
+//! to `suite.json` and the plot to `target/bench-report/tradeoff.svg`.
 
 use std::collections::BTreeMap;
 
@@ -66,33 +70,112 @@ fn kill_plan(seed: u64, mtbf: f64, horizon: f64) -> Vec<String> {
     }
 }
 
+/// A program of the head-to-head and its arguments.
+struct Workload {
+    name: &'static str,
+    program: &'static str,
+    args: Vec<String>,
+}
+
+/// The head-to-head's programs, their lengths scaled by `percent`: about
+/// 15 s each at 100 % without failures, on this class of machine (2
+/// cores), a checkpoint about every 0.5 s.
+fn workloads(percent: usize) -> Vec<Workload> {
+    let n = |base: usize| (base * percent / 100).max(1).to_string();
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        Workload {
+            name: "heat3d",
+            program: "heat3d",
+            args: args(&[
+                "--size",
+                "small",
+                "--steps",
+                &n(1600),
+                "--checkpoint-every",
+                "50",
+            ]),
+        },
+        Workload {
+            name: "lu",
+            program: "lu-pattern",
+            args: args(&["--iterations", &n(75_000), "--checkpoint-every", "2500"]),
+        },
+        Workload {
+            name: "mg",
+            program: "mg-pattern",
+            args: args(&[
+                "--size",
+                "512",
+                "--cycles",
+                &n(33_000),
+                "--checkpoint-every",
+                "1000",
+            ]),
+        },
+    ]
+}
+
+/// `--tradeoff-only=a,b`: the workloads named, or all.
+fn only() -> Option<Vec<String>> {
+    std::env::args()
+        .find_map(|a| a.strip_prefix("--tradeoff-only=").map(str::to_string))
+        .map(|list| list.split(',').map(str::to_string).collect())
+}
+
+/// Samples by (workload, metric, protocol).
+type Values = BTreeMap<(&'static str, String, &'static str), Vec<f64>>;
+
 /// The head-to-head, `rounds` times: rows for the report.
 pub(crate) fn tradeoff(rounds: usize) -> Vec<Value> {
-    let steps = super::common::arg("--tradeoff-steps").unwrap_or(4000);
-    println!(
-        "\n## tradeoff — heat3d small, 4 ranks, {steps} steps, a checkpoint every 20: none, coordinated, pessimist"
-    );
-    let program = match example("heat3d") {
-        Ok(p) => p,
-        Err(e) => {
-            println!("# tradeoff: {e}");
-            return Vec::new();
+    let percent = super::common::arg("--tradeoff-percent")
+        .unwrap_or(100)
+        .max(1);
+    let only = only();
+    let mut values = Values::new();
+    let chosen: Vec<Workload> = workloads(percent)
+        .into_iter()
+        .filter(|w| only.as_ref().is_none_or(|o| o.iter().any(|n| n == w.name)))
+        .collect();
+    if chosen.is_empty() {
+        println!("# tradeoff: --tradeoff-only names none of heat3d, lu, mg");
+        return Vec::new();
+    }
+    println!("\n## tradeoff — 4 ranks, none / coordinated / pessimist, {percent} % length");
+    for round in 1..=rounds {
+        for w in &chosen {
+            println!("# {}: {} {}", w.name, w.program, w.args.join(" "));
+            match example(w.program) {
+                Ok(program) => one_round(&mut values, w, &program, round, rounds),
+                Err(e) => println!("# tradeoff: {e}"),
+            }
         }
-    };
-    let steps_arg = steps.to_string();
-    let heat = [
-        "--size",
-        "small",
-        "--steps",
-        steps_arg.as_str(),
-        "--checkpoint-every",
-        "20",
-    ];
+    }
+    let mut rows = Vec::new();
+    for w in &chosen {
+        rows.extend(print_table(&values, w.name));
+    }
+    if let Err(e) = super::plot::tradeoff(&rows) {
+        println!("# tradeoff plot failed: {e}");
+    }
+    rows
+}
+
+/// One round of workload `w`: each protocol without failures, then
+/// coordinated and pessimist with one kill halfway and with kills at
+/// each mean time between failures.
+fn one_round(
+    values: &mut Values,
+    w: &Workload,
+    program: &std::path::Path,
+    round: usize,
+    rounds: usize,
+) {
     let run = |protocol: &str, extra: &[String]| -> Option<Run> {
         let mut launcher = vec!["--protocol", protocol, "--stats", "--max-restarts", "1000"];
         launcher.extend(extra.iter().map(String::as_str));
-        let mut cmd = vpml_run_with(4, &launcher, &program);
-        cmd.extend(heat.iter().map(|a| a.to_string()));
+        let mut cmd = vpml_run_with(4, &launcher, program);
+        cmd.extend(w.args.iter().cloned());
         let t = std::time::Instant::now();
         let out = std::process::Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -101,7 +184,11 @@ pub(crate) fn tradeoff(rounds: usize) -> Vec<Value> {
         let seconds = t.elapsed().as_secs_f64();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         if !out.status.success() {
-            println!("# tradeoff: {protocol} failed: {}", stderr.trim());
+            println!(
+                "# tradeoff: {} {protocol} failed: {}",
+                w.name,
+                stderr.trim()
+            );
             return None;
         }
         Some(Run {
@@ -115,105 +202,83 @@ pub(crate) fn tradeoff(rounds: usize) -> Vec<Value> {
             .find(|l| l.starts_with("checksum"))
             .map(str::to_string)
     };
-    // (metric, protocol) -> samples
-    let mut values: BTreeMap<(String, &str), Vec<f64>> = BTreeMap::new();
+    let name = w.name;
     let mut put = |metric: &str, protocol: &'static str, v: f64| {
         values
-            .entry((metric.to_string(), protocol))
+            .entry((name, metric.to_string(), protocol))
             .or_default()
             .push(v);
     };
-    for round in 1..=rounds {
-        let mut base: BTreeMap<&str, (f64, Option<String>)> = BTreeMap::new();
-        for protocol in PROTOCOLS {
-            eprintln!("# round {round}/{rounds}: tradeoff, {protocol}, failure-free");
-            let Some(r) = run(protocol, &[]) else {
-                put("failed_runs", protocol, 1.0);
-                continue;
-            };
-            put("failure_free_s", protocol, r.seconds);
-            // Per rank: checkpoints taken and their total time.
-            let per = |key: &str| -> Vec<f64> {
-                r.stderr
-                    .lines()
-                    .filter_map(|l| number_after(l, &format!(" {key}=")))
-                    .collect()
-            };
-            // (pessimist: `checkpoint_ns_total`; coordinated times the
-            // write only, not the agreement, drain and commit: those show
-            // in the failure-free time.)
-            let mut ns = per("checkpoint_ns");
-            ns.extend(per("checkpoint_ns_total"));
-            let n = per("checkpoints");
-            if let (Some(&n), Some(ns)) = (n.first(), ns.iter().copied().reduce(f64::max))
-                && n > 0.0
-            {
-                put("checkpoint_write_ms", protocol, ns / n / 1e6);
-            }
-            base.insert(protocol, (r.seconds, checksum(&r.stdout)));
-        }
-        let Some(&(free, ref expected)) = base.get("none") else {
+    let mut base: BTreeMap<&str, (f64, Option<String>)> = BTreeMap::new();
+    for protocol in PROTOCOLS {
+        eprintln!("# round {round}/{rounds}: tradeoff {name}, {protocol}, failure-free");
+        let Some(r) = run(protocol, &[]) else {
+            put("failed_runs", protocol, 1.0);
             continue;
         };
-        for protocol in ["coordinated", "pessimist"] {
-            eprintln!("# round {round}/{rounds}: tradeoff, {protocol}, rank 2 killed halfway");
-            let kill = vec![
-                "--inject-failure".to_string(),
-                format!("2@{:.3}", free / 2.0),
-            ];
-            let Some(r) = run(protocol, &kill) else {
-                put("failed_runs", protocol, 1.0);
-                continue;
-            };
-            {
-                if checksum(&r.stdout) != *expected {
-                    println!("# tradeoff: {protocol}: checksum differs after a kill!");
-                    continue;
-                }
+        put("failure_free_s", protocol, r.seconds);
+        // Per rank: checkpoints taken and their total time.
+        let per = |key: &str| -> Vec<f64> {
+            r.stderr
+                .lines()
+                .filter_map(|l| number_after(l, &format!(" {key}=")))
+                .collect()
+        };
+        // (pessimist: `checkpoint_ns_total`; coordinated times the
+        // write only, not the agreement, drain and commit: those show
+        // in the failure-free time.)
+        let mut ns = per("checkpoint_ns");
+        ns.extend(per("checkpoint_ns_total"));
+        let n = per("checkpoints");
+        if let (Some(&n), Some(ns)) = (n.first(), ns.iter().copied().reduce(f64::max))
+            && n > 0.0
+        {
+            put("checkpoint_write_ms", protocol, ns / n / 1e6);
+        }
+        base.insert(protocol, (r.seconds, checksum(&r.stdout)));
+    }
+    let Some(&(free, ref expected)) = base.get("none") else {
+        return;
+    };
+    for protocol in ["coordinated", "pessimist"] {
+        eprintln!("# round {round}/{rounds}: tradeoff {name}, {protocol}, rank 2 killed halfway");
+        let kill = vec![
+            "--inject-failure".to_string(),
+            format!("2@{:.3}", free / 2.0),
+        ];
+        match run(protocol, &kill) {
+            None => put("failed_runs", protocol, 1.0),
+            Some(r) if checksum(&r.stdout) != *expected => {
+                println!("# tradeoff: {name} {protocol}: checksum differs after a kill!");
+                put("wrong_answers", protocol, 1.0);
+            }
+            Some(r) => {
                 let own = base.get(protocol).map_or(free, |b| b.0);
                 let extra = r.seconds - own;
-                let detected = largest_after(&r.stderr, "detected ").unwrap_or(0.0);
-                // Detection to caught up: the launcher's part, then the
-                // slowest restarted process's.
-                // (From its exec: the process's own line counts from
-                // entering vpml.)
-                let exec = largest_after(&r.stderr, "process start ").unwrap_or(0.0);
-                let recovery_ms = if protocol == "coordinated" {
-                    detected
-                        + largest_after(&r.stderr, "all stopped in ").unwrap_or(0.0)
-                        + largest_after(&r.stderr, "spawned in ").unwrap_or(0.0)
-                        + exec
-                        + largest_after(&r.stderr, ") resumed ").unwrap_or(0.0)
-                } else {
-                    detected
-                        + largest_after(&r.stderr, "spawned in ").unwrap_or(0.0)
-                        + exec
-                        + largest_after(&r.stderr, ") caught up ").unwrap_or(0.0)
-                };
+                let recovery_ms = recovery_ms(protocol, &r.stderr);
                 put("one_kill_extra_s", protocol, extra);
                 put("recovery_ms", protocol, recovery_ms);
                 put("redone_work_s", protocol, extra - recovery_ms / 1e3);
             }
-            for mtbf in MTBF_S {
-                let seed = round as u64 * 1_000_003 + mtbf as u64;
-                let plan = kill_plan(seed, mtbf, 4.0 * free);
-                let mut extra = Vec::new();
-                for spec in &plan {
-                    extra.extend(["--inject-failure".to_string(), spec.clone()]);
+        }
+        for mtbf in MTBF_S {
+            let seed = round as u64 * 1_000_003 + mtbf as u64;
+            let plan = kill_plan(seed, mtbf, 4.0 * free);
+            let mut extra = Vec::new();
+            for spec in &plan {
+                extra.extend(["--inject-failure".to_string(), spec.clone()]);
+            }
+            eprintln!(
+                "# round {round}/{rounds}: tradeoff {name}, {protocol}, MTBF {mtbf} s ({} kills planned)",
+                plan.len()
+            );
+            match run(protocol, &extra) {
+                None => put("failed_runs", protocol, 1.0),
+                Some(r) if checksum(&r.stdout) != *expected => {
+                    println!("# tradeoff: {name} {protocol}: checksum differs after kills!");
+                    put("wrong_answers", protocol, 1.0);
                 }
-                eprintln!(
-                    "# round {round}/{rounds}: tradeoff, {protocol}, MTBF {mtbf} s ({} kills planned)",
-                    plan.len()
-                );
-                let Some(r) = run(protocol, &extra) else {
-                    put("failed_runs", protocol, 1.0);
-                    continue;
-                };
-                {
-                    if checksum(&r.stdout) != *expected {
-                        println!("# tradeoff: {protocol}: checksum differs after kills!");
-                        continue;
-                    }
+                Some(r) => {
                     let landed = r.stderr.matches("was killed by signal 9").count();
                     put(&format!("mtbf_{mtbf}s_total_s"), protocol, r.seconds);
                     put(&format!("mtbf_{mtbf}s_failures"), protocol, landed as f64);
@@ -221,29 +286,60 @@ pub(crate) fn tradeoff(rounds: usize) -> Vec<Value> {
             }
         }
     }
+}
+
+/// Detection to caught up, in ms, from a run's stderr: the launcher's
+/// part, then the slowest restarted process's (from its exec: the
+/// process's own line counts from entering vpml).
+fn recovery_ms(protocol: &str, stderr: &str) -> f64 {
+    let at = |prefix: &str| largest_after(stderr, prefix).unwrap_or(0.0);
+    let common = at("detected ") + at("spawned in ") + at("process start ");
+    if protocol == "coordinated" {
+        common + at("all stopped in ") + at(") resumed ")
+    } else {
+        common + at(") caught up ")
+    }
+}
+
+/// Print `workload`'s table (median, and the range over rounds) and
+/// return its rows for the report.
+fn print_table(values: &Values, workload: &'static str) -> Vec<Value> {
+    println!("\n### tradeoff: {workload}");
     println!(
-        "{:>26} {:>12} {:>12} {:>12}",
-        "metric (median)", "none", "coordinated", "pessimist"
+        "{:>24} {:>22} {:>22} {:>22}",
+        "metric: median [min–max]", "none", "coordinated", "pessimist"
     );
-    let metrics: Vec<String> = {
-        let mut m: Vec<String> = values.keys().map(|(m, _)| m.clone()).collect();
+    let metrics: Vec<&String> = {
+        let mut m: Vec<&String> = values
+            .keys()
+            .filter(|(w, ..)| *w == workload)
+            .map(|(_, m, _)| m)
+            .collect();
         m.dedup();
         m
     };
     let mut rows = Vec::new();
     for metric in metrics {
-        let cell = |p: &'static str| values.get(&(metric.clone(), p)).map(|v| median(v.clone()));
-        let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        let samples = |p: &'static str| values.get(&(workload, metric.clone(), p));
+        let show = |p: &'static str| {
+            samples(p).map_or("-".to_string(), |v| {
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                format!("{:.3} [{lo:.2}–{hi:.2}]", median(v.clone()))
+            })
+        };
         println!(
-            "{metric:>26} {:>12} {:>12} {:>12}",
-            show(cell("none")),
-            show(cell("coordinated")),
-            show(cell("pessimist"))
+            "{metric:>24} {:>22} {:>22} {:>22}",
+            show("none"),
+            show("coordinated"),
+            show("pessimist")
         );
         for p in PROTOCOLS {
-            if let Some(v) = values.get(&(metric.clone(), p)) {
+            if let Some(v) = samples(p) {
                 rows.push(json!({
                     "part": "tradeoff",
+                    "workload": workload,
                     "metric": metric,
                     "protocol": p,
                     "median": median(v.clone()),
