@@ -130,6 +130,40 @@ fn messages_in_flight_at_a_checkpoint_are_delivered_after_a_restart() {
 }
 
 #[test]
+fn the_lu_and_mg_patterns_restart_exactly_from_global_checkpoints() {
+    // The head-to-head's other two programs (benches/suite/tradeoff.rs),
+    // with the state they save: LU's wavefront (ANY_SOURCE now and then)
+    // and MG's halo exchanges (a third ANY_SOURCE, nonblocking).
+    same_output_after_kills(
+        "lu-pattern",
+        &["--iterations", "1500", "--checkpoint-every", "100"],
+        &[
+            ("2@point:send.after_frame#5000", None),
+            (
+                "3@point:coordinated.bookmarks_sent#6",
+                Some("global checkpoint 5 "),
+            ),
+            (
+                "1@point:coordinated.committed#9",
+                Some("global checkpoint 9 "),
+            ),
+        ],
+    );
+    same_output_after_kills(
+        "mg-pattern",
+        &["--cycles", "1500", "--checkpoint-every", "100"],
+        &[
+            ("0@point:send.after_frame#5000", None),
+            ("2@point:coordinated.written#4", None),
+            (
+                "1@point:coordinated.committed#11",
+                Some("global checkpoint 11 "),
+            ),
+        ],
+    );
+}
+
+#[test]
 fn a_damaged_part_makes_the_restart_fall_back_to_the_previous_global_checkpoint() {
     let _guard = serial();
     let clean = run("none", &[], "scenarios", &["checkpoint-ring"]);
@@ -187,7 +221,9 @@ fn a_program_whose_messages_cross_its_checkpoint_calls_is_told_why_it_waits() {
 }
 
 #[test]
-fn coordinated_is_refused_across_hosts_with_one_line() {
+fn coordinated_across_hosts_refuses_loggers_it_did_not_start_with_one_line() {
+    // Across hosts the restart looks for complete global checkpoints in
+    // the copies on the loggers, which must be this launcher's own.
     let out = Command::new(vpml())
         .args([
             "run",
@@ -197,6 +233,8 @@ fn coordinated_is_refused_across_hosts_with_one_line() {
             "coordinated",
             "--hosts",
             "a:1,b:1",
+            "--event-logger-addrs",
+            "127.0.0.1:9",
         ])
         .arg(example("scenarios"))
         .arg("hello")
@@ -205,7 +243,7 @@ fn coordinated_is_refused_across_hosts_with_one_line() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr).trim(),
-        "vpml run: --protocol coordinated runs on one host for now (no --hosts or --hostfile)"
+        "vpml run: --protocol coordinated across hosts keeps its checkpoint copies on event loggers this launcher starts: drop --event-logger-addrs"
     );
 }
 

@@ -303,3 +303,71 @@ fn ranks_of_a_lost_host_restart_on_a_spare_and_switch_to_tcp() {
     assert!(out.status.success(), "{stderr}");
     assert_eq!(got, want, "{stderr}");
 }
+
+#[test]
+fn coordinated_restarts_every_rank_with_a_lost_hosts_ranks_on_spares_from_the_copies() {
+    let _g = serial();
+    let Some(h) = hosts(4, 0) else { return };
+    // heat3d takes no checkpoint of its own (its interval never comes):
+    // the launcher asks every 0.2 s, through every host's agent, and
+    // learns from them when each global checkpoint is complete.
+    let heat = [
+        "--points",
+        "8x8x32",
+        "--steps",
+        "200",
+        "--output-interval",
+        "10",
+        "--checkpoint-interval",
+        "1000000",
+    ];
+    let mut launcher = h.launch(&[(0, 2), (1, 2)], &[2, 3]);
+    launcher.extend([
+        "--protocol".into(),
+        "coordinated".into(),
+        "--checkpoint-interval".into(),
+        "0.2".into(),
+    ]);
+    let t0 = std::time::Instant::now();
+    let reference = run(4, &launcher, "heat3d", &heat);
+    // (Late in the run: by then several global checkpoints are complete.)
+    let at = format!("{:.3}", t0.elapsed().as_secs_f64() * 0.7);
+    let (want, stderr) = text(&reference);
+    assert!(reference.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .matches("is complete, ")
+            .zip(stderr.matches("after --checkpoint-interval asked for it"))
+            .count()
+            >= 2,
+        "global checkpoints asked for across hosts complete:\n{stderr}"
+    );
+    // Host 1 is lost with its files (ranks 2 and 3's parts of every
+    // global checkpoint): all four ranks restart from the newest global
+    // checkpoint, 2 and 3 on the spares (one each: the least loaded) from
+    // their parts' copies on the event loggers. The pair 2–3 goes from
+    // shared memory to TCP; 0–1 stays on shared memory.
+    let mut gone = launcher.clone();
+    gone.extend([
+        "--inject-failure".into(),
+        format!("agent:1@{at}:lose-files"),
+    ]);
+    let out = run(4, &gone, "heat3d", &heat);
+    let (got, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("restarted all 4 ranks from global checkpoint ")
+            && stderr.contains(&format!(
+                "rank 2 on host {}, rank 3 on host {}",
+                h.name(2),
+                h.name(3)
+            )),
+        "every rank restarted, 2 and 3 on the spares:\n{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("cannot be read on this host").count(),
+        2,
+        "ranks 2 and 3 restarted from their copies:\n{stderr}"
+    );
+    assert_eq!(got, want, "{stderr}");
+}

@@ -31,8 +31,40 @@ fn name(index: u64) -> String {
     format!("copy-{index:020}")
 }
 
+/// Where a logger whose data directory is `root` keeps the copies of
+/// `job`/`rank` (`job` must be valid).
+pub fn dir_of(root: &Path, job: &str, rank: u32) -> PathBuf {
+    root.join("jobs")
+        .join(job)
+        .join(rank.to_string())
+        .join("copies")
+}
+
+/// The whole of copy `index` in `dir`; `None` if there is no such copy.
+pub fn read_whole(dir: &Path, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+    let path = dir.join(name(index));
+    match std::fs::read(&path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path)(e)),
+    }
+}
+
+/// Remove the copies in `dir` numbered above `index` (a restart from
+/// global checkpoint `index` takes their numbers again).
+pub fn remove_newer_than(dir: &Path, index: u64) -> Result<(), StorageError> {
+    for i in indices(dir)?.into_iter().filter(|&i| i > index) {
+        let p = dir.join(name(i));
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&p)(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The indices of the complete copies in `dir`, oldest first.
-fn indices(dir: &Path) -> Result<Vec<u64>, StorageError> {
+pub fn indices(dir: &Path) -> Result<Vec<u64>, StorageError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -12,6 +12,7 @@ use crossbeam_channel::Sender;
 use rustix::process::Signal;
 use vpml_pml::config::var as env;
 
+use crate::agent::lock as wire_lock;
 use crate::event::Event;
 use crate::inject::{self, Target};
 use crate::output::{Outputs, forward};
@@ -138,6 +139,8 @@ pub(crate) enum Backend<'a> {
         /// Hosts started without ranks, for restarts.
         spares: Vec<usize>,
         incarnations: Vec<u32>,
+        /// The global checkpoint restarted processes resume from.
+        restart_from: u64,
     },
 }
 
@@ -162,6 +165,16 @@ impl Backend<'_> {
         }
     }
 
+    /// The host `rank` runs on, across hosts.
+    pub(crate) fn host_name(&self, rank: usize) -> Option<String> {
+        match self {
+            Backend::Local { .. } => None,
+            Backend::Agents {
+                agents, placement, ..
+            } => Some(agents.hosts[placement[rank]].name.clone()),
+        }
+    }
+
     /// Announce that `rank` restarts; returns its new incarnation.
     pub(crate) fn announce_restart(&mut self, rank: usize) -> u32 {
         match self {
@@ -179,27 +192,70 @@ impl Backend<'_> {
     }
 
     /// Processes started from now on resume from global checkpoint
-    /// `index` (coordinated checkpointing, one host).
-    pub(crate) fn set_restart_from(&self, index: u64) {
-        if let Backend::Local { spawner, .. } = self {
-            spawner
+    /// `index` (coordinated checkpointing).
+    pub(crate) fn set_restart_from(&mut self, index: u64) {
+        match self {
+            Backend::Local { spawner, .. } => spawner
                 .restart_from
-                .store(index, std::sync::atomic::Ordering::Relaxed);
+                .store(index, std::sync::atomic::Ordering::Relaxed),
+            Backend::Agents { restart_from, .. } => *restart_from = index,
         }
     }
 
-    /// `f` of the job page (one host, with a protocol), else 0: the
-    /// counters of coordinated checkpointing.
-    pub(crate) fn with_page<T: Default>(
-        &self,
-        f: impl FnOnce(&vpml_pml::recovery::JobPage) -> T,
-    ) -> T {
+    /// Ask the ranks for a global checkpoint: the request's ticket (the
+    /// count of requests with it).
+    pub(crate) fn request_checkpoint(&self) -> u32 {
         match self {
-            Backend::Local {
-                page: Some((page, _)),
-                ..
-            } => f(page),
-            _ => T::default(),
+            Backend::Local { page, .. } => page.map_or(0, |(p, _)| p.request_checkpoint()),
+            Backend::Agents { agents, .. } => {
+                let requests = {
+                    let mut m = wire_lock(&agents.checkpoints);
+                    m.requests += 1;
+                    m.requests
+                };
+                // (Not under the lock: a stalled agent must not stall the
+                // others' reports.)
+                agents.broadcast(&format!("CKPTREQ {requests}"));
+                requests
+            }
+        }
+    }
+
+    /// How many requests complete global checkpoints answered.
+    pub(crate) fn requests_taken(&self) -> u32 {
+        match self {
+            Backend::Local { page, .. } => page.map_or(0, |(p, _)| p.checkpoint_requests_taken()),
+            Backend::Agents { agents, .. } => wire_lock(&agents.checkpoints).taken,
+        }
+    }
+
+    /// The newest complete global checkpoint (0: none).
+    pub(crate) fn global_checkpoint(&self) -> u32 {
+        match self {
+            Backend::Local { page, .. } => page.map_or(0, |(p, _)| p.global_checkpoint()),
+            Backend::Agents { agents, .. } => wire_lock(&agents.checkpoints).global,
+        }
+    }
+
+    /// Every rank restarts from global checkpoint `index`: the newer ones
+    /// are gone (on every host's page; reports from before are stale).
+    pub(crate) fn reset_global_checkpoint(&self, index: u32) {
+        match self {
+            Backend::Local { page, .. } => {
+                if let Some((p, _)) = page {
+                    p.reset_global_checkpoint(index);
+                }
+            }
+            Backend::Agents { agents, .. } => {
+                let generation = {
+                    let mut m = wire_lock(&agents.checkpoints);
+                    m.generation += 1;
+                    m.global = index;
+                    m.generation
+                };
+                // An agent reports the new generation only after this.
+                agents.broadcast(&format!("CKPTRESET {generation} {index}"));
+            }
         }
     }
 
@@ -244,6 +300,7 @@ impl Backend<'_> {
                 placement,
                 host_alive,
                 spares,
+                restart_from,
                 ..
             } => {
                 if !host_alive[placement[rank]] {
@@ -258,7 +315,10 @@ impl Backend<'_> {
                         })?;
                     placement[rank] = spare;
                 }
-                agents.command(placement[rank], &format!("SPAWN {rank} {inc}"));
+                agents.command(
+                    placement[rank],
+                    &format!("SPAWN {rank} {inc} {restart_from}"),
+                );
                 Ok(())
             }
         }

@@ -54,14 +54,16 @@ pub struct RunArgs {
     // name ends the job with `vpml run: unknown protocol …` and status 1,
     // where clap would print its own error and exit with 2.
     pub protocol: String,
-    /// Number of event loggers to start (pessimist).
+    /// Number of event loggers to start (pessimist; coordinated across
+    /// hosts, where they keep the checkpoints' copies).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub event_loggers: usize,
     /// Use these running event loggers instead of starting some
     /// (comma-separated addresses).
     #[arg(long, value_name = "ADDRS")]
     pub event_logger_addrs: Option<String>,
-    /// Loggers that must hold an event before it counts as durable.
+    /// Loggers that must hold an event before it counts as durable (and
+    /// that get each checkpoint's copy).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub replicas: usize,
     /// Keep sender logs (and started loggers' data) here instead of a

@@ -38,9 +38,11 @@ pub enum Error {
     /// `--protocol` names no known protocol.
     #[error("unknown protocol {0:?} (known: none, pessimist, coordinated)")]
     UnknownProtocol(String),
-    /// `--protocol coordinated` with `--hosts` or `--hostfile`.
-    #[error("--protocol coordinated runs on one host for now (no --hosts or --hostfile)")]
-    CoordinatedOneHost,
+    /// `--protocol coordinated` across hosts with `--event-logger-addrs`.
+    #[error(
+        "--protocol coordinated across hosts keeps its checkpoint copies on event loggers this launcher starts: drop --event-logger-addrs"
+    )]
+    CoordinatedOutsideLoggers,
     /// An address in `--event-logger-addrs` is not `host:port` with a
     /// numeric host.
     #[error("--event-logger-addrs: {0:?} is not an address (ip:port)")]

@@ -22,7 +22,12 @@ use crate::{Error, agent, inject, kv, protocol};
 use vpml_replay::recording;
 
 /// How the job of `args` is supervised.
-fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy {
+fn policy(
+    args: &RunArgs,
+    restartable: bool,
+    log_dir: Option<PathBuf>,
+    copy_stores: Option<crate::supervise::CopyStores>,
+) -> Policy {
     Policy {
         ranks: args.ranks,
         restartable,
@@ -33,6 +38,7 @@ fn policy(args: &RunArgs, restartable: bool, log_dir: Option<PathBuf>) -> Policy
         // (Checked in `run_job`.)
         timeout: args.timeout.and_then(crate::seconds),
         log_dir,
+        copy_stores,
     }
 }
 
@@ -137,6 +143,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
     let restartable = args.protocol != "none";
     let outputs = Arc::new(Outputs::new(args.ranks, args.tag_output));
     let log_dir = protocol.settings.log_dir.clone();
+    let copy_stores = protocol.copy_stores(&job_id);
     let mut forwarders = Vec::new();
     let (code, ended) = if let Some(hosts) = hosts {
         // Several hosts: every rank is started by its host's agent.
@@ -202,9 +209,10 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             host_alive: vec![true; hosts.len()],
             spares,
             incarnations: vec![0; args.ranks],
+            restart_from: 0,
         };
         let (code, ended) = Supervisor::with_plan(
-            policy(args, restartable, log_dir),
+            policy(args, restartable, log_dir, copy_stores),
             LaunchedJob {
                 backend: &mut backend,
                 protocol: &mut protocol,
@@ -288,7 +296,7 @@ fn run_job(args: &RunArgs, recording: Option<&(PathBuf, bool)>) -> Result<u8, Er
             pids,
         };
         let (code, ended) = Supervisor::with_plan(
-            policy(args, restartable, log_dir),
+            policy(args, restartable, log_dir, copy_stores),
             LaunchedJob {
                 backend: &mut backend,
                 protocol: &mut protocol,

@@ -127,7 +127,7 @@ impl ProtocolSetup {
                 Ok(setup)
             }
             "coordinated" => {
-                setup.coordinated(args, job_id)?;
+                setup.coordinated(args, job_id, token)?;
                 Ok(setup)
             }
             other => Err(Error::UnknownProtocol(other.to_string())),
@@ -149,9 +149,10 @@ impl ProtocolSetup {
         Ok(root)
     }
 
-    fn coordinated(&mut self, args: &RunArgs, job_id: &str) -> Result<(), Error> {
-        if args.hosts.is_some() || args.hostfile.is_some() {
-            return Err(Error::CoordinatedOneHost);
+    fn coordinated(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), Error> {
+        let across_hosts = args.hosts.is_some() || args.hostfile.is_some();
+        if across_hosts && args.event_logger_addrs.is_some() {
+            return Err(Error::CoordinatedOutsideLoggers);
         }
         let root = self.log_root(args, job_id)?;
         // A restart must never find an earlier job's checkpoints in a
@@ -165,13 +166,90 @@ impl ProtocolSetup {
                 })?;
             }
         }
-        self.info = format!("protocol coordinated: checkpoints in {}", root.display());
         self.settings = ProtocolSettings {
             name: ProtocolName::Coordinated,
-            log_dir: Some(root),
+            log_dir: Some(root.clone()),
             ..ProtocolSettings::default()
         };
+        if !across_hosts {
+            self.info = format!("protocol coordinated: checkpoints in {}", root.display());
+            return Ok(());
+        }
+        // Across hosts, a host may be lost with the parts on it: each
+        // part is copied to event loggers on this host (checkpoint
+        // servers), where the restart looks for complete checkpoints.
+        if args.event_loggers == 0 {
+            return Err(Error::NoEventLoggers);
+        }
+        if args.replicas == 0 {
+            return Err(Error::NoReplicas);
+        }
+        if args.replicas > args.event_loggers {
+            return Err(Error::TooFewLoggers {
+                replicas: args.replicas,
+                loggers: args.event_loggers,
+            });
+        }
+        let addrs = self.start_own_loggers(args, job_id, token, &root)?;
+        let event_loggers = self.parse_logger_addrs(&addrs)?;
+        self.info = format!(
+            "protocol coordinated: checkpoints in {} on each host, copied to the event logger(s) at {}",
+            root.display(),
+            addrs.join(",")
+        );
+        self.settings.replicas = Some(args.replicas);
+        self.settings.event_loggers = event_loggers;
+        self.settings.checkpoint_copies = true;
         Ok(())
+    }
+
+    /// Start `--event-loggers` loggers on this host, their data under
+    /// `root`; their addresses.
+    fn start_own_loggers(
+        &mut self,
+        args: &RunArgs,
+        job_id: &str,
+        token: &str,
+        root: &std::path::Path,
+    ) -> Result<Vec<String>, Error> {
+        self.tokens = root.join("logger-tokens");
+        write_private(&self.tokens, &format!("{job_id} {token}\n")).map_err(|source| {
+            Error::Write {
+                path: self.tokens.clone(),
+                source,
+            }
+        })?;
+        for i in 0..args.event_loggers {
+            let data_dir = root.join(format!("logger-{i}"));
+            let listener =
+                std::net::TcpListener::bind(format!("{}:0", args.bind)).map_err(|source| {
+                    Error::Listen {
+                        addr: args.bind.clone(),
+                        source,
+                    }
+                })?;
+            if let Err(source) = self.start_logger(i, data_dir, std::sync::Arc::new(listener)) {
+                self.stop();
+                return Err(Error::StartLogger { index: i, source });
+            }
+        }
+        Ok(self.loggers.iter().map(|l| l.addr.clone()).collect())
+    }
+
+    /// The loggers' `addrs` as socket addresses (stopping the loggers
+    /// started if one is not an address).
+    fn parse_logger_addrs(&mut self, addrs: &[String]) -> Result<Vec<std::net::SocketAddr>, Error> {
+        let mut parsed = Vec::with_capacity(addrs.len());
+        for a in addrs {
+            match a.parse() {
+                Ok(addr) => parsed.push(addr),
+                Err(_) => {
+                    self.stop();
+                    return Err(Error::BadLoggerAddress(a.clone()));
+                }
+            }
+        }
+        Ok(parsed)
     }
 
     fn pessimist(&mut self, args: &RunArgs, job_id: &str, token: &str) -> Result<(), Error> {
@@ -205,28 +283,7 @@ impl ProtocolSetup {
             if args.event_loggers == 0 {
                 return Err(Error::NoEventLoggers);
             }
-            self.tokens = root.join("logger-tokens");
-            write_private(&self.tokens, &format!("{job_id} {token}\n")).map_err(|source| {
-                Error::Write {
-                    path: self.tokens.clone(),
-                    source,
-                }
-            })?;
-            for i in 0..args.event_loggers {
-                let data_dir = root.join(format!("logger-{i}"));
-                let listener =
-                    std::net::TcpListener::bind(format!("{}:0", args.bind)).map_err(|source| {
-                        Error::Listen {
-                            addr: args.bind.clone(),
-                            source,
-                        }
-                    })?;
-                if let Err(source) = self.start_logger(i, data_dir, std::sync::Arc::new(listener)) {
-                    self.stop();
-                    return Err(Error::StartLogger { index: i, source });
-                }
-            }
-            self.loggers.iter().map(|l| l.addr.clone()).collect()
+            self.start_own_loggers(args, job_id, token, &root)?
         };
         if args.replicas > addrs.len() {
             self.stop();
@@ -250,16 +307,7 @@ impl ProtocolSetup {
             ),
             root.display()
         );
-        let mut event_loggers = Vec::with_capacity(addrs.len());
-        for a in &addrs {
-            match a.parse() {
-                Ok(addr) => event_loggers.push(addr),
-                Err(_) => {
-                    self.stop();
-                    return Err(Error::BadLoggerAddress(a.clone()));
-                }
-            }
-        }
+        let event_loggers = self.parse_logger_addrs(&addrs)?;
         // The user's settings (tuning knobs such as VPML_LOG_SEGMENT_SIZE,
         // or VPML_CHECKPOINT_COPIES=loggers on one host), read here in
         // the launcher's environment and handed on with the rest.
@@ -292,6 +340,17 @@ impl ProtocolSetup {
             events_eager: user.events_eager,
         };
         Ok(())
+    }
+
+    /// Where the global checkpoints' copies are (a coordinated job across
+    /// hosts): the data directories of the loggers this launcher started.
+    pub(crate) fn copy_stores(&self, job_id: &str) -> Option<crate::supervise::CopyStores> {
+        (self.settings.name == ProtocolName::Coordinated && self.settings.checkpoint_copies).then(
+            || crate::supervise::CopyStores {
+                logger_dirs: self.loggers.iter().map(|l| l.data_dir.clone()).collect(),
+                job: job_id.to_string(),
+            },
+        )
     }
 
     /// Stop the loggers this launcher started and remove the temporary

@@ -153,6 +153,12 @@ impl JobPage {
         self.word(8).fetch_add(1, Ordering::AcqRel).wrapping_add(1)
     }
 
+    /// At least `n` requests were made (a job across hosts: each host's
+    /// page follows the launcher's count).
+    pub fn raise_checkpoint_requests(&self, n: u32) {
+        self.word(8).fetch_max(n, Ordering::AcqRel);
+    }
+
     /// How many of the [`JobPage::checkpoint_requests`] a complete
     /// global checkpoint answered: more requests than this are waiting.
     pub fn checkpoint_requests_taken(&self) -> u32 {

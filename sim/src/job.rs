@@ -178,6 +178,7 @@ pub fn run(seed: u64, opts: &Options) -> Outcome {
             max_restarts: opts.max_restarts,
             timeout: None,
             log_dir: None,
+            copy_stores: None,
         },
         SimJob::new(opts.ranks, page.as_ref().map(|(_, p)| Arc::clone(p))),
     );

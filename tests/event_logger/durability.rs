@@ -1,6 +1,6 @@
 //! What survives a crash of the logger: SIGKILL mid-stream, one of two
 //! replicas lost and restarted, replicas brought level, fsync group commit,
-//! checkpoint copies kept on every replica.
+//! checkpoint copies kept on every replica, dropped on a restart.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,4 +255,58 @@ fn checkpoint_copies_are_kept_on_every_replica_and_read_back_from_a_survivor() {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
+}
+
+#[test]
+fn a_restarted_rank_drops_newer_copies_and_its_predecessors_copies_are_refused() {
+    let dir_a = TempDir::new("drop-a");
+    let dir_b = TempDir::new("drop-b");
+    let a = Logger::start(&dir_a, &Opts::default());
+    let b = Logger::start(&dir_b, &Opts::default());
+    let both = |incarnation: u32| {
+        let mut cfg = client_cfg(vec![a.addr, b.addr], 0, incarnation);
+        cfg.replicas = 2;
+        Client::connect(cfg).expect("connect")
+    };
+    let old = both(0);
+    for index in 4..=5 {
+        old.save_copy(index, &[index as u8; 100]).expect("save");
+    }
+    // The next process restarts from 4: copy 5 goes; the one before it
+    // may no longer add any.
+    let new = both(1);
+    new.drop_copies_above(4).expect("drop");
+    assert!(old.save_copy(6, &[6; 100]).is_err(), "a replaced process saved a copy");
+    assert_eq!(new.load_copy(0).expect("load").map(|c| c.0), Some(4));
+    // A copy that fails the caller's check on one replica is taken from
+    // the other; refused everywhere, the reasons say so.
+    std::fs::write(
+        dir_a
+            .data()
+            .join("jobs")
+            .join(JOB)
+            .join("0")
+            .join("copies")
+            .join(format!("copy-{:020}", 4)),
+        [0u8; 100],
+    )
+    .expect("damage the copy");
+    let good = |b: &[u8]| {
+        if b == [4u8; 100] {
+            Ok(())
+        } else {
+            Err("damaged".to_string())
+        }
+    };
+    assert_eq!(
+        new.load_copy_at(0, 4, good).expect("load"),
+        Some(vec![4u8; 100])
+    );
+    assert_eq!(new.load_copy_at(0, 5, good).expect("load"), None);
+    let err = new
+        .load_copy_at(0, 4, |_| Err("never".to_string()))
+        .unwrap_err();
+    assert_eq!(err.matches(": never").count(), 2, "{err}");
+    new.close().expect("close");
+    drop(old);
 }

@@ -211,29 +211,7 @@ impl CheckpointStore {
     pub fn read(&self, index: u64) -> std::result::Result<Vec<u8>, String> {
         let p = self.path(index);
         let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        if bytes.len() < HEADER || &bytes[0..8] != MAGIC {
-            return Err(format!("{}: not a checkpoint (bad magic)", p.display()));
-        }
-        let header =
-            Header::read(&bytes[8..HEADER]).map_err(|e| format!("{}: {e}", p.display()))?;
-        if vpml_sender_log::crc32c(&bytes[0..36]) != header.crc {
-            return Err(format!("{}: header checksum mismatch", p.display()));
-        }
-        if header.version != VERSION {
-            return Err(format!(
-                "{}: unsupported version {}",
-                p.display(),
-                header.version
-            ));
-        }
-        if header.index != index || (bytes.len() - HEADER) as u64 != header.len {
-            return Err(format!("{}: truncated or misnamed", p.display()));
-        }
-        let payload = bytes[HEADER..].to_vec();
-        if vpml_sender_log::crc32c(&payload) != header.payload_crc {
-            return Err(format!("{}: payload checksum mismatch", p.display()));
-        }
-        Ok(payload)
+        payload_of(&bytes, index).map_err(|why| format!("{}: {why}", p.display()))
     }
 
     /// The newest intact checkpoint, falling back to older ones when the
@@ -264,6 +242,30 @@ impl CheckpointStore {
             })
         }
     }
+}
+
+/// The payload of `bytes`, the whole file of checkpoint `index` (as
+/// [`CheckpointStore::file_bytes`] returns it, or an off-host copy of
+/// it), checked; why not.
+pub fn payload_of(bytes: &[u8], index: u64) -> std::result::Result<Vec<u8>, String> {
+    if bytes.len() < HEADER || &bytes[0..8] != MAGIC {
+        return Err("not a checkpoint (bad magic)".into());
+    }
+    let header = Header::read(&bytes[8..HEADER]).map_err(|e| e.to_string())?;
+    if vpml_sender_log::crc32c(&bytes[0..36]) != header.crc {
+        return Err("header checksum mismatch".into());
+    }
+    if header.version != VERSION {
+        return Err(format!("unsupported version {}", header.version));
+    }
+    if header.index != index || (bytes.len() - HEADER) as u64 != header.len {
+        return Err("truncated or misnamed".into());
+    }
+    let payload = bytes[HEADER..].to_vec();
+    if vpml_sender_log::crc32c(&payload) != header.payload_crc {
+        return Err("payload checksum mismatch".into());
+    }
+    Ok(payload)
 }
 
 #[cfg(test)]

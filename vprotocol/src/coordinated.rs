@@ -10,6 +10,13 @@
 //! by its number; the last two are kept (a checkpoint is complete once
 //! every rank wrote it, and no rank writes the next before that, so the
 //! previous one is complete everywhere while the newest may not be).
+//!
+//! In a job across hosts (`VPML_CHECKPOINT_COPIES=loggers`), each part
+//! is also copied to the event loggers — which serve as checkpoint
+//! servers on the launcher's host — before the rank says it wrote it, so
+//! a committed global checkpoint survives the loss of any rank's host: a
+//! rank restarted on a spare host, or whose part is damaged, reads its
+//! part from there.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +30,13 @@ use vpml_pml::protocol::{
 use vpml_pml::recovery::EngineSnapshot;
 use vpml_pml::{Error, Result, Status};
 
-use crate::checkpoint::CheckpointStore;
+use vpml_event_logger::{Client, ClientConfig};
+
+use crate::checkpoint::{CheckpointStore, payload_of};
+
+/// The file in a rank's checkpoint directory that names the job it
+/// belongs to.
+const OWNER: &str = "job";
 
 /// This rank's checkpoint directory under the job's log directory `root`.
 pub fn checkpoint_dir(root: &Path, rank: usize) -> PathBuf {
@@ -49,6 +62,10 @@ pub struct Coordinated {
     sent_at_restart: Vec<LaneMap<u64>>,
     checkpoints: u64,
     checkpoint_ns: u64,
+    /// The event loggers that keep a copy of each part (a job across
+    /// hosts).
+    copies: Option<Client>,
+    rank: usize,
 }
 
 impl Coordinated {
@@ -60,14 +77,38 @@ impl Coordinated {
             .as_ref()
             .ok_or_else(|| Error::Bootstrap(format!("{} is not set", var::LOG_DIR)))?;
         let dir = checkpoint_dir(root, job.rank);
-        if job.incarnation == 0 && dir.exists() {
-            // A first start never resumes anything an earlier job left
-            // (a reused --log-dir).
+        // A first start never resumes anything an earlier job left (a
+        // reused --log-dir), nor does a rank restarted on another host,
+        // which may hold an earlier job's parts: the directory says whose
+        // it is.
+        let owner = dir.join(OWNER);
+        let ours = std::fs::read_to_string(&owner).is_ok_and(|j| j == job.job_id);
+        if (job.incarnation == 0 || !ours) && dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| fail(&format!("clearing {}", dir.display()), e))?;
         }
         let store =
             CheckpointStore::open(&dir).map_err(|e| fail("opening the checkpoint directory", e))?;
+        if !owner.exists() {
+            std::fs::write(&owner, &job.job_id)
+                .map_err(|e| fail(&format!("writing {}", owner.display()), e))?;
+        }
+        let copies = if settings.checkpoint_copies {
+            let mut cc = ClientConfig::new(
+                settings.event_loggers.clone(),
+                &job.job_id,
+                job.rank as u32,
+                job.incarnation,
+                &job.token,
+            );
+            cc.replicas = settings
+                .replicas
+                .unwrap_or(1)
+                .clamp(1, settings.event_loggers.len().max(1));
+            Some(Client::connect(cc).map_err(|e| fail("connecting to the event loggers", e))?)
+        } else {
+            None
+        };
         let gate = SendGate::default();
         // Nothing to do for any send: the engine never calls `send`.
         gate.open_below(usize::MAX);
@@ -79,15 +120,26 @@ impl Coordinated {
             sent_at_restart: vec![LaneMap::new(); job.size],
             checkpoints: 0,
             checkpoint_ns: 0,
+            copies,
+            rank: job.rank,
         };
         if job.incarnation > 0 {
+            // Parts newer than the restart point belong to a global
+            // checkpoint that never completed: their numbers are taken
+            // again.
+            me.store
+                .remove_newer_than(job.restart_from)
+                .map_err(|e| fail("removing incomplete checkpoints", e))?;
+            if let Some(client) = &me.copies {
+                // The launcher removed their copies too, but a replaced
+                // process's copy may have landed since; from now on the
+                // loggers refuse those.
+                client
+                    .drop_copies_above(job.restart_from)
+                    .map_err(|e| fail("removing incomplete checkpoint copies", e))?;
+            }
             if job.restart_from > 0 {
-                let payload = me.store.read(job.restart_from).map_err(|why| {
-                    Error::Unrecoverable(format!(
-                        "cannot restart from global checkpoint {}: {why}",
-                        job.restart_from
-                    ))
-                })?;
+                let payload = me.part(job.restart_from)?;
                 let (snap, app) = EngineSnapshot::decode(&payload).map_err(|why| {
                     Error::Unrecoverable(format!(
                         "global checkpoint {} of rank {}: {why}",
@@ -107,6 +159,41 @@ impl Coordinated {
             write_output_mark(RESTART_MARK, job.restart_from);
         }
         Ok(me)
+    }
+}
+
+impl Coordinated {
+    /// This rank's part of global checkpoint `index`: from this host, or
+    /// else from its copy on the event loggers (installed here for the
+    /// next restart).
+    fn part(&self, index: u64) -> Result<Vec<u8>> {
+        let cannot = |why: String| {
+            Error::Unrecoverable(format!(
+                "cannot restart from global checkpoint {index}: {why}"
+            ))
+        };
+        let here = match self.store.read(index) {
+            Ok(payload) => return Ok(payload),
+            Err(why) => why,
+        };
+        let Some(client) = &self.copies else {
+            return Err(cannot(here));
+        };
+        let bytes = client
+            .load_copy_at(self.rank as u32, index, |b| {
+                payload_of(b, index).map(|_| ())
+            })
+            .map_err(|e| cannot(format!("{here}; its copies on the event loggers: {e}")))?
+            .ok_or_else(|| cannot(format!("{here}; the event loggers hold no copy of it")))?;
+        let payload = payload_of(&bytes, index).map_err(cannot)?;
+        self.store
+            .install(index, &bytes)
+            .map_err(|e| fail("installing a checkpoint copy", e))?;
+        eprintln!(
+            "vpml: rank {}: its part of global checkpoint {index} cannot be read on this host ({here}): restarting from its copy on the event loggers",
+            self.rank
+        );
+        Ok(payload)
     }
 }
 
@@ -231,6 +318,17 @@ impl Protocol for Coordinated {
         self.store
             .save(engine.global_index, &payload)
             .map_err(|e| fail("saving a checkpoint", e))?;
+        if let Some(client) = &self.copies {
+            // Off the host before this rank says it wrote its part: a
+            // committed checkpoint is then whole on the loggers.
+            let bytes = self
+                .store
+                .file_bytes(engine.global_index)
+                .map_err(|e| fail("reading a checkpoint to copy it", e))?;
+            client
+                .save_copy(engine.global_index, &bytes)
+                .map_err(|e| fail("copying a checkpoint to the event loggers", e))?;
+        }
         write_output_mark(CHECKPOINT_MARK, engine.global_index);
         self.checkpoints += 1;
         self.checkpoint_ns += t0.elapsed().as_nanos() as u64;

@@ -105,19 +105,82 @@ impl Client {
         let Some((rep, index)) = newest else {
             return Ok(None);
         };
+        match self.read_copy(rep, rank, index)? {
+            Some(bytes) => Ok(Some((index, bytes))),
+            None => Err(self.vanished(rep, rank, index)),
+        }
+    }
+
+    /// Remove this rank's copies numbered above `above` from every
+    /// replica (a restart from checkpoint `above` takes their numbers
+    /// again). Copies a replaced process is still sending are refused
+    /// from the moment this client connected.
+    pub fn drop_copies_above(&self, above: u64) -> Result<(), ClientError> {
+        for rep in 0..self.shared.addrs.len() {
+            let reply = self.request(rep, "drop checkpoint copies", |req| Message::DropCopies {
+                req,
+                above,
+            })?;
+            if !matches!(reply, Reply::CopySaved) {
+                return Err(self.unexpected(rep));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy `index` of `rank`'s checkpoint that `accept` takes, from the
+    /// first replica that holds one; `Ok(None)` if none does. A replica
+    /// that fails to answer, or whose copy `accept` refuses (saying why),
+    /// is passed over while another may hold a good one; if none does,
+    /// the reasons are the error.
+    pub fn load_copy_at(
+        &self,
+        rank: u32,
+        index: u64,
+        accept: impl Fn(&[u8]) -> Result<(), String>,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let mut why = Vec::new();
+        for rep in 0..self.shared.addrs.len() {
+            let addr = self.shared.addrs[rep];
+            match self.read_copy(rep, rank, index) {
+                Ok(Some(bytes)) => match accept(&bytes) {
+                    Ok(()) => return Ok(Some(bytes)),
+                    Err(e) => why.push(format!("the copy on {addr}: {e}")),
+                },
+                Ok(None) => {}
+                Err(e) => why.push(e.to_string()),
+            }
+        }
+        if why.is_empty() {
+            Ok(None)
+        } else {
+            Err(why.join("; "))
+        }
+    }
+
+    /// The whole of copy `index` (not 0) of `rank` from replica `rep`;
+    /// `None` if it holds none.
+    fn read_copy(&self, rep: usize, rank: u32, index: u64) -> Result<Option<Vec<u8>>, ClientError> {
         let mut bytes = Vec::new();
         loop {
             let (got, total, part) = self.copy_part(rep, rank, index, bytes.len() as u64)?;
+            if bytes.is_empty() && got == 0 {
+                return Ok(None);
+            }
             if got != index || part.is_empty() && (bytes.len() as u64) < total {
-                return Err(ClientError::Protocol {
-                    addr: self.shared.addrs[rep],
-                    why: format!("checkpoint copy {index} of rank {rank} vanished while read"),
-                });
+                return Err(self.vanished(rep, rank, index));
             }
             bytes.extend_from_slice(&part);
             if bytes.len() as u64 >= total {
-                return Ok(Some((index, bytes)));
+                return Ok(Some(bytes));
             }
+        }
+    }
+
+    fn vanished(&self, rep: usize, rank: u32, index: u64) -> ClientError {
+        ClientError::Protocol {
+            addr: self.shared.addrs[rep],
+            why: format!("checkpoint copy {index} of rank {rank} vanished while read"),
         }
     }
 

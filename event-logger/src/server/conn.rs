@@ -377,7 +377,29 @@ impl Conn<'_> {
                 bytes,
             } => {
                 let dir = self.shared.storage.copies_dir(&session.job, session.rank);
-                let reply = match copies::write_part(&dir, index, offset, &bytes, last) {
+                // Under the rank's lock, after checking that no newer
+                // incarnation has connected: a dead process's copy, still
+                // being received, never lands after its successor's
+                // `DropCopies`.
+                let saved = {
+                    let l = lock(&session.log);
+                    l.check_current(session.incarnation)
+                        .and_then(|()| copies::write_part(&dir, index, offset, &bytes, last))
+                };
+                let reply = match saved {
+                    Ok(()) => Message::CopySaved { req },
+                    Err(e) => storage_error(req, e),
+                };
+                self.reply(&reply)?;
+            }
+            Message::DropCopies { req, above } => {
+                let dir = self.shared.storage.copies_dir(&session.job, session.rank);
+                let dropped = {
+                    let l = lock(&session.log);
+                    l.check_current(session.incarnation)
+                        .and_then(|()| copies::remove_newer_than(&dir, above))
+                };
+                let reply = match dropped {
                     Ok(()) => Message::CopySaved { req },
                     Err(e) => storage_error(req, e),
                 };
@@ -573,6 +595,7 @@ fn kind_name(m: &Message) -> &'static str {
         Message::Error { .. } => "Error",
         Message::Goodbye => "Goodbye",
         Message::SaveCopy { .. } => "SaveCopy",
+        Message::DropCopies { .. } => "DropCopies",
         Message::LoadCopy { .. } => "LoadCopy",
         Message::CopySaved { .. } => "CopySaved",
         Message::CopyData { .. } => "CopyData",

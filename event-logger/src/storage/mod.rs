@@ -196,12 +196,7 @@ impl Storage {
     /// Where the checkpoint copies of `job`/`rank` live (see
     /// [`crate::copies`]). `job` must be valid.
     pub(crate) fn copies_dir(&self, job: &str, rank: u32) -> PathBuf {
-        self.cfg
-            .root
-            .join("jobs")
-            .join(job)
-            .join(rank.to_string())
-            .join("copies")
+        crate::copies::dir_of(&self.cfg.root, job, rank)
     }
 
     /// The log of `job`/`rank`, created if new. `job` must be valid.

@@ -197,14 +197,20 @@ impl RankLog {
         self.failed.get_or_insert(why);
     }
 
-    /// Records that `incarnation` connected; refuses older ones.
-    pub(crate) fn admit(&mut self, incarnation: u32) -> Result<(), StorageError> {
+    /// Whether `incarnation` is still the newest that connected.
+    pub(crate) fn check_current(&self, incarnation: u32) -> Result<(), StorageError> {
         if incarnation < self.incarnation {
             return Err(StorageError::Stale {
                 incarnation,
                 current: self.incarnation,
             });
         }
+        Ok(())
+    }
+
+    /// Records that `incarnation` connected; refuses older ones.
+    pub(crate) fn admit(&mut self, incarnation: u32) -> Result<(), StorageError> {
+        self.check_current(incarnation)?;
         if incarnation > self.incarnation {
             let tmp = self.dir.join("incarnation.tmp");
             let path = self.dir.join("incarnation");

@@ -129,6 +129,10 @@ fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
             index: r.u64()?,
             offset: r.u64()?,
         },
+        K_DROP_COPIES => Message::DropCopies {
+            req: r.u64()?,
+            above: r.u64()?,
+        },
         K_COPY_SAVED => Message::CopySaved { req: r.u64()? },
         K_COPY_DATA => Message::CopyData {
             req: r.u64()?,

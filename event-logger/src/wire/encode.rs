@@ -115,6 +115,11 @@ fn encode_payload(msg: &Message, out: &mut Vec<u8>) -> u8 {
             put_u64(out, *offset);
             K_LOAD_COPY
         }
+        Message::DropCopies { req, above } => {
+            put_u64(out, *req);
+            put_u64(out, *above);
+            K_DROP_COPIES
+        }
         Message::CopySaved { req } => {
             put_u64(out, *req);
             K_COPY_SAVED

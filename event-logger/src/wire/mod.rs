@@ -317,7 +317,16 @@ pub enum Message {
         /// First byte wanted.
         offset: u64,
     },
-    /// Logger → client: answer to `SaveCopy`.
+    /// Client → logger: remove the session rank's copies numbered above
+    /// `above` (a restart from checkpoint `above` takes their numbers
+    /// again). Answered with `CopySaved`.
+    DropCopies {
+        /// Request number echoed in the reply.
+        req: u64,
+        /// Copies numbered above this go.
+        above: u64,
+    },
+    /// Logger → client: answer to `SaveCopy` and `DropCopies`.
     CopySaved {
         /// The request number.
         req: u64,
@@ -346,6 +355,7 @@ const K_STATS: u8 = 0x05;
 const K_BYE: u8 = 0x06;
 const K_SAVE_COPY: u8 = 0x07;
 const K_LOAD_COPY: u8 = 0x08;
+const K_DROP_COPIES: u8 = 0x09;
 const K_WELCOME: u8 = 0x81;
 const K_ACK: u8 = 0x82;
 const K_EVENTS: u8 = 0x83;

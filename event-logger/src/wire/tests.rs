@@ -61,6 +61,7 @@ fn any_message() -> impl Strategy<Value = Message> {
                 offset,
             }
         }),
+        any::<[u64; 2]>().prop_map(|[req, above]| Message::DropCopies { req, above }),
         any::<u64>().prop_map(|req| Message::CopySaved { req }),
         (
             any::<[u64; 4]>(),

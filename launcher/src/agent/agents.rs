@@ -32,6 +32,38 @@ pub(crate) struct Agents {
     pub hosts: Vec<HostSpec>,
     writers: Vec<Option<Arc<Mutex<TcpStream>>>>,
     children: Vec<std::process::Child>,
+    /// The job's coordinated checkpoint counters.
+    pub checkpoints: Arc<Mutex<CheckpointMirror>>,
+}
+
+/// The counters of coordinated checkpointing in a job across hosts, as
+/// the launcher sees them. Each host's job page has its own (the ranks
+/// there record the checkpoints they complete); the launcher sends every
+/// agent its requests (`CKPTREQ n`) and resets (`CKPTRESET generation
+/// index`), and the agents report what their pages say (`CKPT generation
+/// taken global`).
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointMirror {
+    /// Global checkpoints asked for so far.
+    pub requests: u32,
+    /// How many requests complete global checkpoints answered (the
+    /// largest any host reported).
+    pub taken: u32,
+    /// The newest complete global checkpoint (the largest any host
+    /// reported since the last reset).
+    pub global: u32,
+    /// Resets so far: a report of an earlier one is stale.
+    pub generation: u32,
+}
+
+impl CheckpointMirror {
+    /// A host's report, unless stale.
+    fn report(&mut self, generation: u32, taken: u32, global: u32) {
+        if generation == self.generation {
+            self.taken = self.taken.max(taken);
+            self.global = self.global.max(global);
+        }
+    }
 }
 
 /// What an agent reader thread tells the launcher.
@@ -79,6 +111,7 @@ impl Agents {
             writers: (0..hosts.len()).map(|_| None).collect(),
             hosts,
             children,
+            checkpoints: Arc::default(),
         };
         listener
             .set_nonblocking(true)
@@ -111,11 +144,11 @@ impl Agents {
                         })?;
                         agents.writers[i] = Some(Arc::clone(&w));
                         watch_agent(
-                            i,
-                            agents.hosts[i].name.clone(),
+                            (i, agents.hosts[i].name.clone()),
                             reader,
                             events.clone(),
                             output.clone(),
+                            Arc::clone(&agents.checkpoints),
                         );
                     }
                     Ok((i, _, _)) => {
@@ -300,11 +333,11 @@ fn agent_hello(
 
 /// Turn an agent's messages into launcher events.
 fn watch_agent(
-    host: usize,
-    name: String,
+    (host, name): (usize, String),
     mut reader: BufReader<TcpStream>,
     events: Sender<Event>,
     output: OutputFn,
+    checkpoints: Arc<Mutex<CheckpointMirror>>,
 ) {
     std::thread::spawn(move || {
         let why = loop {
@@ -330,6 +363,15 @@ fn watch_agent(
                         incarnation: *inc as u32,
                         status,
                     });
+                }
+                ("CKPT", &[generation, taken, global]) => {
+                    let n = |v: i64| u32::try_from(v).ok();
+                    let (Some(generation), Some(taken), Some(global)) =
+                        (n(generation), n(taken), n(global))
+                    else {
+                        break format!("sent a malformed message {header:?}");
+                    };
+                    lock(&checkpoints).report(generation, taken, global);
                 }
                 _ => break format!("sent a malformed message {header:?}"),
             }

@@ -9,7 +9,10 @@
 //! command line), and from then on does what the launcher says: it
 //! creates the host's shared memory (mailboxes, job page), starts ranks,
 //! forwards their output line by line, reports their exits, signals them,
-//! and applies restarts to its job page. When its connection to the
+//! and applies restarts to its job page. For coordinated checkpointing
+//! it relays the launcher's checkpoint requests and resets to its page
+//! and reports what its ranks record there (`CKPT generation taken
+//! global`, looked at every 50 ms). When its connection to the
 //! launcher closes, it kills its ranks and exits; when the agent dies, its
 //! ranks die with it (parent-death signal).
 //!
@@ -37,7 +40,8 @@ pub(crate) use agents::{Agents, OutputFn, Rendezvous};
 pub use hosts::{HostSpec, HostsError, StartMethod, parse_hostfile, parse_hosts};
 pub(crate) use wire::JobSetup;
 pub use wire::WireError;
-use wire::{lock, read_msg, send};
+pub(crate) use wire::lock;
+use wire::{read_msg, send};
 
 /// What the `vpml agent` process stops on.
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +134,13 @@ struct AgentState {
     )>,
     /// Live rank processes: rank → pid.
     pids: HashMap<usize, i32>,
+    /// Resets of the global checkpoint so far (`CKPTRESET`): the
+    /// generation of this agent's `CKPT` reports.
+    checkpoint_generation: u32,
 }
+
+/// How often an agent looks at its job page's checkpoint counters.
+const CHECKPOINT_REPORT_EVERY: Duration = Duration::from_millis(50);
 
 fn agent(args: &AgentArgs) -> Result<(), AgentError> {
     let mut token = String::new();
@@ -149,6 +159,7 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
         mailboxes: Vec::new(),
         page: None,
         pids: HashMap::new(),
+        checkpoint_generation: 0,
     }));
     let result = (|| -> Result<(), AgentError> {
         while let Some((header, payload)) = read_msg(&mut reader)? {
@@ -160,10 +171,32 @@ fn agent(args: &AgentArgs) -> Result<(), AgentError> {
                     .ok_or_else(|| AgentError::Malformed(header.clone()))
             };
             match cmd {
-                "SETUP" => setup(&state, JobSetup::decode(&payload)?)?,
+                "SETUP" => {
+                    setup(&state, JobSetup::decode(&payload)?)?;
+                    report_checkpoints(&state, &writer);
+                }
                 "SPAWN" => {
                     let (rank, inc) = (num()?, num()? as u32);
-                    spawn_rank(&state, &writer, args.host, rank, inc)?;
+                    // (Coordinated: the global checkpoint to resume from.)
+                    let from = p.next().map_or(Some(0), |v| v.parse().ok());
+                    let from = from.ok_or_else(|| AgentError::Malformed(header.clone()))?;
+                    spawn_rank(&state, &writer, args.host, (rank, inc, from))?;
+                }
+                "CKPTREQ" => {
+                    let n = num()? as u32;
+                    let st = lock(&state);
+                    if let Some((_, page, bells)) = &st.page {
+                        page.raise_checkpoint_requests(n);
+                        bells.ring_all();
+                    }
+                }
+                "CKPTRESET" => {
+                    let (generation, index) = (num()? as u32, num()? as u32);
+                    let mut st = lock(&state);
+                    st.checkpoint_generation = generation;
+                    if let Some((_, page, _)) = &st.page {
+                        page.reset_global_checkpoint(index);
+                    }
                 }
                 "RESTART" => {
                     let rank = num()?;
@@ -255,12 +288,46 @@ fn setup(state: &Mutex<AgentState>, job: JobSetup) -> Result<(), AgentError> {
     Ok(())
 }
 
+/// With a job page: report its checkpoint counters to the launcher
+/// whenever they change (`CKPT generation taken global`), until the
+/// connection closes.
+fn report_checkpoints(state: &Arc<Mutex<AgentState>>, writer: &Arc<Mutex<TcpStream>>) {
+    if lock(state).page.is_none() {
+        return;
+    }
+    let (state, writer) = (Arc::clone(state), Arc::clone(writer));
+    std::thread::spawn(move || {
+        let mut sent = None;
+        loop {
+            std::thread::sleep(CHECKPOINT_REPORT_EVERY);
+            // Read under the lock a reset takes: the counters and their
+            // generation belong together.
+            let now = {
+                let st = lock(&state);
+                let Some((_, page, _)) = &st.page else { return };
+                (
+                    st.checkpoint_generation,
+                    page.checkpoint_requests_taken(),
+                    page.global_checkpoint(),
+                )
+            };
+            if sent != Some(now) {
+                let (g, taken, global) = now;
+                if send(&writer, &format!("CKPT {g} {taken} {global}"), &[]).is_err() {
+                    return;
+                }
+                sent = Some(now);
+            }
+        }
+    });
+}
+
+/// Start `(rank, incarnation, global checkpoint to resume from)`.
 fn spawn_rank(
     state: &Arc<Mutex<AgentState>>,
     writer: &Arc<Mutex<TcpStream>>,
     host: usize,
-    rank: usize,
-    inc: u32,
+    (rank, inc, from): (usize, u32, u64),
 ) -> Result<(), AgentError> {
     let mut st = lock(state);
     let job = st.setup.clone().ok_or(AgentError::SpawnBeforeSetup)?;
@@ -278,6 +345,7 @@ fn spawn_rank(
         .env(env::LOCAL_SIZE, job.local_ranks.max(1).to_string())
         .env(env::HOST_CORES, cores.to_string())
         .env(env::INCARNATION, inc.to_string())
+        .env(env::RESTART_FROM, from.to_string())
         .env(env::SPAWNED_AT_NS, crate::process::spawned_at_ns())
         .env_remove(vpml_fault_points::ENV)
         .stdin(Stdio::null())

@@ -16,6 +16,11 @@ use crate::protocol::ProtocolSetup;
 pub trait SupervisedJob {
     /// How to name rank `rank`'s current process in a message.
     fn describe(&self, rank: usize) -> String;
+    /// The host rank `rank`'s current process runs on, in a job across
+    /// hosts.
+    fn host_name(&self, _rank: usize) -> Option<String> {
+        None
+    }
     /// Send `sig` to rank `rank`'s current process.
     fn signal(&self, rank: usize, sig: Signal);
     /// Announce a new process of `rank` to the others (the job page);
@@ -72,6 +77,9 @@ impl SupervisedJob for LaunchedJob<'_, '_> {
     fn describe(&self, rank: usize) -> String {
         self.backend.describe(rank)
     }
+    fn host_name(&self, rank: usize) -> Option<String> {
+        self.backend.host_name(rank)
+    }
     fn signal(&self, rank: usize, sig: Signal) {
         self.backend.signal(rank, sig);
     }
@@ -87,16 +95,16 @@ impl SupervisedJob for LaunchedJob<'_, '_> {
         self.backend.set_restart_from(index);
     }
     fn request_checkpoint(&self) -> u32 {
-        self.backend.with_page(|p| p.request_checkpoint())
+        self.backend.request_checkpoint()
     }
     fn requests_taken(&self) -> u32 {
-        self.backend.with_page(|p| p.checkpoint_requests_taken())
+        self.backend.requests_taken()
     }
     fn global_checkpoint(&self) -> u32 {
-        self.backend.with_page(|p| p.global_checkpoint())
+        self.backend.global_checkpoint()
     }
     fn reset_global_checkpoint(&self, index: u32) {
-        self.backend.with_page(|p| p.reset_global_checkpoint(index));
+        self.backend.reset_global_checkpoint(index);
     }
     fn wake_all(&self) {
         self.backend.wake_all();

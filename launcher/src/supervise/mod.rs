@@ -31,6 +31,8 @@ macro_rules! notice {
 // After the macro, which it uses.
 mod rollback;
 
+pub use rollback::CopyStores;
+
 /// Exit code when `--timeout` ends the job (as `timeout(1)`).
 pub const TIMEOUT_EXIT: u8 = 124;
 /// How long ranks get between SIGTERM and SIGKILL when the job is stopped.
@@ -70,6 +72,8 @@ pub struct Supervisor<J: SupervisedJob> {
     checkpoint_interval: Option<Duration>,
     next_interval_request: Option<Instant>,
     log_dir: Option<PathBuf>,
+    /// [`Policy::copy_stores`].
+    copy_stores: Option<CopyStores>,
     /// `--timeout`, for the message.
     timeout: Option<Duration>,
     max_restarts: u32,
@@ -135,6 +139,9 @@ pub struct Policy {
     pub timeout: Option<Duration>,
     /// The job's log directory (where injected file damage happens).
     pub log_dir: Option<PathBuf>,
+    /// Where the copies of the global checkpoints are (`coordinated`
+    /// across hosts): a restart looks there, not in the log directory.
+    pub copy_stores: Option<CopyStores>,
 }
 
 /// Timed kills on one clock, in time order, and the next one due.
@@ -216,6 +223,7 @@ impl<J: SupervisedJob> Supervisor<J> {
             checkpoint_interval: policy.checkpoint_interval,
             next_interval_request: policy.checkpoint_interval.map(|i| start + i),
             log_dir: policy.log_dir,
+            copy_stores: policy.copy_stores,
             timeout: policy.timeout,
             max_restarts: policy.max_restarts,
             start,

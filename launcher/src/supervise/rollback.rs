@@ -4,16 +4,99 @@
 //! the restart — after any failure every rank stops, and all restart
 //! together from the newest global checkpoint that every rank wrote.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
 use rustix::process::Signal;
-use vpml_vprotocol::checkpoint::CheckpointStore;
+use vpml_event_logger::copies;
+use vpml_vprotocol::checkpoint::{CheckpointStore, payload_of};
 use vpml_vprotocol::coordinated::checkpoint_dir;
 
 use super::{SupervisedJob, Supervisor};
+
+/// Where the event loggers keep the copies of each rank's part of the
+/// global checkpoints (a coordinated job across hosts, whose ranks' own
+/// files may be on a lost host, or on hosts this launcher cannot read).
+#[derive(Debug, Clone)]
+pub struct CopyStores {
+    /// The loggers' data directories.
+    pub logger_dirs: Vec<PathBuf>,
+    /// The job's name on the loggers.
+    pub job: String,
+}
+
+impl CopyStores {
+    fn dirs(&self, rank: usize) -> impl Iterator<Item = PathBuf> + '_ {
+        let rank = u32::try_from(rank).unwrap_or(u32::MAX);
+        self.logger_dirs
+            .iter()
+            .map(move |d| copies::dir_of(d, &self.job, rank))
+    }
+
+    /// The newest global checkpoint of which every one of `ranks` ranks'
+    /// part has an intact copy on some logger (0: none), and a note for
+    /// each newer one that does not.
+    pub(crate) fn newest_complete(&self, ranks: usize) -> Result<(u64, Vec<String>), String> {
+        let mut candidates: Option<Vec<u64>> = None;
+        for r in 0..ranks {
+            let mut have = Vec::new();
+            for dir in self.dirs(r) {
+                have.extend(copies::indices(&dir).map_err(|e| e.to_string())?);
+            }
+            candidates = Some(match candidates {
+                None => have,
+                Some(c) => c.into_iter().filter(|i| have.contains(i)).collect(),
+            });
+        }
+        let mut candidates = candidates.unwrap_or_default();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut notes = Vec::new();
+        for &k in candidates.iter().rev() {
+            let damaged: Vec<String> = (0..ranks).filter_map(|r| self.intact(r, k).err()).collect();
+            if damaged.is_empty() {
+                return Ok((k, notes));
+            }
+            notes.push(format!(
+                "global checkpoint {k} is damaged: {}",
+                damaged.join("; ")
+            ));
+        }
+        Ok((0, notes))
+    }
+
+    /// Does some logger hold an intact copy of `rank`'s part of global
+    /// checkpoint `k`? Why not.
+    fn intact(&self, rank: usize, k: u64) -> Result<(), String> {
+        let mut why = Vec::new();
+        for dir in self.dirs(rank) {
+            match copies::read_whole(&dir, k) {
+                Ok(Some(bytes)) => match payload_of(&bytes, k) {
+                    Ok(_) => return Ok(()),
+                    Err(e) => why.push(format!("{}: copy {k}: {e}", dir.display())),
+                },
+                Ok(None) => {}
+                Err(e) => why.push(e.to_string()),
+            }
+        }
+        if why.is_empty() {
+            why.push(format!("no copy of rank {rank}'s part"));
+        }
+        Err(why.join("; "))
+    }
+
+    /// Remove the copies newer than global checkpoint `k`.
+    pub(crate) fn remove_newer_than(&self, ranks: usize, k: u64) -> Result<(), String> {
+        for r in 0..ranks {
+            for dir in self.dirs(r) {
+                copies::remove_newer_than(&dir, k).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A rollback under way: the failure that caused it, until every rank
 /// has stopped.
@@ -174,6 +257,32 @@ impl<J: SupervisedJob> Supervisor<J> {
         }
     }
 
+    /// The global checkpoint every one of `ranks` ranks restarts from
+    /// (0: the beginning), the newer ones removed, and whether a newer one
+    /// was passed over as damaged.
+    fn restart_point(&mut self, ranks: usize) -> Result<(u64, bool), String> {
+        let (k, notes) = if let Some(copies) = &self.copy_stores {
+            let (k, notes) = copies.newest_complete(ranks)?;
+            copies.remove_newer_than(ranks, k)?;
+            (k, notes)
+        } else if let Some(dir) = &self.log_dir {
+            let (k, notes) = newest_complete(dir, ranks)?;
+            for r in 0..ranks {
+                CheckpointStore::open(&checkpoint_dir(dir, r))
+                    .and_then(|s| s.remove_newer_than(k))
+                    .map_err(|e| e.to_string())?;
+            }
+            (k, notes)
+        } else {
+            (0, Vec::new())
+        };
+        let damaged = !notes.is_empty();
+        for n in notes {
+            notice!(self, "{n}");
+        }
+        Ok((k, damaged))
+    }
+
     /// `rank` died (`why`): stop every rank, then restart them all (in
     /// [`Supervisor::rollback_if_stopped`], once the last has exited).
     pub(super) fn start_rollback(&mut self, rank: usize, why: String, code: u8) {
@@ -207,34 +316,18 @@ impl<J: SupervisedJob> Supervisor<J> {
         let ranks = self.alive.len();
         self.restarts_done += 1;
         self.damage_checkpoint_if_asked(rb.rank);
-        let mut damaged = false;
-        let from = match &self.log_dir {
-            Some(dir) => match newest_complete(dir, ranks) {
-                Ok((k, notes)) => {
-                    damaged = !notes.is_empty();
-                    for n in notes {
-                        notice!(self, "{n}");
-                    }
-                    for r in 0..ranks {
-                        let store = CheckpointStore::open(&checkpoint_dir(dir, r));
-                        if let Err(e) = store.and_then(|s| s.remove_newer_than(k)) {
-                            self.fail(rb.code, format!("{}; cannot restart: {e}", rb.why));
-                            return;
-                        }
-                    }
-                    k
-                }
-                Err(e) => {
-                    self.fail(rb.code, format!("{}; cannot restart: {e}", rb.why));
-                    return;
-                }
-            },
-            None => 0,
+        let (from, damaged) = match self.restart_point(ranks) {
+            Ok(found) => found,
+            Err(e) => {
+                self.fail(rb.code, format!("{}; cannot restart: {e}", rb.why));
+                return;
+            }
         };
         self.job.set_restart_from(from);
         self.job
             .reset_global_checkpoint(u32::try_from(from).unwrap_or(u32::MAX));
         let t0 = Instant::now();
+        let hosts_before: Vec<Option<String>> = (0..ranks).map(|r| self.job.host_name(r)).collect();
         let incarnations: Vec<u32> = (0..ranks).map(|r| self.job.announce_restart(r)).collect();
         for (r, &inc) in incarnations.iter().enumerate() {
             self.incarnation[r] = inc;
@@ -258,6 +351,18 @@ impl<J: SupervisedJob> Supervisor<J> {
                 )
             })
             .unwrap_or_default();
+        // Ranks of a lost host run on a spare now.
+        let moved: Vec<String> = (0..ranks)
+            .filter_map(|r| {
+                let now = self.job.host_name(r)?;
+                (hosts_before[r].as_ref() != Some(&now)).then(|| format!("rank {r} on host {now}"))
+            })
+            .collect();
+        let moved = if moved.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", moved.join(", "))
+        };
         let point = if from == 0 && damaged {
             "the beginning (no usable global checkpoint)".to_string()
         } else if from == 0 {
@@ -267,7 +372,7 @@ impl<J: SupervisedJob> Supervisor<J> {
         };
         notice!(
             self,
-            "{}; restarted all {ranks} ranks from {point} (restart {} of at most {}{detected}, all stopped in {:.1} ms, spawned in {:.1} ms)",
+            "{}; restarted all {ranks} ranks from {point} (restart {} of at most {}{detected}, all stopped in {:.1} ms, spawned in {:.1} ms){moved}",
             rb.why,
             self.restarts_done,
             self.max_restarts,
