@@ -23,36 +23,10 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A checkpoint: counters first, then the line, as little-endian words.
-fn encode(counters: [u64; 4], line: &[f64]) -> Vec<u8> {
-    counters
-        .into_iter()
-        .chain(line.iter().map(|x| x.to_bits()))
-        .flat_map(u64::to_le_bytes)
-        .collect()
-}
+#[path = "common/pattern_state.rs"]
+mod pattern_state;
 
-/// The counters and line of a checkpoint of a `len`-point line.
-fn decode(b: &[u8], len: usize) -> Result<([u64; 4], Vec<f64>), String> {
-    if b.len() != 8 * (4 + len) {
-        return Err(format!(
-            "lu-pattern: checkpoint holds {} bytes, expected {} (different options?)",
-            b.len(),
-            8 * (4 + len)
-        ));
-    }
-    let words: Vec<u64> = b
-        .chunks_exact(8)
-        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-        .collect();
-    let counters = [words[0], words[1], words[2], words[3]];
-    Ok((
-        counters,
-        words[4..].iter().map(|&w| f64::from_bits(w)).collect(),
-    ))
-}
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), vpml::Error> {
     let iterations = arg("--iterations", 20);
     let planes = arg("--planes", 50);
     let checkpoint_every = arg("--checkpoint-every", 0);
@@ -77,7 +51,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sent_before = 0u64;
     let mut first = 0;
     if let Some(saved) = world.restart_state() {
-        let ([it, r, w, sent], line) = decode(&saved, line)?;
+        let ([it, r, w, sent], line) = pattern_state::decode("lu-pattern", &saved, line)
+            .unwrap_or_else(|why| pattern_state::exit_with(&why));
         (first, receives, wild, state) = (it as usize, r, w, line);
         sent_before = sent - world.stats().messages_sent.min(sent);
     }
@@ -142,7 +117,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .for_each(|s| *s /= norm[0].sqrt().max(1e-300) / (line as f64).sqrt());
         if checkpoint_every > 0 && (it + 1) % checkpoint_every == 0 && it + 1 < iterations {
             let sent = sent_before + world.stats().messages_sent;
-            world.checkpoint(&encode([it as u64 + 1, receives, wild, sent], &state))?;
+            world.checkpoint(&pattern_state::encode(
+                [it as u64 + 1, receives, wild, sent],
+                &state,
+            ))?;
         }
     }
     let checksum = state
@@ -172,6 +150,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         println!("checksum {:016x}", sums[0]);
     }
-    world.finalize()?;
-    Ok(())
+    world.finalize()
 }

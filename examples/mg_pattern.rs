@@ -44,36 +44,10 @@ fn grid(n: usize) -> [usize; 3] {
     g
 }
 
-/// A checkpoint: counters first, then the field, as little-endian words.
-fn encode(counters: [u64; 4], field: &[f64]) -> Vec<u8> {
-    counters
-        .into_iter()
-        .chain(field.iter().map(|x| x.to_bits()))
-        .flat_map(u64::to_le_bytes)
-        .collect()
-}
+#[path = "common/pattern_state.rs"]
+mod pattern_state;
 
-/// The counters and field of a checkpoint of a `len`-point field.
-fn decode(b: &[u8], len: usize) -> Result<([u64; 4], Vec<f64>), String> {
-    if b.len() != 8 * (4 + len) {
-        return Err(format!(
-            "mg-pattern: checkpoint holds {} bytes, expected {} (different options?)",
-            b.len(),
-            8 * (4 + len)
-        ));
-    }
-    let words: Vec<u64> = b
-        .chunks_exact(8)
-        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-        .collect();
-    let counters = [words[0], words[1], words[2], words[3]];
-    Ok((
-        counters,
-        words[4..].iter().map(|&w| f64::from_bits(w)).collect(),
-    ))
-}
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), vpml::Error> {
     let cycles = arg("--cycles", 20);
     let size = arg("--size", 32);
     let checkpoint_every = arg("--checkpoint-every", 0);
@@ -103,7 +77,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sent_before = 0u64;
     let mut first = 0;
     if let Some(saved) = world.restart_state() {
-        let ([c, r, w, sent], f) = decode(&saved, field.len())?;
+        let ([c, r, w, sent], f) = pattern_state::decode("mg-pattern", &saved, field.len())
+            .unwrap_or_else(|why| pattern_state::exit_with(&why));
         (first, receives, wild, field) = (c as usize, r, w, f);
         sent_before = sent - world.stats().messages_sent.min(sent);
     }
@@ -147,7 +122,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         field.iter_mut().for_each(|x| *x *= s * (size as f64));
         if checkpoint_every > 0 && (cycle + 1) % checkpoint_every == 0 && cycle + 1 < cycles {
             let sent = sent_before + world.stats().messages_sent;
-            world.checkpoint(&encode([cycle as u64 + 1, receives, wild, sent], &field))?;
+            world.checkpoint(&pattern_state::encode(
+                [cycle as u64 + 1, receives, wild, sent],
+                &field,
+            ))?;
         }
     }
     let checksum = field
@@ -180,6 +158,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         println!("checksum {:016x}", sums[0]);
     }
-    world.finalize()?;
-    Ok(())
+    world.finalize()
 }

@@ -138,7 +138,12 @@ fn the_lu_and_mg_patterns_restart_exactly_from_global_checkpoints() {
         "lu-pattern",
         &["--iterations", "1500", "--checkpoint-every", "100"],
         &[
-            ("2@point:send.after_frame#5000", None),
+            // (Rank 2 sends about 100 messages an iteration: iteration
+            // ~150, after the first checkpoint.)
+            (
+                "2@point:send.after_frame#15000",
+                Some("global checkpoint 1 "),
+            ),
             (
                 "3@point:coordinated.bookmarks_sent#6",
                 Some("global checkpoint 5 "),
@@ -153,7 +158,11 @@ fn the_lu_and_mg_patterns_restart_exactly_from_global_checkpoints() {
         "mg-pattern",
         &["--cycles", "1500", "--checkpoint-every", "100"],
         &[
-            ("0@point:send.after_frame#5000", None),
+            // (About 50 sends a cycle: cycle ~150.)
+            (
+                "0@point:send.after_frame#7500",
+                Some("global checkpoint 1 "),
+            ),
             ("2@point:coordinated.written#4", None),
             (
                 "1@point:coordinated.committed#11",

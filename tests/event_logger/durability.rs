@@ -276,7 +276,10 @@ fn a_restarted_rank_drops_newer_copies_and_its_predecessors_copies_are_refused()
     // may no longer add any.
     let new = both(1);
     new.drop_copies_above(4).expect("drop");
-    assert!(old.save_copy(6, &[6; 100]).is_err(), "a replaced process saved a copy");
+    assert!(
+        old.save_copy(6, &[6; 100]).is_err(),
+        "a replaced process saved a copy"
+    );
     assert_eq!(new.load_copy(0).expect("load").map(|c| c.0), Some(4));
     // A copy that fails the caller's check on one replica is taken from
     // the other; refused everywhere, the reasons say so.

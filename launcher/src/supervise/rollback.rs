@@ -39,52 +39,43 @@ impl CopyStores {
     /// part has an intact copy on some logger (0: none), and a note for
     /// each newer one that does not.
     pub(crate) fn newest_complete(&self, ranks: usize) -> Result<(u64, Vec<String>), String> {
-        let mut candidates: Option<Vec<u64>> = None;
+        let mut held = Vec::with_capacity(ranks);
         for r in 0..ranks {
             let mut have = Vec::new();
             for dir in self.dirs(r) {
                 have.extend(copies::indices(&dir).map_err(|e| e.to_string())?);
             }
-            candidates = Some(match candidates {
-                None => have,
-                Some(c) => c.into_iter().filter(|i| have.contains(i)).collect(),
-            });
+            held.push(have);
         }
-        let mut candidates = candidates.unwrap_or_default();
-        candidates.sort_unstable();
-        candidates.dedup();
-        let mut notes = Vec::new();
-        for &k in candidates.iter().rev() {
-            let damaged: Vec<String> = (0..ranks).filter_map(|r| self.intact(r, k).err()).collect();
-            if damaged.is_empty() {
-                return Ok((k, notes));
+        newest_intact(held, |k| {
+            let mut damaged = Vec::new();
+            for r in 0..ranks {
+                if let Err(why) = self.intact(r, k)? {
+                    damaged.push(why);
+                }
             }
-            notes.push(format!(
-                "global checkpoint {k} is damaged: {}",
-                damaged.join("; ")
-            ));
-        }
-        Ok((0, notes))
+            Ok(damaged)
+        })
     }
 
     /// Does some logger hold an intact copy of `rank`'s part of global
-    /// checkpoint `k`? Why not.
-    fn intact(&self, rank: usize, k: u64) -> Result<(), String> {
+    /// checkpoint `k`? Why not. A copy that cannot be read at all is an
+    /// error, not damage: the restart stops rather than remove a
+    /// checkpoint that may be good.
+    fn intact(&self, rank: usize, k: u64) -> Result<Result<(), String>, String> {
         let mut why = Vec::new();
         for dir in self.dirs(rank) {
-            match copies::read_whole(&dir, k) {
-                Ok(Some(bytes)) => match payload_of(&bytes, k) {
-                    Ok(_) => return Ok(()),
+            if let Some(bytes) = copies::read_whole(&dir, k).map_err(|e| e.to_string())? {
+                match payload_of(&bytes, k) {
+                    Ok(_) => return Ok(Ok(())),
                     Err(e) => why.push(format!("{}: copy {k}: {e}", dir.display())),
-                },
-                Ok(None) => {}
-                Err(e) => why.push(e.to_string()),
+                }
             }
         }
         if why.is_empty() {
             why.push(format!("no copy of rank {rank}'s part"));
         }
-        Err(why.join("; "))
+        Ok(Err(why.join("; ")))
     }
 
     /// Remove the copies newer than global checkpoint `k`.
@@ -127,19 +118,33 @@ const POLL: Duration = Duration::from_millis(50);
 /// for each newer one that is not usable everywhere.
 pub(crate) fn newest_complete(root: &Path, ranks: usize) -> Result<(u64, Vec<String>), String> {
     let mut stores = Vec::with_capacity(ranks);
-    let mut candidates: Option<Vec<u64>> = None;
+    let mut held = Vec::with_capacity(ranks);
     for r in 0..ranks {
         let store = CheckpointStore::open(&checkpoint_dir(root, r)).map_err(|e| e.to_string())?;
-        let have = store.indices().map_err(|e| e.to_string())?;
-        candidates = Some(match candidates {
-            None => have,
-            Some(c) => c.into_iter().filter(|i| have.contains(i)).collect(),
-        });
+        held.push(store.indices().map_err(|e| e.to_string())?);
         stores.push(store);
     }
+    newest_intact(held, |k| {
+        Ok(stores.iter().filter_map(|s| s.read(k).err()).collect())
+    })
+}
+
+/// The newest checkpoint number in every one of `held` (each rank's
+/// numbers) of which `damaged` names no damaged part (0: none), and a
+/// note for each newer one it does; `damaged`'s error stops the search.
+fn newest_intact(
+    held: Vec<Vec<u64>>,
+    damaged: impl Fn(u64) -> Result<Vec<String>, String>,
+) -> Result<(u64, Vec<String>), String> {
+    let mut every: Vec<u64> = held.first().cloned().unwrap_or_default();
+    for have in &held[1.min(held.len())..] {
+        every.retain(|k| have.contains(k));
+    }
+    every.sort_unstable();
+    every.dedup();
     let mut notes = Vec::new();
-    for &k in candidates.unwrap_or_default().iter().rev() {
-        let damaged: Vec<String> = stores.iter().filter_map(|s| s.read(k).err()).collect();
+    for &k in every.iter().rev() {
+        let damaged = damaged(k)?;
         if damaged.is_empty() {
             return Ok((k, notes));
         }
@@ -379,5 +384,39 @@ impl<J: SupervisedJob> Supervisor<J> {
             t0.duration_since(rb.started).as_secs_f64() * 1e3,
             t0.elapsed().as_secs_f64() * 1e3
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest_intact;
+
+    #[test]
+    fn the_newest_number_every_rank_holds_intact_is_chosen() {
+        let none = |_| Ok(Vec::new());
+        let held = vec![vec![3, 4, 5], vec![4, 5], vec![3, 4]];
+        assert_eq!(newest_intact(held, none), Ok((4, Vec::new())));
+        let (k, notes) = newest_intact(vec![vec![4, 5], vec![4, 5]], |k| {
+            Ok(if k == 5 {
+                vec!["rank 1: payload checksum mismatch".to_string()]
+            } else {
+                Vec::new()
+            })
+        })
+        .unwrap();
+        assert_eq!(k, 4);
+        assert_eq!(
+            notes,
+            ["global checkpoint 5 is damaged: rank 1: payload checksum mismatch"]
+        );
+        assert_eq!(
+            newest_intact(vec![vec![1], vec![2]], none),
+            Ok((0, Vec::new()))
+        );
+        assert_eq!(newest_intact(Vec::new(), none), Ok((0, Vec::new())));
+        // A part that cannot be read stops the search: nothing is
+        // declared damaged (and removed) on an I/O error.
+        let io = newest_intact(vec![vec![4, 5]], |_| Err("EIO".to_string()));
+        assert_eq!(io, Err("EIO".to_string()));
     }
 }
