@@ -158,9 +158,9 @@ fn the_lu_and_mg_patterns_restart_exactly_from_global_checkpoints() {
         "mg-pattern",
         &["--cycles", "1500", "--checkpoint-every", "100"],
         &[
-            // (About 50 sends a cycle: cycle ~150.)
+            // (About 33 sends a cycle: cycle ~150.)
             (
-                "0@point:send.after_frame#7500",
+                "0@point:send.after_frame#5000",
                 Some("global checkpoint 1 "),
             ),
             ("2@point:coordinated.written#4", None),
