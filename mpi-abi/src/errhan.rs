@@ -5,7 +5,7 @@
 //!
 //! A user handler is a C function called with the communicator and the
 //! error code, after which the failing call returns the code. User error
-//! classes and codes are numbered from [`FIRST_USER_CODE`] up, above every
+//! classes and codes are numbered from `FIRST_USER_CODE` up, above every
 //! predefined class.
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! packed form is the bytes of the elements in type-map order, back to
 //! back (the form the library sends non-contiguous datatypes in), so
 //! `MPI_PACKED` data packed here and sent travels unchanged; `external32`
-//! is the same form with each number big-endian (see [`external32`]).
+//! is the same form with each number big-endian (see `external32`).
 
 mod external32;
 

@@ -2,12 +2,12 @@
 //! `MPI_THREAD_MULTIPLE`.
 //!
 //! Under `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE` every call takes
-//! one process-wide lock ([`enter`]), so one thread at a time touches the
+//! one process-wide lock (`enter`), so one thread at a time touches the
 //! library's state and the engine. Under `MPI_THREAD_MULTIPLE` a call
 //! that would block — a receive, a wait, a probe, a blocking collective —
 //! must not keep it, or a thread waiting for a message would stop the
 //! thread that sends it: such a call starts its requests, then waits for
-//! them with [`block_until`], which polls the engine under the lock and
+//! them with `block_until`, which polls the engine under the lock and
 //! sleeps on the engine's doorbell without it. A thread that ends a call
 //! while others sleep rings the doorbell, so a sleeper whose request that
 //! call completed (a message between two threads of one rank) notices.

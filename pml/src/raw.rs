@@ -63,7 +63,7 @@ pub struct Polled {
 impl Comm {
     /// Start sending `len` bytes at `ptr` to `dest` (synchronous mode when
     /// `sync`). A standard send written whole at once leaves nothing in the
-    /// engine: its id [`is_complete_send`](RawRequest::is_complete_send),
+    /// engine: its id `is_complete_send`,
     /// every completion call finds it done, and [`Comm::finish_raw`] has
     /// no status for it — make it with [`Status::of_send`].
     ///
@@ -114,7 +114,7 @@ impl Comm {
     /// into `ptr` at once — after the frames ahead of it that the oldest
     /// posted receives take were delivered to them, which may complete
     /// those. The request then leaves nothing in the engine
-    /// (its id [`is_complete_at_start`](RawRequest::is_complete_at_start),
+    /// (its id `is_complete_at_start`,
     /// every completion call finds it done, [`Comm::finish_raw`] has no
     /// status for it) and its status (ranks as this communicator numbers
     /// them) is returned with it.

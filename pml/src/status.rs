@@ -30,7 +30,7 @@ impl Status {
 
     /// What a send of `len` bytes with `tag` to rank `dest` reports
     /// (sequence number 0): the status of a raw send that completed when it
-    /// started ([`crate::raw::RawRequest::is_complete_send`]), which the
+    /// started (`crate::raw::RawRequest::is_complete_send`), which the
     /// engine does not keep. (A binding keeping the status of a raw
     /// receive complete at start makes it again the same way, from the
     /// source.)

@@ -2,26 +2,26 @@
 //! accumulates), carried as messages so that message logging replays it.
 //!
 //! A window has a private duplicate of its communicator. Every one-sided
-//! operation is a request message to its target ([`wire`]); the target
+//! operation is a request message to its target (`wire`); the target
 //! takes requests from any source, in the order they reach it, and applies
 //! them to its memory at its next *progress point*: a blocking receive or
 //! send, a wait, a test, a probe, `MPI_Barrier` on an intracommunicator,
 //! the synchronizing one-sided calls, and the blocking collectives and
 //! communicator constructors of a communicator whose members all share a
-//! live window ([`covers`]). What a target sends back — the bytes of a
+//! live window (`covers`). What a target sends back — the bytes of a
 //! get, a lock grant, an acknowledgement — is a reply the origin receives
 //! from that target in the order it asked.
 //!
 //! Under message logging this is replayed: the source each request came
 //! from is the logged match of the target's receive from any source, and
 //! where the target took it is the logged completion of the test that
-//! took it; a re-executing target takes requests there ([`target`], and
+//! took it; a re-executing target takes requests there (`target`, and
 //! docs/DESIGN.md for what "there" means). Requests and replies are
 //! messages the senders' logs keep.
 //! `MPI_Win_allocate_shared` — loads and stores into another process's
 //! memory, which no log sees — is refused under a logging protocol.
 //!
-//! Synchronization ([`sync`]):
+//! Synchronization (`sync`):
 //! * `MPI_Win_fence`: each rank learns how many requests were sent to it
 //!   since the last fence (a reduce-scatter of counts), serves until it has
 //!   taken that many, waits for its own replies, and meets the others in a
@@ -36,15 +36,15 @@
 //!
 //! With no protocol, a window whose memory MPI allocates
 //! (`MPI_Win_allocate`, `_allocate_shared`) on members of one host is
-//! *direct* ([`direct`]): its memory is one file every member maps, and
+//! *direct* (`direct`): its memory is one file every member maps, and
 //! origins load and store into their targets themselves, as Open MPI's
 //! `osc/sm` does — no request, no progress point. Other windows, and every
 //! window under a logging protocol, work as above.
 //!
-//! Modules: [`window`] (creation, memory, names, attributes, error
-//! handlers), [`shared`] (windows in memory the members share), [`direct`]
-//! (operations as loads and stores), [`origin`] (the operations),
-//! [`target`] (serving requests), [`sync`], [`wire`].
+//! Modules: `window` (creation, memory, names, attributes, error
+//! handlers), `shared` (windows in memory the members share), `direct`
+//! (operations as loads and stores), `origin` (the operations),
+//! `target` (serving requests), `sync`, `wire`.
 
 use std::collections::VecDeque;
 use std::ffi::c_int;

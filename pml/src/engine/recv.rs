@@ -553,7 +553,7 @@ enum Taken {
     NotThis,
 }
 
-/// What a receive straight off the ring did ([`crate::raw::Comm::recv_now_raw`]).
+/// What a receive straight off the ring did (`crate::raw::Comm::recv_now_raw`).
 #[derive(Debug)]
 pub enum RecvNow {
     /// The message is in the buffer: its status.
@@ -561,8 +561,8 @@ pub enum RecvNow {
     /// Not this way: the receive is to be posted.
     NotNow,
     /// Nothing came while it looked (a blocking wait's spinning, for
-    /// [`Engine::recv_now`]): the receive is to be posted, or looked for
+    /// `Engine::recv_now`): the receive is to be posted, or looked for
     /// again; a wait after this may yield or sleep at once
-    /// ([`Engine::wait_spun`]).
+    /// (`Engine::wait_spun`).
     Spun,
 }
