@@ -160,6 +160,9 @@ pub(crate) struct ReqEntry {
     pub comm: Comm,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
+    /// A nonblocking collective in flight: it cannot be cancelled or
+    /// freed (its memory is in use until it completes).
+    pub collective: bool,
     /// The operation in flight, if any (on the C buffer, or on the
     /// staging copy).
     pub active: Option<Active>,
@@ -212,6 +215,7 @@ impl ReqEntry {
         ReqEntry {
             comm,
             proc_null: active.is_none(),
+            collective: false,
             active,
             more: None,
         }
@@ -230,6 +234,7 @@ impl ReqEntry {
         ReqEntry {
             comm,
             proc_null: false,
+            collective: false,
             active: None,
             more: Some(Box::new(More {
                 persistent: Some(op),
@@ -266,11 +271,6 @@ impl ReqEntry {
     /// The status of a request complete from the start.
     pub(crate) fn ready(&self) -> Option<(usize, c_int, usize)> {
         self.more.as_ref()?.ready
-    }
-
-    /// A nonblocking collective's last step is still to run.
-    pub(crate) fn has_after(&self) -> bool {
-        self.more.as_ref().is_some_and(|m| m.after.is_some())
     }
 
     /// Take a nonblocking collective's last step out.

@@ -241,7 +241,7 @@ impl Comm {
         let send_to = dest.map(|d| self.check_dest(d, send_tag)).transpose()?;
         let spec = source.map(|s| self.spec(s, recv_tag)).transpose()?;
         let mut eng = self.engine.borrow_mut();
-        let mut parts = Vec::with_capacity(2);
+        let mut parts: smallvec::SmallVec<[crate::engine::ReqId; 2]> = smallvec::SmallVec::new();
         let mut result_part = None;
         if let Some(spec) = spec {
             // SAFETY: the caller's contract.
@@ -268,7 +268,7 @@ impl Comm {
                 }
             }
         }
-        eng.start_group(self.context, parts, result_part)
+        eng.start_group(self.context, &parts, result_part)
     }
 
     /// Block until every request of `reqs` (`None`: inactive) completed;

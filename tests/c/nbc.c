@@ -180,6 +180,19 @@ static void everyone(void) {
     MPI_Ialltoallv(out, sc4, sd4, MPI_INT, in, sc4, rd4, MPI_INT, MPI_COMM_WORLD, &r);
     wait1(&r);
     CHECK(in[1] == 10 + 3 - rank, "Ialltoallv %d", in[1]);
+    /* Ialltoallv and Iallgatherv whose lists are equal blocks in order
+       (the plain calls' layout), beside ranks that see other lists. */
+    int ec[4] = {2, 2, 2, 2}, ed[4] = {0, 2, 4, 6}, eo[8], ei[8];
+    for (int i = 0; i < 8; i++) eo[i] = rank * 100 + i;
+    MPI_Ialltoallv(eo, ec, ed, MPI_INT, ei, ec, ed, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(ei[2] == 100 + 2 * rank && ei[7] == 300 + 2 * rank + 1, "Ialltoallv of equal blocks %d %d", ei[2], ei[7]);
+    int gd[4] = {0, 2, 4, 6};
+    if (rank == 1) { gd[0] = 6; gd[3] = 0; } /* rank 1 gathers in another order */
+    MPI_Iallgatherv(eo, 2, MPI_INT, ei, ec, gd, MPI_INT, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    int at3 = rank == 1 ? 0 : 6;
+    CHECK(ei[at3] == 300 && ei[at3 + 1] == 301 && ei[2] == 100, "Iallgatherv of equal blocks %d %d", ei[at3], ei[2]);
 
     /* MPI_Alltoallw: ints to even ranks, a double to odd ones. */
     int wi[4] = {0};
@@ -547,6 +560,25 @@ static void idup_and_errors(void) {
     CHECK(rc != MPI_SUCCESS, "Cancel of a collective is refused");
     wait1(&r);
     CHECK(y == 6, "the collective still completes %d", y);
+    /* The same for one straight between the program's buffers. */
+    int a4[4], b4[4] = {0};
+    for (int i = 0; i < 4; i++) a4[i] = rank * 10 + i;
+    MPI_Ialltoall(a4, 1, MPI_INT, b4, 1, MPI_INT, d, &r);
+    rc = MPI_Request_free(&r);
+    CHECK(rc != MPI_SUCCESS && r != MPI_REQUEST_NULL, "Request_free of an Ialltoall in flight is refused");
+    rc = MPI_Cancel(&r);
+    CHECK(rc != MPI_SUCCESS, "Cancel of an Ialltoall is refused");
+    wait1(&r);
+    CHECK(b4[2] == 20 + rank, "the Ialltoall still completes %d", b4[2]);
+    /* Blocks of one int sent where two are expected: an error, once
+       every transfer is done (nothing is left to match a later call). */
+    int b8[8];
+    rc = MPI_Ialltoall(a4, 1, MPI_INT, b8, 2, MPI_INT, d, &r);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(rc != MPI_SUCCESS, "Ialltoall of blocks of another size is refused");
+    MPI_Ialltoall(a4, 1, MPI_INT, b4, 1, MPI_INT, d, &r);
+    wait1(&r);
+    CHECK(b4[3] == 30 + rank, "an Ialltoall after the refused one %d", b4[3]);
     int cls = -1;
     rc = MPI_Ibcast(&x, 1, MPI_INT, 9, d, &r);
     MPI_Error_class(rc, &cls);

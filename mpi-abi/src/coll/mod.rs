@@ -157,8 +157,39 @@ struct VBlocks<'a> {
     /// The layout of a datatype that is not contiguous (elements are
     /// packed); `None` for a contiguous one, whose extent is `size`.
     layout: Option<DerivedType>,
-    counts: std::borrow::Cow<'a, [c_int]>,
-    displs: std::borrow::Cow<'a, [c_int]>,
+    counts: Ints<'a>,
+    displs: Ints<'a>,
+}
+
+/// A per-rank list of ints: the C caller's, or one of our own (on the
+/// stack for small jobs, so that a small collective allocates nothing).
+enum Ints<'a> {
+    Borrowed(&'a [c_int]),
+    Owned(OwnedInts),
+}
+
+/// See [`Ints`].
+type OwnedInts = smallvec::SmallVec<[c_int; 8]>;
+
+impl Ints<'_> {
+    /// The same list, owned.
+    fn into_owned(self) -> Ints<'static> {
+        match self {
+            Ints::Borrowed(s) => Ints::Owned(OwnedInts::from_slice(s)),
+            Ints::Owned(v) => Ints::Owned(v),
+        }
+    }
+}
+
+impl std::ops::Deref for Ints<'_> {
+    type Target = [c_int];
+
+    fn deref(&self) -> &[c_int] {
+        match self {
+            Ints::Borrowed(s) => s,
+            Ints::Owned(v) => v,
+        }
+    }
 }
 
 /// A per-rank table of a `v` collective: on the stack for small jobs.
@@ -200,16 +231,16 @@ impl VBlocks<'_> {
         Ok(VBlocks {
             size: t.size,
             layout,
-            counts: counts.into(),
-            displs: displs.into(),
+            counts: Ints::Borrowed(counts),
+            displs: Ints::Borrowed(displs),
         })
     }
 
     /// Blocks from arrays made here (checked as [`VBlocks::new`] checks
     /// the caller's), kept without a copy.
     fn owned(
-        counts: Vec<c_int>,
-        displs: Vec<c_int>,
+        counts: OwnedInts,
+        displs: OwnedInts,
         dt: Datatype,
     ) -> Result<VBlocks<'static>, (c_int, String)> {
         assert_eq!(counts.len(), displs.len(), "one displacement per count");
@@ -219,8 +250,8 @@ impl VBlocks<'_> {
         Ok(VBlocks {
             size: checked.size,
             layout: checked.layout,
-            counts: counts.into(),
-            displs: displs.into(),
+            counts: Ints::Owned(counts),
+            displs: Ints::Owned(displs),
         })
     }
 
@@ -230,8 +261,8 @@ impl VBlocks<'_> {
         VBlocks {
             size: self.size,
             layout: self.layout,
-            counts: self.counts.into_owned().into(),
-            displs: self.displs.into_owned().into(),
+            counts: self.counts.into_owned(),
+            displs: self.displs.into_owned(),
         }
     }
 

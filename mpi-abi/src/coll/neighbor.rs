@@ -26,8 +26,8 @@ pub(super) fn of(c: &vpml::Comm, h: Comm) -> Res<Neighbors> {
 
 /// `n` blocks of `count` elements of `dt`, one after the other.
 pub(super) fn equal(n: usize, count: c_int, dt: Datatype) -> Res<VBlocks<'static>> {
-    let counts = vec![count; n];
-    let displs: Vec<c_int> = (0..n)
+    let counts = smallvec::smallvec![count; n];
+    let displs: super::OwnedInts = (0..n)
         .map(|i| c_int::try_from(i).ok().and_then(|i| i.checked_mul(count)))
         .collect::<Option<_>>()
         .ok_or_else(|| {
@@ -125,10 +125,10 @@ fn laid(
     Laid {
         sends: sends.into(),
         recvs: recvs.into(),
-        after: Box::new(move || {
+        after: Some(Box::new(move || {
             drop(keep);
             afters.into_iter().try_for_each(|a| a())
-        }),
+        })),
     }
 }
 

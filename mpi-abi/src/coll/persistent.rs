@@ -37,7 +37,8 @@ pub(crate) fn start_persistent(
                 let mut s = s.borrow_mut();
                 if let Some(e) = request_slot(req).and_then(|i| s.requests.get_mut(i)) {
                     e.active = Some(active);
-                    e.more_mut().after = Some(after);
+                    e.collective = true;
+                    e.more_mut().after = after;
                 }
             });
             MPI_SUCCESS

@@ -50,6 +50,7 @@ fn retire(s: &mut State, k: usize, h: &mut Request) {
                 p.retire();
             }
             e.proc_null = false;
+            e.collective = false;
             e.active = None;
             let more = e.more_mut();
             more.staging = None;

@@ -111,7 +111,7 @@ impl Comm {
         }
         let context = self.collective_context();
         let mut eng = self.engine.borrow_mut();
-        let mut parts: Vec<ReqId> = Vec::with_capacity(sends.len() + recvs.len());
+        let mut parts: smallvec::SmallVec<[ReqId; 8]> = smallvec::SmallVec::new();
         let mut started = || -> Result<()> {
             for t in recvs {
                 let spec = RecvSpec {
@@ -149,6 +149,6 @@ impl Comm {
             }
             return Err(e);
         }
-        eng.start_group(context, parts, None)
+        eng.start_group(context, &parts, None)
     }
 }

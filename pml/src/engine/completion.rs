@@ -300,7 +300,7 @@ impl Engine {
     pub(crate) fn start_group(
         &mut self,
         lane: u32,
-        parts: Vec<ReqId>,
+        parts: &[ReqId],
         result_part: Option<usize>,
     ) -> Result<ReqId> {
         let call = self.next_call(lane)?;
@@ -310,7 +310,9 @@ impl Engine {
         };
         let (id, s) = self.core.alloc_slot(SlotKind::Group, empty);
         s.call = call;
-        s.parts = parts;
+        // (Into the slot's own list: it keeps its memory from the last
+        // group that used the slot, so a collective allocates nothing.)
+        s.parts.extend_from_slice(parts);
         s.result_part = result_part;
         Ok(id)
     }

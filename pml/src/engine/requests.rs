@@ -158,6 +158,9 @@ pub(super) enum SlotKind {
     External,
 }
 
+/// The most parts whose list's memory a slot keeps after its group ended.
+const GROUP_PARTS_KEPT: usize = 64;
+
 /// One entry of the request table.
 pub(super) struct Slot {
     pub(super) generation: u32,
@@ -426,15 +429,30 @@ impl Core {
     /// error among the parts (for a collective's, a receive that got more
     /// or fewer bytes than its buffer holds is one).
     fn take_group(&mut self, id: ReqId) -> Result<Status> {
-        let (parts, result_part) = self
+        let (mut parts, result_part) = self
             .slot_mut(id)
             .map(|g| (std::mem::take(&mut g.parts), g.result_part))
             .unwrap_or_default();
-        if let Some(k) = result_part {
-            return self.take_group_result(id, parts, k);
+        let result = match result_part {
+            Some(k) => self.take_group_result(&parts, k),
+            None => self.take_group_parts(&parts),
+        };
+        // A short list goes back to the slot, to keep its memory for the
+        // next group there (a long one is let go: slots outlive groups).
+        parts.clear();
+        if parts.capacity() <= GROUP_PARTS_KEPT
+            && let Some(g) = self.slot_mut(id)
+        {
+            g.parts = parts;
         }
+        self.free_slot(id);
+        result
+    }
+
+    /// [`Core::take_group`]'s parts, for a group without a result part.
+    fn take_group_parts(&mut self, parts: &[ReqId]) -> Result<Status> {
         let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
-        for p in parts {
+        for &p in parts {
             if p.is_complete_send() {
                 continue;
             }
@@ -462,15 +480,14 @@ impl Core {
                 (Ok(_), _) => result,
             };
         }
-        self.free_slot(id);
         result
     }
 
     /// [`Core::take_group`] for a group whose status is part `k`'s (a
     /// sendrecv: its receive may be truncated, as any receive).
-    fn take_group_result(&mut self, id: ReqId, parts: Vec<ReqId>, k: usize) -> Result<Status> {
+    fn take_group_result(&mut self, parts: &[ReqId], k: usize) -> Result<Status> {
         let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
-        for (i, p) in parts.into_iter().enumerate() {
+        for (i, &p) in parts.iter().enumerate() {
             if p.is_complete_send() {
                 continue;
             }
@@ -480,7 +497,6 @@ impl Core {
                 Err(e) => result = result.and(Err(e)),
             }
         }
-        self.free_slot(id);
         result
     }
 

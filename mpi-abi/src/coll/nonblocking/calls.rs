@@ -4,6 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::*;
+use crate::coll::plain::equal_blocks as equal_lists;
 use crate::consts::*;
 use crate::state::{error, put, vpml_error};
 
@@ -103,12 +104,25 @@ export! {
     fn MPI_Iallgather / PMPI_Iallgather(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Iallgather", h);
         // SAFETY: the caller's buffers are as MPI says.
+        if let Some(laid) = unsafe { allgather_equal(&c, send, scount, stype, recv, rcount, rtype) } {
+            return launch("MPI_Iallgather", h, &c, laid, req);
+        }
+        // SAFETY: the caller's buffers are as MPI says.
         let laid = equal_blocks(&c, rcount, rtype).and_then(|vb| unsafe { allgather(&c, send, scount, stype, recv, vb) });
         launch("MPI_Iallgather", h, &c, laid, req)
     }
 
     fn MPI_Iallgatherv / PMPI_Iallgatherv(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, displs: *const c_int, rtype: Datatype, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Iallgatherv", h);
+        // As in MPI_Ialltoallv.
+        if !c.is_inter()
+            // SAFETY: the caller's arrays hold one int per rank.
+            && let Some(rk) = unsafe { equal_lists(rcounts, displs, c.size()) }
+            // SAFETY: the caller's buffers are as MPI says.
+            && let Some(laid) = unsafe { allgather_equal(&c, send, scount, stype, recv, rk, rtype) }
+        {
+            return launch("MPI_Iallgatherv", h, &c, laid, req);
+        }
         // SAFETY: the caller's buffers and arrays are as MPI says.
         let laid = unsafe { v_blocks(rcounts, displs, &c, rtype) }.and_then(|vb| unsafe { allgather(&c, send, scount, stype, recv, vb) });
         launch("MPI_Iallgatherv", h, &c, laid, req)
@@ -116,6 +130,10 @@ export! {
 
     fn MPI_Ialltoall / PMPI_Ialltoall(send: *const c_void, scount: c_int, stype: Datatype, recv: *mut c_void, rcount: c_int, rtype: Datatype, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Ialltoall", h);
+        // SAFETY: the caller's buffers are as MPI says.
+        if let Some(laid) = unsafe { alltoall_equal(&c, send, scount, stype, recv, rcount, rtype) } {
+            return launch("MPI_Ialltoall", h, &c, laid, req);
+        }
         let laid = (|| {
             let sb = if in_place(send) { None } else { Some(equal_blocks(&c, scount, stype)?) };
             let rb = equal_blocks(&c, rcount, rtype)?;
@@ -127,6 +145,16 @@ export! {
 
     fn MPI_Ialltoallv / PMPI_Ialltoallv(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stype: Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtype: Datatype, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Ialltoallv", h);
+        // Lists of equal blocks one after another: the plain call's layout
+        // (the same transfers).
+        if !c.is_inter() && !in_place(send)
+            // SAFETY: the caller's arrays hold one int per rank.
+            && let (Some(sk), Some(rk)) = unsafe { (equal_lists(scounts, sdispls, c.size()), equal_lists(rcounts, rdispls, c.size())) }
+            // SAFETY: the caller's buffers are as MPI says.
+            && let Some(laid) = unsafe { alltoall_equal(&c, send, sk, stype, recv, rk, rtype) }
+        {
+            return launch("MPI_Ialltoallv", h, &c, laid, req);
+        }
         let laid = (|| {
             // SAFETY: the caller's arrays hold one int per peer.
             let sb = if in_place(send) { None } else { Some(unsafe { v_blocks(scounts, sdispls, &c, stype) }?) };
@@ -141,12 +169,20 @@ export! {
     fn MPI_Ialltoallw / PMPI_Ialltoallw(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stypes: *const Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Datatype, h: Comm, req: *mut Request) -> c_int {
         let c = comm_or_return!("MPI_Ialltoallw", h);
         // SAFETY: the caller's buffers and arrays are as MPI says.
+        if let Some(laid) = unsafe { alltoallw_predefined(&c, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes) } {
+            return launch("MPI_Ialltoallw", h, &c, laid, req);
+        }
+        // SAFETY: the caller's buffers and arrays are as MPI says.
         let laid = unsafe { alltoallw(&c, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes) };
         launch("MPI_Ialltoallw", h, &c, laid, req)
     }
 
     fn MPI_Alltoallw / PMPI_Alltoallw(send: *const c_void, scounts: *const c_int, sdispls: *const c_int, stypes: *const Datatype, recv: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Datatype, h: Comm) -> c_int {
         let c = comm_or_return!("MPI_Alltoallw", h);
+        // SAFETY: the caller's buffers and arrays are as MPI says.
+        if let Some(laid) = unsafe { alltoallw_predefined(&c, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes) } {
+            return launch_or_wait("MPI_Alltoallw", h, &c, laid, None);
+        }
         // SAFETY: the caller's buffers and arrays are as MPI says.
         let laid = unsafe { alltoallw(&c, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes) };
         launch_or_wait("MPI_Alltoallw", h, &c, laid, None)

@@ -17,13 +17,17 @@
 //! completed request.
 //!
 //! The layouts are in `movement` (barrier, broadcast, gathers, scatters,
-//! all-to-alls) and `reductions`; the MPI calls in `calls`.
+//! all-to-alls), `predefined` (their common case, blocks of predefined
+//! datatypes in the program's buffers, without block lists) and
+//! `reductions`; the MPI calls in `calls`.
 
 pub(in crate::coll) mod calls;
 mod movement;
+mod predefined;
 mod reductions;
 
 pub(in crate::coll) use movement::*;
+pub(in crate::coll) use predefined::*;
 pub(in crate::coll) use reductions::*;
 
 use std::ffi::{c_int, c_void};
@@ -39,11 +43,13 @@ use crate::state::{
 use crate::types::{Message, info};
 
 /// A nonblocking collective laid out: this rank's transfers, and its last
-/// step, which owns whatever memory they use besides the caller's buffers.
+/// step, which owns whatever memory they use besides the caller's buffers
+/// (`None`: nothing to do, every transfer in the caller's buffers — then
+/// the request is as plain as a send's, and completes on the fast path).
 pub(crate) struct Laid {
     pub(super) sends: Transfers,
     pub(super) recvs: Transfers,
-    pub(super) after: AfterCollective,
+    pub(super) after: Option<AfterCollective>,
 }
 
 /// A collective's transfers one way: on the stack for a few peers.
@@ -62,11 +68,13 @@ impl Laid {
         };
         let after = self.after;
         Laid {
-            after: Box::new(move || {
+            after: Some(Box::new(move || {
                 // (The memory `after` owns is released either way.)
-                let _ = after();
+                if let Some(after) = after {
+                    let _ = after();
+                }
                 Err(e)
-            }),
+            })),
             ..self
         }
     }
@@ -76,8 +84,40 @@ impl Laid {
         Laid {
             sends: Transfers::new(),
             recvs: Transfers::new(),
-            after: Box::new(|| Ok(())),
+            after: None,
         }
+    }
+
+    /// The same collective, whose last step then releases `held` (memory
+    /// the transfers use).
+    pub(super) fn holding(self, held: Option<AfterCollective>) -> Laid {
+        let Some(held) = held else {
+            return self;
+        };
+        let after = match self.after {
+            None => held,
+            Some(first) => Box::new(move || {
+                let r = first();
+                let _ = held();
+                r
+            }),
+        };
+        Laid {
+            after: Some(after),
+            ..self
+        }
+    }
+}
+
+/// The last step of a transfer into or out of `m`: unpack it into the
+/// caller's buffer (`None` when `m` is that buffer: nothing to do).
+pub(super) fn finishing(m: Message) -> Option<AfterCollective> {
+    match m {
+        Message::Direct { .. } => None,
+        staged => Some(Box::new(move || {
+            staged.finish(None);
+            Ok(())
+        })),
     }
 }
 
@@ -107,11 +147,18 @@ pub(super) fn launch(
     }
     match start_laid(c, laid, 0) {
         Ok((active, after)) => {
-            let after = More {
-                after: Some(after),
-                ..More::default()
+            let mut entry = match after {
+                None => ReqEntry::new(h, Some(active)),
+                after => ReqEntry::with(
+                    h,
+                    Some(active),
+                    More {
+                        after,
+                        ..More::default()
+                    },
+                ),
             };
-            let entry = ReqEntry::with(h, Some(active), after);
+            entry.collective = true;
             let i = STATE.with(|s| s.borrow_mut().requests.insert(entry));
             // SAFETY: a request handle pointer (caller contract).
             unsafe { put(req, request_handle(i)) };
@@ -127,7 +174,7 @@ pub(super) fn start_laid(
     c: &crate::state::SharedComm,
     laid: Laid,
     lane: u32,
-) -> vpml::Result<(Active, AfterCollective)> {
+) -> vpml::Result<(Active, Option<AfterCollective>)> {
     // SAFETY: every transfer is in the caller's buffers, which MPI's
     // contract keeps valid and untouched until the request completes, or
     // in memory `laid.after` owns, which the request keeps as long.
@@ -248,6 +295,26 @@ impl Outgoing {
 
     pub(super) fn as_ptr(&self) -> *const u8 {
         self.ptr
+    }
+
+    /// The last step that keeps these bytes until the transfers are done
+    /// (`None` for the program's own buffer, which MPI keeps).
+    pub(super) fn held(self) -> Option<AfterCollective> {
+        if self.owns_nothing() {
+            return None;
+        }
+        Some(Box::new(move || {
+            drop(self);
+            Ok(())
+        }))
+    }
+
+    /// Nothing to keep: the bytes are the program's own buffer, or none.
+    pub(super) fn owns_nothing(&self) -> bool {
+        match &self._holder {
+            Holder::Message(m) => matches!(m, Message::Direct { .. }),
+            Holder::Copy(bytes) => bytes.is_empty(),
+        }
     }
 
     pub(super) fn len(&self) -> usize {

@@ -14,7 +14,7 @@ pub(in crate::coll) fn barrier(c: &vpml::Comm) -> Laid {
     Laid {
         sends: others(c).map(|i| transfer(i, none, 0)).collect(),
         recvs: others(c).map(|i| transfer(i, none, 0)).collect(),
-        after: Box::new(|| Ok(())),
+        after: None,
     }
 }
 
@@ -38,18 +38,13 @@ pub(in crate::coll) unsafe fn bcast(
         Role::Leaf(r) => Laid {
             sends: Transfers::new(),
             recvs: smallvec::smallvec![transfer(r, ptr, len)],
-            after: Box::new(move || {
-                m.finish(None);
-                Ok(())
-            }),
+            after: finishing(m),
         },
+        // (Finishing a message sent from does nothing but release it.)
         _ => Laid {
             sends: others(c).map(|i| transfer(i, ptr, len)).collect(),
             recvs: Transfers::new(),
-            after: Box::new(move || {
-                drop(m);
-                Ok(())
-            }),
+            after: finishing(m),
         },
     })
 }
@@ -82,10 +77,7 @@ pub(in crate::coll) unsafe fn gather(
             Ok(Laid {
                 sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
                 recvs: Transfers::new(),
-                after: Box::new(move || {
-                    drop(mine);
-                    Ok(())
-                }),
+                after: mine.held(),
             })
         }
         // SAFETY: caller contract.
@@ -118,7 +110,7 @@ unsafe fn gather_at_root(
         return Ok(Laid {
             sends: Transfers::new(),
             recvs,
-            after: Box::new(|| Ok(())),
+            after: None,
         }
         .ending_with(mismatch));
     }
@@ -136,12 +128,12 @@ unsafe fn gather_at_root(
     Ok(Laid {
         sends: Transfers::new(),
         recvs,
-        after: Box::new(move || {
+        after: Some(Box::new(move || {
             // SAFETY: the caller's buffer holds the blocks until the
             // request completes (MPI's contract).
             unsafe { vb.unpack(&all, recv_addr as *mut c_void) };
             Ok(())
-        }),
+        })),
     }
     .ending_with(mismatch))
 }
@@ -184,19 +176,20 @@ unsafe fn own_and_others(
     Ok((recvs, mismatch))
 }
 
-fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
+pub(super) fn copy_block(mine: &[u8], into: &mut [u8]) -> Res {
     if mine.len() != into.len() {
-        return Err((
-            MPI_ERR_TRUNCATE,
-            format!(
-                "a {}-byte contribution for a {}-byte block",
-                mine.len(),
-                into.len()
-            ),
-        ));
+        return Err(size_mismatch(mine.len(), into.len()));
     }
     into.copy_from_slice(mine);
     Ok(())
+}
+
+/// This rank's own block has `mine` bytes where the result's has `block`.
+pub(super) fn size_mismatch(mine: usize, block: usize) -> Mismatch {
+    (
+        MPI_ERR_TRUNCATE,
+        format!("a {mine}-byte contribution for a {block}-byte block"),
+    )
 }
 
 /// Equal blocks of `count` elements of `dt`, one per peer.
@@ -249,10 +242,7 @@ pub(in crate::coll) unsafe fn scatter(
             Ok(Laid {
                 sends: Transfers::new(),
                 recvs: smallvec::smallvec![transfer(r, ptr, len)],
-                after: Box::new(move || {
-                    out.finish(None);
-                    Ok(())
-                }),
+                after: finishing(out),
             })
         }
         Role::Root => {
@@ -305,9 +295,11 @@ pub(in crate::coll) unsafe fn scatter(
             Ok(Laid {
                 sends,
                 recvs: Transfers::new(),
-                after: Box::new(move || {
-                    drop(packed);
-                    Ok(())
+                after: (!packed.is_empty()).then(|| -> AfterCollective {
+                    Box::new(move || {
+                        drop(packed);
+                        Ok(())
+                    })
                 }),
             }
             .ending_with(mismatch))
@@ -346,13 +338,7 @@ pub(in crate::coll) unsafe fn allgather(
     laid.sends = others(c)
         .map(|i| transfer(i, mine.as_ptr(), mine.len()))
         .collect();
-    let after = laid.after;
-    laid.after = Box::new(move || {
-        let r = after();
-        drop(mine);
-        r
-    });
-    Ok(laid)
+    Ok(laid.holding(mine.held()))
 }
 
 /// Alltoall(v): block `i` of `send` (as `sb` says; in place, of `recv`)
@@ -397,7 +383,7 @@ pub(in crate::coll) unsafe fn alltoall(
             recvs: others(c)
                 .map(|i| transfer(i, out.wrapping_add(roffs[i]), rlens[i]))
                 .collect(),
-            after: Box::new(|| Ok(())),
+            after: None,
         }
         .ending_with(mismatch));
     }
@@ -429,13 +415,13 @@ pub(in crate::coll) unsafe fn alltoall(
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
+        after: Some(Box::new(move || {
             drop(input);
             // SAFETY: the caller's buffer holds the blocks until the
             // request completes (MPI's contract).
             unsafe { rb.unpack(&all, recv_addr as *mut c_void) };
             Ok(())
-        }),
+        })),
     }
     .ending_with(mismatch))
 }
@@ -480,7 +466,8 @@ pub(in crate::coll) unsafe fn alltoallw(
     // the input); every incoming one into its own message.
     // A block of no elements may name any datatype (even none).
     let inplace = in_place(send);
-    let mut out_blocks = Vec::with_capacity(n);
+    // (On the stack for small jobs, as the transfers are.)
+    let mut out_blocks: smallvec::SmallVec<[Outgoing; 8]> = smallvec::SmallVec::with_capacity(n);
     for i in 0..n {
         out_blocks.push(match sc[i] {
             0 => Outgoing::copy(Vec::new()),
@@ -490,7 +477,7 @@ pub(in crate::coll) unsafe fn alltoallw(
             _ => unsafe { Outgoing::of(at(sbase, sd[i]), sc[i], st[i]) }?,
         });
     }
-    let mut in_msgs = Vec::with_capacity(n);
+    let mut in_msgs: smallvec::SmallVec<[Message; 8]> = smallvec::SmallVec::with_capacity(n);
     for i in 0..n {
         in_msgs.push(match rc[i] {
             0 => Message::Direct {
@@ -514,16 +501,28 @@ pub(in crate::coll) unsafe fn alltoallw(
             transfer(i, ptr, len)
         })
         .collect();
+    // Every block in the program's buffers (predefined or contiguous
+    // datatypes): nothing to do at the end.
+    let direct = out_blocks.iter().all(Outgoing::owns_nothing)
+        && in_msgs.iter().all(|m| matches!(m, Message::Direct { .. }));
+    if direct {
+        return Ok(Laid {
+            sends,
+            recvs,
+            after: None,
+        }
+        .ending_with(mismatch));
+    }
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
+        after: Some(Box::new(move || {
             drop(out_blocks);
             for m in &in_msgs {
                 m.finish(None);
             }
             Ok(())
-        }),
+        })),
     }
     .ending_with(mismatch))
 }

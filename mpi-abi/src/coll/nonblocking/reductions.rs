@@ -78,9 +78,43 @@ fn fold_into(
     Ok(())
 }
 
-/// Receive slots, one per peer of `from`, each `len` bytes.
-fn slots(from: &[usize], len: usize) -> Vec<Vec<u8>> {
-    from.iter().map(|_| vec![0u8; len]).collect()
+/// Receive slots of `len` bytes each, one per peer of a list, in one
+/// allocation.
+struct Slots {
+    bytes: Vec<u8>,
+    len: usize,
+    count: usize,
+}
+
+/// Contributions in rank order: on the stack for small jobs.
+type Parts<'a> = smallvec::SmallVec<[&'a [u8]; 8]>;
+
+impl Slots {
+    /// A slot for each peer of `from`.
+    fn new(from: &[usize], len: usize) -> Slots {
+        Slots {
+            bytes: vec![0u8; len * from.len()],
+            len,
+            count: from.len(),
+        }
+    }
+
+    /// Receive slot `k` from peer `from[k]`. (The pointers stay valid
+    /// when the slots move: they point into the heap.)
+    fn receives(&mut self, from: &[usize]) -> Transfers {
+        let base = self.bytes.as_mut_ptr();
+        from.iter()
+            .enumerate()
+            .map(|(k, &i)| transfer(i, base.wrapping_add(k * self.len), self.len))
+            .collect()
+    }
+
+    /// What each slot received, in order.
+    fn parts(&self) -> Parts<'_> {
+        (0..self.count)
+            .map(|k| &self.bytes[k * self.len..(k + 1) * self.len])
+            .collect()
+    }
 }
 
 /// # Safety
@@ -119,10 +153,7 @@ pub(in crate::coll) unsafe fn reduce(
         return Ok(Laid {
             sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
             recvs: Transfers::new(),
-            after: Box::new(move || {
-                drop(mine);
-                Ok(())
-            }),
+            after: mine.held(),
         });
     }
     let Some(mut out) = out else {
@@ -130,12 +161,8 @@ pub(in crate::coll) unsafe fn reduce(
     };
     let from: Ranks = others(c).collect();
     let len = out.bytes().len();
-    let mut got = slots(&from, len);
-    let recvs = from
-        .iter()
-        .zip(got.iter_mut())
-        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
-        .collect();
+    let mut got = Slots::new(&from, len);
+    let recvs = got.receives(&from);
     let sends = if all {
         others(c)
             .map(|i| transfer(i, mine.as_ptr(), mine.len()))
@@ -149,13 +176,13 @@ pub(in crate::coll) unsafe fn reduce(
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
-            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+        after: Some(Box::new(move || {
+            let mut parts = got.parts();
             if let Some(me) = me {
                 parts.insert(me, mine.as_slice());
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
-        }),
+        })),
     })
 }
 
@@ -185,12 +212,8 @@ pub(in crate::coll) unsafe fn scan(
     };
     let len = mine.len();
     let lower: Vec<usize> = (0..r).collect();
-    let mut got = slots(&lower, len);
-    let recvs = lower
-        .iter()
-        .zip(got.iter_mut())
-        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
-        .collect();
+    let mut got = Slots::new(&lower, len);
+    let recvs = got.receives(&lower);
     let sends = (r + 1..size)
         .map(|i| transfer(i, mine.as_ptr(), len))
         .collect();
@@ -199,8 +222,8 @@ pub(in crate::coll) unsafe fn scan(
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
-            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+        after: Some(Box::new(move || {
+            let mut parts = got.parts();
             if inclusive {
                 parts.push(mine.as_slice());
             }
@@ -213,7 +236,7 @@ pub(in crate::coll) unsafe fn scan(
                 return Ok(());
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
-        }),
+        })),
     })
 }
 
@@ -282,12 +305,8 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     let block = |i: usize| bounds[i]..bounds[i + 1];
     let len = n * esize;
     let from: Ranks = others(c).collect();
-    let mut got = slots(&from, len);
-    let recvs = from
-        .iter()
-        .zip(got.iter_mut())
-        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
-        .collect();
+    let mut got = Slots::new(&from, len);
+    let recvs = got.receives(&from);
     let sends = from
         .iter()
         .map(|&i| transfer(i, input.as_ptr().wrapping_add(bounds[i]), block(i).len()))
@@ -298,13 +317,13 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
-            let mut parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+        after: Some(Box::new(move || {
+            let mut parts = got.parts();
             if let (Some(me), Some(own)) = (me, own) {
                 parts.insert(me, &input.as_slice()[own]);
             }
             fold_into(op, (dt, kept, shown), n, &parts, &mut out)
-        }),
+        })),
     })
 }
 
@@ -339,12 +358,8 @@ unsafe fn reduce_scatter_inter(
     let mut out = checked(unsafe { Message::new(recv, n as c_int, dt, false) })?;
     let len = total * esize;
     let from: Ranks = others(c).collect();
-    let mut got = slots(&from, len);
-    let recvs = from
-        .iter()
-        .zip(got.iter_mut())
-        .map(|(&i, g)| transfer(i, g.as_mut_ptr(), len))
-        .collect();
+    let mut got = Slots::new(&from, len);
+    let recvs = got.receives(&from);
     let sends = from
         .iter()
         .map(|&i| transfer(i, input.as_ptr(), len))
@@ -353,9 +368,9 @@ unsafe fn reduce_scatter_inter(
     Ok(Laid {
         sends,
         recvs,
-        after: Box::new(move || {
+        after: Some(Box::new(move || {
             drop(input);
-            let parts: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            let parts = got.parts();
             let mut whole = vec![0u8; len];
             let folded = fold_packed(op, kept.unwrap_or(dt), shown, total, &parts, &mut whole);
             if let Some(k) = kept {
@@ -367,6 +382,6 @@ unsafe fn reduce_scatter_inter(
             mine[..end - at.min(end)].copy_from_slice(&whole[at.min(end)..end]);
             out.finish(None);
             Ok(())
-        }),
+        })),
     })
 }
