@@ -5,6 +5,11 @@ use crate::buffer::Pod;
 use crate::comm::Comm;
 use crate::error::Result;
 
+/// From how many bytes a root's own block is copied while its transfers
+/// run rather than before them (below, the blocking send of a 2-rank
+/// scatter, which skips the request table, is worth more).
+const OVERLAPPED_COPY: usize = 64 * 1024;
+
 impl Comm {
     /// Collect `send` of every member, in rank order, into `recv` of
     /// `root` (`recv.len() == size · send.len()` there; ignored elsewhere).
@@ -72,7 +77,6 @@ impl Comm {
                 send.len()
             )));
         }
-        recv.copy_from_slice(&send[r * b..(r + 1) * b]);
         let bb = std::mem::size_of_val(recv);
         let data = bytes(send);
         let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
@@ -81,7 +85,25 @@ impl Comm {
                 .filter(|&i| i != r)
                 .map(|i| (i, &data[i * bb..(i + 1) * bb])),
         );
-        self.c_exchange(tag::SCATTER, &sends, &mut [])
+        self.scatter_from_root(&sends, &send[r * b..(r + 1) * b], recv)
+    }
+
+    /// The root's side of a scatter: `sends` to the other ranks, and its
+    /// own block `mine` into `recv` — after the sends started when the
+    /// block is large, so that the copy overlaps with the peers reading
+    /// theirs (2 ranks, 4 MiB: the copy and the transfer took one after
+    /// the other 1.24x Open MPI's time).
+    fn scatter_from_root<T: Pod>(
+        &self,
+        sends: &[(usize, &[u8])],
+        mine: &[T],
+        recv: &mut [T],
+    ) -> Result<()> {
+        if std::mem::size_of_val(mine) < OVERLAPPED_COPY && sends.len() <= 1 {
+            recv.copy_from_slice(mine);
+            return self.c_exchange(tag::SCATTER, sends, &mut []);
+        }
+        self.c_exchange_while(tag::SCATTER, sends, &mut [], || recv.copy_from_slice(mine))
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements at offset `displs[i]`
@@ -108,13 +130,12 @@ impl Comm {
                 counts[r]
             )));
         }
-        recv.copy_from_slice(&send[ranges[r].clone()]);
         let mut sends: PerRank<(usize, &[u8])> = PerRank::new();
         sends.extend(
             (0..n)
                 .filter(|&i| i != r)
                 .map(|i| (i, bytes(&send[ranges[i].clone()]))),
         );
-        self.c_exchange(tag::SCATTER, &sends, &mut [])
+        self.scatter_from_root(&sends, &send[ranges[r].clone()], recv)
     }
 }

@@ -104,6 +104,20 @@ impl Comm {
             ([(to, out)], []) => return self.c_send(*to, tag, out),
             _ => {}
         }
+        self.c_exchange_while(tag, sends, recvs, || {})
+    }
+
+    /// [`Comm::c_exchange`] that runs `meanwhile` once every transfer has
+    /// started, before waiting: work of this rank's own (copying its own
+    /// block of a large collective) overlaps with the peers' reading what
+    /// it sends.
+    pub(super) fn c_exchange_while(
+        &self,
+        tag: i32,
+        sends: &[(usize, &[u8])],
+        recvs: &mut [(usize, &mut [u8])],
+        meanwhile: impl FnOnce(),
+    ) -> Result<()> {
         let mut eng = self.engine.borrow_mut();
         let ctx = self.collective_context();
         // Each request, and for a receive its source and room.
@@ -130,6 +144,7 @@ impl Comm {
             };
             ids.push((id, None));
         }
+        meanwhile();
         eng.wait_until(|e| ids.iter().all(|(id, _)| e.is_done(*id)))?;
         let mut result = Ok(());
         for (id, recv) in ids {
