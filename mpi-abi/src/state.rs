@@ -160,8 +160,8 @@ pub(crate) struct ReqEntry {
     pub comm: Comm,
     /// An operation on `MPI_PROC_NULL`: complete at once, empty status.
     pub proc_null: bool,
-    /// A nonblocking collective in flight: it cannot be cancelled or
-    /// freed (its memory is in use until it completes).
+    /// A nonblocking collective in flight (see
+    /// [`ReqEntry::is_collective_in_flight`]).
     pub collective: bool,
     /// The operation in flight, if any (on the C buffer, or on the
     /// staging copy).
@@ -271,6 +271,13 @@ impl ReqEntry {
     /// The status of a request complete from the start.
     pub(crate) fn ready(&self) -> Option<(usize, c_int, usize)> {
         self.more.as_ref()?.ready
+    }
+
+    /// A nonblocking collective in flight, or a request laid out as one
+    /// (`MPI_Isendrecv`) whose last step still holds memory its transfers
+    /// use: it can be neither cancelled nor freed until it completes.
+    pub(crate) fn is_collective_in_flight(&self) -> bool {
+        self.collective || self.more.as_ref().is_some_and(|m| m.after.is_some())
     }
 
     /// Take a nonblocking collective's last step out.

@@ -576,9 +576,19 @@ static void idup_and_errors(void) {
     rc = MPI_Ialltoall(a4, 1, MPI_INT, b8, 2, MPI_INT, d, &r);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     CHECK(rc != MPI_SUCCESS, "Ialltoall of blocks of another size is refused");
+    CHECK(r == MPI_REQUEST_NULL, "the refused Ialltoall's request is freed");
+    rc = MPI_Iallgather(a4, 1, MPI_INT, b8, 2, MPI_INT, d, &r);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(rc != MPI_SUCCESS && r == MPI_REQUEST_NULL, "Iallgather of blocks of another size is refused");
     MPI_Ialltoall(a4, 1, MPI_INT, b4, 1, MPI_INT, d, &r);
     wait1(&r);
-    CHECK(b4[3] == 30 + rank, "an Ialltoall after the refused one %d", b4[3]);
+    CHECK(b4[3] == 30 + rank, "an Ialltoall after the refused ones %d", b4[3]);
+    /* Completed, as MPI_Request_get_status saw: it may be freed. */
+    MPI_Ialltoall(a4, 1, MPI_INT, b4, 1, MPI_INT, d, &r);
+    int done = 0;
+    while (!done) MPI_Request_get_status(r, &done, MPI_STATUS_IGNORE);
+    rc = MPI_Request_free(&r);
+    CHECK(rc == MPI_SUCCESS && r == MPI_REQUEST_NULL, "Request_free of a completed Ialltoall");
     int cls = -1;
     rc = MPI_Ibcast(&x, 1, MPI_INT, 9, d, &r);
     MPI_Error_class(rc, &cls);

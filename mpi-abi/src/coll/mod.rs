@@ -53,7 +53,7 @@ mod nonblocking;
 mod persistent;
 mod plain;
 
-use plain::{allgather_blocks, alltoall_blocks, equal_blocks, gather_blocks, scatter_blocks};
+use plain::{allgather_blocks, alltoall_blocks, equal_lists, gather_blocks, scatter_blocks};
 
 pub(crate) use nonblocking::Laid;
 pub(crate) use nonblocking::calls::{MPI_Iallgather, MPI_Iallreduce, MPI_Ibcast};
@@ -659,7 +659,7 @@ export! {
                 return from_vpml(c.gatherv(m.bytes(), &mut [], &[], &[], root));
             }
             // SAFETY: at the root the arrays hold one int per rank.
-            if let Some(k) = unsafe { equal_blocks(rcounts, displs, c.size()) } {
+            if let Some(k) = unsafe { equal_lists(rcounts, displs, c.size()) } {
                 // SAFETY: the caller's buffers are as MPI says.
                 return unsafe { gather_blocks(&c, send, scount, stype, recv, k, rtype, root as c_int) };
             }
@@ -715,7 +715,7 @@ export! {
                 return Ok(());
             }
             // SAFETY: at the root the arrays hold one int per rank.
-            if let Some(k) = unsafe { equal_blocks(scounts, displs, c.size()) } {
+            if let Some(k) = unsafe { equal_lists(scounts, displs, c.size()) } {
                 // SAFETY: the caller's buffers are as MPI says.
                 return unsafe { scatter_blocks(&c, send, k, stype, recv, rcount, rtype, root as c_int) };
             }
@@ -761,7 +761,7 @@ export! {
         let c = match comm("MPI_Allgatherv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             // SAFETY: the arrays hold one int per rank.
-            if !c.is_inter() && let Some(k) = unsafe { equal_blocks(rcounts, displs, c.size()) } {
+            if !c.is_inter() && let Some(k) = unsafe { equal_lists(rcounts, displs, c.size()) } {
                 // SAFETY: the caller's buffers are as MPI says.
                 return unsafe { allgather_blocks(&c, send, scount, stype, recv, k, rtype) };
             }
@@ -803,13 +803,13 @@ export! {
         let c = match comm("MPI_Alltoallv", h) { Ok(c) => c, Err(code) => return code };
         let r = (|| {
             // SAFETY: the arrays hold one int per rank.
-            if !c.is_inter() && let Some(rk) = unsafe { equal_blocks(rcounts, rdispls, c.size()) } {
+            if !c.is_inter() && let Some(rk) = unsafe { equal_lists(rcounts, rdispls, c.size()) } {
                 // In place, the send lists are not read.
                 let sk = if in_place(send) {
                     Some(rk)
                 } else {
                     // SAFETY: as above.
-                    unsafe { equal_blocks(scounts, sdispls, c.size()) }
+                    unsafe { equal_lists(scounts, sdispls, c.size()) }
                 };
                 if let Some(sk) = sk {
                     // SAFETY: the caller's buffers are as MPI says.

@@ -1,6 +1,6 @@
 //! The bodies of gather, scatter, allgather and alltoall on equal
 //! blocks, shared by the plain calls and by their `v` twins when the
-//! lists describe equal blocks one after another ([`equal_blocks`]).
+//! lists describe equal blocks one after another ([`equal_lists`]).
 
 use std::ffi::{c_int, c_void};
 
@@ -21,7 +21,7 @@ use crate::consts::{Datatype, MPI_ERR_COUNT};
 ///
 /// # Safety
 /// Non-null arrays hold `n` ints each (the C caller's contract).
-pub(super) unsafe fn equal_blocks(
+pub(super) unsafe fn equal_lists(
     counts: *const c_int,
     displs: *const c_int,
     n: usize,
@@ -66,7 +66,7 @@ fn all_blocks(count: c_int, n: usize) -> Result<c_int, (c_int, String)> {
 }
 
 /// `MPI_Gather` on an intra-communicator (and `MPI_Gatherv` with
-/// [`equal_blocks`]).
+/// [`equal_lists`]).
 ///
 /// # Safety
 /// The caller's buffers are as MPI says.
@@ -106,7 +106,7 @@ pub(super) unsafe fn gather_blocks(
 }
 
 /// `MPI_Scatter` on an intra-communicator (and `MPI_Scatterv` with
-/// [`equal_blocks`]).
+/// [`equal_lists`]).
 ///
 /// # Safety
 /// The caller's buffers are as MPI says.
@@ -146,7 +146,7 @@ pub(super) unsafe fn scatter_blocks(
     Ok(())
 }
 
-/// `MPI_Allgather` (and `MPI_Allgatherv` with [`equal_blocks`] on an
+/// `MPI_Allgather` (and `MPI_Allgatherv` with [`equal_lists`] on an
 /// intra-communicator).
 ///
 /// # Safety
@@ -180,7 +180,7 @@ pub(super) unsafe fn allgather_blocks(
     Ok(())
 }
 
-/// `MPI_Alltoall` (and `MPI_Alltoallv` with [`equal_blocks`] on both
+/// `MPI_Alltoall` (and `MPI_Alltoallv` with [`equal_lists`] on both
 /// sides, on an intra-communicator).
 ///
 /// # Safety

@@ -18,7 +18,7 @@ export! {
         let freed = STATE.with(|s| {
             let mut s = s.borrow_mut();
             let i = request_slot(h).filter(|&i| s.requests.get(i).is_some())?;
-            if s.requests.get(i).is_some_and(|e| e.collective) {
+            if s.requests.get(i).is_some_and(|e| e.is_collective_in_flight()) {
                 // MPI forbids it: the collective's memory is in use.
                 return Some(false);
             }
@@ -83,7 +83,7 @@ export! {
         let r = STATE.with(|s| {
             let s = s.borrow();
             let e = request_slot(h).and_then(|i| s.requests.get(i))?;
-            if e.collective {
+            if e.is_collective_in_flight() {
                 return Some(Some(Err(vpml::Error::RequestState("a nonblocking collective cannot be cancelled"))));
             }
             // (An operation complete at start cannot be cancelled.)

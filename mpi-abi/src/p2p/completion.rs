@@ -281,7 +281,8 @@ fn complete_with(
     // Nonblocking collectives' last steps, and the generalized requests
     // whose status the application's function gives, run once the table
     // is free again (a user reduction may call MPI).
-    let mut afters = Vec::new();
+    let mut afters: smallvec::SmallVec<[crate::state::AfterCollective; 2]> =
+        smallvec::SmallVec::new();
     let mut greqs = Vec::new();
     let finished = STATE.with(|s| {
         let mut s = s.borrow_mut();

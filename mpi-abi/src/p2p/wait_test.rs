@@ -359,6 +359,7 @@ fn get_status(h: Request) -> Result<Option<(Option<vpml::Status>, bool)>, c_int>
             e.more_mut().ready = Some((st.source(), tag, st.len()));
         }
         e.proc_null = true;
+        e.collective = false;
         Some((st, e.take_after()))
     });
     let Some((st, after)) = taken else {

@@ -451,36 +451,40 @@ impl Core {
 
     /// [`Core::take_group`]'s parts, for a group without a result part.
     fn take_group_parts(&mut self, parts: &[ReqId]) -> Result<Status> {
-        let mut result = Ok(Status::new(usize::MAX, 0, 0, 0));
+        // A part of the wrong size is the group's status's error, as a
+        // truncation is a receive's: the request completes (its caller
+        // frees it and reports the error), only a failure to take a part
+        // fails the call.
+        let mut status = Status::new(usize::MAX, 0, 0, 0);
+        let mut failed = None;
         for &p in parts {
             if p.is_complete_send() {
                 continue;
             }
             let room = self.slot(p).map(|s| (s.kind == SlotKind::Recv, s.buf.len));
-            let st = self.take_done(p);
-            if result.is_err() {
-                continue;
-            }
-            result = match (st, room) {
-                (Err(e), _) => Err(e),
-                (Ok(st), Some((true, room))) => {
+            match (self.take_done(p), room) {
+                (Err(e), _) => {
+                    failed.get_or_insert(e);
+                }
+                (Ok(st), Some((true, room))) if status.error.is_none() => {
                     let got = match st.error() {
                         Some(Error::Truncated { message_len, .. }) => *message_len,
                         _ => st.len(),
                     };
-                    if got == room {
-                        result
-                    } else {
-                        Err(Error::Collective(format!(
+                    if got != room {
+                        status.error = Some(Box::new(Error::Collective(format!(
                             "world rank {} sent {got} bytes where {room} were expected",
                             st.source()
-                        )))
+                        ))));
                     }
                 }
-                (Ok(_), _) => result,
-            };
+                (Ok(_), _) => {}
+            }
         }
-        result
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(status),
+        }
     }
 
     /// [`Core::take_group`] for a group whose status is part `k`'s (a

@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::*;
-use crate::coll::plain::equal_blocks as equal_lists;
+use crate::coll::plain::equal_lists;
 use crate::consts::*;
 use crate::state::{error, put, vpml_error};
 

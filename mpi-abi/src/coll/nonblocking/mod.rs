@@ -109,8 +109,8 @@ impl Laid {
     }
 }
 
-/// The last step of a transfer into or out of `m`: unpack it into the
-/// caller's buffer (`None` when `m` is that buffer: nothing to do).
+/// The last step of a transfer into `m`: unpack it into the caller's
+/// buffer (`None` when `m` is that buffer: nothing to do).
 pub(super) fn finishing(m: Message) -> Option<AfterCollective> {
     match m {
         Message::Direct { .. } => None,
@@ -127,6 +127,18 @@ pub(super) fn transfer(peer: usize, ptr: *const u8, len: usize) -> Transfer {
         peer,
         ptr: ptr as *mut u8,
         len,
+    }
+}
+
+/// The last step of a transfer out of `m`: let its packed copy go (`None`
+/// when `m` is the caller's buffer: nothing to keep).
+pub(super) fn keeping(m: Message) -> Option<AfterCollective> {
+    match m {
+        Message::Direct { .. } => None,
+        staged => Some(Box::new(move || {
+            drop(staged);
+            Ok(())
+        })),
     }
 }
 

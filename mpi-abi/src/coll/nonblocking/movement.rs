@@ -40,11 +40,10 @@ pub(in crate::coll) unsafe fn bcast(
             recvs: smallvec::smallvec![transfer(r, ptr, len)],
             after: finishing(m),
         },
-        // (Finishing a message sent from does nothing but release it.)
         _ => Laid {
             sends: others(c).map(|i| transfer(i, ptr, len)).collect(),
             recvs: Transfers::new(),
-            after: finishing(m),
+            after: keeping(m),
         },
     })
 }

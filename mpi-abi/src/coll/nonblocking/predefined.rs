@@ -168,7 +168,7 @@ pub(in crate::coll) unsafe fn alltoallw_predefined(
         }
     }
     let (from, slen, into, rlen) = own?;
-    // (Overlapping own blocks are erroneous; the general path copies them.)
+    // (Overlapping own blocks are erroneous: left to the general path.)
     if !apart(from.cast(), slen, into.cast(), rlen) {
         return None;
     }
