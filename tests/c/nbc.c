@@ -151,6 +151,10 @@ static void everyone(void) {
     wait1(&r);
     CHECK(got[0] == 100 + 3 * rank && got[1] == 102 + 3 * rank, "Iscatter with holes %d %d", got[0], got[1]);
     MPI_Type_free(&holes);
+    got[0] = got[1] = -1;
+    MPI_Iscatter(from, 2, MPI_INT, got, 2, MPI_INT, 3, MPI_COMM_WORLD, &r);
+    wait1(&r);
+    CHECK(got[0] == 100 + 2 * rank && got[1] == 101 + 2 * rank, "Iscatter, the root's own block too %d %d", got[0], got[1]);
     int intact = 1;
     for (int i = 0; i < 12; i++) intact &= from[i] == 100 + i;
     CHECK(intact, "Iscatter left the root's buffer as it was");

@@ -125,6 +125,7 @@ fn laid(
     Laid {
         sends: sends.into(),
         recvs: recvs.into(),
+        own: None,
         after: Some(Box::new(move || {
             drop(keep);
             afters.into_iter().try_for_each(|a| a())

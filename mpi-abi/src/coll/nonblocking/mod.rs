@@ -49,7 +49,29 @@ use crate::types::{Message, info};
 pub(crate) struct Laid {
     pub(super) sends: Transfers,
     pub(super) recvs: Transfers,
+    /// This rank's own block, copied once the transfers have started, so
+    /// that a large copy overlaps with the peers reading their blocks.
+    pub(super) own: Option<OwnCopy>,
     pub(super) after: Option<AfterCollective>,
+}
+
+/// `len` bytes from `from` to `to`: this rank's own block of a
+/// collective (see [`Laid::own`]).
+pub(super) struct OwnCopy {
+    from: *const u8,
+    to: *mut u8,
+    len: usize,
+}
+
+impl OwnCopy {
+    /// # Safety
+    /// `from` and `to` hold `len` bytes each, do not overlap, and stay
+    /// valid (and `to` untouched by the program) until the collective's
+    /// request completes: both lie in the program's buffers, which MPI
+    /// keeps so, or in memory the collective's last step owns.
+    pub(super) unsafe fn new(from: *const u8, to: *mut u8, len: usize) -> OwnCopy {
+        OwnCopy { from, to, len }
+    }
 }
 
 /// A collective's transfers one way: on the stack for a few peers.
@@ -84,6 +106,7 @@ impl Laid {
         Laid {
             sends: Transfers::new(),
             recvs: Transfers::new(),
+            own: None,
             after: None,
         }
     }
@@ -191,6 +214,12 @@ pub(super) fn start_laid(
     // contract keeps valid and untouched until the request completes, or
     // in memory `laid.after` owns, which the request keeps as long.
     let id = unsafe { c.start_collective_raw(&laid.sends, &laid.recvs, lane) }?;
+    if let Some(own) = laid.own
+        && own.len > 0
+    {
+        // SAFETY: `OwnCopy::new`'s contract.
+        unsafe { std::ptr::copy_nonoverlapping(own.from, own.to, own.len) };
+    }
     Ok((Active::new(id, c, 0, 0, 0), laid.after))
 }
 

@@ -14,6 +14,7 @@ pub(in crate::coll) fn barrier(c: &vpml::Comm) -> Laid {
     Laid {
         sends: others(c).map(|i| transfer(i, none, 0)).collect(),
         recvs: others(c).map(|i| transfer(i, none, 0)).collect(),
+        own: None,
         after: None,
     }
 }
@@ -38,11 +39,13 @@ pub(in crate::coll) unsafe fn bcast(
         Role::Leaf(r) => Laid {
             sends: Transfers::new(),
             recvs: smallvec::smallvec![transfer(r, ptr, len)],
+            own: None,
             after: finishing(m),
         },
         _ => Laid {
             sends: others(c).map(|i| transfer(i, ptr, len)).collect(),
             recvs: Transfers::new(),
+            own: None,
             after: keeping(m),
         },
     })
@@ -76,6 +79,7 @@ pub(in crate::coll) unsafe fn gather(
             Ok(Laid {
                 sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
                 recvs: Transfers::new(),
+                own: None,
                 after: mine.held(),
             })
         }
@@ -109,6 +113,7 @@ unsafe fn gather_at_root(
         return Ok(Laid {
             sends: Transfers::new(),
             recvs,
+            own: None,
             after: None,
         }
         .ending_with(mismatch));
@@ -127,6 +132,7 @@ unsafe fn gather_at_root(
     Ok(Laid {
         sends: Transfers::new(),
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             // SAFETY: the caller's buffer holds the blocks until the
             // request completes (MPI's contract).
@@ -241,6 +247,7 @@ pub(in crate::coll) unsafe fn scatter(
             Ok(Laid {
                 sends: Transfers::new(),
                 recvs: smallvec::smallvec![transfer(r, ptr, len)],
+                own: None,
                 after: finishing(out),
             })
         }
@@ -279,14 +286,27 @@ pub(in crate::coll) unsafe fn scatter(
                     (vb.lens(), vb.offs(), packed.as_ptr(), packed)
                 }
             };
-            let mut mismatch = None;
+            let (mut mismatch, mut own) = (None, None);
             if let (Some(me), Some(mut out)) = (me, out) {
-                // SAFETY: block `me` lies in `data` (the caller's span, or
-                // the packed bytes, which `packed` holds), apart from
-                // `out`'s bytes (checked above).
-                let mine = unsafe { std::slice::from_raw_parts(data.add(offs[me]), lens[me]) };
-                mismatch = copy_block(mine, out.bytes()).err();
-                out.finish(None);
+                match out {
+                    // The program's buffer: copied once the sends started
+                    // (a large block then overlaps with the peers reading
+                    // theirs).
+                    Message::Direct { ptr, len } if len == lens[me] => {
+                        // SAFETY: block `me` lies in `data` (the caller's
+                        // span, or the packed bytes, which the last step
+                        // keeps), apart from `out`'s bytes (checked above);
+                        // `out` is the program's buffer.
+                        own = Some(unsafe { OwnCopy::new(data.add(offs[me]), ptr, len) });
+                    }
+                    _ => {
+                        // SAFETY: as above.
+                        let mine =
+                            unsafe { std::slice::from_raw_parts(data.add(offs[me]), lens[me]) };
+                        mismatch = copy_block(mine, out.bytes()).err();
+                        out.finish(None);
+                    }
+                }
             }
             let sends = others(c)
                 .map(|i| transfer(i, data.wrapping_add(offs[i]), lens[i]))
@@ -294,6 +314,7 @@ pub(in crate::coll) unsafe fn scatter(
             Ok(Laid {
                 sends,
                 recvs: Transfers::new(),
+                own,
                 after: (!packed.is_empty()).then(|| -> AfterCollective {
                     Box::new(move || {
                         drop(packed);
@@ -382,6 +403,7 @@ pub(in crate::coll) unsafe fn alltoall(
             recvs: others(c)
                 .map(|i| transfer(i, out.wrapping_add(roffs[i]), rlens[i]))
                 .collect(),
+            own: None,
             after: None,
         }
         .ending_with(mismatch));
@@ -414,6 +436,7 @@ pub(in crate::coll) unsafe fn alltoall(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             drop(input);
             // SAFETY: the caller's buffer holds the blocks until the
@@ -508,6 +531,7 @@ pub(in crate::coll) unsafe fn alltoallw(
         return Ok(Laid {
             sends,
             recvs,
+            own: None,
             after: None,
         }
         .ending_with(mismatch));
@@ -515,6 +539,7 @@ pub(in crate::coll) unsafe fn alltoallw(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             drop(out_blocks);
             for m in &in_msgs {

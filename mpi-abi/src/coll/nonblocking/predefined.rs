@@ -11,7 +11,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::super::{user_bytes, user_bytes_ref};
-use super::movement::{copy_block, size_mismatch};
+use super::movement::size_mismatch;
 use super::*;
 use crate::coll::Res;
 
@@ -60,9 +60,10 @@ pub(in crate::coll) unsafe fn alltoall_equal(
     Some((|| {
         // SAFETY: caller contract.
         let (input, all) = unsafe { (user_bytes_ref(send, sspan)?, user_bytes(recv, rspan)?) };
-        let mine = &input[me * slen..(me + 1) * slen];
-        let mismatch = copy_block(mine, &mut all[me * rlen..(me + 1) * rlen]).err();
         let (inp, out) = (input.as_ptr(), all.as_mut_ptr());
+        // SAFETY: blocks of the program's buffers, which are apart.
+        let (own, mismatch) =
+            unsafe { own_block(inp.add(me * slen), slen, out.add(me * rlen), rlen) };
         Ok(Laid {
             sends: others(c)
                 .map(|i| transfer(i, inp.wrapping_add(i * slen), slen))
@@ -70,6 +71,7 @@ pub(in crate::coll) unsafe fn alltoall_equal(
             recvs: others(c)
                 .map(|i| transfer(i, out.wrapping_add(i * rlen), rlen))
                 .collect(),
+            own,
             after: None,
         }
         .ending_with(mismatch))
@@ -102,13 +104,15 @@ pub(in crate::coll) unsafe fn allgather_equal(
     Some((|| {
         // SAFETY: caller contract.
         let (mine, all) = unsafe { (user_bytes_ref(send, slen)?, user_bytes(recv, rspan)?) };
-        let mismatch = copy_block(mine, &mut all[me * rlen..(me + 1) * rlen]).err();
         let (inp, out) = (mine.as_ptr(), all.as_mut_ptr());
+        // SAFETY: blocks of the program's buffers, which are apart.
+        let (own, mismatch) = unsafe { own_block(inp, slen, out.add(me * rlen), rlen) };
         Ok(Laid {
             sends: others(c).map(|i| transfer(i, inp, slen)).collect(),
             recvs: others(c)
                 .map(|i| transfer(i, out.wrapping_add(i * rlen), rlen))
                 .collect(),
+            own,
             after: None,
         }
         .ending_with(mismatch))
@@ -172,18 +176,33 @@ pub(in crate::coll) unsafe fn alltoallw_predefined(
     if !apart(from.cast(), slen, into.cast(), rlen) {
         return None;
     }
-    let mismatch = if slen == rlen {
-        // SAFETY: both blocks lie in the program's buffers (caller
-        // contract), apart (checked above).
-        unsafe { std::ptr::copy_nonoverlapping(from, into as *mut u8, slen) };
-        None
-    } else {
-        Some(size_mismatch(slen, rlen))
-    };
+    // SAFETY: both blocks lie in the program's buffers (caller contract),
+    // apart (checked above).
+    let (own, mismatch) = unsafe { own_block(from, slen, into as *mut u8, rlen) };
     Some(Ok(Laid {
         sends,
         recvs,
+        own,
         after: None,
     }
     .ending_with(mismatch)))
+}
+
+/// This rank's own block, `slen` bytes at `from` into `rlen` bytes at
+/// `to`: copied once the transfers have started, or (sizes that differ)
+/// the error the request ends with.
+///
+/// # Safety
+/// As [`OwnCopy::new`], for `slen` bytes.
+unsafe fn own_block(
+    from: *const u8,
+    slen: usize,
+    to: *mut u8,
+    rlen: usize,
+) -> (Option<OwnCopy>, Option<(c_int, String)>) {
+    if slen != rlen {
+        return (None, Some(size_mismatch(slen, rlen)));
+    }
+    // SAFETY: the caller's contract.
+    (Some(unsafe { OwnCopy::new(from, to, slen) }), None)
 }

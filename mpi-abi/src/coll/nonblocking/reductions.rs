@@ -153,6 +153,7 @@ pub(in crate::coll) unsafe fn reduce(
         return Ok(Laid {
             sends: smallvec::smallvec![transfer(r, mine.as_ptr(), mine.len())],
             recvs: Transfers::new(),
+            own: None,
             after: mine.held(),
         });
     }
@@ -176,6 +177,7 @@ pub(in crate::coll) unsafe fn reduce(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             let mut parts = got.parts();
             if let Some(me) = me {
@@ -222,6 +224,7 @@ pub(in crate::coll) unsafe fn scan(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             let mut parts = got.parts();
             if inclusive {
@@ -317,6 +320,7 @@ pub(in crate::coll) unsafe fn reduce_scatter(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             let mut parts = got.parts();
             if let (Some(me), Some(own)) = (me, own) {
@@ -368,6 +372,7 @@ unsafe fn reduce_scatter_inter(
     Ok(Laid {
         sends,
         recvs,
+        own: None,
         after: Some(Box::new(move || {
             drop(input);
             let parts = got.parts();
