@@ -14,6 +14,7 @@ use super::super::{user_bytes, user_bytes_ref};
 use super::movement::size_mismatch;
 use super::*;
 use crate::coll::Res;
+use crate::rma::overlap;
 
 /// Bytes of one block of `count` elements of predefined datatype `dt`,
 /// when `n` such blocks are countable in an int (as the general path
@@ -25,12 +26,6 @@ fn block_len(count: c_int, dt: Datatype, n: usize) -> Option<usize> {
         return None;
     }
     count.checked_mul(size)
-}
-
-/// `a` (`a_len` bytes) and `b` (`b_len` bytes) do not overlap.
-fn apart(a: *const c_void, a_len: usize, b: *const c_void, b_len: usize) -> bool {
-    let (a, b) = (a as usize, b as usize);
-    a.saturating_add(a_len) <= b || b.saturating_add(b_len) <= a
 }
 
 /// [`alltoall`]'s common case: block `i` of `send` straight to peer `i`,
@@ -54,7 +49,7 @@ pub(in crate::coll) unsafe fn alltoall_equal(
     let (n, me) = (c.size(), c.rank());
     let (slen, rlen) = (block_len(scount, stype, n)?, block_len(rcount, rtype, n)?);
     let (sspan, rspan) = (slen * n, rlen * n);
-    if !apart(send, sspan, recv, rspan) {
+    if overlap(send.cast(), sspan, recv.cast(), rspan) {
         return None;
     }
     Some((|| {
@@ -98,7 +93,7 @@ pub(in crate::coll) unsafe fn allgather_equal(
     let (n, me) = (c.size(), c.rank());
     let (slen, rlen) = (block_len(scount, stype, 1)?, block_len(rcount, rtype, n)?);
     let rspan = rlen * n;
-    if !apart(send, slen, recv, rspan) {
+    if overlap(send.cast(), slen, recv.cast(), rspan) {
         return None;
     }
     Some((|| {
@@ -173,7 +168,7 @@ pub(in crate::coll) unsafe fn alltoallw_predefined(
     }
     let (from, slen, into, rlen) = own?;
     // (Overlapping own blocks are erroneous: left to the general path.)
-    if !apart(from.cast(), slen, into.cast(), rlen) {
+    if overlap(from, slen, into, rlen) {
         return None;
     }
     // SAFETY: both blocks lie in the program's buffers (caller contract),
